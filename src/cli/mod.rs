@@ -1,0 +1,60 @@
+//! Command-line interface: one file per subcommand, each an argument struct plus a `run`
+//! that calls the library and formats the result (a readable table, or JSON with `--json`).
+//!
+//! Errors reach `main` as [`CliError`], which prints `error: <what failed> (<file>)` and a
+//! `hint:` line and exits with code 1; clap's usage errors exit with code 2.
+
+pub mod convert;
+pub mod info;
+
+use clap::{Parser, Subcommand};
+
+use crate::io::IoError;
+
+/// Keyslice: review AI-written CT tumor reports against the images.
+#[derive(Debug, Parser)]
+#[command(name = "keyslice", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Describe a CT: geometry, HU range, warnings and the DICOM series found.
+    Info(info::InfoArgs),
+    /// Convert a CT (DICOM series or NIfTI) to NIfTI-1 (.nii or .nii.gz).
+    Convert(convert::ConvertArgs),
+}
+
+/// A failed command, as a user sees it.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Reading or writing a volume failed.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// Printing the result failed (for example a closed pipe).
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+impl CliError {
+    /// One sentence on what to do.
+    #[must_use]
+    pub fn hint(&self) -> String {
+        match self {
+            Self::Io(error) => error.hint(),
+            Self::Output(_) => "check that the output stream or file is writable".into(),
+        }
+    }
+}
+
+/// Runs a parsed command.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Info(args) => info::run(&args),
+        Command::Convert(args) => convert::run(&args),
+    }
+}

@@ -1,0 +1,10 @@
+//! Keyslice: review AI-written CT tumor reports against the images.
+//!
+//! Data flow so far: a file or folder → [`io`] (DICOM or NIfTI reader) → [`volume::Volume`]
+//! (HU voxels, LPS geometry, per-slice positions) → the `info` and `convert` commands in
+//! [`cli`]. Later modules (findings, scoring, render, ui, infer, review, export) build on the
+//! same volume. See the README's architecture section for the module map and dependency rule.
+
+pub mod cli;
+pub mod io;
+pub mod volume;

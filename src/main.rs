@@ -1,0 +1,26 @@
+//! The `keyslice` binary: parses arguments, sets up logging, runs the command, and turns an
+//! error into `error: …` / `hint: …` on stderr with exit code 1.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use keyslice::cli::{Cli, run};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KEYSLICE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            eprintln!("hint: {}", error.hint());
+            ExitCode::from(1)
+        }
+    }
+}

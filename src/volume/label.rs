@@ -1,0 +1,153 @@
+//! Label volumes (segmentation masks) and bringing them onto a CT's grid.
+//!
+//! A mask may sit on a grid that differs from the CT's (another spacing, a crop, another axis
+//! order). Overlays, lesion extents and key-slice truth must all use the CT grid, so masks are
+//! resampled onto it through both transforms with nearest-neighbour lookup, which keeps label
+//! values exact.
+
+use rayon::prelude::*;
+
+use super::Affine;
+
+/// Integer labels on a grid placed in the patient frame (`0` is background).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LabelVolume {
+    /// Structure name (`"liver_lesion"`), usually the file stem.
+    pub name: String,
+    /// Columns, rows, slices.
+    pub dims: [usize; 3],
+    /// Voxel index → patient LPS millimetres.
+    pub patient_from_voxel: Affine,
+    /// One label per voxel, laid out like [`crate::volume::Volume`] (x fastest).
+    pub labels: Vec<u8>,
+}
+
+impl LabelVolume {
+    /// Number of voxels with a non-zero label.
+    #[must_use]
+    pub fn foreground_count(&self) -> usize {
+        self.labels.iter().filter(|&&label| label != 0).count()
+    }
+
+    /// Number of foreground voxels on each slice `k`.
+    #[must_use]
+    pub fn foreground_per_slice(&self) -> Vec<usize> {
+        let plane = self.dims[0] * self.dims[1];
+        self.labels
+            .chunks(plane.max(1))
+            .map(|slice| slice.iter().filter(|&&label| label != 0).count())
+            .collect()
+    }
+}
+
+/// Resamples `mask` onto the grid `target_dims` / `target_patient_from_voxel` by nearest
+/// neighbour; target voxels outside the mask's grid get label 0. Returns `None` when the
+/// mask's transform cannot be inverted.
+#[must_use]
+pub fn resample_nearest(
+    mask: &LabelVolume,
+    target_dims: [usize; 3],
+    target_patient_from_voxel: &Affine,
+) -> Option<LabelVolume> {
+    let mask_from_patient = mask.patient_from_voxel.inverse()?;
+    let mask_from_target = mask_from_patient.compose(target_patient_from_voxel);
+    let name = mask.name.clone();
+    if target_dims == mask.dims && mask_from_target.approx_eq(&Affine::IDENTITY, 1e-4) {
+        return Some(LabelVolume {
+            name,
+            dims: target_dims,
+            patient_from_voxel: *target_patient_from_voxel,
+            labels: mask.labels.clone(),
+        });
+    }
+    let [columns, rows, slices] = target_dims;
+    let plane = columns * rows;
+    let mut labels = vec![0u8; plane * slices];
+    let step_i = mask_from_target.column(0);
+    let source_dims = mask.dims.map(|size| size as f64);
+    labels
+        .par_chunks_mut(plane.max(1))
+        .enumerate()
+        .for_each(|(k, target_plane)| {
+            for j in 0..rows {
+                let mut position = mask_from_target.apply([0.0, j as f64, k as f64]);
+                let row = &mut target_plane[j * columns..(j + 1) * columns];
+                for label in row {
+                    let rounded = position.map(f64::round);
+                    if (0..3).all(|axis| rounded[axis] >= 0.0 && rounded[axis] < source_dims[axis])
+                    {
+                        let index = rounded[0] as usize
+                            + mask.dims[0] * (rounded[1] as usize + mask.dims[1] * rounded[2] as usize);
+                        *label = mask.labels[index];
+                    }
+                    for axis in 0..3 {
+                        position[axis] += step_i[axis];
+                    }
+                }
+            }
+        });
+    Some(LabelVolume {
+        name,
+        dims: target_dims,
+        patient_from_voxel: *target_patient_from_voxel,
+        labels,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn axes(spacing: [f64; 3], origin: [f64; 3]) -> Affine {
+        Affine::from_axes(
+            [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+            spacing,
+            origin,
+        )
+    }
+
+    #[test]
+    fn coarse_mask_lands_on_the_fine_grid_where_it_belongs() {
+        // A 2 mm mask with one labelled voxel at patient (2, 2, 2) ± 1 mm.
+        let mut labels = vec![0u8; 27];
+        labels[1 + 3 * (1 + 3)] = 7;
+        let mask = LabelVolume {
+            name: "lesion".into(),
+            dims: [3, 3, 3],
+            patient_from_voxel: axes([2.0; 3], [0.0; 3]),
+            labels,
+        };
+        let target = axes([1.0; 3], [0.0; 3]);
+        let resampled = resample_nearest(&mask, [6, 6, 6], &target).expect("invertible");
+        let at = |i: usize, j: usize, k: usize| resampled.labels[i + 6 * (j + 6 * k)];
+        assert_eq!(at(2, 2, 2), 7);
+        // x = 1 mm is mask index 0.5, which rounds (half away from zero) into the labelled
+        // voxel; x = 3 mm is index 1.5, which rounds out of it.
+        assert_eq!(at(1, 2, 2), 7);
+        assert_eq!(at(3, 2, 2), 0);
+        assert_eq!(resampled.foreground_count(), 8);
+    }
+
+    #[test]
+    fn identical_grids_copy_the_labels() {
+        let mask = LabelVolume {
+            name: "liver".into(),
+            dims: [2, 2, 1],
+            patient_from_voxel: axes([1.0; 3], [5.0; 3]),
+            labels: vec![0, 1, 2, 3],
+        };
+        let same = resample_nearest(&mask, [2, 2, 1], &mask.patient_from_voxel).expect("invertible");
+        assert_eq!(same.labels, vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn per_slice_counts_follow_k() {
+        let mask = LabelVolume {
+            name: "x".into(),
+            dims: [2, 1, 3],
+            patient_from_voxel: Affine::IDENTITY,
+            labels: vec![0, 1, 1, 1, 0, 0],
+        };
+        assert_eq!(mask.foreground_per_slice(), vec![1, 2, 0]);
+    }
+}

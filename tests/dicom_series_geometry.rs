@@ -1,0 +1,326 @@
+//! Series assembly on generated series with known truth: ordering by position, localizers,
+//! irregular spacing, gantry tilt, mixed sizes, damaged files, series choice.
+
+mod common;
+
+use common::{SliceSpec, truncated_copy, write_series};
+use keyslice::io::dicom::{DicomError, DicomOptions, load_dicom};
+use keyslice::volume::Voxels;
+
+/// Five axial slices 2.5 mm apart, z from -10 upwards; slice k's stored marker is 100·k.
+fn axial_slices(series: &str) -> Vec<SliceSpec> {
+    (0..5)
+        .map(|k| SliceSpec::axial(series, k, -10.0 + 2.5 * k as f64, 100 * k as i16))
+        .collect()
+}
+
+fn first_voxel_of_each_slice(volume: &keyslice::volume::Volume) -> Vec<f32> {
+    (0..volume.dims()[2])
+        .map(|k| volume.value([0, 0, k]).expect("inside"))
+        .collect()
+}
+
+#[test]
+fn shuffled_names_and_reversed_instance_numbers_sort_by_position() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let mut slices = axial_slices("1.9.1");
+    let count = slices.len();
+    for (k, slice) in slices.iter_mut().enumerate() {
+        slice.instance_number = (count - k) as i32; // reversed
+    }
+    // Names sort in an order unrelated to position.
+    let names = ["c.dcm", "a.dcm", "e.dcm", "b.dcm", "d.dcm"];
+    let named: Vec<(String, SliceSpec)> = names
+        .iter()
+        .map(|name| name.to_string())
+        .zip(slices)
+        .collect();
+    write_series(folder.path(), &named);
+
+    let study = load_dicom(folder.path(), &DicomOptions::default()).expect("loads");
+    let volume = &study.volume;
+    assert_eq!(volume.dims(), [8, 6, 5]);
+    // HU = marker − 1024, ascending along +z (inferior → superior).
+    assert_eq!(
+        first_voxel_of_each_slice(volume),
+        vec![-1024.0, -924.0, -824.0, -724.0, -624.0]
+    );
+    assert_eq!(volume.spacing_mm(), [1.0, 1.0, 2.5]);
+    assert_eq!(volume.origin_lps_mm(), [-4.0, -3.0, -10.0]);
+    assert_eq!(volume.slices()[4].position_lps_mm, [-4.0, -3.0, 0.0]);
+    assert_eq!(volume.slices()[4].sop_instance_uid.as_deref(), Some("1.9.1.4"));
+    assert!(matches!(volume.voxels(), Voxels::I16(_)));
+    assert!(volume.warnings().is_empty(), "{:?}", volume.warnings());
+}
+
+#[test]
+fn feet_first_descending_positions_still_run_inferior_to_superior() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let slices: Vec<(String, SliceSpec)> = axial_slices("1.9.2")
+        .into_iter()
+        .rev()
+        .enumerate()
+        .map(|(n, slice)| (format!("{n:03}"), slice))
+        .collect();
+    write_series(folder.path(), &slices);
+    let volume = load_dicom(folder.path(), &DicomOptions::default()).expect("loads").volume;
+    assert_eq!(volume.slices()[0].position_lps_mm[2], -10.0);
+    assert_eq!(first_voxel_of_each_slice(&volume)[0], -1024.0);
+}
+
+#[test]
+fn localizer_series_in_the_folder_is_listed_but_not_loaded() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let mut named: Vec<(String, SliceSpec)> = axial_slices("1.9.3")
+        .into_iter()
+        .enumerate()
+        .map(|(k, slice)| (format!("ax{k}"), slice))
+        .collect();
+    for n in 0..2 {
+        let mut scout = SliceSpec::axial("1.9.99", n, 0.0, 7);
+        scout.orientation = [0.0, 1.0, 0.0, 0.0, 0.0, -1.0];
+        scout.position = [n as f64 * 10.0, -100.0, 100.0];
+        scout.image_type = "ORIGINAL\\PRIMARY\\LOCALIZER";
+        scout.description = "SCOUT";
+        named.push((format!("scout{n}"), scout));
+    }
+    write_series(folder.path(), &named);
+    let study = load_dicom(folder.path(), &DicomOptions::default()).expect("loads");
+    assert_eq!(study.volume.info().series_uid, "1.9.3");
+    assert_eq!(study.series.len(), 2);
+    let selected: Vec<&str> = study
+        .series
+        .iter()
+        .filter(|series| series.selected)
+        .map(|series| series.series_uid.as_str())
+        .collect();
+    assert_eq!(selected, vec!["1.9.3"]);
+
+    // The scout can still be chosen explicitly: two sagittal images 10 mm apart along x.
+    let scout = load_dicom(
+        folder.path(),
+        &DicomOptions {
+            series_uid: Some("1.9.99".into()),
+        },
+    )
+    .expect("the scout series loads when asked for");
+    assert_eq!(scout.volume.dims()[2], 2);
+    assert_eq!(scout.volume.spacing_mm()[2], 10.0);
+}
+
+#[test]
+fn localizer_inside_the_series_is_left_out_with_a_warning() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let mut named: Vec<(String, SliceSpec)> = axial_slices("1.9.4")
+        .into_iter()
+        .enumerate()
+        .map(|(k, slice)| (format!("ax{k}"), slice))
+        .collect();
+    let mut scout = SliceSpec::axial("1.9.4", 9, 0.0, 7);
+    scout.orientation = [0.0, 1.0, 0.0, 0.0, 0.0, -1.0];
+    scout.image_type = "ORIGINAL\\PRIMARY\\LOCALIZER";
+    scout.rows = 4;
+    scout.columns = 4;
+    scout.stored = vec![0; 16];
+    named.push(("scout".into(), scout));
+    write_series(folder.path(), &named);
+    let volume = load_dicom(folder.path(), &DicomOptions::default()).expect("loads").volume;
+    assert_eq!(volume.dims()[2], 5);
+    assert!(
+        volume.warnings().iter().any(|warning| warning.contains("localizer") && warning.contains("scout")),
+        "{:?}",
+        volume.warnings()
+    );
+}
+
+#[test]
+fn missing_slice_loads_and_warns_with_positions() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.5")
+        .into_iter()
+        .enumerate()
+        .filter(|(k, _)| *k != 2)
+        .map(|(k, slice)| (format!("s{k}"), slice))
+        .collect();
+    write_series(folder.path(), &named);
+    let volume = load_dicom(folder.path(), &DicomOptions::default()).expect("loads").volume;
+    assert_eq!(volume.dims()[2], 4);
+    assert_eq!(volume.spacing_mm()[2], 2.5);
+    // Slices keep their true positions across the gap.
+    assert_eq!(volume.slices()[2].position_lps_mm[2], -2.5);
+    let warning = volume.warnings().join("\n");
+    assert!(warning.contains("5.00 mm between slice 1 (at -7.50 mm) and slice 2 (at -2.50 mm)"), "{warning}");
+    assert!(warning.contains("about 1 slice(s) missing"), "{warning}");
+}
+
+#[test]
+fn gantry_tilt_is_refused_naming_the_files() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.6")
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut slice)| {
+            // Each slice shifts 0.5 mm posterior per 2.5 mm up: an 11° tilt.
+            slice.position[1] += 0.5 * k as f64;
+            (format!("t{k}"), slice)
+        })
+        .collect();
+    write_series(folder.path(), &named);
+    let error = load_dicom(folder.path(), &DicomOptions::default()).expect_err("tilted");
+    let message = error.to_string();
+    assert!(matches!(error, DicomError::GantryTilt { .. }), "{message}");
+    assert!(message.contains("11.3°"), "{message}");
+    assert!(message.contains("t0") && message.contains("t4"), "{message}");
+    assert!(error.hint().contains("dcm2niix"));
+}
+
+#[test]
+fn mixed_image_sizes_are_refused_naming_the_odd_file() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let mut named: Vec<(String, SliceSpec)> = axial_slices("1.9.7")
+        .into_iter()
+        .enumerate()
+        .map(|(k, slice)| (format!("m{k}"), slice))
+        .collect();
+    named[3].1.rows = 3;
+    named[3].1.stored.truncate(24);
+    write_series(folder.path(), &named);
+    let error = load_dicom(folder.path(), &DicomOptions::default()).expect_err("mixed sizes");
+    let message = error.to_string();
+    assert!(message.contains("8×6, 8×3"), "{message}");
+    assert!(message.contains("m3"), "{message}");
+}
+
+#[test]
+fn duplicate_positions_are_refused() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let mut named: Vec<(String, SliceSpec)> = axial_slices("1.9.8")
+        .into_iter()
+        .enumerate()
+        .map(|(k, slice)| (format!("d{k}"), slice))
+        .collect();
+    named[4].1.position = named[3].1.position;
+    write_series(folder.path(), &named);
+    let error = load_dicom(folder.path(), &DicomOptions::default()).expect_err("duplicates");
+    assert!(matches!(error, DicomError::DuplicatePositions { .. }), "{error}");
+    assert!(error.to_string().contains("d3") && error.to_string().contains("d4"));
+}
+
+#[test]
+fn truncated_and_garbage_files_are_reported_and_the_rest_loads() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.9")
+        .into_iter()
+        .enumerate()
+        .map(|(k, slice)| (format!("g{k}"), slice))
+        .collect();
+    write_series(folder.path(), &named);
+    // Cut slice 2 inside its pixel data, and add a file of garbage behind a DICM marker.
+    let whole = folder.path().join("g2");
+    let cut = folder.path().join("g2_cut");
+    let length = std::fs::metadata(&whole).expect("exists").len() as usize;
+    truncated_copy(&whole, &cut, length - 40);
+    std::fs::rename(&cut, &whole).expect("rename");
+    let mut garbage = vec![0u8; 128];
+    garbage.extend_from_slice(b"DICM");
+    garbage.extend((0..500u32).map(|n| (n * 7919 % 251) as u8));
+    std::fs::write(folder.path().join("garbage.dcm"), garbage).expect("write");
+    std::fs::write(folder.path().join("README.txt"), "not dicom").expect("write");
+
+    let study = load_dicom(folder.path(), &DicomOptions::default()).expect("the rest loads");
+    assert_eq!(study.volume.dims()[2], 4);
+    assert_eq!(study.non_dicom_files, 1);
+    let skipped: Vec<String> = study
+        .unreadable
+        .iter()
+        .map(|file| file.path.file_name().unwrap_or_default().to_string_lossy().to_string())
+        .collect();
+    assert!(skipped.contains(&"garbage.dcm".to_string()), "{skipped:?}");
+    assert!(skipped.contains(&"g2".to_string()), "{skipped:?}");
+    let warnings = study.volume.warnings().join("\n");
+    assert!(warnings.contains("left out slice 2"), "{warnings}");
+    assert!(warnings.contains("missing"), "{warnings}");
+}
+
+#[test]
+fn non_integral_rescale_gives_float_voxels() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.10")
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut slice)| {
+            slice.slope = 0.5;
+            slice.intercept = -1000.25;
+            (format!("f{k}"), slice)
+        })
+        .collect();
+    write_series(folder.path(), &named);
+    let volume = load_dicom(folder.path(), &DicomOptions::default()).expect("loads").volume;
+    assert!(matches!(volume.voxels(), Voxels::F32(_)));
+    assert_eq!(volume.value([3, 0, 1]), Some((100.0 + 3.0) * 0.5 - 1000.25));
+}
+
+#[test]
+fn values_beyond_int16_fall_back_to_float() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.11")
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut slice)| {
+            slice.slope = 4.0;
+            slice.intercept = 0.0;
+            slice.stored[0] = 10_000; // 40 000 after rescale
+            (format!("w{k}"), slice)
+        })
+        .collect();
+    write_series(folder.path(), &named);
+    let volume = load_dicom(folder.path(), &DicomOptions::default()).expect("loads").volume;
+    assert!(matches!(volume.voxels(), Voxels::F32(_)));
+    assert_eq!(volume.value([0, 0, 0]), Some(40_000.0));
+}
+
+#[test]
+fn monochrome1_is_flagged_for_inverted_display() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.12")
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut slice)| {
+            slice.photometric = "MONOCHROME1";
+            (format!("p{k}"), slice)
+        })
+        .collect();
+    write_series(folder.path(), &named);
+    let volume = load_dicom(folder.path(), &DicomOptions::default()).expect("loads").volume;
+    assert!(volume.info().display_inverted);
+    // Values are not inverted: HU stay HU.
+    assert_eq!(volume.value([0, 0, 0]), Some(-1024.0));
+}
+
+#[test]
+fn unknown_series_uid_lists_the_available_ones() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.13")
+        .into_iter()
+        .enumerate()
+        .map(|(k, slice)| (format!("u{k}"), slice))
+        .collect();
+    write_series(folder.path(), &named);
+    let error = load_dicom(
+        folder.path(),
+        &DicomOptions {
+            series_uid: Some("1.2.3.nothing".into()),
+        },
+    )
+    .expect_err("unknown series");
+    assert!(error.to_string().contains("1.2.3.nothing"));
+    assert!(error.hint().contains("1.9.13"));
+}
+
+#[test]
+fn folder_without_dicom_says_so() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    std::fs::write(folder.path().join("a.txt"), "hello").expect("write");
+    let error = load_dicom(folder.path(), &DicomOptions::default()).expect_err("nothing there");
+    assert!(matches!(error, DicomError::NoImages { non_dicom_files: 1, .. }), "{error}");
+}
