@@ -1,6 +1,9 @@
 //! Series assembly on generated series with known truth: ordering by position, localizers,
 //! irregular spacing, gantry tilt, mixed sizes, damaged files, series choice.
 
+// Decoded voxels and header values are exact; comparing them exactly is what these tests prove.
+#![allow(clippy::float_cmp, clippy::unreadable_literal)]
+
 mod common;
 
 use common::{SliceSpec, truncated_copy, write_series};
@@ -30,11 +33,8 @@ fn shuffled_names_and_reversed_instance_numbers_sort_by_position() {
     }
     // Names sort in an order unrelated to position.
     let names = ["c.dcm", "a.dcm", "e.dcm", "b.dcm", "d.dcm"];
-    let named: Vec<(String, SliceSpec)> = names
-        .iter()
-        .map(|name| name.to_string())
-        .zip(slices)
-        .collect();
+    let named: Vec<(String, SliceSpec)> =
+        names.iter().map(ToString::to_string).zip(slices).collect();
     write_series(folder.path(), &named);
 
     let study = load_dicom(folder.path(), &DicomOptions::default()).expect("loads");
@@ -48,7 +48,10 @@ fn shuffled_names_and_reversed_instance_numbers_sort_by_position() {
     assert_eq!(volume.spacing_mm(), [1.0, 1.0, 2.5]);
     assert_eq!(volume.origin_lps_mm(), [-4.0, -3.0, -10.0]);
     assert_eq!(volume.slices()[4].position_lps_mm, [-4.0, -3.0, 0.0]);
-    assert_eq!(volume.slices()[4].sop_instance_uid.as_deref(), Some("1.9.1.4"));
+    assert_eq!(
+        volume.slices()[4].sop_instance_uid.as_deref(),
+        Some("1.9.1.4")
+    );
     assert!(matches!(volume.voxels(), Voxels::I16(_)));
     assert!(volume.warnings().is_empty(), "{:?}", volume.warnings());
 }
@@ -63,7 +66,9 @@ fn feet_first_descending_positions_still_run_inferior_to_superior() {
         .map(|(n, slice)| (format!("{n:03}"), slice))
         .collect();
     write_series(folder.path(), &slices);
-    let volume = load_dicom(folder.path(), &DicomOptions::default()).expect("loads").volume;
+    let volume = load_dicom(folder.path(), &DicomOptions::default())
+        .expect("loads")
+        .volume;
     assert_eq!(volume.slices()[0].position_lps_mm[2], -10.0);
     assert_eq!(first_voxel_of_each_slice(&volume)[0], -1024.0);
 }
@@ -124,10 +129,15 @@ fn localizer_inside_the_series_is_left_out_with_a_warning() {
     scout.stored = vec![0; 16];
     named.push(("scout".into(), scout));
     write_series(folder.path(), &named);
-    let volume = load_dicom(folder.path(), &DicomOptions::default()).expect("loads").volume;
+    let volume = load_dicom(folder.path(), &DicomOptions::default())
+        .expect("loads")
+        .volume;
     assert_eq!(volume.dims()[2], 5);
     assert!(
-        volume.warnings().iter().any(|warning| warning.contains("localizer") && warning.contains("scout")),
+        volume
+            .warnings()
+            .iter()
+            .any(|warning| warning.contains("localizer") && warning.contains("scout")),
         "{:?}",
         volume.warnings()
     );
@@ -143,13 +153,18 @@ fn missing_slice_loads_and_warns_with_positions() {
         .map(|(k, slice)| (format!("s{k}"), slice))
         .collect();
     write_series(folder.path(), &named);
-    let volume = load_dicom(folder.path(), &DicomOptions::default()).expect("loads").volume;
+    let volume = load_dicom(folder.path(), &DicomOptions::default())
+        .expect("loads")
+        .volume;
     assert_eq!(volume.dims()[2], 4);
     assert_eq!(volume.spacing_mm()[2], 2.5);
     // Slices keep their true positions across the gap.
     assert_eq!(volume.slices()[2].position_lps_mm[2], -2.5);
     let warning = volume.warnings().join("\n");
-    assert!(warning.contains("5.00 mm between slice 1 (at -7.50 mm) and slice 2 (at -2.50 mm)"), "{warning}");
+    assert!(
+        warning.contains("5.00 mm between slice 1 (at -7.50 mm) and slice 2 (at -2.50 mm)"),
+        "{warning}"
+    );
     assert!(warning.contains("about 1 slice(s) missing"), "{warning}");
 }
 
@@ -170,7 +185,10 @@ fn gantry_tilt_is_refused_naming_the_files() {
     let message = error.to_string();
     assert!(matches!(error, DicomError::GantryTilt { .. }), "{message}");
     assert!(message.contains("11.3°"), "{message}");
-    assert!(message.contains("t0") && message.contains("t4"), "{message}");
+    assert!(
+        message.contains("t0") && message.contains("t4"),
+        "{message}"
+    );
     assert!(error.hint().contains("dcm2niix"));
 }
 
@@ -202,7 +220,10 @@ fn duplicate_positions_are_refused() {
     named[4].1.position = named[3].1.position;
     write_series(folder.path(), &named);
     let error = load_dicom(folder.path(), &DicomOptions::default()).expect_err("duplicates");
-    assert!(matches!(error, DicomError::DuplicatePositions { .. }), "{error}");
+    assert!(
+        matches!(error, DicomError::DuplicatePositions { .. }),
+        "{error}"
+    );
     assert!(error.to_string().contains("d3") && error.to_string().contains("d4"));
 }
 
@@ -233,7 +254,13 @@ fn truncated_and_garbage_files_are_reported_and_the_rest_loads() {
     let skipped: Vec<String> = study
         .unreadable
         .iter()
-        .map(|file| file.path.file_name().unwrap_or_default().to_string_lossy().to_string())
+        .map(|file| {
+            file.path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string()
+        })
         .collect();
     assert!(skipped.contains(&"garbage.dcm".to_string()), "{skipped:?}");
     assert!(skipped.contains(&"g2".to_string()), "{skipped:?}");
@@ -255,7 +282,9 @@ fn non_integral_rescale_gives_float_voxels() {
         })
         .collect();
     write_series(folder.path(), &named);
-    let volume = load_dicom(folder.path(), &DicomOptions::default()).expect("loads").volume;
+    let volume = load_dicom(folder.path(), &DicomOptions::default())
+        .expect("loads")
+        .volume;
     assert!(matches!(volume.voxels(), Voxels::F32(_)));
     assert_eq!(volume.value([3, 0, 1]), Some((100.0 + 3.0) * 0.5 - 1000.25));
 }
@@ -274,7 +303,9 @@ fn values_beyond_int16_fall_back_to_float() {
         })
         .collect();
     write_series(folder.path(), &named);
-    let volume = load_dicom(folder.path(), &DicomOptions::default()).expect("loads").volume;
+    let volume = load_dicom(folder.path(), &DicomOptions::default())
+        .expect("loads")
+        .volume;
     assert!(matches!(volume.voxels(), Voxels::F32(_)));
     assert_eq!(volume.value([0, 0, 0]), Some(40_000.0));
 }
@@ -291,7 +322,9 @@ fn monochrome1_is_flagged_for_inverted_display() {
         })
         .collect();
     write_series(folder.path(), &named);
-    let volume = load_dicom(folder.path(), &DicomOptions::default()).expect("loads").volume;
+    let volume = load_dicom(folder.path(), &DicomOptions::default())
+        .expect("loads")
+        .volume;
     assert!(volume.info().display_inverted);
     // Values are not inverted: HU stay HU.
     assert_eq!(volume.value([0, 0, 0]), Some(-1024.0));
@@ -322,5 +355,14 @@ fn folder_without_dicom_says_so() {
     let folder = tempfile::tempdir().expect("temp dir");
     std::fs::write(folder.path().join("a.txt"), "hello").expect("write");
     let error = load_dicom(folder.path(), &DicomOptions::default()).expect_err("nothing there");
-    assert!(matches!(error, DicomError::NoImages { non_dicom_files: 1, .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            DicomError::NoImages {
+                non_dicom_files: 1,
+                ..
+            }
+        ),
+        "{error}"
+    );
 }

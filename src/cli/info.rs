@@ -88,7 +88,10 @@ impl InfoReport {
             ));
         }
         if study.non_dicom_files > 0 {
-            warnings.push(format!("skipped {} non-DICOM file(s)", study.non_dicom_files));
+            warnings.push(format!(
+                "skipped {} non-DICOM file(s)",
+                study.non_dicom_files
+            ));
         }
         Self {
             path: study.path.clone(),

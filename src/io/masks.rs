@@ -16,16 +16,18 @@ pub fn load_masks_onto(folder: &Path, ct: &Volume) -> Result<Vec<LabelVolume>, N
     let mut paths: Vec<_> = entries
         .filter_map(Result::ok)
         .map(|entry| entry.path())
-        .filter(|path| {
-            let name = path.file_name().map(|name| name.to_string_lossy().to_ascii_lowercase());
-            name.is_some_and(|name| name.ends_with(".nii") || name.ends_with(".nii.gz"))
-        })
+        .filter(|path| is_mask_file(path))
         .collect();
     paths.sort();
-    paths
-        .iter()
-        .map(|path| load_mask_onto(path, ct))
-        .collect()
+    paths.iter().map(|path| load_mask_onto(path, ct)).collect()
+}
+
+/// Whether the file name ends in `.nii` or `.nii.gz`, in any letter case.
+#[allow(clippy::case_sensitive_file_extension_comparisons)] // compared lower-cased
+fn is_mask_file(path: &Path) -> bool {
+    path.file_name()
+        .map(|name| name.to_string_lossy().to_ascii_lowercase())
+        .is_some_and(|name| name.ends_with(".nii") || name.ends_with(".nii.gz"))
 }
 
 /// Reads one mask and resamples it onto `ct`'s grid.

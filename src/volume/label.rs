@@ -77,7 +77,8 @@ pub fn resample_nearest(
                     if (0..3).all(|axis| rounded[axis] >= 0.0 && rounded[axis] < source_dims[axis])
                     {
                         let index = rounded[0] as usize
-                            + mask.dims[0] * (rounded[1] as usize + mask.dims[1] * rounded[2] as usize);
+                            + mask.dims[0]
+                                * (rounded[1] as usize + mask.dims[1] * rounded[2] as usize);
                         *label = mask.labels[index];
                     }
                     for axis in 0..3 {
@@ -95,6 +96,7 @@ pub fn resample_nearest(
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // decoded values are exact; exact comparison is the point
 mod tests {
     use super::*;
 
@@ -136,7 +138,8 @@ mod tests {
             patient_from_voxel: axes([1.0; 3], [5.0; 3]),
             labels: vec![0, 1, 2, 3],
         };
-        let same = resample_nearest(&mask, [2, 2, 1], &mask.patient_from_voxel).expect("invertible");
+        let same =
+            resample_nearest(&mask, [2, 2, 1], &mask.patient_from_voxel).expect("invertible");
         assert_eq!(same.labels, vec![0, 1, 2, 3]);
     }
 

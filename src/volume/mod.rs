@@ -344,6 +344,7 @@ impl Volume {
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // decoded values are exact; exact comparison is the point
 mod tests {
     use super::*;
 

@@ -120,7 +120,8 @@ impl AxisReorder {
                     let start = self.input_voxel([0, j, k], input_dims);
                     let mut offset = (start[0] * input_strides[0]
                         + start[1] * input_strides[1]
-                        + start[2] * input_strides[2]) as isize;
+                        + start[2] * input_strides[2])
+                        as isize;
                     let row = &mut output_plane[j * output_dims[0]..(j + 1) * output_dims[0]];
                     for value in row {
                         *value = values[offset as usize];
@@ -170,6 +171,7 @@ pub fn reorient_towards_lps(volume: &mut Volume) -> AxisReorder {
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // decoded values are exact; exact comparison is the point
 mod tests {
     use super::*;
     use crate::volume::VolumeInfo;
@@ -199,7 +201,9 @@ mod tests {
         for k in 0..3 {
             for j in 0..4 {
                 for i in 0..5 {
-                    let point = original.patient_from_voxel().apply([i as f64, j as f64, k as f64]);
+                    let point = original
+                        .patient_from_voxel()
+                        .apply([i as f64, j as f64, k as f64]);
                     assert_eq!(
                         reoriented.value_at_patient(point),
                         original.value([i, j, k]),
@@ -225,7 +229,10 @@ mod tests {
         assert_eq!(reoriented.dims(), [2, 4, 6]);
         assert_eq!(reoriented.spacing_mm(), [3.0, 1.0, 1.0]);
         let point = original.patient_from_voxel().apply([3.0, 5.0, 1.0]);
-        assert_eq!(reoriented.value_at_patient(point), original.value([3, 5, 1]));
+        assert_eq!(
+            reoriented.value_at_patient(point),
+            original.value([3, 5, 1])
+        );
         assert!(reoriented.directions_lps()[2][2] > 0.99);
     }
 

@@ -73,20 +73,48 @@ impl SliceSpec {
     pub fn write(&self, path: &Path) {
         let mut object = InMemDicomObject::new_empty();
         let text = |tag, vr, value: &str| DataElement::new(tag, vr, PrimitiveValue::from(value));
-        object.put(text(tags::SOP_CLASS_UID, VR::UI, "1.2.840.10008.5.1.4.1.1.2"));
+        object.put(text(
+            tags::SOP_CLASS_UID,
+            VR::UI,
+            "1.2.840.10008.5.1.4.1.1.2",
+        ));
         object.put(text(tags::SOP_INSTANCE_UID, VR::UI, &self.sop_uid));
         object.put(text(tags::STUDY_INSTANCE_UID, VR::UI, "1.2.3.4.5"));
         object.put(text(tags::SERIES_INSTANCE_UID, VR::UI, &self.series_uid));
         object.put(text(tags::MODALITY, VR::CS, "CT"));
         object.put(text(tags::SERIES_DESCRIPTION, VR::LO, self.description));
         object.put(text(tags::IMAGE_TYPE, VR::CS, self.image_type));
-        object.put(text(tags::INSTANCE_NUMBER, VR::IS, &self.instance_number.to_string()));
-        object.put(text(tags::IMAGE_POSITION_PATIENT, VR::DS, &decimals(&self.position)));
-        object.put(text(tags::IMAGE_ORIENTATION_PATIENT, VR::DS, &decimals(&self.orientation)));
-        object.put(text(tags::PIXEL_SPACING, VR::DS, &decimals(&self.pixel_spacing)));
+        object.put(text(
+            tags::INSTANCE_NUMBER,
+            VR::IS,
+            &self.instance_number.to_string(),
+        ));
+        object.put(text(
+            tags::IMAGE_POSITION_PATIENT,
+            VR::DS,
+            &decimals(&self.position),
+        ));
+        object.put(text(
+            tags::IMAGE_ORIENTATION_PATIENT,
+            VR::DS,
+            &decimals(&self.orientation),
+        ));
+        object.put(text(
+            tags::PIXEL_SPACING,
+            VR::DS,
+            &decimals(&self.pixel_spacing),
+        ));
         object.put(text(tags::RESCALE_SLOPE, VR::DS, &self.slope.to_string()));
-        object.put(text(tags::RESCALE_INTERCEPT, VR::DS, &self.intercept.to_string()));
-        object.put(text(tags::PHOTOMETRIC_INTERPRETATION, VR::CS, self.photometric));
+        object.put(text(
+            tags::RESCALE_INTERCEPT,
+            VR::DS,
+            &self.intercept.to_string(),
+        ));
+        object.put(text(
+            tags::PHOTOMETRIC_INTERPRETATION,
+            VR::CS,
+            self.photometric,
+        ));
         let short = |tag, value: u16| DataElement::new(tag, VR::US, PrimitiveValue::from(value));
         object.put(short(tags::SAMPLES_PER_PIXEL, 1));
         object.put(short(tags::ROWS, self.rows));
@@ -95,8 +123,16 @@ impl SliceSpec {
         object.put(short(tags::BITS_STORED, 16));
         object.put(short(tags::HIGH_BIT, 15));
         object.put(short(tags::PIXEL_REPRESENTATION, 1));
-        let bytes: Vec<u8> = self.stored.iter().flat_map(|value| value.to_le_bytes()).collect();
-        object.put(DataElement::new(tags::PIXEL_DATA, VR::OW, PrimitiveValue::from(bytes)));
+        let bytes: Vec<u8> = self
+            .stored
+            .iter()
+            .flat_map(|value| value.to_le_bytes())
+            .collect();
+        object.put(DataElement::new(
+            tags::PIXEL_DATA,
+            VR::OW,
+            PrimitiveValue::from(bytes),
+        ));
         let meta = FileMetaTableBuilder::new()
             .media_storage_sop_class_uid("1.2.840.10008.5.1.4.1.1.2")
             .media_storage_sop_instance_uid(self.sop_uid.as_str())

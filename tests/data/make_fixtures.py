@@ -209,6 +209,7 @@ def nifti_pairs():
     scaled.set_data_dtype(np.int16)
     scaled.header.set_slope_inter(0.5, -3.0)
     nib.save(scaled, GEN / "scaled_float.nii.gz")
+    scaled_values = np.asarray(nib.load(GEN / "scaled_float.nii.gz").dataobj)
     nib.save(nib.Nifti2Image(data_lps, lps_affine), GEN / "nifti2.nii.gz")
     four_d = np.stack([data_lps, data_lps + 1], axis=-1)
     nib.save(nib.Nifti1Image(four_d, lps_affine), GEN / "four_d.nii.gz")
@@ -216,6 +217,8 @@ def nifti_pairs():
     mask_affine = ras_affine.copy()
     mask_affine[:3, 0] *= 2
     mask_affine[:3, 1] *= 2
+    # Shift by 0.3 mm so no CT voxel centre falls exactly half-way between mask voxels.
+    mask_affine[:3, 3] += 0.3
     mask = np.zeros((3, 3, 4), dtype=np.uint8)
     mask[1, 1, 1] = 1
     nib.save(nib.Nifti1Image(mask, mask_affine), GEN / "mask_coarse.nii.gz")
@@ -236,6 +239,7 @@ def nifti_pairs():
         "origin_lps": origin_lps.tolist(),
         "values_lps_order": data_lps.flatten(order="F").astype(int).tolist(),
         "mask_covered_voxels": covered,
+        "scaled_values_lps_order": scaled_values.flatten(order="F").astype(float).tolist(),
     }
 
 
@@ -265,14 +269,20 @@ def reference_pixels():
             out[path.name] = {"error": str(error)}
             continue
         first = arr[0] if arr.ndim == 3 else arr
+        slope = float(getattr(ds, "RescaleSlope", 1) or 1)
+        intercept = float(getattr(ds, "RescaleIntercept", 0) or 0)
+        shared = getattr(ds, "SharedFunctionalGroupsSequence", None)
+        if shared and "PixelValueTransformationSequence" in shared[0]:
+            transform = shared[0].PixelValueTransformationSequence[0]
+            slope, intercept = float(transform.RescaleSlope), float(transform.RescaleIntercept)
         out[path.name] = {
             "sum": int(arr.sum()),
             "min": int(arr.min()),
             "max": int(arr.max()),
             "frames": int(arr.shape[0]) if arr.ndim == 3 else 1,
             "value_row3_col5": int(first[3, 5]),
-            "slope": float(getattr(ds, "RescaleSlope", 1) or 1),
-            "intercept": float(getattr(ds, "RescaleIntercept", 0) or 0),
+            "slope": slope,
+            "intercept": intercept,
         }
     return out
 

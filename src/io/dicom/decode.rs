@@ -90,7 +90,10 @@ fn decode_file<T: Sample>(
         Ok(object) => object,
         Err(error) => {
             let reason = format!("the file could not be read to the end: {error}");
-            return outputs.into_iter().map(|(k, _)| (k, reason.clone())).collect();
+            return outputs
+                .into_iter()
+                .map(|(k, _)| (k, reason.clone()))
+                .collect();
         }
     };
     outputs
@@ -99,7 +102,7 @@ fn decode_file<T: Sample>(
             let slice = &stack.slices[k];
             let result = object
                 .decode_pixel_data_frame(slice.frame_index)
-                .map_err(|error| error.to_string())
+                .map_err(|error| error_chain(&error))
                 .and_then(|decoded| {
                     if decoded.samples_per_pixel() != 1 {
                         return Err(format!(
@@ -121,7 +124,13 @@ fn decode_file<T: Sample>(
                         bits_stored: decoded.bits_stored(),
                         signed: file.pixel_signed,
                     };
-                    unpack(decoded.data(), layout, slice.rescale_slope, slice.rescale_intercept, output)
+                    unpack(
+                        decoded.data(),
+                        layout,
+                        slice.rescale_slope,
+                        slice.rescale_intercept,
+                        output,
+                    )
                 });
             match result {
                 Ok(fits) => {
@@ -130,10 +139,28 @@ fn decode_file<T: Sample>(
                     }
                     None
                 }
-                Err(reason) => Some((k, format!("{reason} (transfer syntax {})", file.transfer_syntax))),
+                Err(reason) => Some((
+                    k,
+                    format!("{reason} (transfer syntax {})", file.transfer_syntax),
+                )),
             }
         })
         .collect()
+}
+
+/// An error and its causes, joined with ": " (the codec's own message is usually the cause).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -155,7 +182,11 @@ pub(crate) fn unpack<T: Sample>(
         8 => 1,
         16 => 2,
         32 => 4,
-        other => return Err(format!("Bits Allocated {other} is not supported (8, 16 or 32)")),
+        other => {
+            return Err(format!(
+                "Bits Allocated {other} is not supported (8, 16 or 32)"
+            ));
+        }
     };
     let needed = output.len() * bytes_per_sample;
     if data.len() < needed {
@@ -166,7 +197,11 @@ pub(crate) fn unpack<T: Sample>(
     }
     let bits_stored = u32::from(layout.bits_stored.clamp(1, layout.bits_allocated));
     let unused = 64 - bits_stored;
-    let mask = if bits_stored >= 64 { u64::MAX } else { (1u64 << bits_stored) - 1 };
+    let mask = if bits_stored >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits_stored) - 1
+    };
     let to_value = |raw: u64| -> i64 {
         if layout.signed {
             // Move the sign bit of the stored value to bit 63, then shift back arithmetically.
@@ -199,6 +234,7 @@ pub(crate) fn unpack<T: Sample>(
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // decoded values are exact; exact comparison is the point
 mod tests {
     use super::*;
 

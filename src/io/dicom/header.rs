@@ -256,19 +256,30 @@ pub(crate) fn string(object: &InMemDicomObject, tag: Tag) -> Option<String> {
     object
         .get(tag)
         .and_then(|element| element.to_str().ok())
-        .map(|value| value.trim_matches(|c: char| c == '\0' || c.is_whitespace()).to_string())
+        .map(|value| {
+            value
+                .trim_matches(|c: char| c == '\0' || c.is_whitespace())
+                .to_string()
+        })
 }
 
 fn strings(object: &InMemDicomObject, tag: Tag) -> Vec<String> {
     object
         .get(tag)
         .and_then(|element| element.to_multi_str().ok())
-        .map(|values| values.iter().map(|value| value.trim().to_string()).collect())
+        .map(|values| {
+            values
+                .iter()
+                .map(|value| value.trim().to_string())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 fn integer(object: &InMemDicomObject, tag: Tag) -> Option<i64> {
-    object.get(tag).and_then(|element| element.to_int::<i64>().ok())
+    object
+        .get(tag)
+        .and_then(|element| element.to_int::<i64>().ok())
 }
 
 fn float(object: &InMemDicomObject, tag: Tag) -> Option<f64> {

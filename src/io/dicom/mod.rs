@@ -182,8 +182,11 @@ impl DicomError {
             Self::GantryTilt { .. } => {
                 "use a tilt-corrected reconstruction from the scanner, or convert with dcm2niix, which corrects tilt".into()
             }
+            Self::NothingDecoded { reason, .. } if reason.contains("truncated") || reason.contains("read to the end") => {
+                "the file is incomplete; copy it again from the archive".into()
+            }
             Self::NothingDecoded { .. } => {
-                "the pixel data is damaged or uses an unsupported encoding; re-export it uncompressed".into()
+                "if the encoding is unsupported, decompress the files first (dcmdjpeg IN OUT, or gdcmconv --raw IN OUT) or re-export them uncompressed".into()
             }
         }
     }
@@ -364,7 +367,9 @@ fn scan(path: &Path) -> Result<Scan, DicomError> {
             Ok(Probe::Dicom(header)) => scan.headers.push(*header),
             Ok(Probe::Directory) => {}
             Ok(Probe::NotDicom) => scan.non_dicom_files += 1,
-            Ok(Probe::Unreadable(reason)) => scan.unreadable.push(SkippedFile { path: file, reason }),
+            Ok(Probe::Unreadable(reason)) => {
+                scan.unreadable.push(SkippedFile { path: file, reason });
+            }
             Err(error) => scan.unreadable.push(SkippedFile {
                 path: file,
                 reason: error.to_string(),
@@ -444,7 +449,14 @@ fn load_series(
     let stack = if failures.is_empty() {
         stack
     } else {
-        drop_failed_slices(series_uid, &mut files, stack, &failures, &mut voxels, unreadable)?
+        drop_failed_slices(
+            series_uid,
+            &mut files,
+            &stack,
+            &failures,
+            &mut voxels,
+            unreadable,
+        )?
     };
     assemble(series_uid, &files, &stack, voxels)
 }
@@ -453,7 +465,7 @@ fn load_series(
 fn drop_failed_slices(
     series_uid: &str,
     files: &mut [FileHeader],
-    stack: Stack,
+    stack: &Stack,
     failures: &[(usize, String)],
     voxels: &mut Voxels,
     unreadable: &mut Vec<SkippedFile>,
@@ -469,7 +481,8 @@ fn drop_failed_slices(
     for (k, reason) in failures {
         let slice = &stack.slices[*k];
         let file = &mut files[slice.file];
-        file.frames.retain(|frame| frame.frame_index != slice.frame_index);
+        file.frames
+            .retain(|frame| frame.frame_index != slice.frame_index);
         if file.frames.is_empty() {
             file.has_pixel_data = false;
         }
@@ -538,13 +551,14 @@ fn assemble(
         stack.rows as usize,
         stack.slices.len(),
     ];
-    let mut volume = Volume::new(dims, patient_from_voxel, voxels, slices, info).map_err(|error| {
-        DicomError::InvalidField {
-            path: first_file.path.clone(),
-            field: "image geometry",
-            detail: error.to_string(),
-        }
-    })?;
+    let mut volume =
+        Volume::new(dims, patient_from_voxel, voxels, slices, info).map_err(|error| {
+            DicomError::InvalidField {
+                path: first_file.path.clone(),
+                field: "image geometry",
+                detail: error.to_string(),
+            }
+        })?;
     for warning in &stack.warnings {
         volume.push_warning(warning.clone());
     }

@@ -39,6 +39,7 @@ pub(crate) struct Stack {
 /// Positions closer than this along the normal are "the same place".
 const SAME_POSITION_MM: f64 = 0.01;
 
+#[allow(clippy::too_many_lines)] // one ordered pass of checks, as the module doc lists them
 pub(crate) fn build_stack(series_uid: &str, files: &[FileHeader]) -> Result<Stack, DicomError> {
     let mut warnings = Vec::new();
     let image_files: Vec<usize> = (0..files.len())
@@ -64,7 +65,10 @@ pub(crate) fn build_stack(series_uid: &str, files: &[FileHeader]) -> Result<Stac
     };
     let Some(&first) = kept.first() else {
         return Err(DicomError::NoImages {
-            path: files.first().map(|file| file.path.clone()).unwrap_or_default(),
+            path: files
+                .first()
+                .map(|file| file.path.clone())
+                .unwrap_or_default(),
             non_dicom_files: 0,
             unreadable: 0,
         });
@@ -114,7 +118,8 @@ pub(crate) fn build_stack(series_uid: &str, files: &[FileHeader]) -> Result<Stac
         if let Some(other) = frame.orientation {
             let other_row = normalized([other[0], other[1], other[2]]);
             let other_column = normalized([other[3], other[4], other[5]]);
-            if dot(other_row, row_direction) < 0.9999 || dot(other_column, column_direction) < 0.9999
+            if dot(other_row, row_direction) < 0.9999
+                || dot(other_column, column_direction) < 0.9999
             {
                 odd_orientation.push(files[file_index].path.clone());
                 continue;
@@ -193,7 +198,11 @@ pub(crate) fn build_stack(series_uid: &str, files: &[FileHeader]) -> Result<Stac
     })
 }
 
-fn check_same_size(series_uid: &str, files: &[FileHeader], kept: &[usize]) -> Result<(), DicomError> {
+fn check_same_size(
+    series_uid: &str,
+    files: &[FileHeader],
+    kept: &[usize],
+) -> Result<(), DicomError> {
     let first = &files[kept[0]];
     let odd: Vec<&FileHeader> = kept
         .iter()
@@ -228,7 +237,9 @@ fn check_duplicates(
         if (pair[1].along_normal_mm - pair[0].along_normal_mm).abs() < SAME_POSITION_MM {
             let same: Vec<PathBuf> = slices
                 .iter()
-                .filter(|slice| (slice.along_normal_mm - pair[0].along_normal_mm).abs() < SAME_POSITION_MM)
+                .filter(|slice| {
+                    (slice.along_normal_mm - pair[0].along_normal_mm).abs() < SAME_POSITION_MM
+                })
                 .map(|slice| files[slice.file].path.clone())
                 .collect();
             return Err(DicomError::DuplicatePositions {
@@ -261,7 +272,10 @@ fn check_gantry_tilt(
         return Err(DicomError::GantryTilt {
             series_uid: series_uid.to_string(),
             angle_degrees,
-            files: vec![files[first.file].path.clone(), files[last.file].path.clone()],
+            files: vec![
+                files[first.file].path.clone(),
+                files[last.file].path.clone(),
+            ],
         });
     }
     Ok(())
@@ -272,8 +286,8 @@ pub(crate) fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     let middle = sorted.len() / 2;
-    if sorted.len() % 2 == 0 {
-        (sorted[middle - 1] + sorted[middle]) / 2.0
+    if sorted.len().is_multiple_of(2) {
+        f64::midpoint(sorted[middle - 1], sorted[middle])
     } else {
         sorted[middle]
     }

@@ -86,7 +86,7 @@ pub(crate) struct Header {
     pub scl_inter: f64,
     pub qform_code: i64,
     pub sform_code: i64,
-    /// quatern_b, quatern_c, quatern_d, qoffset_x, qoffset_y, qoffset_z.
+    /// `quatern_b`, `quatern_c`, `quatern_d`, `qoffset_x`, `qoffset_y`, `qoffset_z`.
     pub quatern: [f64; 6],
     pub srow: [[f64; 4]; 3],
     pub descrip: String,
@@ -248,15 +248,27 @@ pub(crate) enum Placement {
 impl Header {
     /// The voxel → RAS transform: sform when `sform_code > 0`, else qform when
     /// `qform_code > 0`, else a scaling by `pixdim` (NIfTI "method 1").
+    #[allow(clippy::many_single_char_names)] // b, c, d, x, y, z are nifti1.h's names
     pub fn ras_from_voxel(&self) -> (Affine, Placement) {
         if self.sform_code > 0 {
-            let linear = std::array::from_fn(|row| std::array::from_fn(|column| self.srow[row][column]));
+            let linear =
+                std::array::from_fn(|row| std::array::from_fn(|column| self.srow[row][column]));
             let translation = [self.srow[0][3], self.srow[1][3], self.srow[2][3]];
-            return (Affine { linear, translation }, Placement::Sform);
+            return (
+                Affine {
+                    linear,
+                    translation,
+                },
+                Placement::Sform,
+            );
         }
         let spacing = [1, 2, 3].map(|n| {
             let value = self.pixdim[n].abs();
-            if value.is_finite() && value > 0.0 { value } else { 1.0 }
+            if value.is_finite() && value > 0.0 {
+                value
+            } else {
+                1.0
+            }
         });
         if self.qform_code > 0 {
             let qfac = if self.pixdim[0] < 0.0 { -1.0 } else { 1.0 };
@@ -268,7 +280,13 @@ impl Header {
                 linear[row][1] = rotation[row][1] * spacing[1];
                 linear[row][2] = rotation[row][2] * spacing[2] * qfac;
             }
-            return (Affine { linear, translation: [x, y, z] }, Placement::Qform);
+            return (
+                Affine {
+                    linear,
+                    translation: [x, y, z],
+                },
+                Placement::Qform,
+            );
         }
         let mut linear = [[0.0; 3]; 3];
         for axis in 0..3 {
@@ -294,18 +312,35 @@ pub(crate) fn rotation_from_quaternion(b: f64, c: f64, d: f64) -> [[f64; 3]; 3] 
         ((1.0 - squared).sqrt(), b, c, d)
     };
     [
-        [a * a + b * b - c * c - d * d, 2.0 * (b * c - a * d), 2.0 * (b * d + a * c)],
-        [2.0 * (b * c + a * d), a * a + c * c - b * b - d * d, 2.0 * (c * d - a * b)],
-        [2.0 * (b * d - a * c), 2.0 * (c * d + a * b), a * a + d * d - c * c - b * b],
+        [
+            a * a + b * b - c * c - d * d,
+            2.0 * (b * c - a * d),
+            2.0 * (b * d + a * c),
+        ],
+        [
+            2.0 * (b * c + a * d),
+            a * a + c * c - b * b - d * d,
+            2.0 * (c * d - a * b),
+        ],
+        [
+            2.0 * (b * d - a * c),
+            2.0 * (c * d + a * b),
+            a * a + d * d - c * c - b * b,
+        ],
     ]
 }
 
-/// Quaternion `(b, c, d)` and `qfac` of the rotation part of `linear` (nifti_mat44_to_quatern).
+/// Quaternion `(b, c, d)` and `qfac` of the rotation part of `linear` (`nifti_mat44_to_quatern`).
+#[allow(clippy::many_single_char_names)] // a, b, c, d, r follow nifti1_io.c
 pub(crate) fn quaternion_from_linear(linear: &[[f64; 3]; 3]) -> ([f64; 3], f64) {
     let column = |axis: usize| {
         let v = [linear[0][axis], linear[1][axis], linear[2][axis]];
         let length = dot(v, v).sqrt();
-        if length > 0.0 { v.map(|x| x / length) } else { v }
+        if length > 0.0 {
+            v.map(|x| x / length)
+        } else {
+            v
+        }
     };
     let (x, y, mut z) = (column(0), column(1), column(2));
     let qfac = if dot(cross(x, y), z) < 0.0 {
@@ -349,11 +384,13 @@ pub(crate) fn quaternion_from_linear(linear: &[[f64; 3]; 3]) -> ([f64; 3], f64) 
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // decoded values are exact; exact comparison is the point
 mod tests {
     use super::*;
     use crate::volume::geometry::normalized;
 
     #[test]
+    #[allow(clippy::many_single_char_names)]
     fn quaternion_round_trip_keeps_an_oblique_rotation() {
         let x = normalized([0.9, -0.3, 0.1]);
         let y = normalized(cross([0.1, 0.2, 1.0], x));

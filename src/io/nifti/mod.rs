@@ -157,6 +157,7 @@ struct Opened {
     warnings: Vec<String>,
 }
 
+#[allow(clippy::too_many_lines)] // header checks in the order a reader meets them
 fn open(path: &Path) -> Result<Opened, NiftiError> {
     let (mut stream, file_length, gzip) = open_stream(path)?;
     let header = read_header(&mut stream).map_err(|error| error.at(path))?;
@@ -173,9 +174,13 @@ fn open(path: &Path) -> Result<Opened, NiftiError> {
         if (axis as i64) < rank {
             let size = header.dim[axis + 1];
             if size < 1 {
-                return Err(header_error(format!("dim[{}] = {size}, expected at least 1", axis + 1)));
+                return Err(header_error(format!(
+                    "dim[{}] = {size}, expected at least 1",
+                    axis + 1
+                )));
             }
-            dims[axis] = usize::try_from(size).map_err(|_| header_error(format!("dim[{}] = {size} is too large", axis + 1)))?;
+            dims[axis] = usize::try_from(size)
+                .map_err(|_| header_error(format!("dim[{}] = {size} is too large", axis + 1)))?;
         }
     }
     let mut warnings = Vec::new();
@@ -205,12 +210,16 @@ fn open(path: &Path) -> Result<Opened, NiftiError> {
     }
     let voxel_bytes = dims
         .iter()
-        .try_fold(data_type.byte_size() as u64, |acc, &size| acc.checked_mul(size as u64))
+        .try_fold(data_type.byte_size() as u64, |acc, &size| {
+            acc.checked_mul(size as u64)
+        })
         .ok_or_else(|| header_error(format!("dimensions {dims:?} are too large")))?;
 
     let (mut data, data_file_length, data_gzip, data_path) = if header.pair {
         let image = pair_image_path(path).ok_or_else(|| {
-            header_error("the header says the voxels are in a separate .img file, which is missing".into())
+            header_error(
+                "the header says the voxels are in a separate .img file, which is missing".into(),
+            )
         })?;
         let (stream, length, gzip) = open_stream(&image)?;
         (stream, length, gzip, image)
@@ -230,10 +239,18 @@ fn open(path: &Path) -> Result<Opened, NiftiError> {
             header.vox_offset
         )));
     }
-    let start = if header.pair { header.vox_offset } else { header.vox_offset - header_bytes };
+    let start = if header.pair {
+        header.vox_offset
+    } else {
+        header.vox_offset - header_bytes
+    };
     // A deflate stream expands at most ~1032:1, so a compressed file this small cannot hold the
     // voxels the header claims: refuse before allocating.
-    let capacity = if data_gzip { data_file_length.saturating_mul(1032) } else { data_file_length };
+    let capacity = if data_gzip {
+        data_file_length.saturating_mul(1032)
+    } else {
+        data_file_length
+    };
     let needed = header.vox_offset + voxel_bytes;
     if capacity < needed {
         return Err(NiftiError::Data {
@@ -245,9 +262,11 @@ fn open(path: &Path) -> Result<Opened, NiftiError> {
             ),
         });
     }
-    std::io::copy(&mut (&mut data).take(start), &mut std::io::sink()).map_err(|error| NiftiError::Data {
-        path: data_path.clone(),
-        detail: error.to_string(),
+    std::io::copy(&mut (&mut data).take(start), &mut std::io::sink()).map_err(|error| {
+        NiftiError::Data {
+            path: data_path.clone(),
+            detail: error.to_string(),
+        }
     })?;
     Ok(Opened {
         header,
@@ -283,11 +302,18 @@ pub fn read_nifti(path: &Path) -> Result<Volume, NiftiError> {
     } = open(path)?;
     let count = dims[0] * dims[1] * dims[2];
     let (slope, intercept) = scaling(&header);
-    let voxels = read_voxels(&mut data, data_type, header.little_endian, count, slope, intercept)
-        .map_err(|detail| NiftiError::Data {
-            path: path.to_path_buf(),
-            detail,
-        })?;
+    let voxels = read_voxels(
+        &mut data,
+        data_type,
+        header.little_endian,
+        count,
+        slope,
+        intercept,
+    )
+    .map_err(|detail| NiftiError::Data {
+        path: path.to_path_buf(),
+        detail,
+    })?;
     let (ras_from_voxel, placement) = header.ras_from_voxel();
     if placement == Placement::PixdimOnly {
         warnings.push(
@@ -298,11 +324,17 @@ pub fn read_nifti(path: &Path) -> Result<Volume, NiftiError> {
         series_description: header.descrip.clone(),
         ..VolumeInfo::default()
     };
-    let mut volume = Volume::new(dims, ras_from_voxel.ras_from_lps(), voxels, Vec::new(), info)
-        .map_err(|error| NiftiError::Header {
-            path: path.to_path_buf(),
-            detail: format!("{} ({placement:?} transform)", error),
-        })?;
+    let mut volume = Volume::new(
+        dims,
+        ras_from_voxel.ras_from_lps(),
+        voxels,
+        Vec::new(),
+        info,
+    )
+    .map_err(|error| NiftiError::Header {
+        path: path.to_path_buf(),
+        detail: format!("{error} ({placement:?} transform)"),
+    })?;
     reorient_towards_lps(&mut volume);
     for warning in warnings {
         volume.push_warning(warning);
@@ -377,7 +409,11 @@ fn scaling(header: &Header) -> (f64, f64) {
     if header.scl_slope == 0.0 || !header.scl_slope.is_finite() {
         (1.0, 0.0)
     } else {
-        let intercept = if header.scl_inter.is_finite() { header.scl_inter } else { 0.0 };
+        let intercept = if header.scl_inter.is_finite() {
+            header.scl_inter
+        } else {
+            0.0
+        };
         (header.scl_slope, intercept)
     }
 }
@@ -415,7 +451,10 @@ fn read_voxels(
     intercept: f64,
 ) -> Result<Voxels, String> {
     let integral_scaling = slope.fract() == 0.0 && intercept.fract() == 0.0;
-    if data_type == DataType::I16 && slope == 1.0 && intercept == 0.0 {
+    // Exact identity scaling (as written by every tool that does not scale) means raw = value.
+    #[allow(clippy::float_cmp)]
+    let identity = slope == 1.0 && intercept == 0.0;
+    if data_type == DataType::I16 && identity {
         // Fast path: the file's bytes are the final values.
         let mut values = vec![0i16; count];
         read_fully(data, bytemuck::cast_slice_mut(&mut values))?;
@@ -435,7 +474,8 @@ fn read_voxels(
     while done < count {
         let take = (count - done).min(CHUNK_ELEMENTS);
         let bytes = &mut scratch[..take * element];
-        read_fully(data, bytes).map_err(|detail| format!("after {done} of {count} voxels: {detail}"))?;
+        read_fully(data, bytes)
+            .map_err(|detail| format!("after {done} of {count} voxels: {detail}"))?;
         for raw in bytes.chunks_exact(element) {
             let value = decode_element(raw, data_type, little_endian) * slope + intercept;
             if let Some(values) = integers.as_mut() {

@@ -60,7 +60,8 @@ pub fn write_nifti(volume: &Volume, path: &Path, options: WriteOptions) -> Resul
         let file = File::create(&temporary)?;
         let buffered = BufWriter::with_capacity(1 << 20, file);
         let file = if gzip {
-            let mut encoder = GzEncoder::new(buffered, Compression::new(options.compression_level.min(9)));
+            let mut encoder =
+                GzEncoder::new(buffered, Compression::new(options.compression_level.min(9)));
             write_body(volume, options, &mut encoder)?;
             encoder.finish()?
         } else {
@@ -68,7 +69,9 @@ pub fn write_nifti(volume: &Volume, path: &Path, options: WriteOptions) -> Resul
             write_body(volume, options, &mut buffered)?;
             buffered
         };
-        let file = file.into_inner().map_err(std::io::IntoInnerError::into_error)?;
+        let file = file
+            .into_inner()
+            .map_err(std::io::IntoInnerError::into_error)?;
         file.sync_all()?;
         std::fs::rename(&temporary, path)
     })();
@@ -84,9 +87,10 @@ fn write_body(volume: &Volume, options: WriteOptions, out: &mut impl Write) -> s
     let mut lps_from_stored = *volume.patient_from_voxel();
     if options.flip_rows {
         // Stored row j' = rows - 1 - j: the origin moves to the last row, the j axis reverses.
-        lps_from_stored.translation = volume
-            .patient_from_voxel()
-            .apply([0.0, (rows - 1) as f64, 0.0]);
+        lps_from_stored.translation =
+            volume
+                .patient_from_voxel()
+                .apply([0.0, (rows - 1) as f64, 0.0]);
         for row in 0..3 {
             lps_from_stored.linear[row][1] = -lps_from_stored.linear[row][1];
         }
@@ -95,7 +99,11 @@ fn write_body(volume: &Volume, options: WriteOptions, out: &mut impl Write) -> s
     let mut line = Vec::with_capacity(columns * 4);
     for k in 0..slices {
         for stored_row in 0..rows {
-            let j = if options.flip_rows { rows - 1 - stored_row } else { stored_row };
+            let j = if options.flip_rows {
+                rows - 1 - stored_row
+            } else {
+                stored_row
+            };
             let start = columns * (j + rows * k);
             line.clear();
             match volume.voxels() {
@@ -119,7 +127,8 @@ fn write_body(volume: &Volume, options: WriteOptions, out: &mut impl Write) -> s
 /// The 348-byte NIfTI-1 header plus the 4-byte "no extensions" marker, little endian.
 fn header_bytes(volume: &Volume, ras_from_voxel: &Affine) -> Vec<u8> {
     let mut header = vec![0u8; 352];
-    let mut put = |offset: usize, bytes: &[u8]| header[offset..offset + bytes.len()].copy_from_slice(bytes);
+    let mut put =
+        |offset: usize, bytes: &[u8]| header[offset..offset + bytes.len()].copy_from_slice(bytes);
     let dims = volume.dims();
     let spacing = ras_from_voxel.spacing_mm();
     let (datatype, bitpix): (i16, i16) = match volume.voxels() {

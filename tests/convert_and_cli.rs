@@ -1,0 +1,247 @@
+//! The `keyslice` binary as a user runs it: `convert` agrees with dcm2niix and round-trips,
+//! `info --json` has the documented keys, and bad input gives `error:`/`hint:` lines with
+//! exit code 1 (usage errors 2), never a panic.
+
+// Decoded voxels and header values are exact; comparing them exactly is what these tests prove.
+#![allow(clippy::float_cmp, clippy::unreadable_literal)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{data, expected};
+use keyslice::io::dicom::{DicomOptions, load_dicom};
+use keyslice::io::nifti::read_nifti;
+
+fn keyslice(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_keyslice"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).to_string()
+}
+
+fn srow(path: &Path) -> [[f64; 4]; 3] {
+    let header = nifti::NiftiHeader::from_file(path).expect("the nifti crate reads the header");
+    assert_eq!(header.sform_code, 1);
+    assert_eq!(header.qform_code, 1);
+    [header.srow_x, header.srow_y, header.srow_z].map(|row| row.map(f64::from))
+}
+
+#[test]
+fn converted_oblique_series_matches_dcm2niix() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let out = folder.path().join("oblique.nii");
+    let series = data("generated/oblique_series");
+    let result = keyslice(&[
+        "convert",
+        series.to_str().expect("utf-8"),
+        out.to_str().expect("utf-8"),
+    ]);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    assert!(text(&result.stdout).contains("20 × 16 × 6, int16"));
+
+    // Same transform as dcm2niix wrote.
+    let ours = srow(&out);
+    let theirs = srow(&data("generated/oblique_dcm2niix.nii"));
+    for row in 0..3 {
+        for column in 0..4 {
+            assert!(
+                (ours[row][column] - theirs[row][column]).abs() < 1e-4,
+                "srow[{row}][{column}]: {} vs dcm2niix {}",
+                ours[row][column],
+                theirs[row][column]
+            );
+        }
+    }
+    let truth = &expected()["oblique_series"]["dcm2niix_affine"];
+    assert!((ours[0][3] - truth[0][3].as_f64().expect("number")).abs() < 1e-4);
+
+    // Same voxels in the same storage order: compare the raw data blocks value by value.
+    let ours = read_nifti(&out).expect("reads back");
+    let theirs = read_nifti(&data("generated/oblique_dcm2niix.nii")).expect("reads dcm2niix");
+    assert_eq!(ours.voxels(), theirs.voxels());
+    assert!(
+        ours.patient_from_voxel()
+            .approx_eq(theirs.patient_from_voxel(), 1e-4)
+    );
+    let raw_ours = std::fs::read(&out).expect("read");
+    assert_eq!(raw_ours.len(), 352 + 20 * 16 * 6 * 2);
+    // dcm2niix's value at NIfTI voxel (2, 3, 4), scaled as nibabel reads it.
+    let index = 352 + 2 * (2 + 20 * (3 + 16 * 4));
+    let value = i16::from_le_bytes([raw_ours[index], raw_ours[index + 1]]);
+    assert_eq!(
+        i64::from(value),
+        expected()["oblique_series"]["dcm2niix_value_2_3_4"]
+            .as_i64()
+            .expect("number")
+    );
+}
+
+#[test]
+fn dicom_to_nifti_and_back_gives_the_loaded_volume() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let series = data("generated/oblique_series");
+    let loaded = load_dicom(&series, &DicomOptions::default())
+        .expect("loads")
+        .volume;
+    for name in ["round.nii", "round.nii.gz"] {
+        let out = folder.path().join(name);
+        let result = keyslice(&[
+            "convert",
+            series.to_str().expect("utf-8"),
+            out.to_str().expect("utf-8"),
+        ]);
+        assert!(result.status.success(), "{}", text(&result.stderr));
+        let back = read_nifti(&out).expect("reads back");
+        assert_eq!(back.dims(), loaded.dims(), "{name}");
+        assert_eq!(back.voxels(), loaded.voxels(), "{name}");
+        assert!(
+            back.patient_from_voxel()
+                .approx_eq(loaded.patient_from_voxel(), 1e-4),
+            "{name}: {:?} vs {:?}",
+            back.patient_from_voxel(),
+            loaded.patient_from_voxel()
+        );
+    }
+    // No temporary file is left beside the outputs.
+    let names: Vec<String> = std::fs::read_dir(folder.path())
+        .expect("list")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        names.iter().all(|name| !name.contains("partial")),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn info_json_has_the_documented_keys() {
+    let path = data("dicom/CT_small.dcm");
+    let result = keyslice(&["info", path.to_str().expect("utf-8"), "--json"]);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&result.stdout).expect("JSON");
+    for key in [
+        "dims",
+        "spacing_mm",
+        "origin_lps_mm",
+        "direction_lps",
+        "hu",
+        "modality",
+        "series_uid",
+        "series_description",
+        "warnings",
+        "series",
+    ] {
+        assert!(json.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(json["dims"], serde_json::json!([128, 128, 1]));
+    assert_eq!(json["direction_lps"].as_array().expect("array").len(), 9);
+    assert_eq!(json["modality"], "CT");
+    assert_eq!(json["hu"]["min"], -896.0);
+    assert_eq!(json["hu"]["max"], 1167.0);
+    assert_eq!(json["series"].as_array().expect("array").len(), 1);
+    assert_eq!(json["series"][0]["selected"], true);
+}
+
+#[test]
+fn info_text_names_axes_and_series() {
+    let path = data("generated/oblique_series");
+    let result = keyslice(&["info", path.to_str().expect("utf-8")]);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let stdout = text(&result.stdout);
+    assert!(stdout.contains("20 × 16 × 6"), "{stdout}");
+    assert!(
+        stdout.contains("i → L") && stdout.contains("j → P") && stdout.contains("k → S"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("skipped 1 non-DICOM file"), "{stdout}");
+}
+
+fn assert_user_error(result: &Output, must_mention: &str) {
+    let stderr = text(&result.stderr);
+    assert_eq!(result.status.code(), Some(1), "{stderr}");
+    let mut lines = stderr.lines();
+    let first = lines.next().unwrap_or_default();
+    assert!(first.starts_with("error: "), "{stderr}");
+    assert!(first.contains(must_mention), "{stderr}");
+    assert!(lines.any(|line| line.starts_with("hint: ")), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn missing_path_is_a_user_error() {
+    assert_user_error(&keyslice(&["info", "/no/such/study"]), "/no/such/study");
+}
+
+#[test]
+fn truncated_dicom_is_a_user_error_naming_the_file() {
+    let path = data("dicom/MR_truncated.dcm");
+    assert_user_error(
+        &keyslice(&["info", path.to_str().expect("utf-8")]),
+        "MR_truncated.dcm",
+    );
+}
+
+#[test]
+fn garbage_file_is_a_user_error() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let path = folder.path().join("scan.dcm");
+    std::fs::write(&path, [7u8; 300]).expect("write");
+    assert_user_error(
+        &keyslice(&["info", path.to_str().expect("utf-8")]),
+        "scan.dcm",
+    );
+    let nii = folder.path().join("scan.nii.gz");
+    std::fs::write(&nii, [0x1f, 0x8b, 8, 0, 0, 0]).expect("write");
+    assert_user_error(
+        &keyslice(&["info", nii.to_str().expect("utf-8")]),
+        "scan.nii.gz",
+    );
+}
+
+#[test]
+fn unwritable_output_is_a_user_error() {
+    let path = data("dicom/CT_small.dcm");
+    let result = keyslice(&[
+        "convert",
+        path.to_str().expect("utf-8"),
+        "/no/such/folder/out.nii",
+    ]);
+    assert_user_error(&result, "/no/such/folder/out.nii");
+}
+
+#[test]
+fn usage_errors_exit_with_code_2() {
+    assert_eq!(keyslice(&["info"]).status.code(), Some(2));
+    assert_eq!(keyslice(&["frobnicate"]).status.code(), Some(2));
+    let path = data("dicom/CT_small.dcm");
+    let wrong_extension = keyslice(&["convert", path.to_str().expect("utf-8"), "out.txt"]);
+    assert_eq!(wrong_extension.status.code(), Some(2));
+    assert!(text(&wrong_extension.stderr).contains(".nii or .nii.gz"));
+}
+
+#[test]
+fn case_folder_with_ct_nii_gz_is_opened() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(
+        data("generated/lps_ordered.nii.gz"),
+        folder.path().join("ct.nii.gz"),
+    )
+    .expect("copy");
+    let result = keyslice(&["info", folder.path().to_str().expect("utf-8"), "--json"]);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&result.stdout).expect("JSON");
+    assert_eq!(json["dims"], serde_json::json!([6, 5, 4]));
+    assert_eq!(json["format"], "nifti");
+}

@@ -1,0 +1,236 @@
+//! NIfTI reading: nibabel's public samples, generated files with known truth (RAS vs LPS
+//! storage, qform-only, big endian, NIfTI-2, 4D, scaling), damaged headers, and masks on
+//! another grid.
+
+// Decoded voxels and header values are exact; comparing them exactly is what these tests prove.
+#![allow(clippy::float_cmp, clippy::unreadable_literal)]
+
+mod common;
+
+use common::{data, expected};
+use keyslice::io::masks::load_mask_onto;
+use keyslice::io::nifti::{NiftiError, read_label_nifti, read_nifti};
+use keyslice::volume::{Volume, Voxels};
+
+fn truth_values() -> Vec<f32> {
+    expected()["nifti"]["values_lps_order"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|value| value.as_f64().expect("number") as f32)
+        .collect()
+}
+
+fn all_values(volume: &Volume) -> Vec<f32> {
+    (0..volume.voxels().len())
+        .map(|index| volume.voxels().get(index).expect("in range"))
+        .collect()
+}
+
+fn assert_same_patient_volume(volume: &Volume) {
+    let truth = &expected()["nifti"];
+    assert_eq!(volume.dims(), [6, 5, 4]);
+    assert_eq!(all_values(volume), truth_values());
+    let spacing = volume.spacing_mm();
+    for (got, want) in spacing.iter().zip([0.9, 1.1, 2.0]) {
+        assert!((got - want).abs() < 1e-5, "spacing {spacing:?}");
+    }
+    let origin = volume.origin_lps_mm();
+    let want = truth["origin_lps"].as_array().expect("array");
+    for (got, want) in origin.iter().zip(want) {
+        assert!(
+            (got - want.as_f64().expect("number")).abs() < 1e-4,
+            "origin {origin:?}"
+        );
+    }
+    let directions = volume.directions_lps();
+    assert!((directions[0][0] - 1.0).abs() < 1e-6, "i points left");
+    assert!((directions[1][1] - 1.0).abs() < 1e-6, "j points posterior");
+    assert!((directions[2][2] - 1.0).abs() < 1e-6, "k points superior");
+}
+
+#[test]
+fn lps_stored_nifti_gives_the_lps_voxels() {
+    let volume = read_nifti(&data("generated/lps_ordered.nii.gz")).expect("loads");
+    assert_same_patient_volume(&volume);
+    assert!(matches!(volume.voxels(), Voxels::I16(_)));
+}
+
+#[test]
+fn ras_stored_qform_only_nifti_gives_the_same_patient_voxels() {
+    let volume = read_nifti(&data("generated/ras_ordered_qform.nii")).expect("loads");
+    assert_same_patient_volume(&volume);
+}
+
+#[test]
+fn big_endian_nifti_reads_the_same_values() {
+    let volume = read_nifti(&data("generated/big_endian.nii")).expect("loads");
+    assert_same_patient_volume(&volume);
+}
+
+#[test]
+fn nifti2_reads_the_same_values() {
+    let volume = read_nifti(&data("generated/nifti2.nii.gz")).expect("loads");
+    assert_same_patient_volume(&volume);
+}
+
+#[test]
+fn four_d_file_shows_the_first_volume_and_warns() {
+    let volume = read_nifti(&data("generated/four_d.nii.gz")).expect("loads");
+    assert_same_patient_volume(&volume);
+    assert!(
+        volume
+            .warnings()
+            .iter()
+            .any(|warning| warning.contains("2 volumes")),
+        "{:?}",
+        volume.warnings()
+    );
+}
+
+#[test]
+fn scl_slope_and_inter_are_applied_as_nibabel_applies_them() {
+    // Stored int16 with scl_slope 0.5, scl_inter -3: non-integral values, so float voxels.
+    let volume = read_nifti(&data("generated/scaled_float.nii.gz")).expect("loads");
+    assert!(matches!(volume.voxels(), Voxels::F32(_)));
+    let nibabel: Vec<f32> = expected()["nifti"]["scaled_values_lps_order"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|value| value.as_f64().expect("number") as f32)
+        .collect();
+    assert_eq!(all_values(&volume), nibabel);
+}
+
+#[test]
+fn nibabel_anatomical_sample_loads_with_its_geometry() {
+    let volume = read_nifti(&data("nifti/anatomical.nii")).expect("loads");
+    let [columns, rows, slices] = volume.dims();
+    assert_eq!(columns * rows * slices, 33 * 41 * 25);
+    let stats = volume.value_stats();
+    assert!(stats.max > stats.min);
+}
+
+#[test]
+fn nibabel_nifti2_sample_loads() {
+    let volume = read_nifti(&data("nifti/example_nifti2.nii.gz")).expect("loads");
+    assert!(volume.dims().iter().product::<usize>() > 1);
+}
+
+#[test]
+fn coarse_ras_mask_lands_on_the_voxels_nibabel_computes() {
+    let ct = read_nifti(&data("generated/lps_ordered.nii.gz")).expect("ct loads");
+    let mask = load_mask_onto(&data("generated/mask_coarse.nii.gz"), &ct).expect("mask loads");
+    assert_eq!(mask.dims, ct.dims());
+    assert_eq!(mask.name, "mask_coarse");
+    let mut covered: Vec<[usize; 3]> = Vec::new();
+    for k in 0..4 {
+        for j in 0..5 {
+            for i in 0..6 {
+                if mask.labels[i + 6 * (j + 5 * k)] != 0 {
+                    covered.push([i, j, k]);
+                }
+            }
+        }
+    }
+    let truth: Vec<[usize; 3]> = expected()["nifti"]["mask_covered_voxels"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|voxel| {
+            let v = voxel.as_array().expect("triple");
+            [0, 1, 2].map(|axis| v[axis].as_u64().expect("index") as usize)
+        })
+        .collect();
+    assert!(!truth.is_empty());
+    assert_eq!(covered, truth);
+}
+
+fn write_temp(bytes: &[u8], name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let path = folder.path().join(name);
+    std::fs::write(&path, bytes).expect("write");
+    (folder, path)
+}
+
+fn header_of(name: &str) -> Vec<u8> {
+    std::fs::read(data(name)).expect("fixture exists")
+}
+
+#[test]
+fn wrong_sizeof_hdr_is_a_header_error_naming_the_file() {
+    let mut bytes = header_of("generated/big_endian.nii");
+    bytes[0..4].copy_from_slice(&123i32.to_le_bytes());
+    let (_folder, path) = write_temp(&bytes, "bad.nii");
+    let error = read_nifti(&path).expect_err("bad header");
+    let message = error.to_string();
+    assert!(matches!(error, NiftiError::Header { .. }), "{message}");
+    assert!(
+        message.contains("sizeof_hdr") && message.contains("bad.nii"),
+        "{message}"
+    );
+}
+
+#[test]
+fn unsupported_datatype_is_named() {
+    let mut bytes = header_of("generated/ras_ordered_qform.nii");
+    bytes[70..72].copy_from_slice(&128i16.to_le_bytes()); // RGB24
+    let (_folder, path) = write_temp(&bytes, "rgb.nii");
+    let message = read_nifti(&path).expect_err("rgb").to_string();
+    assert!(message.contains("datatype 128 (RGB24)"), "{message}");
+}
+
+#[test]
+fn zero_dimension_is_named() {
+    let mut bytes = header_of("generated/ras_ordered_qform.nii");
+    bytes[44..46].copy_from_slice(&0i16.to_le_bytes()); // dim[2]
+    let (_folder, path) = write_temp(&bytes, "zero.nii");
+    let message = read_nifti(&path).expect_err("zero dim").to_string();
+    assert!(message.contains("dim[2] = 0"), "{message}");
+}
+
+#[test]
+fn truncated_voxels_are_a_data_error_not_a_panic() {
+    let bytes = header_of("generated/ras_ordered_qform.nii");
+    let (_folder, path) = write_temp(&bytes[..bytes.len() - 30], "short.nii");
+    let error = read_nifti(&path).expect_err("short");
+    assert!(matches!(error, NiftiError::Data { .. }), "{error}");
+    assert!(error.to_string().contains("short.nii"));
+}
+
+#[test]
+fn truncated_gzip_is_a_data_error() {
+    let bytes = header_of("generated/lps_ordered.nii.gz");
+    let (_folder, path) = write_temp(&bytes[..bytes.len() / 2], "cut.nii.gz");
+    let error = read_nifti(&path).expect_err("cut");
+    assert!(
+        matches!(error, NiftiError::Data { .. } | NiftiError::Header { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("cut.nii.gz"));
+}
+
+#[test]
+fn huge_dimensions_in_a_small_file_are_refused_before_allocating() {
+    let mut bytes = header_of("generated/ras_ordered_qform.nii");
+    for n in 1..=3 {
+        bytes[40 + 2 * n..42 + 2 * n].copy_from_slice(&30_000i16.to_le_bytes());
+    }
+    let (_folder, path) = write_temp(&bytes, "huge.nii");
+    let message = read_nifti(&path).expect_err("huge").to_string();
+    assert!(message.contains("the file holds 592"), "{message}");
+}
+
+#[test]
+fn garbage_bytes_are_refused() {
+    let (_folder, path) = write_temp(&[0x42; 1000], "garbage.nii");
+    assert!(matches!(read_nifti(&path), Err(NiftiError::Header { .. })));
+    let (_folder, path) = write_temp(&[0x1f, 0x8b, 0x08, 0, 1, 2, 3], "garbage.nii.gz");
+    assert!(read_nifti(&path).is_err());
+}
+
+#[test]
+fn ct_is_not_a_label_mask() {
+    let error = read_label_nifti(&data("generated/lps_ordered.nii.gz")).expect_err("HU values");
+    assert!(matches!(error, NiftiError::NotLabels { .. }), "{error}");
+}
