@@ -250,7 +250,13 @@ struct Scan {
 
 /// Loads the largest image series under `path` (or the one named in `options`).
 pub fn load_dicom(path: &Path, options: &DicomOptions) -> Result<DicomStudy, DicomError> {
+    let started = std::time::Instant::now();
     let scan = scan(path)?;
+    tracing::debug!(
+        files = scan.headers.len(),
+        elapsed_ms = started.elapsed().as_millis(),
+        "read DICOM headers"
+    );
     let mut by_series: BTreeMap<&str, Vec<&FileHeader>> = BTreeMap::new();
     for file in &scan.headers {
         by_series.entry(&file.series_uid).or_default().push(file);
@@ -316,6 +322,7 @@ pub fn load_dicom(path: &Path, options: &DicomOptions) -> Result<DicomStudy, Dic
         .collect();
     let mut unreadable = scan.unreadable;
     let volume = load_series(&chosen_uid, files, &mut unreadable)?;
+    tracing::debug!(elapsed_ms = started.elapsed().as_millis(), "decoded series");
     Ok(DicomStudy {
         volume,
         series,

@@ -11,6 +11,9 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+#[cfg(target_endian = "big")]
+compile_error!("the NIfTI writer stores voxels in the host byte order, assumed little-endian");
+
 use flate2::Compression;
 use flate2::write::GzEncoder;
 
@@ -58,21 +61,24 @@ pub fn write_nifti(volume: &Volume, path: &Path, options: WriteOptions) -> Resul
     };
     let result = (|| -> std::io::Result<()> {
         let file = File::create(&temporary)?;
-        let buffered = BufWriter::with_capacity(1 << 20, file);
-        let file = if gzip {
-            let mut encoder =
-                GzEncoder::new(buffered, Compression::new(options.compression_level.min(9)));
+        if gzip {
+            let buffered = BufWriter::with_capacity(1 << 20, file);
+            let level = Compression::new(options.compression_level.min(9));
+            let mut encoder = GzEncoder::new(buffered, level);
             write_body(volume, options, &mut encoder)?;
-            encoder.finish()?
+            let buffered = encoder.finish()?;
+            drop(
+                buffered
+                    .into_inner()
+                    .map_err(std::io::IntoInnerError::into_error)?,
+            );
         } else {
-            let mut buffered = buffered;
-            write_body(volume, options, &mut buffered)?;
-            buffered
-        };
-        let file = file
-            .into_inner()
-            .map_err(std::io::IntoInnerError::into_error)?;
-        file.sync_all()?;
+            // Whole slices are assembled in memory, so the file needs no extra buffering.
+            let mut file = file;
+            write_body(volume, options, &mut file)?;
+        }
+        // Rename only after everything is written: the target name only ever points at a
+        // complete file. (No fsync: a conversion can be rerun, and fsync doubles its time.)
         std::fs::rename(&temporary, path)
     })();
     if result.is_err() {
@@ -96,30 +102,40 @@ fn write_body(volume: &Volume, options: WriteOptions, out: &mut impl Write) -> s
         }
     }
     out.write_all(&header_bytes(volume, &lps_from_stored.ras_from_lps()))?;
-    let mut line = Vec::with_capacity(columns * 4);
+    match volume.voxels() {
+        Voxels::I16(values) => {
+            write_slices(values, [columns, rows, slices], options.flip_rows, out)
+        }
+        Voxels::F32(values) => {
+            write_slices(values, [columns, rows, slices], options.flip_rows, out)
+        }
+    }
+}
+
+/// Writes slice after slice, each assembled (rows reversed if asked) into one buffer of
+/// little-endian bytes.
+fn write_slices<T: bytemuck::Pod>(
+    values: &[T],
+    dims: [usize; 3],
+    flip_rows: bool,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let [columns, rows, slices] = dims;
+    let row_bytes = columns * std::mem::size_of::<T>();
+    let mut slice_bytes = vec![0u8; row_bytes * rows];
     for k in 0..slices {
         for stored_row in 0..rows {
-            let j = if options.flip_rows {
+            let j = if flip_rows {
                 rows - 1 - stored_row
             } else {
                 stored_row
             };
             let start = columns * (j + rows * k);
-            line.clear();
-            match volume.voxels() {
-                Voxels::I16(values) => {
-                    for value in &values[start..start + columns] {
-                        line.extend_from_slice(&value.to_le_bytes());
-                    }
-                }
-                Voxels::F32(values) => {
-                    for value in &values[start..start + columns] {
-                        line.extend_from_slice(&value.to_le_bytes());
-                    }
-                }
-            }
-            out.write_all(&line)?;
+            let source: &[u8] = bytemuck::cast_slice(&values[start..start + columns]);
+            slice_bytes[stored_row * row_bytes..(stored_row + 1) * row_bytes]
+                .copy_from_slice(source);
         }
+        out.write_all(&slice_bytes)?;
     }
     Ok(())
 }
