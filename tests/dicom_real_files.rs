@@ -192,15 +192,14 @@ fn truncated_file_names_the_file_and_says_truncated() {
     let path = data("dicom/MR_truncated.dcm");
     let error = load_dicom(&path, &DicomOptions::default()).expect_err("truncated");
     let message = error.to_string();
-    assert!(
-        matches!(error, DicomError::NothingDecoded { .. }),
-        "{message}"
-    );
+    assert!(matches!(error, DicomError::Unreadable { .. }), "{message}");
     assert!(message.contains("MR_truncated.dcm"), "{message}");
     assert!(
-        message.contains("truncated") || message.contains("8130"),
+        message.contains("(7FE0,0010)") && message.contains("8130"),
         "{message}"
     );
+    assert!(message.contains("truncated"), "{message}");
+    assert!(error.hint().contains("truncated"), "{}", error.hint());
 }
 
 #[test]

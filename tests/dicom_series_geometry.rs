@@ -233,7 +233,14 @@ fn truncated_and_garbage_files_are_reported_and_the_rest_loads() {
     let named: Vec<(String, SliceSpec)> = axial_slices("1.9.9")
         .into_iter()
         .enumerate()
-        .map(|(k, slice)| (format!("g{k}"), slice))
+        .map(|(k, mut slice)| {
+            if k == 4 {
+                // A consistent file whose Pixel Data is shorter than Rows × Columns needs:
+                // it parses, but its pixels cannot be decoded.
+                slice.stored.truncate(40);
+            }
+            (format!("g{k}"), slice)
+        })
         .collect();
     write_series(folder.path(), &named);
     // Cut slice 2 inside its pixel data, and add a file of garbage behind a DICM marker.
@@ -249,8 +256,17 @@ fn truncated_and_garbage_files_are_reported_and_the_rest_loads() {
     std::fs::write(folder.path().join("README.txt"), "not dicom").expect("write");
 
     let study = load_dicom(folder.path(), &DicomOptions::default()).expect("the rest loads");
-    assert_eq!(study.volume.dims()[2], 4);
+    assert_eq!(study.volume.dims()[2], 3);
     assert_eq!(study.non_dicom_files, 1);
+    // The remaining slices are 0, 1 and 3, with their own positions and pixels.
+    let positions: Vec<f64> = study
+        .volume
+        .slices()
+        .iter()
+        .map(|slice| slice.position_lps_mm[2])
+        .collect();
+    assert_eq!(positions, vec![-10.0, -7.5, -2.5]);
+    assert_eq!(study.volume.value([0, 0, 2]), Some(300.0 - 1024.0));
     let skipped: Vec<String> = study
         .unreadable
         .iter()
@@ -264,9 +280,22 @@ fn truncated_and_garbage_files_are_reported_and_the_rest_loads() {
         .collect();
     assert!(skipped.contains(&"garbage.dcm".to_string()), "{skipped:?}");
     assert!(skipped.contains(&"g2".to_string()), "{skipped:?}");
+    assert!(skipped.contains(&"g4".to_string()), "{skipped:?}");
     let warnings = study.volume.warnings().join("\n");
-    assert!(warnings.contains("left out slice 2"), "{warnings}");
-    assert!(warnings.contains("missing"), "{warnings}");
+    assert!(
+        warnings.contains("left out the slice at 0.00 mm"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("g4): the pixel data cannot be decoded"),
+        "{warnings}"
+    );
+    // Spacing stays 2.5 mm; the gap where g2 was is reported with both positions.
+    assert_eq!(study.volume.spacing_mm()[2], 2.5);
+    assert!(
+        warnings.contains("5.00 mm between slice 1 (at -7.50 mm) and slice 2 (at -2.50 mm), 2.50 mm elsewhere; about 1 slice(s) missing"),
+        "{warnings}"
+    );
 }
 
 #[test]

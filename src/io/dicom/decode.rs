@@ -102,7 +102,9 @@ fn decode_file<T: Sample>(
             let slice = &stack.slices[k];
             let result = object
                 .decode_pixel_data_frame(slice.frame_index)
-                .map_err(|error| error_chain(&error))
+                .map_err(|error| {
+                    format!("the pixel data cannot be decoded: {}", error_chain(&error))
+                })
                 .and_then(|decoded| {
                     if decoded.samples_per_pixel() != 1 {
                         return Err(format!(

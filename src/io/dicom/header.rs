@@ -101,6 +101,9 @@ pub(crate) fn probe_file(path: &Path) -> Result<Probe, DicomError> {
             });
         }
     }
+    if let Err(reason) = super::guard::check_lengths(path) {
+        return Ok(Probe::Unreadable(reason));
+    }
     let object = match OpenFileOptions::new()
         .read_until(tags::PIXEL_DATA)
         .open_file(path)

@@ -22,6 +22,7 @@
 //! Knows the DICOM file format; knows nothing of NIfTI, rendering or the UI.
 
 mod decode;
+mod guard;
 pub(crate) mod header;
 mod stack;
 
@@ -508,9 +509,11 @@ fn drop_failed_slices(
     }
     let mut rebuilt = build_stack(series_uid, files)?;
     for (k, reason) in failures {
+        let slice = &stack.slices[*k];
         rebuilt.warnings.push(format!(
-            "left out slice {k} ({}): {reason}",
-            files[stack.slices[*k].file].path.display()
+            "left out the slice at {:.2} mm ({}): {reason}",
+            slice.along_normal_mm,
+            files[slice.file].path.display()
         ));
     }
     Ok(rebuilt)

@@ -176,7 +176,7 @@ pub(crate) fn build_stack(series_uid: &str, files: &[FileHeader]) -> Result<Stac
             .filter(|thickness| *thickness > 0.0)
             .unwrap_or(1.0)
     } else {
-        let spacing = median(&gaps);
+        let spacing = regular_spacing(&gaps);
         warnings.extend(spacing_warnings(&slices, &gaps, spacing));
         spacing
     };
@@ -281,6 +281,26 @@ fn check_gantry_tilt(
     Ok(())
 }
 
+/// The slice spacing of a stack from the gaps between neighbours: when every gap is a whole
+/// multiple of the smallest (slices missing from a regular series), the mean of the gaps of
+/// one step; otherwise the median gap.
+pub(crate) fn regular_spacing(gaps: &[f64]) -> f64 {
+    let smallest = gaps.iter().copied().fold(f64::INFINITY, f64::min);
+    if smallest > SAME_POSITION_MM {
+        let steps: Vec<f64> = gaps.iter().map(|gap| gap / smallest).collect();
+        if steps.iter().all(|step| (step - step.round()).abs() < 0.02) {
+            let single: Vec<f64> = gaps
+                .iter()
+                .zip(&steps)
+                .filter(|(_, step)| step.round() < 1.5)
+                .map(|(gap, _)| *gap)
+                .collect();
+            return single.iter().sum::<f64>() / single.len() as f64;
+        }
+    }
+    median(gaps)
+}
+
 /// Median of a non-empty list.
 pub(crate) fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
@@ -340,4 +360,21 @@ pub(crate) fn name_list<'a>(paths: impl Iterator<Item = &'a PathBuf>) -> String 
         shown.push(format!("and {} more", paths.len() - 3));
     }
     shown.join(", ")
+}
+
+#[cfg(test)]
+#[allow(clippy::float_cmp)] // spacings here are exact binary fractions
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_slices_do_not_change_the_spacing() {
+        assert_eq!(regular_spacing(&[2.5, 5.0]), 2.5);
+        assert_eq!(regular_spacing(&[1.25, 1.25, 3.75, 1.25]), 1.25);
+    }
+
+    #[test]
+    fn irregular_gaps_fall_back_to_the_median() {
+        assert_eq!(regular_spacing(&[1.0, 1.5, 1.5]), 1.5);
+    }
 }

@@ -251,7 +251,7 @@ fn open(path: &Path) -> Result<Opened, NiftiError> {
     } else {
         data_file_length
     };
-    let needed = header.vox_offset + voxel_bytes;
+    let needed = header.vox_offset.saturating_add(voxel_bytes);
     if capacity < needed {
         return Err(NiftiError::Data {
             path: data_path,
