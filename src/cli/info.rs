@@ -175,16 +175,20 @@ impl InfoReport {
         if !self.series.is_empty() {
             let _ = writeln!(text, "series found {}", self.series.len());
             for series in &self.series {
+                let description = if series.series_description.is_empty() {
+                    String::new()
+                } else {
+                    format!("  \"{}\"", series.series_description)
+                };
                 let _ = writeln!(
                     text,
-                    "  {} {:<8} {:>5} slices  {}×{}  {}  \"{}\"",
+                    "  {} {:<8} {:>5} slices  {}×{}  {}{description}",
                     if series.selected { "*" } else { " " },
                     series.modality,
                     series.slices,
                     series.image_size[0],
                     series.image_size[1],
                     series.series_uid,
-                    series.series_description
                 );
             }
         }
