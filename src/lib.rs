@@ -6,5 +6,6 @@
 //! same volume. See the README's architecture section for the module map and dependency rule.
 
 pub mod cli;
+pub mod findings;
 pub mod io;
 pub mod volume;

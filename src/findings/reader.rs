@@ -1,0 +1,720 @@
+//! Report text → [`Findings`], deterministically, with the span of every value it extracted
+//! and the sentences it could not interpret (returned, never dropped).
+//!
+//! How it reads, in order:
+//! 1. split the text into sentences and lines (a `.` between digits is a decimal point) and
+//!    clauses at ", but" / "whereas";
+//! 2. follow the structure of RadGPT-style reports: `FINDINGS:` / `IMPRESSION:` sections,
+//!    organ headers (`Liver lesions:`), lesion headers (`Liver lesion 1:`) and key/value lines
+//!    (`Location:`, `Size:`, `Enhancement relative to liver:`, `Count:`);
+//! 3. in free sentences, find the organs named (or implied by a location such as "segment
+//!    VII"), then the cues: uncertainty ("cannot exclude", "possible", "likely cyst") wins over
+//!    negation ("no", "without", "unremarkable"), which wins over a lesion word ("mass",
+//!    "lesion", "tumor"); a lesion with any attribute (size, location, attenuation, count)
+//!    becomes a lesion entry;
+//! 4. the IMPRESSION confirms presence but adds no lesion to an organ already described;
+//! 5. organs never mentioned are `not_mentioned` (no tumor, the RadGPT convention).
+//!
+//! Sizes in mm are converted to cm; `Volume: … cm^3` and HU values are not sizes; "(image
+//! 123)" is RadGPT's canonical-grid slice, not the key slice, and is ignored.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::Serialize;
+
+use super::{
+    Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ,
+    PancreasPart, SliceBox, Span, TumorPresence,
+};
+
+/// A sentence the reader could not turn into findings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnreadSentence {
+    /// Where it is.
+    pub span: Span,
+    /// The sentence.
+    pub text: String,
+    /// Why it was not read.
+    pub reason: String,
+}
+
+/// What [`read_report`] returns.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReadReport {
+    /// The findings.
+    pub findings: Findings,
+    /// Sentences that said nothing Keyslice could use.
+    pub unread: Vec<UnreadSentence>,
+}
+
+macro_rules! regex {
+    ($name:ident, $pattern:expr) => {
+        static $name: LazyLock<Regex> = LazyLock::new(|| {
+            // The patterns are constants checked by the tests; an invalid one is a bug.
+            Regex::new($pattern).unwrap_or_else(|error| panic!("invalid pattern: {error}"))
+        });
+    };
+}
+
+regex!(KEY_SLICE, r"(?i)\bkey(?:\s+evidence)?\s+slice\s*(?:index\s*)?[:#=]?\s*(\d+)");
+regex!(KEY_Z, r"(?i)\bz\s*=\s*(-?\d+(?:\.\d+)?)\s*mm");
+regex!(KEY_UID, r"(?i)sop\s+instance\s+uid\s*:?\s*([0-9]+(?:\.[0-9]+)*)");
+regex!(BOX, r"(?i)columns\s+(\d+)\s*[-–]\s*(\d+)\s*,\s*rows\s+(\d+)\s*[-–]\s*(\d+)");
+regex!(
+    BOX_MM,
+    r"(?i)x\s+(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*mm\s*,\s*y\s+(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*mm"
+);
+regex!(
+    SIZE_PAIR,
+    r"(?i)(\d+(?:\.\d+)?)\s*(cm|mm)?\s*(?:x|×|by)\s*(\d+(?:\.\d+)?)(?:\s*(?:cm|mm)?\s*(?:x|×|by)\s*\d+(?:\.\d+)?)?\s*(cm|mm)\b"
+);
+regex!(SIZE_SINGLE, r"(?i)(\d+(?:\.\d+)?)\s*-?\s*(cm|mm)\b(\s*\^?\s*[23]|\s*3\b)?");
+regex!(
+    LIVER_SEGMENTS,
+    r"(?i)\b(?:hepatic\s+)?segments?\s+((?:[1-8]|viii|vii|vi|iv|v|iii|ii|i)\b(?:\s*(?:/|,|and|&|-|to)\s*(?:[1-8]|viii|vii|vi|iv|v|iii|ii|i)\b)*)"
+);
+regex!(LIVER_SHORT, r"(?i)\bs([1-8])(?:\s*/\s*s?([1-8]))?\b");
+regex!(LIVER_LOBE, r"(?i)\b(right|left)\s+(?:hepatic\s+)?lobe\b|\bcaudate\b|\bleft\s+lateral\s+segment\b");
+regex!(PANCREAS_PART, r"(?i)\b(head|uncinate|neck|body|tail)\b");
+regex!(
+    KIDNEY_POLE,
+    r"(?i)\b(upper|superior|lower|inferior)\s+pole\b|\binterpolar\b|\bmid(?:dle)?\s*(?:pole|portion|kidney)\b"
+);
+regex!(
+    ATTENUATION,
+    r"(?i)\b(hypo(?:-)?(?:attenuating|dense|density|enhancing|attenuation)|low[- ](?:attenuation|density)|iso(?:-)?(?:attenuating|dense|enhancing)|hyper(?:-)?(?:attenuating|dense|density|enhancing|vascular)|(?:mixed|heterogeneous)(?:\s+attenuation|\s+enhancement)?)\b"
+);
+regex!(
+    COUNT,
+    r"(?i)\bmultiple\s*\((\d+)\)|\bcount\s*:\s*(\d+)|\b(\d+|two|three|four|five|six|several)\s+(?:\w+\s+){0,2}(?:lesions|masses|nodules|tumou?rs|metastases|hypodensities)\b"
+);
+regex!(
+    ORGAN,
+    r"(?i)\b(?:(left|right)\s+(?:kidney|renal)|(kidneys|bilateral\s+renal|renal|kidney)|(liver|hepatic)|(pancreas|pancreatic))\b"
+);
+regex!(
+    UNCERTAIN,
+    r"(?i)\bcan\s*not\s+(?:be\s+)?exclude|\bcannot\s+(?:be\s+)?(?:excluded|exclude)|\bnot\s+(?:be\s+)?excluded|\bpossibl[ey]\b|\bprobabl[ey]\b|\bmay\s+(?:represent|be)\b|\blikely\s+(?:a\s+)?(?:cyst|hemangioma|haemangioma|benign)|\bindeterminate\b|\bquestionable\b|\bequivocal\b|\bsuspicious\b|\bcould\s+represent\b"
+);
+regex!(
+    NEGATION,
+    r"(?i)\bno\b|\bnot\s+(?:seen|identified|visuali[sz]ed|present|detected)\b|\bwithout\b|\bnegative\s+for\b|\bfree\s+of\b|\babsence\s+of\b|\bunremarkable\b|\bnormal\b|\bnone\b"
+);
+regex!(
+    LESION,
+    r"(?i)\b(?:lesions?|mass(?:es)?|tumou?rs?|nodules?|neoplasms?|carcinomas?|metastas[ie]s|hypodensit(?:y|ies)|cancer|malignan(?:cy|t)|hcc|rcc|pdac)\b"
+);
+regex!(CYST, r"(?i)\bcysts?\b|\bcystic\b");
+regex!(OTHER, r"(?i)\b(?:other|additional|further|new)\b");
+regex!(SECTION, r"(?i)^\s*(findings|impression)\s*:?\s*$");
+regex!(
+    LESION_HEADER,
+    r"(?i)^\s*(liver|hepatic|pancreatic|pancreas|left\s+kidney|right\s+kidney|left\s+renal|right\s+renal)\s+lesion\s+(\d+)\s*:\s*$"
+);
+regex!(
+    ORGAN_HEADER,
+    r"(?i)^\s*(liver|hepatic|pancreatic|pancreas|left\s+kidney|right\s+kidney|kidney|renal)\s+lesions\s*:\s*$"
+);
+regex!(KEY_VALUE, r"(?i)^\s*(location|size|enhancement(?:\s+relative\s+to\s+\w+)?|attenuation|count|number)\s*:\s*");
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Section {
+    Findings,
+    Impression,
+}
+
+struct State {
+    findings: Findings,
+    explicit: [bool; 4],
+    unread: Vec<UnreadSentence>,
+    section: Section,
+    context_organ: Option<Organ>,
+    /// Organ and index of the lesion that key/value lines fill.
+    current_lesion: Option<(Organ, usize)>,
+}
+
+fn organ_index(organ: Organ) -> usize {
+    match organ {
+        Organ::Liver => 0,
+        Organ::Pancreas => 1,
+        Organ::KidneyLeft => 2,
+        Organ::KidneyRight => 3,
+    }
+}
+
+/// Reads a report (structured or narrative) into findings.
+#[must_use]
+pub fn read_report(text: &str) -> ReadReport {
+    let mut state = State {
+        findings: Findings::default(),
+        explicit: [false; 4],
+        unread: Vec::new(),
+        section: Section::Findings,
+        context_organ: None,
+        current_lesion: None,
+    };
+    for segment in segments(text) {
+        read_segment(text, segment, &mut state);
+    }
+    ReadReport {
+        findings: state.findings,
+        unread: state.unread,
+    }
+}
+
+/// Splits into sentences/lines/clauses, trimmed, as spans.
+fn segments(text: &str) -> Vec<Span> {
+    let bytes = text.as_bytes();
+    let mut spans = Vec::new();
+    let mut start = 0;
+    let push = |start: usize, end: usize, spans: &mut Vec<Span>| {
+        let piece = &text[start..end];
+        let leading = piece.len() - piece.trim_start().len();
+        let trailing = piece.len() - piece.trim_end().len();
+        if leading + trailing < piece.len() {
+            spans.push(Span {
+                start: start + leading,
+                end: end - trailing,
+            });
+        }
+    };
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        let decimal = byte == b'.'
+            && index > 0
+            && bytes[index - 1].is_ascii_digit()
+            && bytes.get(index + 1).is_some_and(u8::is_ascii_digit);
+        let ends = matches!(byte, b'\n' | b';' | b'!' | b'?') || (byte == b'.' && !decimal);
+        if ends {
+            push(start, index, &mut spans);
+            start = index + 1;
+        }
+        index += 1;
+    }
+    push(start, bytes.len(), &mut spans);
+    // Clauses joined by "but" / "whereas" state different things about different organs.
+    let mut clauses = Vec::with_capacity(spans.len());
+    for span in spans {
+        let piece = &text[span.start..span.end];
+        let lower = piece.to_ascii_lowercase();
+        let mut cut = span.start;
+        for separator in [", but ", " but ", ", whereas ", " whereas ", ", while "] {
+            if let Some(position) = lower.find(separator) {
+                let at = span.start + position;
+                if at > cut {
+                    push(cut, at, &mut clauses);
+                    cut = at + separator.len();
+                }
+                break;
+            }
+        }
+        push(cut, span.end, &mut clauses);
+    }
+    clauses
+}
+
+fn match_span(found: &regex::Match<'_>, offset: usize) -> Span {
+    Span {
+        start: found.start() + offset,
+        end: found.end() + offset,
+    }
+}
+
+fn read_segment(text: &str, span: Span, state: &mut State) {
+    let sentence = &text[span.start..span.end];
+    let offset = span.start;
+    if let Some(captures) = SECTION.captures(sentence) {
+        state.section = if captures[1].eq_ignore_ascii_case("impression") {
+            Section::Impression
+        } else {
+            Section::Findings
+        };
+        state.current_lesion = None;
+        state.context_organ = None;
+        return;
+    }
+    let mut used = read_key_slice(sentence, offset, state);
+    if let Some(captures) = LESION_HEADER.captures(sentence) {
+        let Some(organ) = organ_from_header(&captures[1]) else {
+            return;
+        };
+        state.context_organ = Some(organ);
+        if state.section == Section::Impression && !state.findings.organ(organ).lesions.is_empty() {
+            return;
+        }
+        mark(state, organ, TumorPresence::Yes, span, false);
+        let entry = state.findings.organ_mut(organ);
+        entry.lesions.push(Lesion {
+            spans: super::LesionSpans {
+                lesion: Some(span),
+                ..super::LesionSpans::default()
+            },
+            ..Lesion::default()
+        });
+        state.current_lesion = Some((organ, entry.lesions.len() - 1));
+        return;
+    }
+    if let Some(captures) = ORGAN_HEADER.captures(sentence) {
+        state.current_lesion = None;
+        match organ_from_header(&captures[1]) {
+            Some(organ) => state.context_organ = Some(organ),
+            None => state.context_organ = None,
+        }
+        return;
+    }
+    if let Some(found) = KEY_VALUE.find(sentence) {
+        if let Some((organ, index)) = state.current_lesion {
+            let value_offset = offset + found.end();
+            let value = &sentence[found.end()..];
+            let key = found.as_str().to_ascii_lowercase();
+            let lesion = &mut state.findings.organ_mut(organ).lesions[index];
+            let read = if key.starts_with("location") {
+                read_location(value, value_offset, Some(organ), lesion)
+            } else if key.starts_with("size") {
+                read_size(value, value_offset, lesion)
+            } else if key.starts_with("count") || key.starts_with("number") {
+                read_count(sentence, offset, lesion)
+            } else {
+                read_attenuation(value, value_offset, lesion)
+            };
+            if !read {
+                unread(state, text, span, "a lesion attribute line whose value was not understood");
+            }
+            return;
+        }
+    }
+    used |= read_statement(sentence, offset, span, state);
+    if !used {
+        let reason = if ORGAN.is_match(sentence) {
+            "names an organ but states nothing about a tumor"
+        } else {
+            "mentions no organ, lesion or key slice that Keyslice tracks"
+        };
+        unread(state, text, span, reason);
+    }
+}
+
+fn unread(state: &mut State, text: &str, span: Span, reason: &str) {
+    state.unread.push(UnreadSentence {
+        span,
+        text: span.text(text).to_string(),
+        reason: reason.to_string(),
+    });
+}
+
+fn organ_from_header(words: &str) -> Option<Organ> {
+    let lower = words.to_ascii_lowercase();
+    if lower.contains("left") {
+        Some(Organ::KidneyLeft)
+    } else if lower.contains("right") {
+        Some(Organ::KidneyRight)
+    } else if lower.starts_with("liver") || lower.starts_with("hepatic") {
+        Some(Organ::Liver)
+    } else if lower.starts_with("pancrea") {
+        Some(Organ::Pancreas)
+    } else {
+        None
+    }
+}
+
+/// Sets an organ's presence. Explicit statements are not overridden by weaker ones: a
+/// definite lesion keeps "yes" against a later "no other lesions", and an explicit
+/// "uncertain" is not promoted by a lesion header.
+fn mark(state: &mut State, organ: Organ, presence: TumorPresence, span: Span, from_statement: bool) {
+    let index = organ_index(organ);
+    let entry = state.findings.organ_mut(organ);
+    let current = entry.tumor;
+    let replace = match (current, presence) {
+        (TumorPresence::NotMentioned, _) => true,
+        (TumorPresence::Uncertain, TumorPresence::Yes) => !state.explicit[index],
+        (TumorPresence::No, TumorPresence::Yes | TumorPresence::Uncertain) => true,
+        _ => false,
+    };
+    if replace {
+        entry.tumor = presence;
+        entry.span = Some(span);
+        if from_statement && presence == TumorPresence::Uncertain {
+            state.explicit[index] = true;
+        }
+    }
+}
+
+fn read_key_slice(sentence: &str, offset: usize, state: &mut State) -> bool {
+    let mut used = false;
+    if let Some(captures) = KEY_SLICE.captures(sentence) {
+        if let (Some(whole), Ok(index)) = (captures.get(0), captures[1].parse::<u32>()) {
+            let z_mm = KEY_Z
+                .captures(sentence)
+                .and_then(|found| found[1].parse::<f64>().ok());
+            let sop_instance_uid = KEY_UID.captures(sentence).map(|found| found[1].to_string());
+            state.findings.key_slice = Some(KeySlice {
+                index,
+                z_mm,
+                sop_instance_uid,
+                span: Some(match_span(&whole, offset)),
+            });
+            used = true;
+        }
+    }
+    if let Some(captures) = BOX.captures(sentence) {
+        let numbers: Vec<u32> = (1..=4).filter_map(|group| captures[group].parse().ok()).collect();
+        if let [c0, c1, r0, r1] = numbers[..] {
+            let mm = BOX_MM.captures(sentence).and_then(|found| {
+                let values: Vec<f64> = (1..=4).filter_map(|group| found[group].parse().ok()).collect();
+                match values[..] {
+                    [x0, x1, y0, y1] => Some([x0, y0, x1, y1]),
+                    _ => None,
+                }
+            });
+            state.findings.slice_box = Some(SliceBox {
+                voxels: [c0, r0, c1, r1],
+                mm,
+            });
+            used = true;
+        }
+    }
+    used
+}
+
+/// A free sentence: organs, cues, attributes. Returns whether it said anything usable.
+fn read_statement(sentence: &str, offset: usize, span: Span, state: &mut State) -> bool {
+    let mut organs = organs_named(sentence);
+    let mut lesion = Lesion::default();
+    let location_read = read_location(sentence, offset, None, &mut lesion);
+    if organs.is_empty() {
+        if let Some(implied) = lesion.location.as_ref().and_then(organ_of_location) {
+            organs.push(implied);
+        }
+    }
+    let has_lesion_word = LESION.is_match(sentence);
+    let has_cyst = CYST.is_match(sentence);
+    let uncertain = UNCERTAIN.is_match(sentence);
+    let negated = NEGATION.is_match(sentence) && !uncertain;
+    if organs.is_empty() {
+        // "A 2 cm hypodense lesion." under a "Liver lesions:" header.
+        match state.context_organ {
+            Some(organ) if has_lesion_word || has_cyst => organs.push(organ),
+            _ => return false,
+        }
+    }
+    // A kidney pole says nothing about which kidney unless the sentence does.
+    let has_size = read_size(sentence, offset, &mut lesion);
+    let has_attenuation = read_attenuation(sentence, offset, &mut lesion);
+    let has_count = read_count(sentence, offset, &mut lesion);
+    let described = location_read || has_size || has_attenuation || has_count;
+    if !(has_lesion_word || has_cyst || negated || uncertain) {
+        return false;
+    }
+    let presence = if uncertain {
+        TumorPresence::Uncertain
+    } else if negated {
+        TumorPresence::No
+    } else if has_lesion_word {
+        TumorPresence::Yes
+    } else {
+        // A cyst, stated plainly, is not a tumor.
+        TumorPresence::No
+    };
+    let about_others = OTHER.is_match(sentence);
+    for &organ in &organs {
+        if presence == TumorPresence::No && about_others {
+            // "No other liver lesions": says nothing against the ones already described.
+            if state.findings.organ(organ).tumor == TumorPresence::NotMentioned {
+                mark(state, organ, TumorPresence::No, span, true);
+            }
+            continue;
+        }
+        mark(state, organ, presence, span, true);
+        let adds_lesion = described
+            && presence != TumorPresence::No
+            && organs.len() == 1
+            && !(state.section == Section::Impression
+                && !state.findings.organ(organ).lesions.is_empty());
+        if adds_lesion {
+            let mut entry = lesion.clone();
+            if entry.location.as_ref().and_then(organ_of_location).is_some_and(|implied| implied != organ)
+                && !matches!((implied_kidney(&entry), organ.is_kidney()), (true, true))
+            {
+                entry.location = None;
+                entry.spans.location = None;
+            }
+            if entry.spans.lesion.is_none() {
+                entry.spans.lesion = LESION.find(sentence).map(|found| match_span(&found, offset));
+            }
+            state.findings.organ_mut(organ).lesions.push(entry);
+        }
+    }
+    true
+}
+
+fn implied_kidney(lesion: &Lesion) -> bool {
+    matches!(lesion.location, Some(Location::Kidney(_)))
+}
+
+fn organ_of_location(location: &Location) -> Option<Organ> {
+    match location {
+        Location::LiverSegments(_) => Some(Organ::Liver),
+        Location::Pancreas(_) => Some(Organ::Pancreas),
+        Location::Kidney(_) => None,
+    }
+}
+
+/// Organs a sentence names, in report order. "Kidneys", "bilateral renal" and a side-less
+/// "kidney"/"renal" name both kidneys (the side is not known); a sided mention names one.
+fn organs_named(sentence: &str) -> Vec<Organ> {
+    let mut sides = Vec::new();
+    let mut both_kidneys = false;
+    let mut unsided_kidney = false;
+    let mut others = Vec::new();
+    for captures in ORGAN.captures_iter(sentence) {
+        if let Some(side) = captures.get(1) {
+            sides.push(if side.as_str().eq_ignore_ascii_case("left") {
+                Organ::KidneyLeft
+            } else {
+                Organ::KidneyRight
+            });
+        } else if let Some(kidney) = captures.get(2) {
+            let words = kidney.as_str().to_ascii_lowercase();
+            if words == "kidneys" || words.starts_with("bilateral") {
+                both_kidneys = true;
+            } else {
+                unsided_kidney = true;
+            }
+        } else if captures.get(3).is_some() {
+            others.push(Organ::Liver);
+        } else {
+            others.push(Organ::Pancreas);
+        }
+    }
+    let kidneys = if both_kidneys || (sides.is_empty() && unsided_kidney) {
+        vec![Organ::KidneyLeft, Organ::KidneyRight]
+    } else {
+        sides
+    };
+    Organ::ALL
+        .into_iter()
+        .filter(|organ| others.contains(organ) || kidneys.contains(organ))
+        .collect()
+}
+
+fn roman_or_digit(token: &str) -> Option<u8> {
+    Some(match token.to_ascii_lowercase().as_str() {
+        "1" | "i" => 1,
+        "2" | "ii" => 2,
+        "3" | "iii" => 3,
+        "4" | "iv" => 4,
+        "5" | "v" => 5,
+        "6" | "vi" => 6,
+        "7" | "vii" => 7,
+        "8" | "viii" => 8,
+        _ => return None,
+    })
+}
+
+fn read_location(text: &str, offset: usize, organ: Option<Organ>, lesion: &mut Lesion) -> bool {
+    let allow = |candidate: Organ| organ.is_none_or(|organ| organ == candidate || (organ.is_kidney() && candidate.is_kidney()));
+    if allow(Organ::Liver) {
+        if let Some(captures) = LIVER_SEGMENTS.captures(text) {
+            let mut list = &captures[1];
+            let list_start = captures.get(1).map_or(0, |found| found.start());
+            // "segment 7, 3 cm": the last number is a size, not a segment.
+            let after = text[list_start + list.len()..].trim_start().to_ascii_lowercase();
+            let size_follows = after.starts_with("cm")
+                || after.starts_with("mm")
+                || after.starts_with('x')
+                || (after.starts_with('.') && after[1..].starts_with(|c: char| c.is_ascii_digit()));
+            if size_follows {
+                if let Some(cut) = list.rfind(|c: char| matches!(c, ',' | '/' | '&' | '-') || c.is_whitespace()) {
+                    list = list[..cut].trim_end_matches(|c: char| matches!(c, ',' | '/' | '&' | '-') || c.is_whitespace());
+                    list = list.strip_suffix(" and").unwrap_or(list);
+                }
+            }
+            let mut segments: Vec<u8> = Vec::new();
+            let tokens: Vec<&str> = list
+                .split(|c: char| c == '/' || c == ',' || c == '&' || c.is_whitespace())
+                .filter(|token| !token.is_empty() && !token.eq_ignore_ascii_case("and"))
+                .collect();
+            for token in tokens {
+                if let Some((from, to)) = token.split_once('-') {
+                    if let (Some(from), Some(to)) = (roman_or_digit(from), roman_or_digit(to)) {
+                        segments.extend(from.min(to)..=from.max(to));
+                    }
+                } else if let Some(segment) = roman_or_digit(token) {
+                    segments.push(segment);
+                }
+            }
+            if !segments.is_empty() {
+                segments.sort_unstable();
+                segments.dedup();
+                lesion.location = Some(Location::LiverSegments(segments));
+                lesion.spans.location = captures.get(0).map(|found| Span {
+                    start: found.start() + offset,
+                    end: list_start + list.len() + offset,
+                });
+                return true;
+            }
+        }
+        if let Some(captures) = LIVER_SHORT.captures(text) {
+            let mut segments: Vec<u8> = [captures.get(1), captures.get(2)]
+                .into_iter()
+                .flatten()
+                .filter_map(|found| found.as_str().parse().ok())
+                .collect();
+            segments.sort_unstable();
+            segments.dedup();
+            lesion.location = Some(Location::LiverSegments(segments));
+            lesion.spans.location = captures.get(0).map(|found| match_span(&found, offset));
+            return true;
+        }
+        if let Some(found) = LIVER_LOBE.find(text) {
+            let words = found.as_str().to_ascii_lowercase();
+            let segments = if words.contains("caudate") {
+                vec![1]
+            } else if words.contains("lateral") {
+                vec![2, 3]
+            } else if words.starts_with("right") {
+                vec![5, 6, 7, 8]
+            } else {
+                vec![2, 3, 4]
+            };
+            lesion.location = Some(Location::LiverSegments(segments));
+            lesion.spans.location = Some(match_span(&found, offset));
+            return true;
+        }
+    }
+    let pancreas_context = organ == Some(Organ::Pancreas)
+        || (organ.is_none() && (text.to_ascii_lowercase().contains("pancrea") || text.to_ascii_lowercase().contains("uncinate")));
+    if pancreas_context {
+        if let Some(found) = PANCREAS_PART.find(text) {
+            let part = match found.as_str().to_ascii_lowercase().as_str() {
+                "head" => PancreasPart::Head,
+                "uncinate" => PancreasPart::Uncinate,
+                "tail" => PancreasPart::Tail,
+                _ => PancreasPart::Body,
+            };
+            lesion.location = Some(Location::Pancreas(part));
+            lesion.spans.location = Some(match_span(&found, offset));
+            return true;
+        }
+    }
+    if organ.is_none_or(Organ::is_kidney) {
+        if let Some(found) = KIDNEY_POLE.find(text) {
+            let words = found.as_str().to_ascii_lowercase();
+            let pole = if words.starts_with("upper") || words.starts_with("superior") {
+                KidneyPole::Upper
+            } else if words.starts_with("lower") || words.starts_with("inferior") {
+                KidneyPole::Lower
+            } else {
+                KidneyPole::Mid
+            };
+            lesion.location = Some(Location::Kidney(pole));
+            lesion.spans.location = Some(match_span(&found, offset));
+            return true;
+        }
+    }
+    false
+}
+
+fn to_cm(value: f64, unit: &str) -> f64 {
+    if unit.eq_ignore_ascii_case("mm") { value / 10.0 } else { value }
+}
+
+fn read_size(text: &str, offset: usize, lesion: &mut Lesion) -> bool {
+    if let Some(captures) = SIZE_PAIR.captures(text) {
+        let unit = captures.get(4).map_or("cm", |found| found.as_str());
+        let first_unit = captures.get(2).map_or(unit, |found| found.as_str());
+        if let (Ok(long), Ok(short)) = (captures[1].parse::<f64>(), captures[3].parse::<f64>()) {
+            lesion.size = Some(LesionSize {
+                long_cm: to_cm(long, first_unit),
+                short_cm: Some(to_cm(short, unit)),
+            });
+            lesion.spans.size = captures.get(0).map(|found| match_span(&found, offset));
+            return true;
+        }
+    }
+    for captures in SIZE_SINGLE.captures_iter(text) {
+        if captures.get(3).is_some() {
+            continue; // cm^3, cm3: a volume
+        }
+        let Some(whole) = captures.get(0) else { continue };
+        let after = &text[whole.end()..];
+        if after.trim_start().starts_with('^') || after.starts_with("3") {
+            continue;
+        }
+        if let Ok(value) = captures[1].parse::<f64>() {
+            lesion.size = Some(LesionSize {
+                long_cm: to_cm(value, &captures[2]),
+                short_cm: None,
+            });
+            lesion.spans.size = Some(match_span(&whole, offset));
+            return true;
+        }
+    }
+    false
+}
+
+fn read_attenuation(text: &str, offset: usize, lesion: &mut Lesion) -> bool {
+    let Some(found) = ATTENUATION.find(text) else {
+        return false;
+    };
+    let words = found.as_str().to_ascii_lowercase();
+    lesion.attenuation = Some(if words.starts_with("hypo") || words.starts_with("low") {
+        Attenuation::Hypo
+    } else if words.starts_with("iso") {
+        Attenuation::Iso
+    } else if words.starts_with("hyper") {
+        Attenuation::Hyper
+    } else {
+        Attenuation::Mixed
+    });
+    lesion.spans.attenuation = Some(match_span(&found, offset));
+    true
+}
+
+fn read_count(text: &str, offset: usize, lesion: &mut Lesion) -> bool {
+    let Some(captures) = COUNT.captures(text) else {
+        return false;
+    };
+    let number = captures
+        .get(1)
+        .or_else(|| captures.get(2))
+        .or_else(|| captures.get(3))
+        .map(|found| found.as_str().to_ascii_lowercase());
+    let count = match number.as_deref() {
+        Some("two") => Some(2),
+        Some("three") => Some(3),
+        Some("four") => Some(4),
+        Some("five") => Some(5),
+        Some("six") => Some(6),
+        Some("several") | None => None,
+        Some(digits) => digits.parse().ok(),
+    };
+    let Some(count) = count else {
+        return false;
+    };
+    lesion.count = Some(count);
+    lesion.spans.count = captures.get(0).map(|found| match_span(&found, offset));
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_do_not_split_sentences() {
+        let text = "Size: 3.1 x 2.4 cm. Next one";
+        let spans = segments(text);
+        assert_eq!(spans.len(), 2);
+        assert_eq!(spans[0].text(text), "Size: 3.1 x 2.4 cm");
+    }
+
+    #[test]
+    fn but_splits_clauses() {
+        let text = "No liver lesion, but a pancreatic mass";
+        let spans: Vec<&str> = segments(text).into_iter().map(|s| s.text(text)).collect();
+        assert_eq!(spans, vec!["No liver lesion", "a pancreatic mass"]);
+    }
+}

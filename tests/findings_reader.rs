@@ -1,0 +1,338 @@
+//! The report reader: a RadGPT-style structured report, a table of narrative sentences with
+//! expected results, spans that point at the right words, writer → reader round trips on
+//! random findings, and no panic on arbitrary or mangled text.
+
+// Sizes parsed from text are compared exactly: "3.1" must read as 3.1.
+#![allow(clippy::float_cmp)]
+
+use keyslice::findings::{
+    Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ,
+    OrganFindings, PancreasPart, SliceBox, TumorPresence, read_report, write_local_description,
+    write_report,
+};
+use proptest::prelude::*;
+
+const STRUCTURED: &str = "FINDINGS:
+Liver lesions:
+Liver lesion 1:
+Location: hepatic segment 7/8.
+Size: 3.1 x 2.4 cm (image 123). Volume: 10.2 cm^3.
+Enhancement relative to liver: Hypoattenuating (HU value is 45.2+/-12.1).
+Pancreas: no focal lesion.
+The spleen is normal in size.
+IMPRESSION:
+Multiple (3) hypoattenuating liver masses. Largest one (hepatic segment 7/8) measures 3.1 x 2.4 cm.
+Key slice: 57.
+";
+
+#[test]
+fn structured_radgpt_report_is_read_with_spans() {
+    let read = read_report(STRUCTURED);
+    let liver = read.findings.organ(Organ::Liver);
+    assert_eq!(liver.tumor, TumorPresence::Yes);
+    assert_eq!(liver.lesions.len(), 1, "the IMPRESSION adds no second lesion");
+    let lesion = &liver.lesions[0];
+    assert_eq!(lesion.location, Some(Location::LiverSegments(vec![7, 8])));
+    assert_eq!(
+        lesion.size,
+        Some(LesionSize {
+            long_cm: 3.1,
+            short_cm: Some(2.4)
+        })
+    );
+    assert_eq!(lesion.attenuation, Some(Attenuation::Hypo));
+    let span = lesion.spans.size.expect("size span");
+    assert_eq!(span.text(STRUCTURED), "3.1 x 2.4 cm");
+    assert_eq!(
+        lesion.spans.location.expect("location span").text(STRUCTURED),
+        "hepatic segment 7/8"
+    );
+    assert_eq!(read.findings.organ(Organ::Pancreas).tumor, TumorPresence::No);
+    assert_eq!(
+        read.findings.organ(Organ::KidneyLeft).tumor,
+        TumorPresence::NotMentioned
+    );
+    assert_eq!(read.findings.key_slice.as_ref().map(|key| key.index), Some(57));
+    // The spleen sentence and the volume are not silently dropped.
+    let unread: Vec<&str> = read.unread.iter().map(|u| u.text.as_str()).collect();
+    assert!(unread.iter().any(|t| t.contains("spleen")), "{unread:?}");
+}
+
+struct Case {
+    text: &'static str,
+    organ: Organ,
+    tumor: TumorPresence,
+    size: Option<(f64, Option<f64>)>,
+    location: Option<Location>,
+    attenuation: Option<Attenuation>,
+}
+
+fn case(text: &'static str, organ: Organ, tumor: TumorPresence) -> Case {
+    Case {
+        text,
+        organ,
+        tumor,
+        size: None,
+        location: None,
+        attenuation: None,
+    }
+}
+
+#[test]
+fn narrative_sentences_read_as_a_radiologist_means_them() {
+    use TumorPresence::{No, Uncertain, Yes};
+    let cases = vec![
+        Case {
+            size: Some((2.3, None)),
+            location: Some(Location::LiverSegments(vec![7])),
+            attenuation: Some(Attenuation::Hypo),
+            ..case("There is a 2.3 cm hypodense lesion in segment VII.", Organ::Liver, Yes)
+        },
+        case("No focal pancreatic mass.", Organ::Pancreas, No),
+        case("The kidneys are unremarkable.", Organ::KidneyLeft, No),
+        case("The kidneys are unremarkable.", Organ::KidneyRight, No),
+        Case {
+            size: Some((1.5, Some(1.2))),
+            location: Some(Location::Pancreas(PancreasPart::Head)),
+            ..case("15 x 12 mm mass in the pancreatic head.", Organ::Pancreas, Yes)
+        },
+        Case {
+            location: Some(Location::LiverSegments(vec![8])),
+            attenuation: Some(Attenuation::Hyper),
+            ..case("Hyperenhancing nodule in S8 of the liver.", Organ::Liver, Yes)
+        },
+        Case {
+            location: Some(Location::LiverSegments(vec![5, 6, 7, 8])),
+            ..case("A 4 cm mass in the right lobe of the liver.", Organ::Liver, Yes)
+        },
+        case("No evidence of hepatic metastases.", Organ::Liver, No),
+        case("A small renal lesion in the left kidney cannot be excluded.", Organ::KidneyLeft, Uncertain),
+        case("Left renal hypodensity, likely cyst.", Organ::KidneyLeft, Uncertain),
+        case("Simple cyst in the right kidney.", Organ::KidneyRight, No),
+        Case {
+            location: Some(Location::Kidney(KidneyPole::Lower)),
+            size: Some((3.0, None)),
+            ..case("3 cm solid mass in the lower pole of the right kidney.", Organ::KidneyRight, Yes)
+        },
+        case("Possible lesion in the pancreatic tail.", Organ::Pancreas, Uncertain),
+        case("Liver is normal without focal lesions.", Organ::Liver, No),
+        Case {
+            location: Some(Location::Pancreas(PancreasPart::Uncinate)),
+            attenuation: Some(Attenuation::Iso),
+            ..case("Isoattenuating mass of the uncinate process.", Organ::Pancreas, Yes)
+        },
+        Case {
+            location: Some(Location::LiverSegments(vec![7, 8])),
+            ..case("Lesion spanning segments 7 and 8 of the liver.", Organ::Liver, Yes)
+        },
+    ];
+    for case in cases {
+        let read = read_report(case.text);
+        let organ = read.findings.organ(case.organ);
+        assert_eq!(organ.tumor, case.tumor, "{}: {:?}", case.text, organ);
+        let lesion = organ.lesions.first();
+        if let Some((long, short)) = case.size {
+            let size = lesion.and_then(|l| l.size).unwrap_or_else(|| panic!("{}: no size", case.text));
+            assert!((size.long_cm - long).abs() < 1e-9, "{}: {size:?}", case.text);
+            assert_eq!(size.short_cm.map(|s| (s * 10.0).round() / 10.0), short, "{}", case.text);
+        }
+        if let Some(location) = &case.location {
+            assert_eq!(lesion.and_then(|l| l.location.as_ref()), Some(location), "{}", case.text);
+        }
+        if let Some(attenuation) = case.attenuation {
+            assert_eq!(lesion.and_then(|l| l.attenuation), Some(attenuation), "{}", case.text);
+        }
+    }
+}
+
+#[test]
+fn a_size_after_a_segment_list_is_not_a_segment() {
+    let read = read_report("Hypodense liver lesion in segment 7, 3 cm.");
+    let lesion = &read.findings.organ(Organ::Liver).lesions[0];
+    assert_eq!(lesion.location, Some(Location::LiverSegments(vec![7])));
+    assert_eq!(lesion.size.map(|size| size.long_cm), Some(3.0));
+}
+
+#[test]
+fn negation_of_one_organ_does_not_touch_another() {
+    let read = read_report("No liver lesion, but a 2 cm pancreatic body mass.");
+    assert_eq!(read.findings.organ(Organ::Liver).tumor, TumorPresence::No);
+    let pancreas = read.findings.organ(Organ::Pancreas);
+    assert_eq!(pancreas.tumor, TumorPresence::Yes);
+    assert_eq!(pancreas.lesions[0].location, Some(Location::Pancreas(PancreasPart::Body)));
+}
+
+#[test]
+fn no_other_lesions_keeps_the_described_one() {
+    let read = read_report("2 cm hypodense liver lesion in segment 6. No other liver lesions.");
+    assert_eq!(read.findings.organ(Organ::Liver).tumor, TumorPresence::Yes);
+    assert_eq!(read.findings.organ(Organ::Liver).lesions.len(), 1);
+}
+
+#[test]
+fn multiple_with_a_count_is_read() {
+    let read = read_report("Multiple (3) hypoattenuating liver masses.");
+    let lesion = &read.findings.organ(Organ::Liver).lesions[0];
+    assert_eq!(lesion.count, Some(3));
+    assert_eq!(lesion.attenuation, Some(Attenuation::Hypo));
+}
+
+#[test]
+fn key_slice_with_position_and_uid() {
+    let read = read_report("Key slice: 57 (z = -120.50 mm, SOP Instance UID 1.2.840.1.7).");
+    let key = read.findings.key_slice.expect("key slice");
+    assert_eq!(key.index, 57);
+    assert_eq!(key.z_mm, Some(-120.5));
+    assert_eq!(key.sop_instance_uid.as_deref(), Some("1.2.840.1.7"));
+}
+
+#[test]
+fn unrelated_sentences_are_returned_unread() {
+    let read = read_report("The gallbladder is distended. Mild atherosclerosis.");
+    assert_eq!(read.unread.len(), 2);
+    assert!(read.findings.organs.values().all(|o| o.tumor == TumorPresence::NotMentioned));
+}
+
+fn lesion_strategy(organ: Organ) -> impl Strategy<Value = Lesion> {
+    let location = match organ {
+        Organ::Liver => prop::collection::btree_set(1u8..=8, 1..3)
+            .prop_map(|set| Location::LiverSegments(set.into_iter().collect()))
+            .boxed(),
+        Organ::Pancreas => prop_oneof![
+            Just(PancreasPart::Head),
+            Just(PancreasPart::Uncinate),
+            Just(PancreasPart::Body),
+            Just(PancreasPart::Tail)
+        ]
+        .prop_map(Location::Pancreas)
+        .boxed(),
+        _ => prop_oneof![Just(KidneyPole::Upper), Just(KidneyPole::Mid), Just(KidneyPole::Lower)]
+            .prop_map(Location::Kidney)
+            .boxed(),
+    };
+    let size = (1u32..=90, prop::option::of(1u32..=90)).prop_map(|(long, short)| LesionSize {
+        long_cm: f64::from(long) / 10.0,
+        short_cm: short.map(|s| f64::from(s) / 10.0),
+    });
+    let attenuation = prop_oneof![
+        Just(Attenuation::Hypo),
+        Just(Attenuation::Iso),
+        Just(Attenuation::Hyper),
+        Just(Attenuation::Mixed)
+    ];
+    (
+        prop::option::of(size),
+        prop::option::of(location),
+        prop::option::of(attenuation),
+        prop::option::of(1u32..=9),
+    )
+        .prop_map(|(size, location, attenuation, count)| Lesion {
+            size,
+            location,
+            attenuation,
+            count,
+            ..Lesion::default()
+        })
+}
+
+fn organ_strategy(organ: Organ) -> impl Strategy<Value = OrganFindings> {
+    prop_oneof![
+        Just(OrganFindings::default()),
+        Just(OrganFindings {
+            tumor: TumorPresence::No,
+            ..OrganFindings::default()
+        }),
+        prop::collection::vec(lesion_strategy(organ), 0..3).prop_map(|lesions| OrganFindings {
+            tumor: TumorPresence::Yes,
+            lesions,
+            span: None,
+        }),
+        prop::collection::vec(lesion_strategy(organ), 0..2).prop_map(|lesions| OrganFindings {
+            tumor: TumorPresence::Uncertain,
+            lesions,
+            span: None,
+        }),
+    ]
+}
+
+fn findings_strategy() -> impl Strategy<Value = Findings> {
+    (
+        organ_strategy(Organ::Liver),
+        organ_strategy(Organ::Pancreas),
+        organ_strategy(Organ::KidneyLeft),
+        organ_strategy(Organ::KidneyRight),
+        prop::option::of((0u32..600, prop::option::of(-50_000i32..50_000), any::<bool>())),
+        prop::option::of((0u32..256, 0u32..256, 1u32..200, 1u32..200, any::<bool>())),
+    )
+        .prop_map(|(liver, pancreas, left, right, key, slice_box)| {
+            let mut findings = Findings::default();
+            *findings.organ_mut(Organ::Liver) = liver;
+            *findings.organ_mut(Organ::Pancreas) = pancreas;
+            *findings.organ_mut(Organ::KidneyLeft) = left;
+            *findings.organ_mut(Organ::KidneyRight) = right;
+            findings.key_slice = key.map(|(index, z, uid)| KeySlice {
+                index,
+                z_mm: z.map(|z| f64::from(z) / 100.0),
+                sop_instance_uid: uid.then(|| format!("1.2.826.0.1.{index}")),
+                span: None,
+            });
+            findings.slice_box = slice_box.map(|(c, r, w, h, mm)| SliceBox {
+                voxels: [c, r, c + w, r + h],
+                mm: mm.then(|| {
+                    let to_mm = |v: u32| f64::from(v) * 0.75 - 100.0;
+                    [to_mm(c), to_mm(r), to_mm(c + w), to_mm(r + h)]
+                }),
+            });
+            findings
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn writer_then_reader_is_the_identity(findings in findings_strategy()) {
+        let text = write_report(&findings);
+        let read = read_report(&text);
+        prop_assert_eq!(read.findings.without_spans(), findings, "report:\n{}", text);
+        prop_assert!(read.unread.is_empty(), "unread {:?} in\n{}", read.unread, text);
+    }
+
+    #[test]
+    fn local_description_reads_back(findings in findings_strategy()) {
+        let mut local = findings.clone();
+        local.key_slice = None;
+        local.slice_box = None;
+        for organ in local.organs.values_mut() {
+            for lesion in &mut organ.lesions {
+                lesion.count = None; // a single slice shows lesions, not counts
+            }
+            // "Lesion in the left kidney" with nothing more reads back as presence alone.
+            organ.lesions.retain(|lesion| {
+                lesion.size.is_some() || lesion.location.is_some() || lesion.attenuation.is_some()
+            });
+        }
+        let text = write_local_description(42, &local);
+        let read = read_report(&text).findings.without_spans();
+        for organ in Organ::ALL {
+            prop_assert_eq!(read.organ(organ).tumor, local.organ(organ).tumor, "{}", text);
+            prop_assert_eq!(&read.organ(organ).lesions, &local.organ(organ).lesions, "{}", text);
+        }
+    }
+
+    #[test]
+    fn reader_never_panics_on_arbitrary_text(text in "\\PC{0,400}") {
+        let read = read_report(&text);
+        for unread in &read.unread {
+            prop_assert!(unread.span.end <= text.len());
+        }
+    }
+
+    #[test]
+    fn reader_never_panics_on_mangled_reports(cut in 0usize..400, noise in "[0-9x.:/ ]{0,12}", at in 0usize..400) {
+        let mut text: String = STRUCTURED.chars().take(cut).collect();
+        let at = text.char_indices().map(|(i, _)| i).nth(at).unwrap_or(text.len());
+        text.insert_str(at, &noise);
+        let _ = read_report(&text);
+    }
+}
