@@ -8,4 +8,5 @@
 pub mod cli;
 pub mod findings;
 pub mod io;
+pub mod scoring;
 pub mod volume;

@@ -30,7 +30,11 @@ fn structured_radgpt_report_is_read_with_spans() {
     let read = read_report(STRUCTURED);
     let liver = read.findings.organ(Organ::Liver);
     assert_eq!(liver.tumor, TumorPresence::Yes);
-    assert_eq!(liver.lesions.len(), 1, "the IMPRESSION adds no second lesion");
+    assert_eq!(
+        liver.lesions.len(),
+        1,
+        "the IMPRESSION adds no second lesion"
+    );
     let lesion = &liver.lesions[0];
     assert_eq!(lesion.location, Some(Location::LiverSegments(vec![7, 8])));
     assert_eq!(
@@ -44,15 +48,25 @@ fn structured_radgpt_report_is_read_with_spans() {
     let span = lesion.spans.size.expect("size span");
     assert_eq!(span.text(STRUCTURED), "3.1 x 2.4 cm");
     assert_eq!(
-        lesion.spans.location.expect("location span").text(STRUCTURED),
+        lesion
+            .spans
+            .location
+            .expect("location span")
+            .text(STRUCTURED),
         "hepatic segment 7/8"
     );
-    assert_eq!(read.findings.organ(Organ::Pancreas).tumor, TumorPresence::No);
+    assert_eq!(
+        read.findings.organ(Organ::Pancreas).tumor,
+        TumorPresence::No
+    );
     assert_eq!(
         read.findings.organ(Organ::KidneyLeft).tumor,
         TumorPresence::NotMentioned
     );
-    assert_eq!(read.findings.key_slice.as_ref().map(|key| key.index), Some(57));
+    assert_eq!(
+        read.findings.key_slice.as_ref().map(|key| key.index),
+        Some(57)
+    );
     // The spleen sentence and the volume are not silently dropped.
     let unread: Vec<&str> = read.unread.iter().map(|u| u.text.as_str()).collect();
     assert!(unread.iter().any(|t| t.contains("spleen")), "{unread:?}");
@@ -79,6 +93,7 @@ fn case(text: &'static str, organ: Organ, tumor: TumorPresence) -> Case {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // a table of cases
 fn narrative_sentences_read_as_a_radiologist_means_them() {
     use TumorPresence::{No, Uncertain, Yes};
     let cases = vec![
@@ -86,7 +101,11 @@ fn narrative_sentences_read_as_a_radiologist_means_them() {
             size: Some((2.3, None)),
             location: Some(Location::LiverSegments(vec![7])),
             attenuation: Some(Attenuation::Hypo),
-            ..case("There is a 2.3 cm hypodense lesion in segment VII.", Organ::Liver, Yes)
+            ..case(
+                "There is a 2.3 cm hypodense lesion in segment VII.",
+                Organ::Liver,
+                Yes,
+            )
         },
         case("No focal pancreatic mass.", Organ::Pancreas, No),
         case("The kidneys are unremarkable.", Organ::KidneyLeft, No),
@@ -94,36 +113,72 @@ fn narrative_sentences_read_as_a_radiologist_means_them() {
         Case {
             size: Some((1.5, Some(1.2))),
             location: Some(Location::Pancreas(PancreasPart::Head)),
-            ..case("15 x 12 mm mass in the pancreatic head.", Organ::Pancreas, Yes)
+            ..case(
+                "15 x 12 mm mass in the pancreatic head.",
+                Organ::Pancreas,
+                Yes,
+            )
         },
         Case {
             location: Some(Location::LiverSegments(vec![8])),
             attenuation: Some(Attenuation::Hyper),
-            ..case("Hyperenhancing nodule in S8 of the liver.", Organ::Liver, Yes)
+            ..case(
+                "Hyperenhancing nodule in S8 of the liver.",
+                Organ::Liver,
+                Yes,
+            )
         },
         Case {
             location: Some(Location::LiverSegments(vec![5, 6, 7, 8])),
-            ..case("A 4 cm mass in the right lobe of the liver.", Organ::Liver, Yes)
+            ..case(
+                "A 4 cm mass in the right lobe of the liver.",
+                Organ::Liver,
+                Yes,
+            )
         },
         case("No evidence of hepatic metastases.", Organ::Liver, No),
-        case("A small renal lesion in the left kidney cannot be excluded.", Organ::KidneyLeft, Uncertain),
-        case("Left renal hypodensity, likely cyst.", Organ::KidneyLeft, Uncertain),
+        case(
+            "A small renal lesion in the left kidney cannot be excluded.",
+            Organ::KidneyLeft,
+            Uncertain,
+        ),
+        case(
+            "Left renal hypodensity, likely cyst.",
+            Organ::KidneyLeft,
+            Uncertain,
+        ),
         case("Simple cyst in the right kidney.", Organ::KidneyRight, No),
         Case {
             location: Some(Location::Kidney(KidneyPole::Lower)),
             size: Some((3.0, None)),
-            ..case("3 cm solid mass in the lower pole of the right kidney.", Organ::KidneyRight, Yes)
+            ..case(
+                "3 cm solid mass in the lower pole of the right kidney.",
+                Organ::KidneyRight,
+                Yes,
+            )
         },
-        case("Possible lesion in the pancreatic tail.", Organ::Pancreas, Uncertain),
+        case(
+            "Possible lesion in the pancreatic tail.",
+            Organ::Pancreas,
+            Uncertain,
+        ),
         case("Liver is normal without focal lesions.", Organ::Liver, No),
         Case {
             location: Some(Location::Pancreas(PancreasPart::Uncinate)),
             attenuation: Some(Attenuation::Iso),
-            ..case("Isoattenuating mass of the uncinate process.", Organ::Pancreas, Yes)
+            ..case(
+                "Isoattenuating mass of the uncinate process.",
+                Organ::Pancreas,
+                Yes,
+            )
         },
         Case {
             location: Some(Location::LiverSegments(vec![7, 8])),
-            ..case("Lesion spanning segments 7 and 8 of the liver.", Organ::Liver, Yes)
+            ..case(
+                "Lesion spanning segments 7 and 8 of the liver.",
+                Organ::Liver,
+                Yes,
+            )
         },
     ];
     for case in cases {
@@ -132,15 +187,36 @@ fn narrative_sentences_read_as_a_radiologist_means_them() {
         assert_eq!(organ.tumor, case.tumor, "{}: {:?}", case.text, organ);
         let lesion = organ.lesions.first();
         if let Some((long, short)) = case.size {
-            let size = lesion.and_then(|l| l.size).unwrap_or_else(|| panic!("{}: no size", case.text));
-            assert!((size.long_cm - long).abs() < 1e-9, "{}: {size:?}", case.text);
-            assert_eq!(size.short_cm.map(|s| (s * 10.0).round() / 10.0), short, "{}", case.text);
+            let size = lesion
+                .and_then(|l| l.size)
+                .unwrap_or_else(|| panic!("{}: no size", case.text));
+            assert!(
+                (size.long_cm - long).abs() < 1e-9,
+                "{}: {size:?}",
+                case.text
+            );
+            assert_eq!(
+                size.short_cm.map(|s| (s * 10.0).round() / 10.0),
+                short,
+                "{}",
+                case.text
+            );
         }
         if let Some(location) = &case.location {
-            assert_eq!(lesion.and_then(|l| l.location.as_ref()), Some(location), "{}", case.text);
+            assert_eq!(
+                lesion.and_then(|l| l.location.as_ref()),
+                Some(location),
+                "{}",
+                case.text
+            );
         }
         if let Some(attenuation) = case.attenuation {
-            assert_eq!(lesion.and_then(|l| l.attenuation), Some(attenuation), "{}", case.text);
+            assert_eq!(
+                lesion.and_then(|l| l.attenuation),
+                Some(attenuation),
+                "{}",
+                case.text
+            );
         }
     }
 }
@@ -159,7 +235,10 @@ fn negation_of_one_organ_does_not_touch_another() {
     assert_eq!(read.findings.organ(Organ::Liver).tumor, TumorPresence::No);
     let pancreas = read.findings.organ(Organ::Pancreas);
     assert_eq!(pancreas.tumor, TumorPresence::Yes);
-    assert_eq!(pancreas.lesions[0].location, Some(Location::Pancreas(PancreasPart::Body)));
+    assert_eq!(
+        pancreas.lesions[0].location,
+        Some(Location::Pancreas(PancreasPart::Body))
+    );
 }
 
 #[test]
@@ -190,7 +269,12 @@ fn key_slice_with_position_and_uid() {
 fn unrelated_sentences_are_returned_unread() {
     let read = read_report("The gallbladder is distended. Mild atherosclerosis.");
     assert_eq!(read.unread.len(), 2);
-    assert!(read.findings.organs.values().all(|o| o.tumor == TumorPresence::NotMentioned));
+    assert!(
+        read.findings
+            .organs
+            .values()
+            .all(|o| o.tumor == TumorPresence::NotMentioned)
+    );
 }
 
 fn lesion_strategy(organ: Organ) -> impl Strategy<Value = Lesion> {
@@ -206,9 +290,13 @@ fn lesion_strategy(organ: Organ) -> impl Strategy<Value = Lesion> {
         ]
         .prop_map(Location::Pancreas)
         .boxed(),
-        _ => prop_oneof![Just(KidneyPole::Upper), Just(KidneyPole::Mid), Just(KidneyPole::Lower)]
-            .prop_map(Location::Kidney)
-            .boxed(),
+        _ => prop_oneof![
+            Just(KidneyPole::Upper),
+            Just(KidneyPole::Mid),
+            Just(KidneyPole::Lower)
+        ]
+        .prop_map(Location::Kidney)
+        .boxed(),
     };
     let size = (1u32..=90, prop::option::of(1u32..=90)).prop_map(|(long, short)| LesionSize {
         long_cm: f64::from(long) / 10.0,
@@ -261,7 +349,11 @@ fn findings_strategy() -> impl Strategy<Value = Findings> {
         organ_strategy(Organ::Pancreas),
         organ_strategy(Organ::KidneyLeft),
         organ_strategy(Organ::KidneyRight),
-        prop::option::of((0u32..600, prop::option::of(-50_000i32..50_000), any::<bool>())),
+        prop::option::of((
+            0u32..600,
+            prop::option::of(-50_000i32..50_000),
+            any::<bool>(),
+        )),
         prop::option::of((0u32..256, 0u32..256, 1u32..200, 1u32..200, any::<bool>())),
     )
         .prop_map(|(liver, pancreas, left, right, key, slice_box)| {

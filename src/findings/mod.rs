@@ -38,7 +38,12 @@ pub enum Organ {
 
 impl Organ {
     /// Every organ, in report order.
-    pub const ALL: [Self; 4] = [Self::Liver, Self::Pancreas, Self::KidneyLeft, Self::KidneyRight];
+    pub const ALL: [Self; 4] = [
+        Self::Liver,
+        Self::Pancreas,
+        Self::KidneyLeft,
+        Self::KidneyRight,
+    ];
 
     /// The JSON / CLI name (`"kidney_left"`).
     #[must_use]

@@ -24,8 +24,8 @@ use regex::Regex;
 use serde::Serialize;
 
 use super::{
-    Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ,
-    PancreasPart, SliceBox, Span, TumorPresence,
+    Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ, PancreasPart,
+    SliceBox, Span, TumorPresence,
 };
 
 /// A sentence the reader could not turn into findings.
@@ -57,10 +57,19 @@ macro_rules! regex {
     };
 }
 
-regex!(KEY_SLICE, r"(?i)\bkey(?:\s+evidence)?\s+slice\s*(?:index\s*)?[:#=]?\s*(\d+)");
+regex!(
+    KEY_SLICE,
+    r"(?i)\bkey(?:\s+evidence)?\s+slice\s*(?:index\s*)?[:#=]?\s*(\d+)"
+);
 regex!(KEY_Z, r"(?i)\bz\s*=\s*(-?\d+(?:\.\d+)?)\s*mm");
-regex!(KEY_UID, r"(?i)sop\s+instance\s+uid\s*:?\s*([0-9]+(?:\.[0-9]+)*)");
-regex!(BOX, r"(?i)columns\s+(\d+)\s*[-–]\s*(\d+)\s*,\s*rows\s+(\d+)\s*[-–]\s*(\d+)");
+regex!(
+    KEY_UID,
+    r"(?i)sop\s+instance\s+uid\s*:?\s*([0-9]+(?:\.[0-9]+)*)"
+);
+regex!(
+    BOX,
+    r"(?i)columns\s+(\d+)\s*[-–]\s*(\d+)\s*,\s*rows\s+(\d+)\s*[-–]\s*(\d+)"
+);
 regex!(
     BOX_MM,
     r"(?i)x\s+(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*mm\s*,\s*y\s+(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*mm"
@@ -69,13 +78,19 @@ regex!(
     SIZE_PAIR,
     r"(?i)(\d+(?:\.\d+)?)\s*(cm|mm)?\s*(?:x|×|by)\s*(\d+(?:\.\d+)?)(?:\s*(?:cm|mm)?\s*(?:x|×|by)\s*\d+(?:\.\d+)?)?\s*(cm|mm)\b"
 );
-regex!(SIZE_SINGLE, r"(?i)(\d+(?:\.\d+)?)\s*-?\s*(cm|mm)\b(\s*\^?\s*[23]|\s*3\b)?");
+regex!(
+    SIZE_SINGLE,
+    r"(?i)(\d+(?:\.\d+)?)\s*-?\s*(cm|mm)\b(\s*\^?\s*[23]|\s*3\b)?"
+);
 regex!(
     LIVER_SEGMENTS,
     r"(?i)\b(?:hepatic\s+)?segments?\s+((?:[1-8]|viii|vii|vi|iv|v|iii|ii|i)\b(?:\s*(?:/|,|and|&|-|to)\s*(?:[1-8]|viii|vii|vi|iv|v|iii|ii|i)\b)*)"
 );
 regex!(LIVER_SHORT, r"(?i)\bs([1-8])(?:\s*/\s*s?([1-8]))?\b");
-regex!(LIVER_LOBE, r"(?i)\b(right|left)\s+(?:hepatic\s+)?lobe\b|\bcaudate\b|\bleft\s+lateral\s+segment\b");
+regex!(
+    LIVER_LOBE,
+    r"(?i)\b(right|left)\s+(?:hepatic\s+)?lobe\b|\bcaudate\b|\bleft\s+lateral\s+segment\b"
+);
 regex!(PANCREAS_PART, r"(?i)\b(head|uncinate|neck|body|tail)\b");
 regex!(
     KIDNEY_POLE,
@@ -116,7 +131,10 @@ regex!(
     ORGAN_HEADER,
     r"(?i)^\s*(liver|hepatic|pancreatic|pancreas|left\s+kidney|right\s+kidney|kidney|renal)\s+lesions\s*:\s*$"
 );
-regex!(KEY_VALUE, r"(?i)^\s*(location|size|enhancement(?:\s+relative\s+to\s+\w+)?|attenuation|count|number)\s*:\s*");
+regex!(
+    KEY_VALUE,
+    r"(?i)^\s*(location|size|enhancement(?:\s+relative\s+to\s+\w+)?|attenuation|count|number)\s*:\s*"
+);
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Section {
@@ -264,26 +282,31 @@ fn read_segment(text: &str, span: Span, state: &mut State) {
         }
         return;
     }
-    if let Some(found) = KEY_VALUE.find(sentence) {
-        if let Some((organ, index)) = state.current_lesion {
-            let value_offset = offset + found.end();
-            let value = &sentence[found.end()..];
-            let key = found.as_str().to_ascii_lowercase();
-            let lesion = &mut state.findings.organ_mut(organ).lesions[index];
-            let read = if key.starts_with("location") {
-                read_location(value, value_offset, Some(organ), lesion)
-            } else if key.starts_with("size") {
-                read_size(value, value_offset, lesion)
-            } else if key.starts_with("count") || key.starts_with("number") {
-                read_count(sentence, offset, lesion)
-            } else {
-                read_attenuation(value, value_offset, lesion)
-            };
-            if !read {
-                unread(state, text, span, "a lesion attribute line whose value was not understood");
-            }
-            return;
+    if let Some(found) = KEY_VALUE.find(sentence)
+        && let Some((organ, index)) = state.current_lesion
+    {
+        let value_offset = offset + found.end();
+        let value = &sentence[found.end()..];
+        let key = found.as_str().to_ascii_lowercase();
+        let lesion = &mut state.findings.organ_mut(organ).lesions[index];
+        let read = if key.starts_with("location") {
+            read_location(value, value_offset, Some(organ), lesion)
+        } else if key.starts_with("size") {
+            read_size(value, value_offset, lesion)
+        } else if key.starts_with("count") || key.starts_with("number") {
+            read_count(sentence, offset, lesion)
+        } else {
+            read_attenuation(value, value_offset, lesion)
+        };
+        if !read {
+            unread(
+                state,
+                text,
+                span,
+                "a lesion attribute line whose value was not understood",
+            );
         }
+        return;
     }
     used |= read_statement(sentence, offset, span, state);
     if !used {
@@ -322,14 +345,20 @@ fn organ_from_header(words: &str) -> Option<Organ> {
 /// Sets an organ's presence. Explicit statements are not overridden by weaker ones: a
 /// definite lesion keeps "yes" against a later "no other lesions", and an explicit
 /// "uncertain" is not promoted by a lesion header.
-fn mark(state: &mut State, organ: Organ, presence: TumorPresence, span: Span, from_statement: bool) {
+fn mark(
+    state: &mut State,
+    organ: Organ,
+    presence: TumorPresence,
+    span: Span,
+    from_statement: bool,
+) {
     let index = organ_index(organ);
     let entry = state.findings.organ_mut(organ);
     let current = entry.tumor;
     let replace = match (current, presence) {
-        (TumorPresence::NotMentioned, _) => true,
+        (TumorPresence::NotMentioned, _)
+        | (TumorPresence::No, TumorPresence::Yes | TumorPresence::Uncertain) => true,
         (TumorPresence::Uncertain, TumorPresence::Yes) => !state.explicit[index],
-        (TumorPresence::No, TumorPresence::Yes | TumorPresence::Uncertain) => true,
         _ => false,
     };
     if replace {
@@ -343,26 +372,30 @@ fn mark(state: &mut State, organ: Organ, presence: TumorPresence, span: Span, fr
 
 fn read_key_slice(sentence: &str, offset: usize, state: &mut State) -> bool {
     let mut used = false;
-    if let Some(captures) = KEY_SLICE.captures(sentence) {
-        if let (Some(whole), Ok(index)) = (captures.get(0), captures[1].parse::<u32>()) {
-            let z_mm = KEY_Z
-                .captures(sentence)
-                .and_then(|found| found[1].parse::<f64>().ok());
-            let sop_instance_uid = KEY_UID.captures(sentence).map(|found| found[1].to_string());
-            state.findings.key_slice = Some(KeySlice {
-                index,
-                z_mm,
-                sop_instance_uid,
-                span: Some(match_span(&whole, offset)),
-            });
-            used = true;
-        }
+    if let Some(captures) = KEY_SLICE.captures(sentence)
+        && let (Some(whole), Ok(index)) = (captures.get(0), captures[1].parse::<u32>())
+    {
+        let z_mm = KEY_Z
+            .captures(sentence)
+            .and_then(|found| found[1].parse::<f64>().ok());
+        let sop_instance_uid = KEY_UID.captures(sentence).map(|found| found[1].to_string());
+        state.findings.key_slice = Some(KeySlice {
+            index,
+            z_mm,
+            sop_instance_uid,
+            span: Some(match_span(&whole, offset)),
+        });
+        used = true;
     }
     if let Some(captures) = BOX.captures(sentence) {
-        let numbers: Vec<u32> = (1..=4).filter_map(|group| captures[group].parse().ok()).collect();
+        let numbers: Vec<u32> = (1..=4)
+            .filter_map(|group| captures[group].parse().ok())
+            .collect();
         if let [c0, c1, r0, r1] = numbers[..] {
             let mm = BOX_MM.captures(sentence).and_then(|found| {
-                let values: Vec<f64> = (1..=4).filter_map(|group| found[group].parse().ok()).collect();
+                let values: Vec<f64> = (1..=4)
+                    .filter_map(|group| found[group].parse().ok())
+                    .collect();
                 match values[..] {
                     [x0, x1, y0, y1] => Some([x0, y0, x1, y1]),
                     _ => None,
@@ -383,10 +416,10 @@ fn read_statement(sentence: &str, offset: usize, span: Span, state: &mut State) 
     let mut organs = organs_named(sentence);
     let mut lesion = Lesion::default();
     let location_read = read_location(sentence, offset, None, &mut lesion);
-    if organs.is_empty() {
-        if let Some(implied) = lesion.location.as_ref().and_then(organ_of_location) {
-            organs.push(implied);
-        }
+    if organs.is_empty()
+        && let Some(implied) = lesion.location.as_ref().and_then(organ_of_location)
+    {
+        organs.push(implied);
     }
     let has_lesion_word = LESION.is_match(sentence);
     let has_cyst = CYST.is_match(sentence);
@@ -427,21 +460,27 @@ fn read_statement(sentence: &str, offset: usize, span: Span, state: &mut State) 
             continue;
         }
         mark(state, organ, presence, span, true);
-        let adds_lesion = described
-            && presence != TumorPresence::No
-            && organs.len() == 1
-            && !(state.section == Section::Impression
-                && !state.findings.organ(organ).lesions.is_empty());
+        // The IMPRESSION repeats what FINDINGS described: it adds no lesion to such an organ.
+        let repeats_findings =
+            state.section == Section::Impression && !state.findings.organ(organ).lesions.is_empty();
+        let adds_lesion =
+            described && presence != TumorPresence::No && organs.len() == 1 && !repeats_findings;
         if adds_lesion {
             let mut entry = lesion.clone();
-            if entry.location.as_ref().and_then(organ_of_location).is_some_and(|implied| implied != organ)
+            if entry
+                .location
+                .as_ref()
+                .and_then(organ_of_location)
+                .is_some_and(|implied| implied != organ)
                 && !matches!((implied_kidney(&entry), organ.is_kidney()), (true, true))
             {
                 entry.location = None;
                 entry.spans.location = None;
             }
             if entry.spans.lesion.is_none() {
-                entry.spans.lesion = LESION.find(sentence).map(|found| match_span(&found, offset));
+                entry.spans.lesion = LESION
+                    .find(sentence)
+                    .map(|found| match_span(&found, offset));
             }
             state.findings.organ_mut(organ).lesions.push(entry);
         }
@@ -513,23 +552,31 @@ fn roman_or_digit(token: &str) -> Option<u8> {
     })
 }
 
+#[allow(clippy::too_many_lines)] // one block per organ's location vocabulary
 fn read_location(text: &str, offset: usize, organ: Option<Organ>, lesion: &mut Lesion) -> bool {
-    let allow = |candidate: Organ| organ.is_none_or(|organ| organ == candidate || (organ.is_kidney() && candidate.is_kidney()));
+    let allow = |candidate: Organ| {
+        organ.is_none_or(|organ| organ == candidate || (organ.is_kidney() && candidate.is_kidney()))
+    };
     if allow(Organ::Liver) {
         if let Some(captures) = LIVER_SEGMENTS.captures(text) {
             let mut list = &captures[1];
             let list_start = captures.get(1).map_or(0, |found| found.start());
             // "segment 7, 3 cm": the last number is a size, not a segment.
-            let after = text[list_start + list.len()..].trim_start().to_ascii_lowercase();
+            let after = text[list_start + list.len()..]
+                .trim_start()
+                .to_ascii_lowercase();
             let size_follows = after.starts_with("cm")
                 || after.starts_with("mm")
                 || after.starts_with('x')
                 || (after.starts_with('.') && after[1..].starts_with(|c: char| c.is_ascii_digit()));
-            if size_follows {
-                if let Some(cut) = list.rfind(|c: char| matches!(c, ',' | '/' | '&' | '-') || c.is_whitespace()) {
-                    list = list[..cut].trim_end_matches(|c: char| matches!(c, ',' | '/' | '&' | '-') || c.is_whitespace());
-                    list = list.strip_suffix(" and").unwrap_or(list);
-                }
+            if size_follows
+                && let Some(cut) =
+                    list.rfind(|c: char| matches!(c, ',' | '/' | '&' | '-') || c.is_whitespace())
+            {
+                list = list[..cut].trim_end_matches(|c: char| {
+                    matches!(c, ',' | '/' | '&' | '-') || c.is_whitespace()
+                });
+                list = list.strip_suffix(" and").unwrap_or(list);
             }
             let mut segments: Vec<u8> = Vec::new();
             let tokens: Vec<&str> = list
@@ -585,40 +632,44 @@ fn read_location(text: &str, offset: usize, organ: Option<Organ>, lesion: &mut L
         }
     }
     let pancreas_context = organ == Some(Organ::Pancreas)
-        || (organ.is_none() && (text.to_ascii_lowercase().contains("pancrea") || text.to_ascii_lowercase().contains("uncinate")));
-    if pancreas_context {
-        if let Some(found) = PANCREAS_PART.find(text) {
-            let part = match found.as_str().to_ascii_lowercase().as_str() {
-                "head" => PancreasPart::Head,
-                "uncinate" => PancreasPart::Uncinate,
-                "tail" => PancreasPart::Tail,
-                _ => PancreasPart::Body,
-            };
-            lesion.location = Some(Location::Pancreas(part));
-            lesion.spans.location = Some(match_span(&found, offset));
-            return true;
-        }
+        || (organ.is_none()
+            && (text.to_ascii_lowercase().contains("pancrea")
+                || text.to_ascii_lowercase().contains("uncinate")));
+    if pancreas_context && let Some(found) = PANCREAS_PART.find(text) {
+        let part = match found.as_str().to_ascii_lowercase().as_str() {
+            "head" => PancreasPart::Head,
+            "uncinate" => PancreasPart::Uncinate,
+            "tail" => PancreasPart::Tail,
+            _ => PancreasPart::Body,
+        };
+        lesion.location = Some(Location::Pancreas(part));
+        lesion.spans.location = Some(match_span(&found, offset));
+        return true;
     }
-    if organ.is_none_or(Organ::is_kidney) {
-        if let Some(found) = KIDNEY_POLE.find(text) {
-            let words = found.as_str().to_ascii_lowercase();
-            let pole = if words.starts_with("upper") || words.starts_with("superior") {
-                KidneyPole::Upper
-            } else if words.starts_with("lower") || words.starts_with("inferior") {
-                KidneyPole::Lower
-            } else {
-                KidneyPole::Mid
-            };
-            lesion.location = Some(Location::Kidney(pole));
-            lesion.spans.location = Some(match_span(&found, offset));
-            return true;
-        }
+    if organ.is_none_or(Organ::is_kidney)
+        && let Some(found) = KIDNEY_POLE.find(text)
+    {
+        let words = found.as_str().to_ascii_lowercase();
+        let pole = if words.starts_with("upper") || words.starts_with("superior") {
+            KidneyPole::Upper
+        } else if words.starts_with("lower") || words.starts_with("inferior") {
+            KidneyPole::Lower
+        } else {
+            KidneyPole::Mid
+        };
+        lesion.location = Some(Location::Kidney(pole));
+        lesion.spans.location = Some(match_span(&found, offset));
+        return true;
     }
     false
 }
 
 fn to_cm(value: f64, unit: &str) -> f64 {
-    if unit.eq_ignore_ascii_case("mm") { value / 10.0 } else { value }
+    if unit.eq_ignore_ascii_case("mm") {
+        value / 10.0
+    } else {
+        value
+    }
 }
 
 fn read_size(text: &str, offset: usize, lesion: &mut Lesion) -> bool {
@@ -638,9 +689,11 @@ fn read_size(text: &str, offset: usize, lesion: &mut Lesion) -> bool {
         if captures.get(3).is_some() {
             continue; // cm^3, cm3: a volume
         }
-        let Some(whole) = captures.get(0) else { continue };
+        let Some(whole) = captures.get(0) else {
+            continue;
+        };
         let after = &text[whole.end()..];
-        if after.trim_start().starts_with('^') || after.starts_with("3") {
+        if after.trim_start().starts_with('^') || after.starts_with('3') {
             continue;
         }
         if let Ok(value) = captures[1].parse::<f64>() {

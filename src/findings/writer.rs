@@ -35,7 +35,11 @@ pub fn location_words(location: &Location) -> String {
     match location {
         Location::LiverSegments(segments) => {
             let list: Vec<String> = segments.iter().map(ToString::to_string).collect();
-            let noun = if segments.len() > 1 { "segments" } else { "segment" };
+            let noun = if segments.len() > 1 {
+                "segments"
+            } else {
+                "segment"
+            };
             format!("hepatic {noun} {}", list.join("/"))
         }
         Location::Pancreas(part) => match part {
@@ -101,12 +105,20 @@ pub fn write_report(findings: &Findings) -> String {
                 let _ = writeln!(
                     text,
                     "Enhancement relative to {}: {}.",
-                    if organ.is_kidney() { "kidney" } else { organ.display_name() },
+                    if organ.is_kidney() {
+                        "kidney"
+                    } else {
+                        organ.display_name()
+                    },
                     attenuation_word(attenuation)
                 );
             }
             if let Some(count) = lesion.count {
-                let _ = writeln!(text, "Count: {count} {}.", if count == 1 { "lesion" } else { "lesions" });
+                let _ = writeln!(
+                    text,
+                    "Count: {count} {}.",
+                    if count == 1 { "lesion" } else { "lesions" }
+                );
             }
         }
     }
@@ -115,7 +127,10 @@ pub fn write_report(findings: &Findings) -> String {
     for organ in Organ::ALL {
         match findings.organ(organ).tumor {
             TumorPresence::Yes => {
-                impression.push(format!("{} tumor present.", capitalised(organ.display_name())));
+                impression.push(format!(
+                    "{} tumor present.",
+                    capitalised(organ.display_name())
+                ));
             }
             TumorPresence::Uncertain => {
                 impression.push(format!("Possible {} tumor.", organ.display_name()));
@@ -176,9 +191,17 @@ pub fn write_local_description(slice_index: u32, findings: &Findings) -> String 
             TumorPresence::NotMentioned => {}
             TumorPresence::No => clear.push(organ.display_name()),
             TumorPresence::Uncertain | TumorPresence::Yes => {
-                let hedge = if entry.tumor == TumorPresence::Uncertain { "possible " } else { "" };
+                let hedge = if entry.tumor == TumorPresence::Uncertain {
+                    "possible "
+                } else {
+                    ""
+                };
                 if entry.lesions.is_empty() {
-                    let _ = writeln!(text, "Slice {slice_index}: {hedge}lesion in the {}.", organ.display_name());
+                    let _ = writeln!(
+                        text,
+                        "Slice {slice_index}: {hedge}lesion in the {}.",
+                        organ.display_name()
+                    );
                 }
                 for lesion in &entry.lesions {
                     let mut parts = vec![format!("Slice {slice_index}: {hedge}")];
@@ -198,7 +221,11 @@ pub fn write_local_description(slice_index: u32, findings: &Findings) -> String 
         }
     }
     if !clear.is_empty() {
-        let _ = writeln!(text, "Slice {slice_index}: no lesion in the {}.", clear.join(", "));
+        let _ = writeln!(
+            text,
+            "Slice {slice_index}: no lesion in the {}.",
+            clear.join(", ")
+        );
     }
     if text.is_empty() {
         let _ = writeln!(text, "Slice {slice_index}: no lesion visible.");
