@@ -5,7 +5,9 @@
 //! `hint:` line and exits with code 1; clap's usage errors exit with code 2.
 
 pub mod convert;
+pub mod findings;
 pub mod info;
+pub mod score;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +29,10 @@ pub enum Command {
     Info(info::InfoArgs),
     /// Convert a CT (DICOM series or NIfTI) to NIfTI-1 (.nii or .nii.gz).
     Convert(convert::ConvertArgs),
+    /// Read one report: the findings, the words each came from, and unread sentences.
+    Findings(findings::FindingsArgs),
+    /// Score predictions against truth with the E-MRL metrics.
+    Score(score::ScoreArgs),
 }
 
 /// A failed command, as a user sees it.
@@ -35,6 +41,17 @@ pub enum CliError {
     /// Reading or writing a volume failed.
     #[error(transparent)]
     Io(#[from] IoError),
+    /// Reading case files for scoring failed.
+    #[error(transparent)]
+    Cases(#[from] crate::io::cases::CasesError),
+    /// An input file could not be read.
+    #[error("cannot read: {source} ({})", path.display())]
+    Input {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
     /// Printing the result failed (for example a closed pipe).
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
@@ -46,6 +63,8 @@ impl CliError {
     pub fn hint(&self) -> String {
         match self {
             Self::Io(error) => error.hint(),
+            Self::Cases(error) => error.hint().into(),
+            Self::Input { .. } => "check that the file exists and is UTF-8 text".into(),
             Self::Output(_) => "check that the output stream or file is writable".into(),
         }
     }
@@ -56,5 +75,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Info(args) => info::run(&args),
         Command::Convert(args) => convert::run(&args),
+        Command::Findings(args) => findings::run(&args),
+        Command::Score(args) => score::run(&args),
     }
 }

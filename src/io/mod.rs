@@ -6,6 +6,7 @@
 //!
 //! Depends on `volume`; knows nothing of rendering, inference or the UI.
 
+pub mod cases;
 pub mod dicom;
 pub mod masks;
 pub mod nifti;

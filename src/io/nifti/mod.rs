@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 
 use flate2::bufread::MultiGzDecoder;
 
-use crate::volume::orient::reorient_towards_lps;
-use crate::volume::{LabelVolume, Volume, VolumeInfo, Voxels};
+use crate::volume::orient::{AxisReorder, reorient_towards_lps};
+use crate::volume::{Affine, LabelVolume, Volume, VolumeInfo, Voxels};
 use header::{DataType, Header, Placement, datatype_name, read_header};
 pub use write::{WriteOptions, write_nifti};
 
@@ -340,6 +340,19 @@ pub fn read_nifti(path: &Path) -> Result<Volume, NiftiError> {
         volume.push_warning(warning);
     }
     Ok(volume)
+}
+
+/// The grid a NIfTI file's volume will have once loaded by [`read_nifti`] (dimensions and
+/// voxel → LPS transform after reorientation), from the header alone.
+pub fn read_nifti_grid(path: &Path) -> Result<([usize; 3], Affine), NiftiError> {
+    let opened = open(path)?;
+    let (ras_from_voxel, _) = opened.header.ras_from_voxel();
+    let lps_from_voxel = ras_from_voxel.ras_from_lps();
+    let reorder = AxisReorder::towards_lps(&lps_from_voxel);
+    Ok((
+        reorder.output_dims(opened.dims),
+        reorder.output_affine(&lps_from_voxel, opened.dims),
+    ))
 }
 
 /// Reads a NIfTI segmentation as labels 0–255 on its own grid (not reoriented: resample it

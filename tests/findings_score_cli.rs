@@ -1,0 +1,235 @@
+//! `keyslice findings` and `keyslice score` as a user runs them: JSON keys, values on a small
+//! hand-checked set, truth from AbdomenAtlas-style masks, and clear errors for bad lines.
+
+#![allow(clippy::float_cmp)] // the expected fractions are exact
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use keyslice::io::nifti::{WriteOptions, write_nifti};
+use keyslice::volume::{Affine, Volume, VolumeInfo, Voxels};
+
+fn keyslice(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_keyslice"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).to_string()
+}
+
+#[test]
+fn findings_json_has_organs_with_tumor_states() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let report = folder.path().join("report.txt");
+    std::fs::write(
+        &report,
+        "A 2.3 cm hypodense lesion in segment VII. No focal pancreatic mass.",
+    )
+    .expect("write");
+    let result = keyslice(&["findings", report.to_str().expect("utf-8"), "--json"]);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&result.stdout).expect("JSON");
+    assert_eq!(json["organs"]["liver"]["tumor"], "yes");
+    assert_eq!(json["organs"]["pancreas"]["tumor"], "no");
+    assert_eq!(json["organs"]["kidney_left"]["tumor"], "not_mentioned");
+    assert_eq!(
+        json["organs"]["liver"]["lesions"][0]["size"]["long_cm"],
+        2.3
+    );
+    assert_eq!(json["version"], 1);
+}
+
+fn write_lines(path: &Path, lines: &[serde_json::Value]) {
+    let body: Vec<String> = lines.iter().map(ToString::to_string).collect();
+    std::fs::write(path, body.join("\n") + "\n").expect("write");
+}
+
+#[test]
+fn score_json_has_exactly_the_documented_keys_and_values() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let truth = folder.path().join("truth.jsonl");
+    let pred = folder.path().join("pred.jsonl");
+    write_lines(
+        &truth,
+        &[
+            serde_json::json!({"case_id": "a", "report": "Liver lesion 1:\nSize: 3.0 cm.\nKey slice: 40.", "lesion_extents": [{"organ": "liver", "first_slice": 35, "last_slice": 45, "largest_slice": 40}]}),
+            serde_json::json!({"case_id": "b", "report": "Liver: no tumor. Pancreas: no tumor. Kidneys unremarkable."}),
+            serde_json::json!({"case_id": "c", "report": "No liver lesion."}),
+        ],
+    );
+    write_lines(
+        &pred,
+        &[
+            serde_json::json!({"case_id": "a", "report": "3.2 cm liver mass. Key slice: 42.", "local_description": "Slice 42: lesion in the liver, 3.1 cm."}),
+            serde_json::json!({"case_id": "b", "report": "Possible pancreatic tail lesion.", "key_slice": 10}),
+            serde_json::json!({"case_id": "z", "report": "No liver lesion."}),
+        ],
+    );
+    let result = keyslice(&[
+        "score",
+        "--pred",
+        pred.to_str().expect("utf-8"),
+        "--truth",
+        truth.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&result.stdout).expect("JSON");
+    let keys: Vec<&String> = json.as_object().expect("object").keys().collect();
+    assert_eq!(
+        keys,
+        vec![
+            "attributes",
+            "consistency_mean",
+            "hallucination_rate",
+            "key_slice",
+            "missing_cases",
+            "organs",
+            "overall"
+        ]
+    );
+    for organ in ["liver", "pancreas", "kidney_left", "kidney_right", "kidney"] {
+        let entry = json["organs"][organ].as_object().expect("organ");
+        let keys: Vec<&String> = entry.keys().collect();
+        assert_eq!(
+            keys,
+            vec!["balanced_accuracy", "sensitivity", "specificity"],
+            "{organ}"
+        );
+    }
+    assert_eq!(json["organs"]["liver"]["sensitivity"], 1.0);
+    assert_eq!(json["organs"]["liver"]["specificity"], 1.0);
+    // b: the uncertain pancreas counts as reported, on a pancreas without tumor.
+    assert_eq!(json["organs"]["pancreas"]["specificity"], 0.5);
+    assert_eq!(json["attributes"]["size"], 1.0);
+    assert_eq!(json["key_slice"]["hit_rate"], 1.0);
+    assert_eq!(json["key_slice"]["mean_error_slices"], 2.0);
+    assert_eq!(json["consistency_mean"], 1.0);
+    // 2 scored cases × 4 organs: 1 positive (a liver); 7 negatives, 1 reported (b pancreas).
+    assert_eq!(json["hallucination_rate"], 1.0 / 7.0);
+    let missing = json["missing_cases"].as_array().expect("array");
+    assert_eq!(missing.len(), 2);
+    assert_eq!(missing[0]["case_id"], "c");
+    assert_eq!(missing[0]["missing_from"], "predictions");
+    assert_eq!(missing[1]["case_id"], "z");
+    assert_eq!(missing[1]["missing_from"], "truth");
+
+    let table = keyslice(&[
+        "score",
+        "--pred",
+        pred.to_str().expect("utf-8"),
+        "--truth",
+        truth.to_str().expect("utf-8"),
+    ]);
+    let stdout = text(&table.stdout);
+    assert!(stdout.contains("2 case(s) scored"), "{stdout}");
+    assert!(
+        stdout.contains("missing       c (not in predictions)"),
+        "{stdout}"
+    );
+}
+
+fn write_mask(
+    path: &Path,
+    dims: [usize; 3],
+    affine: Affine,
+    on: impl Fn(usize, usize, usize) -> bool,
+) {
+    let mut values = vec![0i16; dims[0] * dims[1] * dims[2]];
+    for k in 0..dims[2] {
+        for j in 0..dims[1] {
+            for i in 0..dims[0] {
+                if on(i, j, k) {
+                    values[i + dims[0] * (j + dims[1] * k)] = 1;
+                }
+            }
+        }
+    }
+    let volume = Volume::new(
+        dims,
+        affine,
+        Voxels::I16(values),
+        Vec::new(),
+        VolumeInfo::default(),
+    )
+    .expect("mask parts agree");
+    write_nifti(&volume, path, WriteOptions::default()).expect("write mask");
+}
+
+#[test]
+fn truth_folder_in_abdomenatlas_layout_gives_extents_and_sides() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let case = folder.path().join("BDMAP_00000001");
+    let segmentations = case.join("segmentations");
+    std::fs::create_dir_all(&segmentations).expect("mkdir");
+    let dims = [16, 16, 20];
+    let affine = Affine::from_axes(
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+        [2.0, 2.0, 3.0],
+        [-16.0, -16.0, 0.0],
+    );
+    write_mask(&case.join("ct.nii.gz"), dims, affine, |_, _, _| false);
+    // Liver lesion on slices 5..=8, largest on 7; a kidney lesion on the patient's left
+    // (+x in LPS: high i) on slices 12..=13.
+    write_mask(
+        &segmentations.join("liver_lesion.nii.gz"),
+        dims,
+        affine,
+        |i, j, k| (5..=8).contains(&k) && i < 4 && j < if k == 7 { 4 } else { 2 },
+    );
+    write_mask(
+        &segmentations.join("kidney_lesion.nii.gz"),
+        dims,
+        affine,
+        |i, _, k| (12..=13).contains(&k) && i > 12,
+    );
+    let pred = folder.path().join("pred.jsonl");
+    write_lines(
+        &pred,
+        &[
+            serde_json::json!({"case_id": "BDMAP_00000001", "report": "Liver mass. Left renal mass. Key slice: 7."}),
+        ],
+    );
+    let result = keyslice(&[
+        "score",
+        "--pred",
+        pred.to_str().expect("utf-8"),
+        "--truth",
+        folder.path().to_str().expect("utf-8"),
+        "--json",
+    ]);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&result.stdout).expect("JSON");
+    assert_eq!(json["organs"]["liver"]["sensitivity"], 1.0);
+    assert_eq!(json["organs"]["kidney_left"]["sensitivity"], 1.0);
+    assert_eq!(json["organs"]["kidney_right"]["specificity"], 1.0);
+    assert_eq!(json["key_slice"]["hit_rate"], 1.0);
+    assert_eq!(json["key_slice"]["mean_error_slices"], 0.0);
+}
+
+#[test]
+fn a_bad_prediction_line_names_the_file_and_line() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let pred = folder.path().join("pred.jsonl");
+    std::fs::write(&pred, "{\"case_id\": \"a\"}\n{not json}\n").expect("write");
+    let truth = folder.path().join("truth.jsonl");
+    std::fs::write(&truth, "{\"case_id\": \"a\"}\n").expect("write");
+    let result = keyslice(&[
+        "score",
+        "--pred",
+        pred.to_str().expect("utf-8"),
+        "--truth",
+        truth.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = text(&result.stderr);
+    assert!(
+        stderr.starts_with("error: line 2 is not a valid record"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("pred.jsonl"), "{stderr}");
+    assert!(stderr.contains("hint: "), "{stderr}");
+}
