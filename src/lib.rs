@@ -2,8 +2,10 @@
 //!
 //! Data flow so far: a file or folder → [`io`] (DICOM or NIfTI reader) → [`volume::Volume`]
 //! (HU voxels, LPS geometry, per-slice positions) → the `info` and `convert` commands in
-//! [`cli`]. Later modules (findings, scoring, render, ui, infer, review, export) build on the
-//! same volume. See the README's architecture section for the module map and dependency rule.
+//! [`cli`]; report text → [`findings::read_report`] → [`findings::Findings`] → [`scoring`]
+//! (E-MRL rewards, dataset metrics) → the `findings` and `score` commands. Later modules
+//! (render, ui, infer, review, export) build on these. See the README's architecture section
+//! for the module map and dependency rule.
 
 pub mod cli;
 pub mod findings;

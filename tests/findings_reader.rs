@@ -249,6 +249,30 @@ fn no_other_lesions_keeps_the_described_one() {
 }
 
 #[test]
+fn key_slice_phrasings_are_read() {
+    for text in [
+        "Key evidence slice: 57.",
+        "key slice = 57",
+        "Slice 57 is the key slice.",
+        "KEY SLICE 57",
+    ] {
+        let read = read_report(text);
+        assert_eq!(
+            read.findings.key_slice.map(|key| key.index),
+            Some(57),
+            "{text}"
+        );
+    }
+    // RadGPT's "(image 123)" is a canonical-grid slice, not the key slice.
+    assert!(
+        read_report("Size: 2 cm (image 123).")
+            .findings
+            .key_slice
+            .is_none()
+    );
+}
+
+#[test]
 fn multiple_with_a_count_is_read() {
     let read = read_report("Multiple (3) hypoattenuating liver masses.");
     let lesion = &read.findings.organ(Organ::Liver).lesions[0];

@@ -59,7 +59,7 @@ macro_rules! regex {
 
 regex!(
     KEY_SLICE,
-    r"(?i)\bkey(?:\s+evidence)?\s+slice\s*(?:index\s*)?[:#=]?\s*(\d+)"
+    r"(?i)\bkey(?:\s+evidence)?\s+slice\s*(?:index\s*)?(?:is\s*)?[:#=]?\s*(\d+)|\bslice\s+(\d+)\s+is\s+the\s+key(?:\s+evidence)?\s+slice"
 );
 regex!(KEY_Z, r"(?i)\bz\s*=\s*(-?\d+(?:\.\d+)?)\s*mm");
 regex!(
@@ -110,7 +110,7 @@ regex!(
 );
 regex!(
     UNCERTAIN,
-    r"(?i)\bcan\s*not\s+(?:be\s+)?exclude|\bcannot\s+(?:be\s+)?(?:excluded|exclude)|\bnot\s+(?:be\s+)?excluded|\bpossibl[ey]\b|\bprobabl[ey]\b|\bmay\s+(?:represent|be)\b|\blikely\s+(?:a\s+)?(?:cyst|hemangioma|haemangioma|benign)|\bindeterminate\b|\bquestionable\b|\bequivocal\b|\bsuspicious\b|\bcould\s+represent\b"
+    r"(?i)\bcan\s*not\s+(?:be\s+)?exclude|\bcannot\s+(?:be\s+)?(?:excluded|exclude)|\bnot\s+(?:be\s+)?excluded|\bpossibl[ey]\b|\bprobabl[ey]\b|\bmay\s+(?:represent|be)\b|\blikely\s+(?:a\s+)?(?:cyst|hemangioma|haemangioma|benign)|\bindeterminate\b|\bquestionable\b|\bequivocal\b|\bcould\s+represent\b|\btoo\s+small\s+to\s+characteri[sz]e\b"
 );
 regex!(
     NEGATION,
@@ -373,7 +373,14 @@ fn mark(
 fn read_key_slice(sentence: &str, offset: usize, state: &mut State) -> bool {
     let mut used = false;
     if let Some(captures) = KEY_SLICE.captures(sentence)
-        && let (Some(whole), Ok(index)) = (captures.get(0), captures[1].parse::<u32>())
+        && let (Some(whole), Ok(index)) = (
+            captures.get(0),
+            captures
+                .get(1)
+                .or_else(|| captures.get(2))
+                .map_or("", |found| found.as_str())
+                .parse::<u32>(),
+        )
     {
         let z_mm = KEY_Z
             .captures(sentence)
