@@ -249,6 +249,34 @@ fn no_other_lesions_keeps_the_described_one() {
 }
 
 #[test]
+fn narrative_report_with_inline_sections() {
+    let text = "FINDINGS: The liver is normal in size. There is a 2.1 x 1.7 cm hypoattenuating lesion in hepatic segment 6, consistent with metastasis. A second 8 mm lesion in segment 2 is too small to characterize. The pancreas is atrophic without a discrete mass. The right kidney contains a 3.4 cm exophytic enhancing mass arising from the lower pole. The left kidney is unremarkable. IMPRESSION: 2.1 cm hepatic metastasis. Right renal mass, concerning for RCC.";
+    let read = read_report(text);
+    let liver = read.findings.organ(Organ::Liver);
+    assert_eq!(liver.tumor, TumorPresence::Yes);
+    // Two described lesions; the IMPRESSION adds none.
+    assert_eq!(liver.lesions.len(), 2, "{:?}", liver.lesions);
+    assert_eq!(
+        liver.lesions[1].location,
+        Some(Location::LiverSegments(vec![2]))
+    );
+    assert_eq!(
+        read.findings.organ(Organ::Pancreas).tumor,
+        TumorPresence::No
+    );
+    let right = read.findings.organ(Organ::KidneyRight);
+    assert_eq!(right.tumor, TumorPresence::Yes);
+    assert_eq!(
+        right.lesions[0].location,
+        Some(Location::Kidney(KidneyPole::Lower))
+    );
+    assert_eq!(
+        read.findings.organ(Organ::KidneyLeft).tumor,
+        TumorPresence::No
+    );
+}
+
+#[test]
 fn key_slice_phrasings_are_read() {
     for text in [
         "Key evidence slice: 57.",

@@ -122,7 +122,7 @@ regex!(
 );
 regex!(CYST, r"(?i)\bcysts?\b|\bcystic\b");
 regex!(OTHER, r"(?i)\b(?:other|additional|further|new)\b");
-regex!(SECTION, r"(?i)^\s*(findings|impression)\s*:?\s*$");
+regex!(SECTION, r"(?i)^\s*(findings|impression)\s*(?::\s*|$)");
 regex!(
     LESION_HEADER,
     r"(?i)^\s*(liver|hepatic|pancreatic|pancreas|left\s+kidney|right\s+kidney|left\s+renal|right\s+renal)\s+lesion\s+(\d+)\s*:\s*$"
@@ -251,6 +251,15 @@ fn read_segment(text: &str, span: Span, state: &mut State) {
         };
         state.current_lesion = None;
         state.context_organ = None;
+        // "IMPRESSION: Hepatic metastasis." on one line: read the rest in the new section.
+        let heading_end = captures.get(0).map_or(sentence.len(), |found| found.end());
+        let rest = Span {
+            start: offset + heading_end,
+            end: span.end,
+        };
+        if rest.start < rest.end {
+            read_segment(text, rest, state);
+        }
         return;
     }
     let mut used = read_key_slice(sentence, offset, state);
