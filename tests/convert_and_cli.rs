@@ -8,22 +8,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use common::{data, expected};
+use common::{data, expected, keyslice, text};
 use keyslice::io::dicom::{DicomOptions, load_dicom};
 use keyslice::io::nifti::read_nifti;
-
-fn keyslice(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_keyslice"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).to_string()
-}
 
 fn srow(path: &Path) -> [[f64; 4]; 3] {
     let header = nifti::NiftiHeader::from_file(path).expect("the nifti crate reads the header");

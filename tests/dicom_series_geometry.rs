@@ -17,6 +17,22 @@ fn axial_slices(series: &str) -> Vec<SliceSpec> {
         .collect()
 }
 
+/// The five axial slices of `series`, named `{prefix}{k}`, each passed through `edit`.
+fn named_slices(
+    series: &str,
+    prefix: &str,
+    edit: impl Fn(usize, &mut SliceSpec),
+) -> Vec<(String, SliceSpec)> {
+    axial_slices(series)
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut slice)| {
+            edit(k, &mut slice);
+            (format!("{prefix}{k}"), slice)
+        })
+        .collect()
+}
+
 fn first_voxel_of_each_slice(volume: &keyslice::volume::Volume) -> Vec<f32> {
     (0..volume.dims()[2])
         .map(|k| volume.value([0, 0, k]).expect("inside"))
@@ -76,11 +92,7 @@ fn feet_first_descending_positions_still_run_inferior_to_superior() {
 #[test]
 fn localizer_series_in_the_folder_is_listed_but_not_loaded() {
     let folder = tempfile::tempdir().expect("temp dir");
-    let mut named: Vec<(String, SliceSpec)> = axial_slices("1.9.3")
-        .into_iter()
-        .enumerate()
-        .map(|(k, slice)| (format!("ax{k}"), slice))
-        .collect();
+    let mut named: Vec<(String, SliceSpec)> = named_slices("1.9.3", "ax", |_, _| {});
     for n in 0..2 {
         let mut scout = SliceSpec::axial("1.9.99", n, 0.0, 7);
         scout.orientation = [0.0, 1.0, 0.0, 0.0, 0.0, -1.0];
@@ -116,11 +128,7 @@ fn localizer_series_in_the_folder_is_listed_but_not_loaded() {
 #[test]
 fn localizer_inside_the_series_is_left_out_with_a_warning() {
     let folder = tempfile::tempdir().expect("temp dir");
-    let mut named: Vec<(String, SliceSpec)> = axial_slices("1.9.4")
-        .into_iter()
-        .enumerate()
-        .map(|(k, slice)| (format!("ax{k}"), slice))
-        .collect();
+    let mut named: Vec<(String, SliceSpec)> = named_slices("1.9.4", "ax", |_, _| {});
     let mut scout = SliceSpec::axial("1.9.4", 9, 0.0, 7);
     scout.orientation = [0.0, 1.0, 0.0, 0.0, 0.0, -1.0];
     scout.image_type = "ORIGINAL\\PRIMARY\\LOCALIZER";
@@ -171,15 +179,10 @@ fn missing_slice_loads_and_warns_with_positions() {
 #[test]
 fn gantry_tilt_is_refused_naming_the_files() {
     let folder = tempfile::tempdir().expect("temp dir");
-    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.6")
-        .into_iter()
-        .enumerate()
-        .map(|(k, mut slice)| {
-            // Each slice shifts 0.5 mm posterior per 2.5 mm up: an 11° tilt.
-            slice.position[1] += 0.5 * k as f64;
-            (format!("t{k}"), slice)
-        })
-        .collect();
+    let named: Vec<(String, SliceSpec)> = named_slices("1.9.6", "t", |k, slice| {
+        // Each slice shifts 0.5 mm posterior per 2.5 mm up: an 11° tilt.
+        slice.position[1] += 0.5 * k as f64;
+    });
     write_series(folder.path(), &named);
     let error = load_dicom(folder.path(), &DicomOptions::default()).expect_err("tilted");
     let message = error.to_string();
@@ -195,11 +198,7 @@ fn gantry_tilt_is_refused_naming_the_files() {
 #[test]
 fn mixed_image_sizes_are_refused_naming_the_odd_file() {
     let folder = tempfile::tempdir().expect("temp dir");
-    let mut named: Vec<(String, SliceSpec)> = axial_slices("1.9.7")
-        .into_iter()
-        .enumerate()
-        .map(|(k, slice)| (format!("m{k}"), slice))
-        .collect();
+    let mut named: Vec<(String, SliceSpec)> = named_slices("1.9.7", "m", |_, _| {});
     named[3].1.rows = 3;
     named[3].1.stored.truncate(24);
     write_series(folder.path(), &named);
@@ -212,11 +211,7 @@ fn mixed_image_sizes_are_refused_naming_the_odd_file() {
 #[test]
 fn duplicate_positions_are_refused() {
     let folder = tempfile::tempdir().expect("temp dir");
-    let mut named: Vec<(String, SliceSpec)> = axial_slices("1.9.8")
-        .into_iter()
-        .enumerate()
-        .map(|(k, slice)| (format!("d{k}"), slice))
-        .collect();
+    let mut named: Vec<(String, SliceSpec)> = named_slices("1.9.8", "d", |_, _| {});
     named[4].1.position = named[3].1.position;
     write_series(folder.path(), &named);
     let error = load_dicom(folder.path(), &DicomOptions::default()).expect_err("duplicates");
@@ -230,18 +225,13 @@ fn duplicate_positions_are_refused() {
 #[test]
 fn truncated_and_garbage_files_are_reported_and_the_rest_loads() {
     let folder = tempfile::tempdir().expect("temp dir");
-    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.9")
-        .into_iter()
-        .enumerate()
-        .map(|(k, mut slice)| {
-            if k == 4 {
-                // A consistent file whose Pixel Data is shorter than Rows × Columns needs:
-                // it parses, but its pixels cannot be decoded.
-                slice.stored.truncate(40);
-            }
-            (format!("g{k}"), slice)
-        })
-        .collect();
+    let named: Vec<(String, SliceSpec)> = named_slices("1.9.9", "g", |k, slice| {
+        if k == 4 {
+            // A consistent file whose Pixel Data is shorter than Rows × Columns needs:
+            // it parses, but its pixels cannot be decoded.
+            slice.stored.truncate(40);
+        }
+    });
     write_series(folder.path(), &named);
     // Cut slice 2 inside its pixel data, and add a file of garbage behind a DICM marker.
     let whole = folder.path().join("g2");
@@ -301,15 +291,10 @@ fn truncated_and_garbage_files_are_reported_and_the_rest_loads() {
 #[test]
 fn non_integral_rescale_gives_float_voxels() {
     let folder = tempfile::tempdir().expect("temp dir");
-    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.10")
-        .into_iter()
-        .enumerate()
-        .map(|(k, mut slice)| {
-            slice.slope = 0.5;
-            slice.intercept = -1000.25;
-            (format!("f{k}"), slice)
-        })
-        .collect();
+    let named: Vec<(String, SliceSpec)> = named_slices("1.9.10", "f", |_, slice| {
+        slice.slope = 0.5;
+        slice.intercept = -1000.25;
+    });
     write_series(folder.path(), &named);
     let volume = load_dicom(folder.path(), &DicomOptions::default())
         .expect("loads")
@@ -321,16 +306,11 @@ fn non_integral_rescale_gives_float_voxels() {
 #[test]
 fn values_beyond_int16_fall_back_to_float() {
     let folder = tempfile::tempdir().expect("temp dir");
-    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.11")
-        .into_iter()
-        .enumerate()
-        .map(|(k, mut slice)| {
-            slice.slope = 4.0;
-            slice.intercept = 0.0;
-            slice.stored[0] = 10_000; // 40 000 after rescale
-            (format!("w{k}"), slice)
-        })
-        .collect();
+    let named: Vec<(String, SliceSpec)> = named_slices("1.9.11", "w", |_, slice| {
+        slice.slope = 4.0;
+        slice.intercept = 0.0;
+        slice.stored[0] = 10_000; // 40 000 after rescale
+    });
     write_series(folder.path(), &named);
     let volume = load_dicom(folder.path(), &DicomOptions::default())
         .expect("loads")
@@ -342,14 +322,9 @@ fn values_beyond_int16_fall_back_to_float() {
 #[test]
 fn monochrome1_is_flagged_for_inverted_display() {
     let folder = tempfile::tempdir().expect("temp dir");
-    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.12")
-        .into_iter()
-        .enumerate()
-        .map(|(k, mut slice)| {
-            slice.photometric = "MONOCHROME1";
-            (format!("p{k}"), slice)
-        })
-        .collect();
+    let named: Vec<(String, SliceSpec)> = named_slices("1.9.12", "p", |_, slice| {
+        slice.photometric = "MONOCHROME1";
+    });
     write_series(folder.path(), &named);
     let volume = load_dicom(folder.path(), &DicomOptions::default())
         .expect("loads")
@@ -362,11 +337,7 @@ fn monochrome1_is_flagged_for_inverted_display() {
 #[test]
 fn unknown_series_uid_lists_the_available_ones() {
     let folder = tempfile::tempdir().expect("temp dir");
-    let named: Vec<(String, SliceSpec)> = axial_slices("1.9.13")
-        .into_iter()
-        .enumerate()
-        .map(|(k, slice)| (format!("u{k}"), slice))
-        .collect();
+    let named: Vec<(String, SliceSpec)> = named_slices("1.9.13", "u", |_, _| {});
     write_series(folder.path(), &named);
     let error = load_dicom(
         folder.path(),

@@ -3,22 +3,13 @@
 
 #![allow(clippy::float_cmp)] // the expected fractions are exact
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
+use std::path::Path;
+
+use common::{keyslice, text};
 use keyslice::io::nifti::{WriteOptions, write_nifti};
 use keyslice::volume::{Affine, Volume, VolumeInfo, Voxels};
-
-fn keyslice(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_keyslice"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).to_string()
-}
 
 #[test]
 fn findings_json_has_organs_with_tumor_states() {
@@ -40,6 +31,19 @@ fn findings_json_has_organs_with_tumor_states() {
         2.3
     );
     assert_eq!(json["version"], 1);
+}
+
+/// Runs `keyslice score` on two files (or a truth folder), with extra arguments.
+fn score(pred: &Path, truth: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "score",
+        "--pred",
+        pred.to_str().expect("utf-8"),
+        "--truth",
+        truth.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(extra);
+    keyslice(&args)
 }
 
 fn write_lines(path: &Path, lines: &[serde_json::Value]) {
@@ -68,14 +72,7 @@ fn score_json_has_exactly_the_documented_keys_and_values() {
             serde_json::json!({"case_id": "z", "report": "No liver lesion."}),
         ],
     );
-    let result = keyslice(&[
-        "score",
-        "--pred",
-        pred.to_str().expect("utf-8"),
-        "--truth",
-        truth.to_str().expect("utf-8"),
-        "--json",
-    ]);
+    let result = score(&pred, &truth, &["--json"]);
     assert!(result.status.success(), "{}", text(&result.stderr));
     let json: serde_json::Value = serde_json::from_slice(&result.stdout).expect("JSON");
     let keys: Vec<&String> = json.as_object().expect("object").keys().collect();
@@ -117,13 +114,7 @@ fn score_json_has_exactly_the_documented_keys_and_values() {
     assert_eq!(missing[1]["case_id"], "z");
     assert_eq!(missing[1]["missing_from"], "truth");
 
-    let table = keyslice(&[
-        "score",
-        "--pred",
-        pred.to_str().expect("utf-8"),
-        "--truth",
-        truth.to_str().expect("utf-8"),
-    ]);
+    let table = score(&pred, &truth, &[]);
     let stdout = text(&table.stdout);
     assert!(stdout.contains("2 case(s) scored"), "{stdout}");
     assert!(
@@ -193,14 +184,7 @@ fn truth_folder_in_abdomenatlas_layout_gives_extents_and_sides() {
             serde_json::json!({"case_id": "BDMAP_00000001", "report": "Liver mass. Left renal mass. Key slice: 7."}),
         ],
     );
-    let result = keyslice(&[
-        "score",
-        "--pred",
-        pred.to_str().expect("utf-8"),
-        "--truth",
-        folder.path().to_str().expect("utf-8"),
-        "--json",
-    ]);
+    let result = score(&pred, folder.path(), &["--json"]);
     assert!(result.status.success(), "{}", text(&result.stderr));
     let json: serde_json::Value = serde_json::from_slice(&result.stdout).expect("JSON");
     assert_eq!(json["organs"]["liver"]["sensitivity"], 1.0);
@@ -217,13 +201,7 @@ fn a_bad_prediction_line_names_the_file_and_line() {
     std::fs::write(&pred, "{\"case_id\": \"a\"}\n{not json}\n").expect("write");
     let truth = folder.path().join("truth.jsonl");
     std::fs::write(&truth, "{\"case_id\": \"a\"}\n").expect("write");
-    let result = keyslice(&[
-        "score",
-        "--pred",
-        pred.to_str().expect("utf-8"),
-        "--truth",
-        truth.to_str().expect("utf-8"),
-    ]);
+    let result = score(&pred, &truth, &[]);
     assert_eq!(result.status.code(), Some(1));
     let stderr = text(&result.stderr);
     assert!(

@@ -103,12 +103,7 @@ impl PredictionRecord {
     /// The predicted findings (given, or read from the report).
     #[must_use]
     pub fn predicted_findings(&self) -> Findings {
-        self.findings.clone().unwrap_or_else(|| {
-            self.report
-                .as_deref()
-                .map(|text| read_report(text).findings)
-                .unwrap_or_default()
-        })
+        findings_or_report(self.findings.as_ref(), self.report.as_deref())
     }
 
     /// The key slice index: given, else the one the findings name.
@@ -143,13 +138,17 @@ impl TruthRecord {
     /// The true findings.
     #[must_use]
     pub fn truth_findings(&self) -> Findings {
-        self.findings.clone().unwrap_or_else(|| {
-            self.report
-                .as_deref()
-                .map(|text| read_report(text).findings)
-                .unwrap_or_default()
-        })
+        findings_or_report(self.findings.as_ref(), self.report.as_deref())
     }
+}
+
+/// Given findings win; otherwise the report is read; with neither, nothing is stated.
+fn findings_or_report(findings: Option<&Findings>, report: Option<&str>) -> Findings {
+    findings.cloned().unwrap_or_else(|| {
+        report
+            .map(|text| read_report(text).findings)
+            .unwrap_or_default()
+    })
 }
 
 fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, CasesError> {

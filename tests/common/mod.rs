@@ -10,6 +10,19 @@ use dicom_core::{DataElement, VR};
 use dicom_dictionary_std::tags;
 use dicom_object::{FileMetaTableBuilder, InMemDicomObject};
 
+/// Runs the `keyslice` binary with `args`.
+pub fn keyslice(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_keyslice"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+/// Bytes as (lossy) UTF-8 text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).to_string()
+}
+
 /// `tests/data/<relative>`.
 pub fn data(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
