@@ -10,5 +10,6 @@
 pub mod cli;
 pub mod findings;
 pub mod io;
+pub mod render;
 pub mod scoring;
 pub mod volume;

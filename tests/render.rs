@@ -1,0 +1,195 @@
+//! The slice shader and renderer: naga validates the WGSL, and a real wgpu device (a GPU, or
+//! the lavapipe software rasteriser in CI) draws axial, coronal and sagittal planes of a
+//! volume with known values, read back pixel by pixel.
+//!
+//! Without any Vulkan/GL adapter the GPU tests say so and pass, unless
+//! `KEYSLICE_REQUIRE_GPU=1` (set by `.ci/run`, which installs lavapipe) makes that a failure.
+
+use keyslice::render::view::{Plane, PlaneAxes, SliceView};
+use keyslice::render::{
+    SLICE_SHADER, SliceRenderer, ViewUniforms, headless_device, render_to_rgba, upload_volume,
+};
+use keyslice::volume::{Affine, LabelVolume, Volume, VolumeInfo, Voxels};
+
+#[test]
+fn slice_shader_is_valid_wgsl() {
+    let module = naga::front::wgsl::parse_str(SLICE_SHADER)
+        .unwrap_or_else(|error| panic!("{}", error.emit_to_string(SLICE_SHADER)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::default(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|error| panic!("{}", error.emit_to_string(SLICE_SHADER)));
+    assert!(
+        module
+            .entry_points
+            .iter()
+            .any(|entry| entry.name == "fs_main")
+    );
+}
+
+const DIMS: [usize; 3] = [8, 6, 4];
+
+/// HU = i + 10·j + 60·k, so every voxel says where it is.
+fn marked_volume(inverted: bool) -> Volume {
+    let mut values = Vec::new();
+    for k in 0..DIMS[2] {
+        for j in 0..DIMS[1] {
+            for i in 0..DIMS[0] {
+                values.push((i + 10 * j + 60 * k) as i16);
+            }
+        }
+    }
+    let info = VolumeInfo {
+        display_inverted: inverted,
+        ..VolumeInfo::default()
+    };
+    Volume::new(
+        DIMS,
+        Affine::IDENTITY,
+        Voxels::I16(values),
+        Vec::new(),
+        info,
+    )
+    .expect("test volume parts agree")
+}
+
+fn device_or_skip() -> Option<(wgpu::Device, wgpu::Queue)> {
+    match headless_device() {
+        Ok((device, queue, info)) => {
+            eprintln!("rendering on {} ({:?})", info.name, info.backend);
+            Some((device, queue))
+        }
+        Err(error) if std::env::var_os("KEYSLICE_REQUIRE_GPU").is_none() => {
+            eprintln!("no GPU adapter, skipping GPU rendering checks: {error}");
+            None
+        }
+        Err(error) => panic!("KEYSLICE_REQUIRE_GPU is set but {error}"),
+    }
+}
+
+/// Renders `plane` at viewport = plane size (one pixel per voxel) with a window mapping
+/// HU 0–255 to grey 0–255; returns the red channel.
+fn render_plane(
+    volume: &Volume,
+    labels: Option<&LabelVolume>,
+    plane: Plane,
+    size: [u32; 2],
+) -> Option<Vec<u8>> {
+    let (device, queue) = device_or_skip()?;
+    let textures = upload_volume(&device, &queue, volume, labels);
+    let renderer = SliceRenderer::new(&device, wgpu::TextureFormat::Rgba8Unorm);
+    let view_resources = renderer.create_view(&device, &textures);
+    let axes = PlaneAxes::new(plane, &volume.directions_lps());
+    let mut view = SliceView::centred(plane, axes, volume.dims());
+    view.window_center_hu = 127.5;
+    view.window_width_hu = 255.0;
+    let uniforms = ViewUniforms::new(
+        &view,
+        axes,
+        volume,
+        &textures,
+        [f64::from(size[0]), f64::from(size[1])],
+        1.0,
+    );
+    SliceRenderer::prepare(&queue, &view_resources, &uniforms);
+    let rgba = render_to_rgba(&device, &queue, &renderer, &view_resources, size).expect("readback");
+    Some(rgba)
+}
+
+fn red(rgba: &[u8], width: u32, x: u32, y: u32) -> u8 {
+    rgba[((y * width + x) * 4) as usize]
+}
+
+#[test]
+fn axial_plane_shows_the_middle_slice_with_left_on_the_right() {
+    let Some(rgba) = render_plane(&marked_volume(false), None, Plane::Axial, [8, 6]) else {
+        return;
+    };
+    // Middle slice k = 1: pixel (x, y) = voxel (x, y, 1) → HU x + 10y + 60.
+    for y in 0..6 {
+        for x in 0..8 {
+            let expected = i32::try_from(x + 10 * y + 60).expect("small");
+            let got = i32::from(red(&rgba, 8, x, y));
+            assert!(
+                (got - expected).abs() <= 1,
+                "({x}, {y}): {got} vs {expected}"
+            );
+        }
+    }
+}
+
+#[test]
+fn coronal_plane_has_superior_at_the_top() {
+    let Some(rgba) = render_plane(&marked_volume(false), None, Plane::Coronal, [8, 4]) else {
+        return;
+    };
+    // Middle coronal slice j = 2; screen row y shows k = 3 − y.
+    for y in 0..4 {
+        for x in 0..8 {
+            let expected = i32::try_from(x + 20 + 60 * (3 - y)).expect("small");
+            let got = i32::from(red(&rgba, 8, x, y));
+            assert!(
+                (got - expected).abs() <= 1,
+                "({x}, {y}): {got} vs {expected}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sagittal_plane_has_anterior_on_the_left() {
+    let Some(rgba) = render_plane(&marked_volume(false), None, Plane::Sagittal, [6, 4]) else {
+        return;
+    };
+    // Middle sagittal slice i = 3; screen column x is j = x (posterior to the right).
+    for y in 0..4 {
+        for x in 0..6 {
+            let expected = i32::try_from(3 + 10 * x + 60 * (3 - y)).expect("small");
+            let got = i32::from(red(&rgba, 6, x, y));
+            assert!(
+                (got - expected).abs() <= 1,
+                "({x}, {y}): {got} vs {expected}"
+            );
+        }
+    }
+}
+
+#[test]
+fn monochrome1_is_inverted_on_screen() {
+    let Some(rgba) = render_plane(&marked_volume(true), None, Plane::Axial, [8, 6]) else {
+        return;
+    };
+    let got = i32::from(red(&rgba, 8, 2, 3));
+    assert!((got - (255 - (2 + 30 + 60))).abs() <= 1, "{got}");
+}
+
+#[test]
+fn lesion_labels_are_drawn_in_their_colour() {
+    let mut labels = vec![0u8; DIMS.iter().product()];
+    labels[2 + DIMS[0] * (3 + DIMS[1])] = 9; // voxel (2, 3, 1): liver lesion colour
+    let mask = LabelVolume {
+        name: "liver_lesion".into(),
+        dims: DIMS,
+        patient_from_voxel: Affine::IDENTITY,
+        labels,
+    };
+    let Some(rgba) = render_plane(&marked_volume(false), Some(&mask), Plane::Axial, [8, 6]) else {
+        return;
+    };
+    let pixel = |x: u32, y: u32| {
+        let at = ((y * 8 + x) * 4) as usize;
+        [rgba[at], rgba[at + 1], rgba[at + 2]]
+    };
+    // Opacity 1 over the label colour (1.0, 0.1, 0.1): 0.1 · 255 = 25.5 rounds either way.
+    let [r, g, b] = pixel(2, 3);
+    assert!(
+        r == 255 && (25..=26).contains(&g) && (25..=26).contains(&b),
+        "{:?}",
+        pixel(2, 3)
+    );
+    // Its neighbours keep their grey.
+    let [r, g, b] = pixel(3, 3);
+    assert!(r == g && g == b, "{:?}", pixel(3, 3));
+}
