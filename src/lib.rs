@@ -7,9 +7,11 @@
 //! (render, ui, infer, review, export) build on these. See the README's architecture section
 //! for the module map and dependency rule.
 
+pub mod app;
 pub mod cli;
 pub mod findings;
 pub mod io;
 pub mod render;
 pub mod scoring;
+pub mod ui;
 pub mod volume;

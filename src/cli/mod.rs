@@ -8,6 +8,7 @@ pub mod convert;
 pub mod findings;
 pub mod info;
 pub mod score;
+pub mod view;
 
 use clap::{Parser, Subcommand};
 
@@ -33,6 +34,8 @@ pub enum Command {
     Findings(findings::FindingsArgs),
     /// Score predictions against truth with the E-MRL metrics.
     Score(score::ScoreArgs),
+    /// Open the viewer (without a path: a synthetic demo abdomen).
+    View(view::ViewArgs),
 }
 
 /// A failed command, as a user sees it.
@@ -52,6 +55,9 @@ pub enum CliError {
         /// What the OS said.
         source: std::io::Error,
     },
+    /// The viewer window could not be opened.
+    #[error("cannot open the viewer window: {0}")]
+    Window(String),
     /// Printing the result failed (for example a closed pipe).
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
@@ -65,6 +71,7 @@ impl CliError {
             Self::Io(error) => error.hint(),
             Self::Cases(error) => error.hint().into(),
             Self::Input { .. } => "check that the file exists and is UTF-8 text".into(),
+            Self::Window(_) => "the viewer needs a display (X11 or Wayland) and a Vulkan, Metal, DX12 or GL driver; on a server use xvfb-run".into(),
             Self::Output(_) => "check that the output stream or file is writable".into(),
         }
     }
@@ -77,5 +84,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Convert(args) => convert::run(&args),
         Command::Findings(args) => findings::run(&args),
         Command::Score(args) => score::run(&args),
+        Command::View(args) => view::run(&args),
     }
 }

@@ -232,8 +232,62 @@ pub struct ViewUniforms {
     pub dims: [f32; 4],
 }
 
+/// What a view needs besides its [`SliceView`] to become [`ViewUniforms`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ViewGeometry {
+    /// How the plane maps onto voxel axes.
+    pub axes: PlaneAxes,
+    /// Volume dimensions.
+    pub dims: [usize; 3],
+    /// Volume spacing in mm.
+    pub spacing_mm: [f64; 3],
+    /// Viewport size in pixels.
+    pub viewport_px: [f64; 2],
+    /// MONOCHROME1: show low values bright.
+    pub inverted: bool,
+    /// Label overlay opacity.
+    pub mask_opacity: f32,
+}
+
 impl ViewUniforms {
-    /// The uniforms for `view` of a volume with `dims`/`spacing_mm` uploaded as `textures`.
+    /// The uniforms for `view`, mapped onto the texture grid of `step`/`texture_dims`.
+    #[must_use]
+    pub fn for_texture(
+        view: &SliceView,
+        geometry: &ViewGeometry,
+        step: [usize; 3],
+        texture_dims: [usize; 3],
+    ) -> Self {
+        let mut voxel_from_uv = view.voxel_from_uv(
+            geometry.axes,
+            geometry.dims,
+            geometry.spacing_mm,
+            geometry.viewport_px,
+        );
+        // Volume voxel → texture voxel: divide by the step along each axis.
+        for column in &mut voxel_from_uv {
+            for (axis, value) in column.iter_mut().take(3).enumerate() {
+                *value /= step[axis] as f32;
+            }
+        }
+        Self {
+            voxel_from_uv,
+            window: [
+                view.window_center_hu as f32,
+                view.window_width_hu as f32,
+                if geometry.inverted { 1.0 } else { 0.0 },
+                geometry.mask_opacity,
+            ],
+            dims: [
+                texture_dims[0] as f32,
+                texture_dims[1] as f32,
+                texture_dims[2] as f32,
+                LABEL_COLOURS.len() as f32,
+            ],
+        }
+    }
+
+    /// The uniforms for `view` of `volume` uploaded as `textures`.
     #[must_use]
     pub fn new(
         view: &SliceView,
@@ -243,33 +297,15 @@ impl ViewUniforms {
         viewport_px: [f64; 2],
         mask_opacity: f32,
     ) -> Self {
-        let mut voxel_from_uv =
-            view.voxel_from_uv(axes, volume.dims(), volume.spacing_mm(), viewport_px);
-        // Volume voxel → texture voxel: divide by the step along each axis.
-        for column in &mut voxel_from_uv {
-            for (axis, value) in column.iter_mut().take(3).enumerate() {
-                *value /= textures.step[axis] as f32;
-            }
-        }
-        Self {
-            voxel_from_uv,
-            window: [
-                view.window_center_hu as f32,
-                view.window_width_hu as f32,
-                if volume.info().display_inverted {
-                    1.0
-                } else {
-                    0.0
-                },
-                mask_opacity,
-            ],
-            dims: [
-                textures.texture_dims[0] as f32,
-                textures.texture_dims[1] as f32,
-                textures.texture_dims[2] as f32,
-                LABEL_COLOURS.len() as f32,
-            ],
-        }
+        let geometry = ViewGeometry {
+            axes,
+            dims: volume.dims(),
+            spacing_mm: volume.spacing_mm(),
+            viewport_px,
+            inverted: volume.info().display_inverted,
+            mask_opacity,
+        };
+        Self::for_texture(view, &geometry, textures.step, textures.texture_dims)
     }
 }
 

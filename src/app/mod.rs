@@ -1,0 +1,177 @@
+//! The eframe application: opens a window at once, loads the study on a background thread
+//! with a progress indicator, uploads it to the GPU, and runs the viewer, applying the
+//! commands its panels return. Errors are shown in the window with a hint; nothing panics.
+//!
+//! Wires `io`, `render` and `ui` together; holds runtime state only (saved settings arrive
+//! with the review workflow).
+
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, TryRecvError, channel};
+use std::time::Instant;
+
+use crate::io::{LoadOptions, Study, load_study};
+use crate::ui::viewport::{Viewer, ViewerGpu};
+use crate::volume::Volume;
+use crate::volume::demo::demo_abdomen;
+
+/// What to open.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// A file or folder the user named.
+    Path(PathBuf),
+    /// The built-in synthetic demo volume.
+    Demo,
+}
+
+type Loaded = Result<(Volume, String, Vec<String>), (String, String)>;
+
+/// The application state.
+pub struct KeysliceApp {
+    title: String,
+    loading: Option<Receiver<Loaded>>,
+    started: Instant,
+    volume: Option<Volume>,
+    viewer: Option<Viewer>,
+    notices: Vec<String>,
+    error: Option<(String, String)>,
+    render_state: Option<egui_wgpu::RenderState>,
+}
+
+impl KeysliceApp {
+    /// Starts loading `source` in the background; the window shows progress meanwhile.
+    #[must_use]
+    pub fn new(cc: &eframe::CreationContext<'_>, source: Source) -> Self {
+        let (sender, receiver) = channel();
+        let context = cc.egui_ctx.clone();
+        let title = match &source {
+            Source::Path(path) => path.display().to_string(),
+            Source::Demo => "demo".to_string(),
+        };
+        std::thread::spawn(move || {
+            let loaded: Loaded = match source {
+                Source::Demo => Ok((
+                    demo_abdomen(),
+                    "Synthetic demo abdomen (not patient data)".to_string(),
+                    Vec::new(),
+                )),
+                Source::Path(path) => load_study(&path, &LoadOptions::default())
+                    .map(|study: Study| {
+                        let mut warnings = study.volume.warnings().to_vec();
+                        warnings.extend(study.unreadable.iter().map(|file| {
+                            format!("skipped {}: {}", file.path.display(), file.reason)
+                        }));
+                        (study.volume, study.path.display().to_string(), warnings)
+                    })
+                    .map_err(|error| (error.to_string(), error.hint())),
+            };
+            // The window may have closed meanwhile; then nobody needs the result.
+            let _ = sender.send(loaded);
+            context.request_repaint();
+        });
+        Self {
+            title,
+            loading: Some(receiver),
+            started: Instant::now(),
+            volume: None,
+            viewer: None,
+            notices: Vec::new(),
+            error: None,
+            render_state: cc.wgpu_render_state.clone(),
+        }
+    }
+
+    fn poll_loading(&mut self) {
+        let Some(receiver) = &self.loading else {
+            return;
+        };
+        match receiver.try_recv() {
+            Ok(Ok((volume, title, warnings))) => {
+                self.loading = None;
+                self.title = title;
+                self.notices = warnings;
+                match &self.render_state {
+                    Some(render_state) => {
+                        self.notices
+                            .extend(ViewerGpu::install(render_state, &volume, None));
+                        self.viewer = Some(Viewer::new(&volume));
+                        self.volume = Some(volume);
+                    }
+                    None => {
+                        self.error = Some((
+                            "no GPU renderer is available for this window".into(),
+                            "install a Vulkan driver (mesa-vulkan-drivers gives a software one)"
+                                .into(),
+                        ));
+                    }
+                }
+            }
+            Ok(Err(error)) => {
+                self.loading = None;
+                self.error = Some(error);
+            }
+            Err(TryRecvError::Empty) => {}
+            Err(TryRecvError::Disconnected) => {
+                self.loading = None;
+                self.error = Some((
+                    "loading stopped unexpectedly".into(),
+                    "try opening the study again".into(),
+                ));
+            }
+        }
+    }
+}
+
+impl eframe::App for KeysliceApp {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.poll_loading();
+        egui::Panel::top("keyslice-top").show(ui, |ui| {
+            ui.horizontal(|ui| {
+                ui.strong("Keyslice");
+                ui.label(&self.title);
+                for notice in &self.notices {
+                    ui.colored_label(egui::Color32::from_rgb(230, 180, 60), notice);
+                }
+            });
+        });
+        egui::CentralPanel::default().show(ui, |ui| {
+            if let Some((message, hint)) = &self.error {
+                ui.colored_label(
+                    egui::Color32::from_rgb(230, 90, 80),
+                    format!("error: {message}"),
+                );
+                ui.label(format!("hint: {hint}"));
+            } else if self.loading.is_some() {
+                ui.horizontal(|ui| {
+                    ui.spinner();
+                    ui.label(format!(
+                        "Loading… {:.1} s",
+                        self.started.elapsed().as_secs_f32()
+                    ));
+                });
+                ui.ctx()
+                    .request_repaint_after(std::time::Duration::from_millis(100));
+            } else if let (Some(viewer), Some(volume)) = (&mut self.viewer, &self.volume) {
+                let commands = viewer.viewer_ui(ui, volume);
+                for command in commands {
+                    viewer.apply(command, volume);
+                }
+            }
+        });
+    }
+}
+
+/// Opens the viewer window on `source` and runs until it is closed.
+pub fn run(source: Source) -> Result<(), eframe::Error> {
+    let options = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("Keyslice")
+            .with_inner_size([1280.0, 800.0]),
+        renderer: eframe::Renderer::Wgpu,
+        ..eframe::NativeOptions::default()
+    };
+    eframe::run_native(
+        "Keyslice",
+        options,
+        Box::new(move |cc| Ok(Box::new(KeysliceApp::new(cc, source)))),
+    )
+}

@@ -1,0 +1,617 @@
+//! The three linked planes (axial, coronal, sagittal) drawn on the GPU through an
+//! `egui_wgpu` paint callback, with crosshair, orientation letters, slice numbers and a
+//! status line (slice, position in mm, HU under the cursor, window/level).
+//!
+//! Interaction follows PACS habits: wheel, arrow keys and PageUp/PageDown scroll slices;
+//! right-drag changes window (horizontal) and level (vertical); keys 1–5 pick the presets;
+//! Ctrl+wheel zooms; middle-drag pans; left click moves the crosshair (and with it the other
+//! planes); double-click enlarges a view; `R` resets.
+//!
+//! GPU resources (pipeline, volume texture, one uniform buffer per plane) live in the
+//! renderer's callback resources ([`ViewerGpu`], built once per study); each frame passes only
+//! the small per-view uniforms through the callback ([`SlicePaint`]).
+
+use egui::{Align2, Color32, FontId, Key, PointerButton, Pos2, Rect, Sense, Stroke, Vec2};
+
+use crate::render::view::{Plane, PlaneAxes, SliceView};
+use crate::render::{
+    SliceRenderer, ViewGeometry, ViewResources, ViewUniforms, VolumeTextures, upload_volume,
+};
+use crate::volume::geometry::dominant_letter;
+use crate::volume::{LabelVolume, Volume};
+
+/// Window/level presets (name, width, level), on keys 1–5.
+pub const WINDOW_PRESETS: [(&str, f64, f64); 5] = [
+    ("soft tissue", 400.0, 40.0),
+    ("liver", 150.0, 90.0),
+    ("lung", 1500.0, -600.0),
+    ("bone", 2500.0, 480.0),
+    ("brain", 80.0, 40.0),
+];
+
+/// GPU state of the open study, stored in `egui_wgpu`'s callback resources.
+pub struct ViewerGpu {
+    renderer: SliceRenderer,
+    /// The uploaded textures (and their notices).
+    pub textures: VolumeTextures,
+    views: [ViewResources; 3],
+}
+
+impl ViewerGpu {
+    /// Uploads `volume` and builds the pipeline for `render_state`'s target, replacing any
+    /// previous study. Returns the notices the user should see (downsampling and the like).
+    #[must_use = "the notices tell the user the volume was downsampled or rounded"]
+    pub fn install(
+        render_state: &egui_wgpu::RenderState,
+        volume: &Volume,
+        labels: Option<&LabelVolume>,
+    ) -> Vec<String> {
+        let renderer = SliceRenderer::new(&render_state.device, render_state.target_format);
+        let textures = upload_volume(&render_state.device, &render_state.queue, volume, labels);
+        let views = [0, 1, 2].map(|_| renderer.create_view(&render_state.device, &textures));
+        let notices = textures.notices.clone();
+        render_state
+            .renderer
+            .write()
+            .callback_resources
+            .insert(Self {
+                renderer,
+                textures,
+                views,
+            });
+        notices
+    }
+}
+
+fn plane_index(plane: Plane) -> usize {
+    match plane {
+        Plane::Axial => 0,
+        Plane::Coronal => 1,
+        Plane::Sagittal => 2,
+    }
+}
+
+/// One frame's draw of one plane: its view and geometry, turned into uniforms against the
+/// uploaded texture (which may be downsampled) in `prepare`.
+struct SlicePaint {
+    plane: Plane,
+    view: SliceView,
+    geometry: ViewGeometry,
+}
+
+impl egui_wgpu::CallbackTrait for SlicePaint {
+    fn prepare(
+        &self,
+        _device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        _screen: &egui_wgpu::ScreenDescriptor,
+        _encoder: &mut wgpu::CommandEncoder,
+        resources: &mut egui_wgpu::CallbackResources,
+    ) -> Vec<wgpu::CommandBuffer> {
+        if let Some(gpu) = resources.get::<ViewerGpu>() {
+            let uniforms = ViewUniforms::for_texture(
+                &self.view,
+                &self.geometry,
+                gpu.textures.step,
+                gpu.textures.texture_dims,
+            );
+            SliceRenderer::prepare(queue, &gpu.views[plane_index(self.plane)], &uniforms);
+        }
+        Vec::new()
+    }
+
+    fn paint(
+        &self,
+        _info: egui::PaintCallbackInfo,
+        pass: &mut wgpu::RenderPass<'static>,
+        resources: &egui_wgpu::CallbackResources,
+    ) {
+        if let Some(gpu) = resources.get::<ViewerGpu>() {
+            gpu.renderer
+                .paint(pass, &gpu.views[plane_index(self.plane)]);
+        }
+    }
+}
+
+/// What the user asked the viewer to do.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ViewerCommand {
+    /// Move a plane by whole slices.
+    Scroll {
+        /// Which plane.
+        plane: Plane,
+        /// Slices (positive: towards higher indices).
+        slices: f64,
+    },
+    /// Change window width and level by these amounts (HU).
+    AdjustWindow {
+        /// Width change.
+        width_hu: f64,
+        /// Level change.
+        level_hu: f64,
+    },
+    /// Apply preset `0..5` of [`WINDOW_PRESETS`].
+    Preset(usize),
+    /// Multiply a plane's zoom.
+    Zoom {
+        /// Which plane.
+        plane: Plane,
+        /// Factor.
+        factor: f64,
+    },
+    /// Pan a plane by millimetres.
+    Pan {
+        /// Which plane.
+        plane: Plane,
+        /// Right, down.
+        mm: [f64; 2],
+    },
+    /// Put the crosshair (and the other planes) at a voxel.
+    SetCrosshair([f64; 3]),
+    /// Show one plane alone, or all three again.
+    ToggleEnlarge(Plane),
+    /// Back to the initial state.
+    Reset,
+}
+
+/// The viewer's state: one [`SliceView`] per plane, shared window/level, crosshair.
+#[derive(Clone, Debug)]
+pub struct Viewer {
+    views: [SliceView; 3],
+    axes: [PlaneAxes; 3],
+    dims: [usize; 3],
+    /// Crosshair position (voxel index, continuous).
+    pub crosshair: [f64; 3],
+    /// A plane shown alone, if any.
+    pub enlarged: Option<Plane>,
+    /// Label overlay opacity.
+    pub mask_opacity: f32,
+    /// What the pointer is over: plane, voxel, value.
+    pub hover: Option<(Plane, [usize; 3], f32)>,
+    /// Plane that last had the pointer (keyboard scrolling goes there).
+    pub active: Plane,
+}
+
+impl Viewer {
+    /// A viewer centred on `volume` with the soft-tissue window.
+    #[must_use]
+    pub fn new(volume: &Volume) -> Self {
+        let dims = volume.dims();
+        let directions = volume.directions_lps();
+        let axes = Plane::ALL.map(|plane| PlaneAxes::new(plane, &directions));
+        let views = [0, 1, 2].map(|n| SliceView::centred(Plane::ALL[n], axes[n], dims));
+        let crosshair = [0, 1, 2].map(|axis| ((dims[axis].max(1) - 1) / 2) as f64);
+        Self {
+            views,
+            axes,
+            dims,
+            crosshair,
+            enlarged: None,
+            mask_opacity: 0.5,
+            hover: None,
+            active: Plane::Axial,
+        }
+    }
+
+    /// The view of `plane`.
+    #[must_use]
+    pub fn view(&self, plane: Plane) -> &SliceView {
+        &self.views[plane_index(plane)]
+    }
+
+    /// Window width and level (HU), shared by the three planes.
+    #[must_use]
+    pub fn window(&self) -> (f64, f64) {
+        (
+            self.views[0].window_width_hu,
+            self.views[0].window_center_hu,
+        )
+    }
+
+    /// Applies one command.
+    pub fn apply(&mut self, command: ViewerCommand, volume: &Volume) {
+        match command {
+            ViewerCommand::Scroll { plane, slices } => {
+                let n = plane_index(plane);
+                let last = (self.dims[self.axes[n].normal].max(1) - 1) as f64;
+                let slice = (self.views[n].slice + slices).round().clamp(0.0, last);
+                self.views[n].slice = slice;
+                self.crosshair[self.axes[n].normal] = slice;
+            }
+            ViewerCommand::AdjustWindow { width_hu, level_hu } => {
+                for view in &mut self.views {
+                    view.window_width_hu = (view.window_width_hu + width_hu).max(1.0);
+                    view.window_center_hu += level_hu;
+                }
+            }
+            ViewerCommand::Preset(index) => {
+                if let Some(&(_, width, level)) = WINDOW_PRESETS.get(index) {
+                    for view in &mut self.views {
+                        view.window_width_hu = width;
+                        view.window_center_hu = level;
+                    }
+                }
+            }
+            ViewerCommand::Zoom { plane, factor } => {
+                let view = &mut self.views[plane_index(plane)];
+                view.zoom = (view.zoom * factor).clamp(0.25, 32.0);
+            }
+            ViewerCommand::Pan { plane, mm } => {
+                let view = &mut self.views[plane_index(plane)];
+                view.pan_mm[0] += mm[0];
+                view.pan_mm[1] += mm[1];
+            }
+            ViewerCommand::SetCrosshair(voxel) => {
+                for axis in 0..3 {
+                    self.crosshair[axis] = voxel[axis]
+                        .round()
+                        .clamp(0.0, (self.dims[axis].max(1) - 1) as f64);
+                }
+                for n in 0..3 {
+                    self.views[n].slice = self.crosshair[self.axes[n].normal];
+                }
+            }
+            ViewerCommand::ToggleEnlarge(plane) => {
+                self.enlarged = if self.enlarged == Some(plane) {
+                    None
+                } else {
+                    Some(plane)
+                };
+            }
+            ViewerCommand::Reset => *self = Self::new(volume),
+        }
+    }
+
+    /// Maps a point in a view's rect to a continuous voxel index.
+    fn voxel_at(&self, plane: Plane, rect: Rect, pos: Pos2, spacing: [f64; 3]) -> [f64; 3] {
+        let n = plane_index(plane);
+        let matrix = self.views[n].voxel_from_uv(
+            self.axes[n],
+            self.dims,
+            spacing,
+            [f64::from(rect.width()), f64::from(rect.height())],
+        );
+        let u = f64::from((pos.x - rect.min.x) / rect.width().max(1.0));
+        let v = f64::from((pos.y - rect.min.y) / rect.height().max(1.0));
+        [0, 1, 2].map(|row| {
+            f64::from(matrix[0][row]) * u
+                + f64::from(matrix[1][row]) * v
+                + f64::from(matrix[3][row])
+        })
+    }
+
+    /// Maps a voxel to a point in a view's rect (its in-plane coordinates).
+    fn point_of(&self, plane: Plane, rect: Rect, voxel: [f64; 3], spacing: [f64; 3]) -> Pos2 {
+        let index = plane_index(plane);
+        let matrix = self.views[index].voxel_from_uv(
+            self.axes[index],
+            self.dims,
+            spacing,
+            [f64::from(rect.width()), f64::from(rect.height())],
+        );
+        let (across, _) = self.axes[index].horizontal;
+        let (down, _) = self.axes[index].vertical;
+        let u = (voxel[across] - f64::from(matrix[3][across])) / f64::from(matrix[0][across]);
+        let v = (voxel[down] - f64::from(matrix[3][down])) / f64::from(matrix[1][down]);
+        Pos2::new(
+            rect.min.x + (u as f32) * rect.width(),
+            rect.min.y + (v as f32) * rect.height(),
+        )
+    }
+
+    /// Draws the planes and the status line; returns the user's commands.
+    #[must_use]
+    pub fn viewer_ui(&mut self, ui: &mut egui::Ui, volume: &Volume) -> Vec<ViewerCommand> {
+        let mut commands = Vec::new();
+        let status_height = 22.0;
+        let full = ui.available_rect_before_wrap();
+        let area = Rect::from_min_max(full.min, Pos2::new(full.max.x, full.max.y - status_height));
+        let rects: Vec<(Plane, Rect)> = if let Some(plane) = self.enlarged {
+            vec![(plane, area)]
+        } else {
+            // Axial large on the left; coronal and sagittal stacked on the right.
+            let split = area.min.x + area.width() * 0.6;
+            let middle = area.center().y;
+            vec![
+                (
+                    Plane::Axial,
+                    Rect::from_min_max(area.min, Pos2::new(split - 2.0, area.max.y)),
+                ),
+                (
+                    Plane::Coronal,
+                    Rect::from_min_max(
+                        Pos2::new(split + 2.0, area.min.y),
+                        Pos2::new(area.max.x, middle - 2.0),
+                    ),
+                ),
+                (
+                    Plane::Sagittal,
+                    Rect::from_min_max(Pos2::new(split + 2.0, middle + 2.0), area.max),
+                ),
+            ]
+        };
+        let spacing = volume.spacing_mm();
+        self.hover = None;
+        for (plane, rect) in rects {
+            self.plane_ui(ui, volume, plane, rect, spacing, &mut commands);
+        }
+        self.keyboard(ui, &mut commands);
+        let status_rect =
+            Rect::from_min_max(Pos2::new(full.min.x, full.max.y - status_height), full.max);
+        ui.painter().text(
+            status_rect.left_center() + Vec2::new(6.0, 0.0),
+            Align2::LEFT_CENTER,
+            self.status_text(volume),
+            FontId::monospace(13.0),
+            ui.visuals().text_color(),
+        );
+        ui.allocate_rect(full, Sense::hover());
+        commands
+    }
+
+    fn plane_ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        volume: &Volume,
+        plane: Plane,
+        rect: Rect,
+        spacing: [f64; 3],
+        commands: &mut Vec<ViewerCommand>,
+    ) {
+        let index = plane_index(plane);
+        let response = ui.interact(
+            rect,
+            ui.scope_id().with(("plane", index)),
+            Sense::click_and_drag(),
+        );
+        let geometry = ViewGeometry {
+            axes: self.axes[index],
+            dims: self.dims,
+            spacing_mm: spacing,
+            viewport_px: [f64::from(rect.width()), f64::from(rect.height())],
+            inverted: volume.info().display_inverted,
+            mask_opacity: self.mask_opacity,
+        };
+        ui.painter().add(egui_wgpu::Callback::new_paint_callback(
+            rect,
+            SlicePaint {
+                plane,
+                view: self.views[index],
+                geometry,
+            },
+        ));
+        self.overlays_ui(ui, volume, plane, rect, spacing);
+        self.pointer_input(ui, volume, plane, rect, &geometry, &response, commands);
+    }
+
+    /// Crosshair, orientation letters and the slice number over a plane.
+    fn overlays_ui(
+        &self,
+        ui: &egui::Ui,
+        volume: &Volume,
+        plane: Plane,
+        rect: Rect,
+        spacing: [f64; 3],
+    ) {
+        let index = plane_index(plane);
+        let painter = ui.painter_at(rect);
+        let centre = self.point_of(plane, rect, self.crosshair, spacing);
+        let stroke = Stroke::new(1.0, Color32::from_rgba_unmultiplied(80, 200, 255, 140));
+        painter.line_segment(
+            [
+                Pos2::new(rect.min.x, centre.y),
+                Pos2::new(rect.max.x, centre.y),
+            ],
+            stroke,
+        );
+        painter.line_segment(
+            [
+                Pos2::new(centre.x, rect.min.y),
+                Pos2::new(centre.x, rect.max.y),
+            ],
+            stroke,
+        );
+        // Letters from the volume's real axis directions: the patient side each edge faces.
+        let directions = volume.directions_lps();
+        let letter = |(axis, backwards): (usize, bool), towards_higher_screen: bool| {
+            let sign = if backwards == towards_higher_screen {
+                -1.0
+            } else {
+                1.0
+            };
+            dominant_letter(directions[axis].map(|value| value * sign)).to_string()
+        };
+        let font = FontId::proportional(14.0);
+        let colour = Color32::from_rgb(255, 210, 90);
+        let horizontal = self.axes[index].horizontal;
+        let vertical = self.axes[index].vertical;
+        let edges = [
+            (
+                rect.left_center() + Vec2::new(6.0, 0.0),
+                Align2::LEFT_CENTER,
+                letter(horizontal, false),
+            ),
+            (
+                rect.right_center() - Vec2::new(6.0, 0.0),
+                Align2::RIGHT_CENTER,
+                letter(horizontal, true),
+            ),
+            (
+                rect.center_top() + Vec2::new(0.0, 4.0),
+                Align2::CENTER_TOP,
+                letter(vertical, false),
+            ),
+            (
+                rect.center_bottom() - Vec2::new(0.0, 4.0),
+                Align2::CENTER_BOTTOM,
+                letter(vertical, true),
+            ),
+        ];
+        for (position, anchor, text) in edges {
+            label(&painter, position, anchor, text, font.clone(), colour);
+        }
+        let count = self.dims[self.axes[index].normal];
+        label(
+            &painter,
+            rect.left_top() + Vec2::new(6.0, 4.0),
+            Align2::LEFT_TOP,
+            format!(
+                "{} {}/{count}",
+                plane_name(plane),
+                self.views[index].slice as usize + 1
+            ),
+            FontId::proportional(13.0),
+            Color32::from_gray(230),
+        );
+    }
+
+    /// Hover read-out, wheel, clicks and drags over a plane.
+    #[allow(clippy::too_many_arguments)] // one plane's full context; splitting it hides the flow
+    fn pointer_input(
+        &mut self,
+        ui: &egui::Ui,
+        volume: &Volume,
+        plane: Plane,
+        rect: Rect,
+        geometry: &ViewGeometry,
+        response: &egui::Response,
+        commands: &mut Vec<ViewerCommand>,
+    ) {
+        let index = plane_index(plane);
+        let spacing = geometry.spacing_mm;
+        if let Some(pos) = response.hover_pos() {
+            self.active = plane;
+            let voxel = self.voxel_at(plane, rect, pos, spacing).map(f64::round);
+            if (0..3).all(|axis| voxel[axis] >= 0.0 && voxel[axis] < self.dims[axis] as f64) {
+                let voxel = voxel.map(|value| value as usize);
+                if let Some(value) = volume.value(voxel) {
+                    self.hover = Some((plane, voxel, value));
+                }
+            }
+            let (scroll, zoom_modifier) =
+                ui.input(|input| (input.smooth_scroll_delta.y, input.modifiers.command));
+            if scroll != 0.0 {
+                commands.push(if zoom_modifier {
+                    ViewerCommand::Zoom {
+                        plane,
+                        factor: f64::from((scroll / 200.0).exp()),
+                    }
+                } else {
+                    ViewerCommand::Scroll {
+                        plane,
+                        slices: f64::from(scroll.signum()),
+                    }
+                });
+            }
+        }
+        if response.double_clicked() {
+            commands.push(ViewerCommand::ToggleEnlarge(plane));
+        } else if response.clicked_by(PointerButton::Primary)
+            && let Some(pos) = response.interact_pointer_pos()
+        {
+            commands.push(ViewerCommand::SetCrosshair(
+                self.voxel_at(plane, rect, pos, spacing),
+            ));
+        }
+        if response.dragged_by(PointerButton::Secondary) {
+            let delta = response.drag_delta();
+            commands.push(ViewerCommand::AdjustWindow {
+                width_hu: f64::from(delta.x) * 4.0,
+                level_hu: f64::from(-delta.y) * 2.0,
+            });
+        }
+        if response.dragged_by(PointerButton::Middle) {
+            let delta = response.drag_delta();
+            let mm_per_pixel = self.views[index].mm_per_pixel(
+                self.axes[index],
+                self.dims,
+                spacing,
+                geometry.viewport_px,
+            );
+            commands.push(ViewerCommand::Pan {
+                plane,
+                mm: [
+                    f64::from(delta.x) * mm_per_pixel,
+                    f64::from(delta.y) * mm_per_pixel,
+                ],
+            });
+        }
+    }
+
+    fn keyboard(&self, ui: &egui::Ui, commands: &mut Vec<ViewerCommand>) {
+        let plane = self.active;
+        ui.input(|input| {
+            let keys = [Key::Num1, Key::Num2, Key::Num3, Key::Num4, Key::Num5];
+            for (index, key) in keys.iter().enumerate() {
+                if input.key_pressed(*key) {
+                    commands.push(ViewerCommand::Preset(index));
+                }
+            }
+            let steps = [
+                (Key::ArrowUp, 1.0),
+                (Key::ArrowDown, -1.0),
+                (Key::PageUp, 10.0),
+                (Key::PageDown, -10.0),
+            ];
+            for (key, slices) in steps {
+                if input.key_pressed(key) {
+                    commands.push(ViewerCommand::Scroll { plane, slices });
+                }
+            }
+            if input.key_pressed(Key::R) {
+                commands.push(ViewerCommand::Reset);
+            }
+        });
+    }
+
+    /// The status line: active slice and its position, HU under the cursor, window/level.
+    #[must_use]
+    pub fn status_text(&self, volume: &Volume) -> String {
+        let n = plane_index(self.active);
+        let slice = self.views[n].slice as usize;
+        let normal = self.axes[n].normal;
+        let mut voxel = [0.0; 3];
+        voxel[normal] = slice as f64;
+        let position = volume.patient_from_voxel().apply(voxel);
+        // The patient axis the plane normal points along most (z for axial, y for coronal…).
+        let direction = volume.directions_lps()[normal];
+        let patient_axis = (0..3)
+            .max_by(|&a, &b| direction[a].abs().total_cmp(&direction[b].abs()))
+            .unwrap_or(2);
+        let (width, level) = self.window();
+        let hover = match self.hover {
+            Some((_, [i, j, k], value)) => format!("HU {value:.0} at ({i}, {j}, {k})"),
+            None => "HU –".to_string(),
+        };
+        format!(
+            "{} {}/{}  ·  {:+.1} mm  ·  {hover}  ·  W {width:.0} L {level:.0}",
+            plane_name(self.active),
+            slice + 1,
+            self.dims[normal],
+            position[patient_axis],
+        )
+    }
+}
+
+/// Text on a dark backing, readable over any window/level.
+fn label(
+    painter: &egui::Painter,
+    position: Pos2,
+    anchor: Align2,
+    text: String,
+    font: FontId,
+    colour: Color32,
+) {
+    let galley = painter.layout_no_wrap(text, font, colour);
+    let rect = anchor.anchor_size(position, galley.size()).expand(2.0);
+    painter.rect_filled(rect, 3.0, Color32::from_black_alpha(150));
+    painter.galley(rect.min + Vec2::splat(2.0), galley, colour);
+}
+
+fn plane_name(plane: Plane) -> &'static str {
+    match plane {
+        Plane::Axial => "axial",
+        Plane::Coronal => "coronal",
+        Plane::Sagittal => "sagittal",
+    }
+}
