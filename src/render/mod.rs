@@ -581,7 +581,11 @@ mod tests {
 
     #[test]
     fn the_budget_coarsens_the_longest_axis_first() {
+        // 4 M voxels into 1 M: the 400-slice axis is coarsened until it is no longer the
+        // longest (100 × 100 × 100).
         let step = downsample_steps([100, 100, 400], 2048, 1_000_000);
-        assert_eq!(step, [1, 1, 2]);
+        assert_eq!(step, [1, 1, 4]);
+        // Then all axes share the work.
+        assert_eq!(downsample_steps([100, 100, 100], 2048, 125_000), [2, 2, 2]);
     }
 }
