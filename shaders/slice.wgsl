@@ -13,6 +13,8 @@ struct View {
     window: vec4<f32>,
     // xyz: volume dimensions in voxels, w: number of label colours in use
     dims: vec4<f32>,
+    // x: bit n set = label n is shown
+    visible_labels: vec4<u32>,
 };
 
 @group(0) @binding(0) var<uniform> view: View;
@@ -77,7 +79,8 @@ fn fs_main(in: VertexOutput) -> @location(0) vec4<f32> {
     var colour = vec3<f32>(grey);
     let label_voxel = clamp(vec3<i32>(round(voxel)), vec3<i32>(0), vec3<i32>(view.dims.xyz) - vec3<i32>(1));
     let label = textureLoad(labels, label_voxel, 0).r;
-    if (label > 0u && view.window.w > 0.0) {
+    let shown = ((view.visible_labels.x >> min(label, 31u)) & 1u) == 1u;
+    if (label > 0u && shown && view.window.w > 0.0) {
         let tint = label_colours[min(label, 15u)];
         colour = mix(colour, tint.rgb, view.window.w * tint.a);
     }

@@ -105,3 +105,149 @@ fn arrow_keys_scroll_the_active_plane_and_move_the_crosshair() {
         state.viewer.status_text(&state.volume)
     );
 }
+
+/// A dark 40³ volume (1 mm voxels, LPS axes) with one bright 6³ cube centred on voxel
+/// (30, 10, 20): on the patient's left, anterior, half-way up; a lesion mask covers it.
+fn marker_cube() -> (Volume, keyslice::volume::LabelVolume) {
+    use keyslice::volume::{Affine, LabelVolume, VolumeInfo, Voxels};
+    let dims = [40, 40, 40];
+    let mut values = vec![-1000i16; 40 * 40 * 40];
+    let mut labels = vec![0u8; 40 * 40 * 40];
+    for k in 17..23 {
+        for j in 7..13 {
+            for i in 27..33 {
+                values[i + 40 * (j + 40 * k)] = 1000;
+                labels[i + 40 * (j + 40 * k)] = 1;
+            }
+        }
+    }
+    let volume = Volume::new(
+        dims,
+        Affine::IDENTITY,
+        Voxels::I16(values),
+        Vec::new(),
+        VolumeInfo::default(),
+    )
+    .expect("parts agree");
+    let mask = LabelVolume {
+        name: "liver_lesion".into(),
+        dims,
+        patient_from_voxel: Affine::IDENTITY,
+        labels,
+    };
+    (volume, mask)
+}
+
+/// Centroid (as fractions of the rect) of pixels matching `keep` inside `rect` of `image`.
+fn centroid(
+    image: &image::RgbaImage,
+    rect: egui::Rect,
+    keep: impl Fn(&image::Rgba<u8>) -> bool,
+) -> Option<(f32, f32)> {
+    let (mut sum_x, mut sum_y, mut count) = (0.0, 0.0, 0.0);
+    for y in rect.min.y as u32..rect.max.y as u32 {
+        for x in rect.min.x as u32..rect.max.x as u32 {
+            if keep(image.get_pixel(x, y)) {
+                sum_x += x as f32;
+                sum_y += y as f32;
+                count += 1.0;
+            }
+        }
+    }
+    (count > 0.0).then(|| {
+        (
+            (sum_x / count - rect.min.x) / rect.width(),
+            (sum_y / count - rect.min.y) / rect.height(),
+        )
+    })
+}
+
+#[test]
+fn marker_cube_appears_where_radiologists_expect_it_in_each_plane() {
+    if let Err(error) = headless_device() {
+        assert!(
+            std::env::var_os("KEYSLICE_REQUIRE_GPU").is_none(),
+            "{error}"
+        );
+        return;
+    }
+    let (volume, mask) = marker_cube();
+    let render_state = egui_kittest::wgpu::create_render_state(
+        egui_kittest::wgpu::default_wgpu_setup(),
+        egui_wgpu::RendererOptions::PREDICTABLE,
+    );
+    let (combined, structures, _) = keyslice::volume::combine_structures(&[mask]);
+    let _notices = ViewerGpu::install(&render_state, &volume, combined.as_ref());
+    let renderer = egui_kittest::wgpu::WgpuTestRenderer::from_render_state(render_state);
+    let mut viewer = Viewer::new(&volume).with_structures(&structures);
+    viewer.apply(
+        keyslice::ui::viewport::ViewerCommand::SetCrosshair([30.0, 10.0, 20.0]),
+        &volume,
+    );
+    viewer.mask_opacity = 0.0; // first the grey image alone
+    let size = egui::Vec2::new(1000.0, 622.0);
+    let mut harness = Harness::builder()
+        .with_size(size)
+        .renderer(renderer)
+        .build_ui_state(
+            |ui, state: &mut State| {
+                let commands = state.viewer.viewer_ui(ui, &state.volume);
+                for command in commands {
+                    state.viewer.apply(command, &state.volume);
+                }
+            },
+            State { viewer, volume },
+        );
+    harness.run();
+    let image = harness.render().expect("renders");
+    // The layout of `viewer_ui`: axial on the left 60 %, coronal top right, sagittal below.
+    let plane_height = size.y - 22.0;
+    let split = size.x * 0.6;
+    let axial =
+        egui::Rect::from_min_max(egui::pos2(0.0, 0.0), egui::pos2(split - 2.0, plane_height));
+    let coronal = egui::Rect::from_min_max(
+        egui::pos2(split + 2.0, 0.0),
+        egui::pos2(size.x, plane_height / 2.0 - 2.0),
+    );
+    let sagittal = egui::Rect::from_min_max(
+        egui::pos2(split + 2.0, plane_height / 2.0 + 2.0),
+        egui::pos2(size.x, plane_height),
+    );
+    let bright = |pixel: &image::Rgba<u8>| pixel[0] > 240 && pixel[1] > 240 && pixel[2] > 240;
+    // Axial: patient left is screen right, anterior is up.
+    let (x, y) = centroid(&image, axial, bright).expect("cube visible in axial");
+    assert!(x > 0.6 && y < 0.4, "axial centroid ({x}, {y})");
+    // Coronal: patient left on screen right, half-way up.
+    let (x, y) = centroid(&image, coronal, bright).expect("cube visible in coronal");
+    assert!(
+        x > 0.6 && (0.35..0.65).contains(&y),
+        "coronal centroid ({x}, {y})"
+    );
+    // Sagittal: anterior on screen left, half-way up.
+    let (x, y) = centroid(&image, sagittal, bright).expect("cube visible in sagittal");
+    assert!(
+        x < 0.4 && (0.35..0.65).contains(&y),
+        "sagittal centroid ({x}, {y})"
+    );
+
+    // With the lesion overlay on, the cube turns red in the axial plane.
+    harness.state_mut().viewer.mask_opacity = 1.0;
+    harness.run();
+    let image = harness.render().expect("renders");
+    let red = |pixel: &image::Rgba<u8>| pixel[0] > 240 && pixel[1] < 60 && pixel[2] < 60;
+    let (x, y) = centroid(&image, axial, red).expect("lesion overlay visible");
+    assert!(x > 0.6 && y < 0.4, "overlay centroid ({x}, {y})");
+    harness.snapshot("viewer_marker_cube_overlay");
+    // Hiding the structure removes the tint.
+    let State { viewer, volume } = harness.state_mut();
+    viewer.apply(
+        keyslice::ui::viewport::ViewerCommand::ToggleStructure(9),
+        volume,
+    );
+    harness.run();
+    let image = harness.render().expect("renders");
+    assert!(
+        centroid(&image, axial, red).is_none(),
+        "hidden structure still drawn"
+    );
+}

@@ -5,14 +5,15 @@
 //! Wires `io`, `render` and `ui` together; holds runtime state only (saved settings arrive
 //! with the review workflow).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, TryRecvError, channel};
 use std::time::Instant;
 
-use crate::io::{LoadOptions, Study, load_study};
+use crate::io::masks::load_masks_onto;
+use crate::io::{LoadOptions, SourceFormat, Study, load_study};
 use crate::ui::viewport::{Viewer, ViewerGpu};
-use crate::volume::Volume;
 use crate::volume::demo::demo_abdomen;
+use crate::volume::{LabelVolume, Structure, Volume, combine_structures};
 
 /// What to open.
 #[derive(Clone, Debug)]
@@ -23,7 +24,47 @@ pub enum Source {
     Demo,
 }
 
-type Loaded = Result<(Volume, String, Vec<String>), (String, String)>;
+/// A loaded study: volume, title, warnings, and the mask overlay (if the case has masks).
+struct LoadedStudy {
+    volume: Volume,
+    title: String,
+    warnings: Vec<String>,
+    labels: Option<LabelVolume>,
+    structures: Vec<Structure>,
+}
+
+type Loaded = Result<LoadedStudy, (String, String)>;
+
+/// Masks of an AbdomenAtlas case (`segmentations/` beside `ct.nii.gz`) on the CT's grid.
+/// A mask that cannot be read becomes a warning; the study still opens.
+fn case_masks(
+    ct_path: &Path,
+    volume: &Volume,
+    warnings: &mut Vec<String>,
+) -> (Option<LabelVolume>, Vec<Structure>) {
+    let Some(folder) = ct_path.parent().map(|parent| parent.join("segmentations")) else {
+        return (None, Vec::new());
+    };
+    if !folder.is_dir() {
+        return (None, Vec::new());
+    }
+    match load_masks_onto(&folder, volume) {
+        Ok(masks) => {
+            let (combined, structures, left_out) = combine_structures(&masks);
+            if !left_out.is_empty() {
+                warnings.push(format!(
+                    "masks not shown (more than 15 structures): {}",
+                    left_out.join(", ")
+                ));
+            }
+            (combined, structures)
+        }
+        Err(error) => {
+            warnings.push(format!("masks not shown: {error}"));
+            (None, Vec::new())
+        }
+    }
+}
 
 /// The application state.
 pub struct KeysliceApp {
@@ -49,18 +90,31 @@ impl KeysliceApp {
         };
         std::thread::spawn(move || {
             let loaded: Loaded = match source {
-                Source::Demo => Ok((
-                    demo_abdomen(),
-                    "Synthetic demo abdomen (not patient data)".to_string(),
-                    Vec::new(),
-                )),
+                Source::Demo => Ok(LoadedStudy {
+                    volume: demo_abdomen(),
+                    title: "Synthetic demo abdomen (not patient data)".to_string(),
+                    warnings: Vec::new(),
+                    labels: None,
+                    structures: Vec::new(),
+                }),
                 Source::Path(path) => load_study(&path, &LoadOptions::default())
                     .map(|study: Study| {
                         let mut warnings = study.volume.warnings().to_vec();
                         warnings.extend(study.unreadable.iter().map(|file| {
                             format!("skipped {}: {}", file.path.display(), file.reason)
                         }));
-                        (study.volume, study.path.display().to_string(), warnings)
+                        let (labels, structures) = if study.format == SourceFormat::Nifti {
+                            case_masks(&study.path, &study.volume, &mut warnings)
+                        } else {
+                            (None, Vec::new())
+                        };
+                        LoadedStudy {
+                            title: study.path.display().to_string(),
+                            volume: study.volume,
+                            warnings,
+                            labels,
+                            structures,
+                        }
                     })
                     .map_err(|error| (error.to_string(), error.hint())),
             };
@@ -85,24 +139,21 @@ impl KeysliceApp {
             return;
         };
         match receiver.try_recv() {
-            Ok(Ok((volume, title, warnings))) => {
+            Ok(Ok(study)) => {
                 self.loading = None;
-                self.title = title;
-                self.notices = warnings;
-                match &self.render_state {
-                    Some(render_state) => {
-                        self.notices
-                            .extend(ViewerGpu::install(render_state, &volume, None));
-                        self.viewer = Some(Viewer::new(&volume));
-                        self.volume = Some(volume);
-                    }
-                    None => {
-                        self.error = Some((
-                            "no GPU renderer is available for this window".into(),
-                            "install a Vulkan driver (mesa-vulkan-drivers gives a software one)"
-                                .into(),
-                        ));
-                    }
+                self.title = study.title;
+                self.notices = study.warnings;
+                let volume = study.volume;
+                if let Some(render_state) = &self.render_state {
+                    let notices = ViewerGpu::install(render_state, &volume, study.labels.as_ref());
+                    self.notices.extend(notices);
+                    self.viewer = Some(Viewer::new(&volume).with_structures(&study.structures));
+                    self.volume = Some(volume);
+                } else {
+                    self.error = Some((
+                        "no GPU renderer is available for this window".into(),
+                        "install a Vulkan driver (mesa-vulkan-drivers gives a software one)".into(),
+                    ));
                 }
             }
             Ok(Err(error)) => {
@@ -133,6 +184,17 @@ impl eframe::App for KeysliceApp {
                 }
             });
         });
+        if let (Some(viewer), Some(volume)) = (&mut self.viewer, &self.volume)
+            && !viewer.structures.is_empty()
+        {
+            let commands = egui::Panel::right("keyslice-structures")
+                .default_size(200.0)
+                .show(ui, |ui| viewer.structures_ui(ui))
+                .inner;
+            for command in commands {
+                viewer.apply(command, volume);
+            }
+        }
         egui::CentralPanel::default().show(ui, |ui| {
             if let Some((message, hint)) = &self.error {
                 ui.colored_label(

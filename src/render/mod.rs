@@ -230,6 +230,8 @@ pub struct ViewUniforms {
     pub window: [f32; 4],
     /// Texture dimensions, number of label colours.
     pub dims: [f32; 4],
+    /// `[bitmask of shown labels, 0, 0, 0]`.
+    pub visible_labels: [u32; 4],
 }
 
 /// What a view needs besides its [`SliceView`] to become [`ViewUniforms`].
@@ -247,6 +249,8 @@ pub struct ViewGeometry {
     pub inverted: bool,
     /// Label overlay opacity.
     pub mask_opacity: f32,
+    /// Bit `n` set: label `n` is drawn.
+    pub visible_labels: u32,
 }
 
 impl ViewUniforms {
@@ -284,6 +288,7 @@ impl ViewUniforms {
                 texture_dims[2] as f32,
                 LABEL_COLOURS.len() as f32,
             ],
+            visible_labels: [geometry.visible_labels, 0, 0, 0],
         }
     }
 
@@ -304,6 +309,7 @@ impl ViewUniforms {
             viewport_px,
             inverted: volume.info().display_inverted,
             mask_opacity,
+            visible_labels: u32::MAX,
         };
         Self::for_texture(view, &geometry, textures.step, textures.texture_dims)
     }

@@ -150,6 +150,10 @@ pub enum ViewerCommand {
     SetCrosshair([f64; 3]),
     /// Show one plane alone, or all three again.
     ToggleEnlarge(Plane),
+    /// Show or hide one structure of the overlay (by label value).
+    ToggleStructure(u8),
+    /// Set the overlay opacity (0–1).
+    SetOpacity(f32),
     /// Back to the initial state.
     Reset,
 }
@@ -170,6 +174,8 @@ pub struct Viewer {
     pub hover: Option<(Plane, [usize; 3], f32)>,
     /// Plane that last had the pointer (keyboard scrolling goes there).
     pub active: Plane,
+    /// Overlay structures: name, label value, shown.
+    pub structures: Vec<(String, u8, bool)>,
 }
 
 impl Viewer {
@@ -190,7 +196,29 @@ impl Viewer {
             mask_opacity: 0.5,
             hover: None,
             active: Plane::Axial,
+            structures: Vec::new(),
         }
+    }
+
+    /// The same viewer with an overlay of these structures, all shown.
+    #[must_use]
+    pub fn with_structures(mut self, structures: &[crate::volume::Structure]) -> Self {
+        self.structures = structures
+            .iter()
+            .map(|structure| (structure.name.clone(), structure.label, true))
+            .collect();
+        self
+    }
+
+    /// Bit `n` set when label `n` is shown.
+    #[must_use]
+    pub fn visible_labels(&self) -> u32 {
+        self.structures
+            .iter()
+            .filter(|(_, _, shown)| *shown)
+            .fold(0, |bits, (_, label, _)| {
+                bits | (1u32 << u32::from(*label).min(31))
+            })
     }
 
     /// The view of `plane`.
@@ -258,7 +286,19 @@ impl Viewer {
                     Some(plane)
                 };
             }
-            ViewerCommand::Reset => *self = Self::new(volume),
+            ViewerCommand::ToggleStructure(label) => {
+                for structure in &mut self.structures {
+                    if structure.1 == label {
+                        structure.2 = !structure.2;
+                    }
+                }
+            }
+            ViewerCommand::SetOpacity(opacity) => self.mask_opacity = opacity.clamp(0.0, 1.0),
+            ViewerCommand::Reset => {
+                let structures = std::mem::take(&mut self.structures);
+                *self = Self::new(volume);
+                self.structures = structures;
+            }
         }
     }
 
@@ -371,6 +411,7 @@ impl Viewer {
             viewport_px: [f64::from(rect.width()), f64::from(rect.height())],
             inverted: volume.info().display_inverted,
             mask_opacity: self.mask_opacity,
+            visible_labels: self.visible_labels(),
         };
         ui.painter().add(egui_wgpu::Callback::new_paint_callback(
             rect,
@@ -562,6 +603,38 @@ impl Viewer {
                 commands.push(ViewerCommand::Reset);
             }
         });
+    }
+
+    /// The overlay panel: one checkbox per structure in its colour, and the opacity.
+    #[must_use]
+    pub fn structures_ui(&self, ui: &mut egui::Ui) -> Vec<ViewerCommand> {
+        let mut commands = Vec::new();
+        ui.heading("Structures");
+        if self.structures.is_empty() {
+            ui.label("No masks loaded.");
+            return commands;
+        }
+        let mut opacity = self.mask_opacity;
+        if ui
+            .add(egui::Slider::new(&mut opacity, 0.0..=1.0).text("opacity"))
+            .changed()
+        {
+            commands.push(ViewerCommand::SetOpacity(opacity));
+        }
+        for (name, label, shown) in &self.structures {
+            ui.horizontal(|ui| {
+                let [r, g, b, _] = crate::render::LABEL_COLOURS[usize::from(*label).min(15)];
+                let colour =
+                    Color32::from_rgb((r * 255.0) as u8, (g * 255.0) as u8, (b * 255.0) as u8);
+                let (swatch, _) = ui.allocate_exact_size(Vec2::splat(12.0), Sense::hover());
+                ui.painter().rect_filled(swatch, 2.0, colour);
+                let mut visible = *shown;
+                if ui.checkbox(&mut visible, name.as_str()).changed() {
+                    commands.push(ViewerCommand::ToggleStructure(*label));
+                }
+            });
+        }
+        commands
     }
 
     /// The status line: active slice and its position, HU under the cursor, window/level.

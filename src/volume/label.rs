@@ -40,6 +40,87 @@ impl LabelVolume {
     }
 }
 
+/// One structure in a combined label volume.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Structure {
+    /// Name (file stem: `liver_lesion`).
+    pub name: String,
+    /// Its label value in the combined volume (1–15).
+    pub label: u8,
+}
+
+/// Fixed label values for the structures Keyslice knows, so colours stay the same across
+/// cases: organs 1–5, lesions 9–11 (drawn over organs). Others get 6–8, then 12–15.
+fn known_label(name: &str) -> Option<u8> {
+    Some(match name {
+        "liver" => 1,
+        "pancreas" => 2,
+        "kidney_left" => 3,
+        "kidney_right" => 4,
+        "spleen" => 5,
+        "liver_lesion" | "liver_tumor" => 9,
+        "pancreatic_lesion" | "pancreas_lesion" | "pancreatic_tumor" => 10,
+        "kidney_lesion" | "kidney_tumor" => 11,
+        _ => return None,
+    })
+}
+
+/// Whether a structure name is a lesion (drawn over organs).
+#[must_use]
+pub fn is_lesion(name: &str) -> bool {
+    name.contains("lesion") || name.contains("tumor")
+}
+
+/// Merges binary masks already on one grid into one label volume (lesions over organs),
+/// with the label each structure got; masks beyond 15 structures are left out and named.
+#[must_use]
+pub fn combine_structures(
+    masks: &[LabelVolume],
+) -> (Option<LabelVolume>, Vec<Structure>, Vec<String>) {
+    let Some(first) = masks.first() else {
+        return (None, Vec::new(), Vec::new());
+    };
+    let mut structures = Vec::new();
+    let mut left_out = Vec::new();
+    let mut spare = [6u8, 7, 8, 12, 13, 14, 15].into_iter();
+    for mask in masks {
+        let label = known_label(&mask.name).or_else(|| spare.next());
+        match label {
+            Some(label) if mask.dims == first.dims => structures.push(Structure {
+                name: mask.name.clone(),
+                label,
+            }),
+            _ => left_out.push(mask.name.clone()),
+        }
+    }
+    let mut labels = vec![0u8; first.labels.len()];
+    // Organs first, lesions last, so lesions stay visible where they overlap an organ.
+    let mut order: Vec<(&LabelVolume, u8)> = masks
+        .iter()
+        .filter_map(|mask| {
+            structures
+                .iter()
+                .find(|structure| structure.name == mask.name)
+                .map(|structure| (mask, structure.label))
+        })
+        .collect();
+    order.sort_by_key(|(mask, _)| is_lesion(&mask.name));
+    for (mask, label) in order {
+        for (out, &value) in labels.iter_mut().zip(&mask.labels) {
+            if value != 0 {
+                *out = label;
+            }
+        }
+    }
+    let combined = LabelVolume {
+        name: "structures".into(),
+        dims: first.dims,
+        patient_from_voxel: first.patient_from_voxel,
+        labels,
+    };
+    (Some(combined), structures, left_out)
+}
+
 /// Resamples `mask` onto the grid `target_dims` / `target_patient_from_voxel` by nearest
 /// neighbour; target voxels outside the mask's grid get label 0. Returns `None` when the
 /// mask's transform cannot be inverted.
@@ -141,6 +222,35 @@ mod tests {
         let same =
             resample_nearest(&mask, [2, 2, 1], &mask.patient_from_voxel).expect("invertible");
         assert_eq!(same.labels, vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn lesions_are_painted_over_their_organ_with_fixed_labels() {
+        let grid = Affine::IDENTITY;
+        let lesion = LabelVolume {
+            name: "liver_lesion".into(),
+            dims: [3, 1, 1],
+            patient_from_voxel: grid,
+            labels: vec![0, 1, 0],
+        };
+        let liver = LabelVolume {
+            name: "liver".into(),
+            dims: [3, 1, 1],
+            patient_from_voxel: grid,
+            labels: vec![1, 1, 1],
+        };
+        let odd = LabelVolume {
+            name: "gallbladder".into(),
+            dims: [3, 1, 1],
+            patient_from_voxel: grid,
+            labels: vec![0, 0, 1],
+        };
+        let (combined, structures, left_out) = combine_structures(&[lesion, liver, odd]);
+        let combined = combined.expect("masks given");
+        // gallbladder (6) is an organ: drawn before the lesion, after… whichever came first.
+        assert_eq!(combined.labels, vec![1, 9, 6]);
+        assert_eq!(structures.len(), 3);
+        assert!(left_out.is_empty());
     }
 
     #[test]

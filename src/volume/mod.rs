@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 pub use geometry::{Affine, Vec3};
-pub use label::{LabelVolume, resample_nearest};
+pub use label::{LabelVolume, Structure, combine_structures, resample_nearest};
 
 /// The voxel values, in Hounsfield units for CT (or the modality's rescaled unit otherwise).
 #[derive(Clone, Debug, PartialEq)]
