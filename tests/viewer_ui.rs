@@ -251,3 +251,42 @@ fn marker_cube_appears_where_radiologists_expect_it_in_each_plane() {
         "hidden structure still drawn"
     );
 }
+
+fn click(harness: &mut Harness<'static, State>, pos: egui::Pos2) {
+    harness.event(egui::Event::PointerMoved(pos));
+    harness.run();
+    for pressed in [true, false] {
+        harness.event(egui::Event::PointerButton {
+            pos,
+            button: egui::PointerButton::Primary,
+            pressed,
+            modifiers: egui::Modifiers::NONE,
+        });
+        harness.run();
+    }
+}
+
+#[test]
+fn ruler_measures_millimetres_on_the_axial_plane() {
+    let Some(mut harness) = harness_or_skip() else {
+        return;
+    };
+    harness.run();
+    harness.key_press(Key::M);
+    harness.run();
+    assert!(harness.state().viewer.ruler);
+    // The harness's Ui has an 8 px margin: the axial plane is 0.6 · 884 − 2 = 528.4 px wide and
+    // 560 − 16 − 22 = 522 px tall, showing 288 × 240 mm (192 × 160 voxels of 1.5 mm), so the
+    // width sets the scale: 288 / 528.4 mm per pixel.
+    click(&mut harness, egui::pos2(150.0, 300.0));
+    click(&mut harness, egui::pos2(250.0, 300.0));
+    let measurements = &harness.state().viewer.measurements;
+    assert_eq!(measurements.len(), 1, "{measurements:?}");
+    let expected = 100.0 * 288.0 / 528.4;
+    assert!(
+        (measurements[0].length_mm - expected).abs() < 0.2,
+        "{} mm vs {expected} mm",
+        measurements[0].length_mm
+    );
+    harness.snapshot("viewer_ruler");
+}

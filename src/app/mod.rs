@@ -184,12 +184,10 @@ impl eframe::App for KeysliceApp {
                 }
             });
         });
-        if let (Some(viewer), Some(volume)) = (&mut self.viewer, &self.volume)
-            && !viewer.structures.is_empty()
-        {
-            let commands = egui::Panel::right("keyslice-structures")
-                .default_size(200.0)
-                .show(ui, |ui| viewer.structures_ui(ui))
+        if let (Some(viewer), Some(volume)) = (&mut self.viewer, &self.volume) {
+            let commands = egui::Panel::right("keyslice-side")
+                .default_size(220.0)
+                .show(ui, |ui| viewer.side_panel_ui(ui))
                 .inner;
             for command in commands {
                 viewer.apply(command, volume);

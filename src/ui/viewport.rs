@@ -152,6 +152,17 @@ pub enum ViewerCommand {
     ToggleEnlarge(Plane),
     /// Show or hide one structure of the overlay (by label value).
     ToggleStructure(u8),
+    /// Switch between navigating and measuring with the ruler.
+    ToggleRuler,
+    /// A ruler click at a voxel of a plane (the first click starts, the second ends).
+    RulerPoint {
+        /// Which plane.
+        plane: Plane,
+        /// Where (continuous voxel index).
+        voxel: [f64; 3],
+    },
+    /// Remove measurement `n`.
+    DeleteMeasurement(usize),
     /// Set the overlay opacity (0–1).
     SetOpacity(f32),
     /// Back to the initial state.
@@ -176,6 +187,27 @@ pub struct Viewer {
     pub active: Plane,
     /// Overlay structures: name, label value, shown.
     pub structures: Vec<(String, u8, bool)>,
+    /// Whether left clicks measure instead of moving the crosshair.
+    pub ruler: bool,
+    /// A ruler's first point, waiting for the second.
+    pub ruler_start: Option<(Plane, [f64; 3])>,
+    /// Finished measurements.
+    pub measurements: Vec<Measurement>,
+}
+
+/// A distance measured with the ruler on one slice of one plane.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Measurement {
+    /// The plane it was drawn on.
+    pub plane: Plane,
+    /// The slice (index along the plane normal).
+    pub slice: f64,
+    /// End points (continuous voxel indices).
+    pub from: [f64; 3],
+    /// End point.
+    pub to: [f64; 3],
+    /// Length in millimetres, through the volume's voxel-to-patient transform.
+    pub length_mm: f64,
 }
 
 impl Viewer {
@@ -197,6 +229,9 @@ impl Viewer {
             hover: None,
             active: Plane::Axial,
             structures: Vec::new(),
+            ruler: false,
+            ruler_start: None,
+            measurements: Vec::new(),
         }
     }
 
@@ -294,10 +329,39 @@ impl Viewer {
                 }
             }
             ViewerCommand::SetOpacity(opacity) => self.mask_opacity = opacity.clamp(0.0, 1.0),
+            ViewerCommand::ToggleRuler => {
+                self.ruler = !self.ruler;
+                self.ruler_start = None;
+            }
+            ViewerCommand::RulerPoint { plane, voxel } => match self.ruler_start.take() {
+                Some((start_plane, from)) if start_plane == plane => {
+                    let patient = volume.patient_from_voxel();
+                    let a = patient.apply(from);
+                    let b = patient.apply(voxel);
+                    let length_mm =
+                        ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2))
+                            .sqrt();
+                    self.measurements.push(Measurement {
+                        plane,
+                        slice: self.views[plane_index(plane)].slice,
+                        from,
+                        to: voxel,
+                        length_mm,
+                    });
+                }
+                _ => self.ruler_start = Some((plane, voxel)),
+            },
+            ViewerCommand::DeleteMeasurement(index) => {
+                if index < self.measurements.len() {
+                    self.measurements.remove(index);
+                }
+            }
             ViewerCommand::Reset => {
                 let structures = std::mem::take(&mut self.structures);
+                let measurements = std::mem::take(&mut self.measurements);
                 *self = Self::new(volume);
                 self.structures = structures;
+                self.measurements = measurements;
             }
         }
     }
@@ -452,6 +516,34 @@ impl Viewer {
             ],
             stroke,
         );
+        // Measurements on this slice of this plane.
+        let ruler_stroke = Stroke::new(2.0, Color32::from_rgb(120, 255, 120));
+        for measurement in &self.measurements {
+            if measurement.plane == plane
+                && (measurement.slice - self.views[index].slice).abs() < 0.5
+            {
+                let a = self.point_of(plane, rect, measurement.from, spacing);
+                let b = self.point_of(plane, rect, measurement.to, spacing);
+                painter.line_segment([a, b], ruler_stroke);
+                label(
+                    &painter,
+                    b + Vec2::new(6.0, 0.0),
+                    Align2::LEFT_CENTER,
+                    format!("{:.1} mm", measurement.length_mm),
+                    FontId::proportional(13.0),
+                    Color32::from_rgb(120, 255, 120),
+                );
+            }
+        }
+        if let Some((start_plane, from)) = self.ruler_start
+            && start_plane == plane
+        {
+            painter.circle_filled(
+                self.point_of(plane, rect, from, spacing),
+                3.0,
+                Color32::from_rgb(120, 255, 120),
+            );
+        }
         // Letters from the volume's real axis directions: the patient side each edge faces.
         let directions = volume.directions_lps();
         let letter = |(axis, backwards): (usize, bool), towards_higher_screen: bool| {
@@ -550,9 +642,12 @@ impl Viewer {
         } else if response.clicked_by(PointerButton::Primary)
             && let Some(pos) = response.interact_pointer_pos()
         {
-            commands.push(ViewerCommand::SetCrosshair(
-                self.voxel_at(plane, rect, pos, spacing),
-            ));
+            let voxel = self.voxel_at(plane, rect, pos, spacing);
+            commands.push(if self.ruler {
+                ViewerCommand::RulerPoint { plane, voxel }
+            } else {
+                ViewerCommand::SetCrosshair(voxel)
+            });
         }
         if response.dragged_by(PointerButton::Secondary) {
             let delta = response.drag_delta();
@@ -602,10 +697,47 @@ impl Viewer {
             if input.key_pressed(Key::R) {
                 commands.push(ViewerCommand::Reset);
             }
+            if input.key_pressed(Key::M) {
+                commands.push(ViewerCommand::ToggleRuler);
+            }
         });
     }
 
-    /// The overlay panel: one checkbox per structure in its colour, and the opacity.
+    /// The side panel: the ruler and its measurements, then the overlay structures.
+    #[must_use]
+    pub fn side_panel_ui(&self, ui: &mut egui::Ui) -> Vec<ViewerCommand> {
+        let mut commands = Vec::new();
+        ui.heading("Measurements");
+        let mut ruler = self.ruler;
+        if ui.toggle_value(&mut ruler, "Ruler (M)").changed() {
+            commands.push(ViewerCommand::ToggleRuler);
+        }
+        if self.measurements.is_empty() {
+            ui.label(if self.ruler {
+                "Click two points on a plane."
+            } else {
+                "None yet."
+            });
+        }
+        for (index, measurement) in self.measurements.iter().enumerate() {
+            ui.horizontal(|ui| {
+                ui.label(format!(
+                    "{} {}: {:.1} mm",
+                    plane_name(measurement.plane),
+                    measurement.slice as usize + 1,
+                    measurement.length_mm
+                ));
+                if ui.small_button("delete").clicked() {
+                    commands.push(ViewerCommand::DeleteMeasurement(index));
+                }
+            });
+        }
+        ui.separator();
+        commands.extend(self.structures_ui(ui));
+        commands
+    }
+
+    /// The overlay section: one checkbox per structure in its colour, and the opacity.
     #[must_use]
     pub fn structures_ui(&self, ui: &mut egui::Ui) -> Vec<ViewerCommand> {
         let mut commands = Vec::new();
