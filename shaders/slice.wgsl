@@ -77,7 +77,9 @@ fn fs_main(in: VertexOutput) -> @location(0) vec4<f32> {
         grey = 1.0 - grey;
     }
     var colour = vec3<f32>(grey);
-    let label_voxel = clamp(vec3<i32>(round(voxel)), vec3<i32>(0), vec3<i32>(view.dims.xyz) - vec3<i32>(1));
+    // Without masks the label texture is a single empty voxel: clamp to its own size.
+    let label_limit = vec3<i32>(textureDimensions(labels)) - vec3<i32>(1);
+    let label_voxel = clamp(vec3<i32>(round(voxel)), vec3<i32>(0), label_limit);
     let label = textureLoad(labels, label_voxel, 0).r;
     let shown = ((view.visible_labels.x >> min(label, 31u)) & 1u) == 1u;
     if (label > 0u && shown && view.window.w > 0.0) {

@@ -76,6 +76,7 @@ pub struct KeysliceApp {
     notices: Vec<String>,
     error: Option<(String, String)>,
     render_state: Option<egui_wgpu::RenderState>,
+    first_slice_logged: bool,
 }
 
 impl KeysliceApp {
@@ -131,6 +132,7 @@ impl KeysliceApp {
             notices: Vec::new(),
             error: None,
             render_state: cc.wgpu_render_state.clone(),
+            first_slice_logged: false,
         }
     }
 
@@ -214,6 +216,15 @@ impl eframe::App for KeysliceApp {
                 let commands = viewer.viewer_ui(ui, volume);
                 for command in commands {
                     viewer.apply(command, volume);
+                }
+                if !self.first_slice_logged {
+                    // The frame that carries the first slices; measured by
+                    // benches/viewer_first_slice.sh (KEYSLICE_LOG=info).
+                    self.first_slice_logged = true;
+                    tracing::info!(
+                        elapsed_ms = self.started.elapsed().as_millis(),
+                        "first slices drawn"
+                    );
                 }
             }
         });

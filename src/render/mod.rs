@@ -111,6 +111,51 @@ pub fn downsample_steps(dims: [usize; 3], max_side: usize, budget_voxels: u64) -
     step
 }
 
+/// The HU to upload: the volume's own `i16` values when no downsampling is needed (no copy),
+/// otherwise every `step`-th voxel, with `f32` rounded to whole HU (noted for the user).
+fn display_values<'a>(
+    voxels: &'a Voxels,
+    dims: [usize; 3],
+    step: [usize; 3],
+    texture_dims: [usize; 3],
+    notices: &mut Vec<String>,
+) -> std::borrow::Cow<'a, [i16]> {
+    if let Voxels::I16(values) = voxels
+        && step == [1, 1, 1]
+    {
+        return std::borrow::Cow::Borrowed(values);
+    }
+    let gather = |i: usize, j: usize, k: usize| {
+        i * step[0] + dims[0] * (j * step[1] + dims[1] * k * step[2])
+    };
+    let mut clipped = false;
+    let mut out = Vec::with_capacity(texture_dims.iter().product());
+    for k in 0..texture_dims[2] {
+        for j in 0..texture_dims[1] {
+            for i in 0..texture_dims[0] {
+                let source = gather(i, j, k);
+                out.push(match voxels {
+                    Voxels::I16(values) => values[source],
+                    Voxels::F32(values) => {
+                        let rounded = values[source].round();
+                        clipped |= rounded < f32::from(i16::MIN) || rounded > f32::from(i16::MAX);
+                        // In range after the clamp, so the cast is exact.
+                        rounded.clamp(f32::from(i16::MIN), f32::from(i16::MAX)) as i16
+                    }
+                });
+            }
+        }
+    }
+    if matches!(voxels, Voxels::F32(_)) {
+        notices.push(if clipped {
+            "values beyond ±32767 are clipped for display".to_string()
+        } else {
+            "fractional values are rounded to whole units for display".to_string()
+        });
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Uploads `volume` (and optionally labels already on its grid) to the GPU.
 #[must_use]
 pub fn upload_volume(
@@ -134,41 +179,21 @@ pub fn upload_volume(
         index[0] * step[0] + dims[0] * (index[1] * step[1] + dims[1] * index[2] * step[2])
     };
     let texture_count = texture_dims.iter().product::<usize>();
-    let mut hu: Vec<i16> = Vec::with_capacity(texture_count);
-    let mut clipped = false;
-    for k in 0..texture_dims[2] {
-        for j in 0..texture_dims[1] {
-            for i in 0..texture_dims[0] {
-                let source = gather([i, j, k]);
-                hu.push(match volume.voxels() {
-                    Voxels::I16(values) => values[source],
-                    Voxels::F32(values) => {
-                        let rounded = values[source].round();
-                        clipped |= rounded < f32::from(i16::MIN) || rounded > f32::from(i16::MAX);
-                        // In range after the clamp, so the cast is exact.
-                        rounded.clamp(f32::from(i16::MIN), f32::from(i16::MAX)) as i16
-                    }
-                });
-            }
-        }
-    }
-    if matches!(volume.voxels(), Voxels::F32(_)) {
-        notices.push(if clipped {
-            "values beyond ±32767 are clipped for display".to_string()
-        } else {
-            "fractional values are rounded to whole units for display".to_string()
-        });
-    }
-    let label_values: Vec<u8> = match labels {
-        Some(labels) if labels.dims == dims => (0..texture_count)
-            .map(|n| {
-                let i = n % texture_dims[0];
-                let j = (n / texture_dims[0]) % texture_dims[1];
-                let k = n / (texture_dims[0] * texture_dims[1]);
-                labels.labels[gather([i, j, k])]
-            })
-            .collect(),
-        _ => vec![0; texture_count],
+    let hu = display_values(volume.voxels(), dims, step, texture_dims, &mut notices);
+    // Without masks a single empty voxel stands in (the shader clamps to the texture's size).
+    let (label_values, label_size): (Vec<u8>, [usize; 3]) = match labels {
+        Some(labels) if labels.dims == dims => (
+            (0..texture_count)
+                .map(|n| {
+                    let i = n % texture_dims[0];
+                    let j = (n / texture_dims[0]) % texture_dims[1];
+                    let k = n / (texture_dims[0] * texture_dims[1]);
+                    labels.labels[gather([i, j, k])]
+                })
+                .collect(),
+            texture_dims,
+        ),
+        _ => (vec![0], [1, 1, 1]),
     };
     let size = wgpu::Extent3d {
         width: texture_dims[0] as u32,
@@ -194,7 +219,11 @@ pub fn upload_volume(
         queue,
         &wgpu::TextureDescriptor {
             label: Some("keyslice labels (R8Uint)"),
-            size,
+            size: wgpu::Extent3d {
+                width: label_size[0] as u32,
+                height: label_size[1] as u32,
+                depth_or_array_layers: label_size[2] as u32,
+            },
             mip_level_count: 1,
             sample_count: 1,
             dimension: wgpu::TextureDimension::D3,
