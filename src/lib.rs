@@ -3,9 +3,10 @@
 //! Data flow so far: a file or folder → [`io`] (DICOM or NIfTI reader) → [`volume::Volume`]
 //! (HU voxels, LPS geometry, per-slice positions) → the `info` and `convert` commands in
 //! [`cli`]; report text → [`findings::read_report`] → [`findings::Findings`] → [`scoring`]
-//! (E-MRL rewards, dataset metrics) → the `findings` and `score` commands. Later modules
-//! (render, ui, infer, review, export) build on these. See the README's architecture section
-//! for the module map and dependency rule.
+//! (E-MRL rewards, dataset metrics) → the `findings` and `score` commands; a volume →
+//! [`render`] (3D texture, WGSL slice shader) → [`ui::viewport`] → [`app`] (the `view`
+//! window). Later modules (infer, review, export) build on these. See the README's
+//! architecture section for the module map and dependency rule.
 
 pub mod app;
 pub mod cli;

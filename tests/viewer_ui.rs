@@ -21,41 +21,58 @@ struct State {
     volume: Volume,
 }
 
-fn harness_or_skip() -> Option<Harness<'static, State>> {
-    if let Err(error) = headless_device() {
-        assert!(
-            std::env::var_os("KEYSLICE_REQUIRE_GPU").is_none(),
-            "KEYSLICE_REQUIRE_GPU is set but {error}"
-        );
-        eprintln!("no GPU adapter, skipping viewer snapshots: {error}");
-        return None;
+/// Whether a GPU adapter exists; without one (and without `KEYSLICE_REQUIRE_GPU`) the
+/// checks are skipped with a message.
+fn gpu_available() -> bool {
+    match headless_device() {
+        Ok(_) => true,
+        Err(error) => {
+            assert!(
+                std::env::var_os("KEYSLICE_REQUIRE_GPU").is_none(),
+                "KEYSLICE_REQUIRE_GPU is set but {error}"
+            );
+            eprintln!("no GPU adapter, skipping viewer checks: {error}");
+            false
+        }
     }
-    let volume = demo_abdomen();
+}
+
+/// A harness of `size` running the viewer on `volume` with an optional mask overlay, rendered
+/// by wgpu with the viewer's GPU resources installed.
+fn viewer_harness(
+    volume: Volume,
+    masks: &[keyslice::volume::LabelVolume],
+    size: egui::Vec2,
+) -> Harness<'static, State> {
     let render_state = egui_kittest::wgpu::create_render_state(
         egui_kittest::wgpu::default_wgpu_setup(),
         egui_wgpu::RendererOptions::PREDICTABLE,
     );
-    let notices = ViewerGpu::install(&render_state, &volume, None);
+    let (combined, structures, _) = keyslice::volume::combine_structures(masks);
+    let notices = ViewerGpu::install(&render_state, &volume, combined.as_ref());
     assert!(notices.is_empty(), "{notices:?}");
     let renderer = egui_kittest::wgpu::WgpuTestRenderer::from_render_state(render_state);
     let state = State {
-        viewer: Viewer::new(&volume),
+        viewer: Viewer::new(&volume).with_structures(&structures),
         volume,
     };
-    Some(
-        Harness::builder()
-            .with_size(egui::Vec2::new(900.0, 560.0))
-            .renderer(renderer)
-            .build_ui_state(
-                |ui, state: &mut State| {
-                    let commands = state.viewer.viewer_ui(ui, &state.volume);
-                    for command in commands {
-                        state.viewer.apply(command, &state.volume);
-                    }
-                },
-                state,
-            ),
-    )
+    Harness::builder()
+        .with_size(size)
+        .renderer(renderer)
+        .build_ui_state(
+            |ui, state: &mut State| {
+                let commands = state.viewer.viewer_ui(ui, &state.volume);
+                for command in commands {
+                    state.viewer.apply(command, &state.volume);
+                }
+            },
+            state,
+        )
+}
+
+/// The demo abdomen in a 900 × 560 harness, or `None` without a GPU.
+fn harness_or_skip() -> Option<Harness<'static, State>> {
+    gpu_available().then(|| viewer_harness(demo_abdomen(), &[], egui::Vec2::new(900.0, 560.0)))
 }
 
 #[test]
@@ -164,40 +181,20 @@ fn centroid(
 
 #[test]
 fn marker_cube_appears_where_radiologists_expect_it_in_each_plane() {
-    if let Err(error) = headless_device() {
-        assert!(
-            std::env::var_os("KEYSLICE_REQUIRE_GPU").is_none(),
-            "{error}"
-        );
+    if !gpu_available() {
         return;
     }
     let (volume, mask) = marker_cube();
-    let render_state = egui_kittest::wgpu::create_render_state(
-        egui_kittest::wgpu::default_wgpu_setup(),
-        egui_wgpu::RendererOptions::PREDICTABLE,
-    );
-    let (combined, structures, _) = keyslice::volume::combine_structures(&[mask]);
-    let _notices = ViewerGpu::install(&render_state, &volume, combined.as_ref());
-    let renderer = egui_kittest::wgpu::WgpuTestRenderer::from_render_state(render_state);
-    let mut viewer = Viewer::new(&volume).with_structures(&structures);
-    viewer.apply(
-        keyslice::ui::viewport::ViewerCommand::SetCrosshair([30.0, 10.0, 20.0]),
-        &volume,
-    );
-    viewer.mask_opacity = 0.0; // first the grey image alone
     let size = egui::Vec2::new(1000.0, 622.0);
-    let mut harness = Harness::builder()
-        .with_size(size)
-        .renderer(renderer)
-        .build_ui_state(
-            |ui, state: &mut State| {
-                let commands = state.viewer.viewer_ui(ui, &state.volume);
-                for command in commands {
-                    state.viewer.apply(command, &state.volume);
-                }
-            },
-            State { viewer, volume },
+    let mut harness = viewer_harness(volume, &[mask], size);
+    {
+        let State { viewer, volume } = harness.state_mut();
+        viewer.apply(
+            keyslice::ui::viewport::ViewerCommand::SetCrosshair([30.0, 10.0, 20.0]),
+            volume,
         );
+        viewer.mask_opacity = 0.0; // first the grey image alone
+    }
     harness.run();
     let image = harness.render().expect("renders");
     // The layout of `viewer_ui`: axial on the left 60 %, coronal top right, sagittal below.
