@@ -287,3 +287,24 @@ fn ruler_measures_millimetres_on_the_axial_plane() {
     );
     harness.snapshot("viewer_ruler");
 }
+
+#[test]
+fn k_jumps_to_the_key_slice_marked_on_the_slice_bar() {
+    let Some(mut harness) = harness_or_skip() else {
+        return;
+    };
+    {
+        let State { viewer, volume } = harness.state_mut();
+        viewer.apply(
+            keyslice::ui::viewport::ViewerCommand::SetKeySlice(Some(46.0)),
+            volume,
+        );
+    }
+    harness.run();
+    harness.key_press(Key::K);
+    harness.run();
+    let state = harness.state();
+    assert_eq!(state.viewer.view(Plane::Axial).slice, 46.0);
+    assert_eq!(state.viewer.crosshair[2], 46.0);
+    harness.snapshot("viewer_key_slice");
+}

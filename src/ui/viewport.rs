@@ -163,6 +163,17 @@ pub enum ViewerCommand {
     },
     /// Remove measurement `n`.
     DeleteMeasurement(usize),
+    /// Move a plane to a slice.
+    SetSlice {
+        /// Which plane.
+        plane: Plane,
+        /// Slice index.
+        slice: f64,
+    },
+    /// Set (or clear) the key evidence slice (axial index), shown on the slice bar.
+    SetKeySlice(Option<f64>),
+    /// Show the key slice in the axial plane (key `K`).
+    JumpToKeySlice,
     /// Set the overlay opacity (0–1).
     SetOpacity(f32),
     /// Back to the initial state.
@@ -193,6 +204,8 @@ pub struct Viewer {
     pub ruler_start: Option<(Plane, [f64; 3])>,
     /// Finished measurements.
     pub measurements: Vec<Measurement>,
+    /// The key evidence slice (axial index), marked on the slice bar; `K` jumps to it.
+    pub key_slice: Option<f64>,
 }
 
 /// A distance measured with the ruler on one slice of one plane.
@@ -232,6 +245,7 @@ impl Viewer {
             ruler: false,
             ruler_start: None,
             measurements: Vec::new(),
+            key_slice: None,
         }
     }
 
@@ -333,37 +347,69 @@ impl Viewer {
                 self.ruler = !self.ruler;
                 self.ruler_start = None;
             }
-            ViewerCommand::RulerPoint { plane, voxel } => match self.ruler_start.take() {
-                Some((start_plane, from)) if start_plane == plane => {
-                    let patient = volume.patient_from_voxel();
-                    let a = patient.apply(from);
-                    let b = patient.apply(voxel);
-                    let length_mm =
-                        ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2))
-                            .sqrt();
-                    self.measurements.push(Measurement {
+            ViewerCommand::RulerPoint { plane, voxel } => self.ruler_point(plane, voxel, volume),
+            ViewerCommand::SetSlice { plane, slice } => {
+                let index = plane_index(plane);
+                let current = self.views[index].slice;
+                self.apply(
+                    ViewerCommand::Scroll {
                         plane,
-                        slice: self.views[plane_index(plane)].slice,
-                        from,
-                        to: voxel,
-                        length_mm,
-                    });
+                        slices: slice - current,
+                    },
+                    volume,
+                );
+            }
+            ViewerCommand::SetKeySlice(slice) => self.key_slice = slice,
+            ViewerCommand::JumpToKeySlice => {
+                if let Some(slice) = self.key_slice {
+                    self.apply(
+                        ViewerCommand::SetSlice {
+                            plane: Plane::Axial,
+                            slice,
+                        },
+                        volume,
+                    );
                 }
-                _ => self.ruler_start = Some((plane, voxel)),
-            },
+            }
             ViewerCommand::DeleteMeasurement(index) => {
                 if index < self.measurements.len() {
                     self.measurements.remove(index);
                 }
             }
-            ViewerCommand::Reset => {
-                let structures = std::mem::take(&mut self.structures);
-                let measurements = std::mem::take(&mut self.measurements);
-                *self = Self::new(volume);
-                self.structures = structures;
-                self.measurements = measurements;
-            }
+            ViewerCommand::Reset => self.reset(volume),
         }
+    }
+
+    /// A ruler click: the first starts a measurement, the second (on the same plane) ends it.
+    fn ruler_point(&mut self, plane: Plane, voxel: [f64; 3], volume: &Volume) {
+        match self.ruler_start.take() {
+            Some((start_plane, from)) if start_plane == plane => {
+                let patient = volume.patient_from_voxel();
+                let a = patient.apply(from);
+                let b = patient.apply(voxel);
+                let length_mm =
+                    ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2)).sqrt();
+                self.measurements.push(Measurement {
+                    plane,
+                    slice: self.views[plane_index(plane)].slice,
+                    from,
+                    to: voxel,
+                    length_mm,
+                });
+            }
+            _ => self.ruler_start = Some((plane, voxel)),
+        }
+    }
+
+    /// Back to the initial views, keeping the structures, measurements and key slice.
+    fn reset(&mut self, volume: &Volume) {
+        let structures = std::mem::take(&mut self.structures);
+        let measurements = std::mem::take(&mut self.measurements);
+        let key_slice = self.key_slice;
+        *self = Self::new(volume);
+        self.structures = structures;
+        self.measurements = measurements;
+        self.key_slice = key_slice;
     }
 
     /// Maps a point in a view's rect to a continuous voxel index.
@@ -487,6 +533,64 @@ impl Viewer {
         ));
         self.overlays_ui(ui, volume, plane, rect, spacing);
         self.pointer_input(ui, volume, plane, rect, &geometry, &response, commands);
+        self.slice_bar_ui(ui, plane, rect, commands);
+    }
+
+    /// A slice bar along the right edge of a plane: the position of the current slice
+    /// (superior at the top for axial), the key slice as a mark, drag or click to move.
+    fn slice_bar_ui(
+        &self,
+        ui: &egui::Ui,
+        plane: Plane,
+        rect: Rect,
+        commands: &mut Vec<ViewerCommand>,
+    ) {
+        let index = plane_index(plane);
+        let count = self.dims[self.axes[index].normal].max(1);
+        let bar = Rect::from_min_max(
+            Pos2::new(rect.max.x - 12.0, rect.min.y + 26.0),
+            Pos2::new(rect.max.x - 5.0, rect.max.y - 26.0),
+        );
+        if bar.height() < 20.0 || count < 2 {
+            return;
+        }
+        let last = (count - 1) as f32;
+        // Higher slice indices at the top, as for the superior end of an axial stack.
+        let y_of = |slice: f64| bar.max.y - (slice as f32 / last) * bar.height();
+        let painter = ui.painter_at(rect);
+        painter.rect_filled(bar, 3.0, Color32::from_rgba_unmultiplied(90, 90, 90, 170));
+        if plane == Plane::Axial
+            && let Some(key) = self.key_slice
+        {
+            let y = y_of(key);
+            painter.line_segment(
+                [Pos2::new(bar.min.x - 4.0, y), Pos2::new(bar.max.x + 2.0, y)],
+                Stroke::new(2.0, Color32::from_rgb(255, 80, 80)),
+            );
+        }
+        let thumb = y_of(self.views[index].slice);
+        painter.rect_filled(
+            Rect::from_center_size(
+                Pos2::new(bar.center().x, thumb),
+                Vec2::new(bar.width() + 2.0, 6.0),
+            ),
+            2.0,
+            Color32::from_rgb(80, 200, 255),
+        );
+        let response = ui.interact(
+            bar,
+            ui.scope_id().with(("slice-bar", index)),
+            Sense::click_and_drag(),
+        );
+        if (response.clicked() || response.dragged())
+            && let Some(pos) = response.interact_pointer_pos()
+        {
+            let fraction = ((bar.max.y - pos.y) / bar.height()).clamp(0.0, 1.0);
+            commands.push(ViewerCommand::SetSlice {
+                plane,
+                slice: f64::from((fraction * last).round()),
+            });
+        }
     }
 
     /// Crosshair, orientation letters and the slice number over a plane.
@@ -565,7 +669,7 @@ impl Viewer {
                 letter(horizontal, false),
             ),
             (
-                rect.right_center() - Vec2::new(6.0, 0.0),
+                rect.right_center() - Vec2::new(20.0, 0.0), // clear of the slice bar
                 Align2::RIGHT_CENTER,
                 letter(horizontal, true),
             ),
@@ -699,6 +803,9 @@ impl Viewer {
             }
             if input.key_pressed(Key::M) {
                 commands.push(ViewerCommand::ToggleRuler);
+            }
+            if input.key_pressed(Key::K) {
+                commands.push(ViewerCommand::JumpToKeySlice);
             }
         });
     }
