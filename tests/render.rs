@@ -102,22 +102,24 @@ fn red(rgba: &[u8], width: u32, x: u32, y: u32) -> u8 {
     rgba[((y * width + x) * 4) as usize]
 }
 
+/// Every pixel's grey equals `expected(x, y)` (the HU of the voxel it shows) within 1.
+fn assert_plane(rgba: &[u8], size: [u32; 2], expected: impl Fn(u32, u32) -> u32) {
+    for y in 0..size[1] {
+        for x in 0..size[0] {
+            let want = i32::try_from(expected(x, y)).expect("small");
+            let got = i32::from(red(rgba, size[0], x, y));
+            assert!((got - want).abs() <= 1, "({x}, {y}): {got} vs {want}");
+        }
+    }
+}
+
 #[test]
 fn axial_plane_shows_the_middle_slice_with_left_on_the_right() {
     let Some(rgba) = render_plane(&marked_volume(false), None, Plane::Axial, [8, 6]) else {
         return;
     };
     // Middle slice k = 1: pixel (x, y) = voxel (x, y, 1) → HU x + 10y + 60.
-    for y in 0..6 {
-        for x in 0..8 {
-            let expected = i32::try_from(x + 10 * y + 60).expect("small");
-            let got = i32::from(red(&rgba, 8, x, y));
-            assert!(
-                (got - expected).abs() <= 1,
-                "({x}, {y}): {got} vs {expected}"
-            );
-        }
-    }
+    assert_plane(&rgba, [8, 6], |x, y| x + 10 * y + 60);
 }
 
 #[test]
@@ -126,16 +128,7 @@ fn coronal_plane_has_superior_at_the_top() {
         return;
     };
     // Middle coronal slice j = 2; screen row y shows k = 3 − y.
-    for y in 0..4 {
-        for x in 0..8 {
-            let expected = i32::try_from(x + 20 + 60 * (3 - y)).expect("small");
-            let got = i32::from(red(&rgba, 8, x, y));
-            assert!(
-                (got - expected).abs() <= 1,
-                "({x}, {y}): {got} vs {expected}"
-            );
-        }
-    }
+    assert_plane(&rgba, [8, 4], |x, y| x + 20 + 60 * (3 - y));
 }
 
 #[test]
@@ -144,16 +137,7 @@ fn sagittal_plane_has_anterior_on_the_left() {
         return;
     };
     // Middle sagittal slice i = 3; screen column x is j = x (posterior to the right).
-    for y in 0..4 {
-        for x in 0..6 {
-            let expected = i32::try_from(3 + 10 * x + 60 * (3 - y)).expect("small");
-            let got = i32::from(red(&rgba, 6, x, y));
-            assert!(
-                (got - expected).abs() <= 1,
-                "({x}, {y}): {got} vs {expected}"
-            );
-        }
-    }
+    assert_plane(&rgba, [6, 4], |x, y| 3 + 10 * x + 60 * (3 - y));
 }
 
 #[test]
