@@ -8,8 +8,7 @@ mod common;
 use std::path::Path;
 
 use common::{keyslice, text};
-use keyslice::io::nifti::{WriteOptions, write_nifti};
-use keyslice::volume::{Affine, Volume, VolumeInfo, Voxels};
+use keyslice::volume::Affine;
 
 #[test]
 fn findings_json_has_organs_with_tumor_states() {
@@ -123,33 +122,6 @@ fn score_json_has_exactly_the_documented_keys_and_values() {
     );
 }
 
-fn write_mask(
-    path: &Path,
-    dims: [usize; 3],
-    affine: Affine,
-    on: impl Fn(usize, usize, usize) -> bool,
-) {
-    let mut values = vec![0i16; dims[0] * dims[1] * dims[2]];
-    for k in 0..dims[2] {
-        for j in 0..dims[1] {
-            for i in 0..dims[0] {
-                if on(i, j, k) {
-                    values[i + dims[0] * (j + dims[1] * k)] = 1;
-                }
-            }
-        }
-    }
-    let volume = Volume::new(
-        dims,
-        affine,
-        Voxels::I16(values),
-        Vec::new(),
-        VolumeInfo::default(),
-    )
-    .expect("mask parts agree");
-    write_nifti(&volume, path, WriteOptions::default()).expect("write mask");
-}
-
 #[test]
 fn truth_folder_in_abdomenatlas_layout_gives_extents_and_sides() {
     let folder = tempfile::tempdir().expect("temp dir");
@@ -162,16 +134,16 @@ fn truth_folder_in_abdomenatlas_layout_gives_extents_and_sides() {
         [2.0, 2.0, 3.0],
         [-16.0, -16.0, 0.0],
     );
-    write_mask(&case.join("ct.nii.gz"), dims, affine, |_, _, _| false);
+    common::write_mask(&case.join("ct.nii.gz"), dims, affine, |_, _, _| false);
     // Liver lesion on slices 5..=8, largest on 7; a kidney lesion on the patient's left
     // (+x in LPS: high i) on slices 12..=13.
-    write_mask(
+    common::write_mask(
         &segmentations.join("liver_lesion.nii.gz"),
         dims,
         affine,
         |i, j, k| (5..=8).contains(&k) && i < 4 && j < if k == 7 { 4 } else { 2 },
     );
-    write_mask(
+    common::write_mask(
         &segmentations.join("kidney_lesion.nii.gz"),
         dims,
         affine,

@@ -10,9 +10,10 @@
 
 use egui::Key;
 use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
 use keyslice::render::headless_device;
 use keyslice::render::view::Plane;
-use keyslice::ui::viewport::{Viewer, ViewerGpu};
+use keyslice::ui::viewport::{LesionMark, Viewer, ViewerGpu};
 use keyslice::volume::Volume;
 use keyslice::volume::demo::demo_abdomen;
 
@@ -121,6 +122,55 @@ fn arrow_keys_scroll_the_active_plane_and_move_the_crosshair() {
         "{}",
         state.viewer.status_text(&state.volume)
     );
+}
+
+fn wheel(harness: &mut Harness<'static, State>, unit: egui::MouseWheelUnit, dy: f32) {
+    harness.event(egui::Event::MouseWheel {
+        unit,
+        delta: egui::Vec2::new(0.0, dy),
+        phase: egui::TouchPhase::Move,
+        source: egui::MouseWheelSource::Unknown,
+        modifiers: egui::Modifiers::NONE,
+    });
+}
+
+#[test]
+fn one_wheel_notch_scrolls_exactly_one_slice_and_touchpads_add_up() {
+    let Some(mut harness) = harness_or_skip() else {
+        return;
+    };
+    // Over the axial view (the left 60 % of the harness).
+    harness.event(egui::Event::PointerMoved(egui::Pos2::new(250.0, 280.0)));
+    harness.run();
+    let before = harness.state().viewer.view(Plane::Axial).slice;
+    for _ in 0..3 {
+        wheel(&mut harness, egui::MouseWheelUnit::Line, 1.0);
+        harness.run();
+    }
+    assert_eq!(
+        harness.state().viewer.view(Plane::Axial).slice,
+        before + 3.0
+    );
+    wheel(&mut harness, egui::MouseWheelUnit::Line, -1.0);
+    harness.run();
+    assert_eq!(
+        harness.state().viewer.view(Plane::Axial).slice,
+        before + 2.0
+    );
+    // A touchpad sends points: 5 × 20 points = 2.5 lines → 2 slices, half a line kept.
+    for _ in 0..5 {
+        wheel(&mut harness, egui::MouseWheelUnit::Point, -20.0);
+        harness.run();
+    }
+    assert_eq!(harness.state().viewer.view(Plane::Axial).slice, before);
+    wheel(&mut harness, egui::MouseWheelUnit::Point, -20.0);
+    harness.run();
+    assert_eq!(
+        harness.state().viewer.view(Plane::Axial).slice,
+        before - 1.0
+    );
+    // The other planes did not move.
+    assert_eq!(harness.state().viewer.view(Plane::Coronal).slice, 79.0);
 }
 
 /// A dark 40³ volume (1 mm voxels, LPS axes) with one bright 6³ cube centred on voxel
@@ -299,6 +349,13 @@ fn k_jumps_to_the_key_slice_marked_on_the_slice_bar() {
             keyslice::ui::viewport::ViewerCommand::SetKeySlice(Some(46.0)),
             volume,
         );
+        // A lesion's extent: the stripe left of the axial slice bar, around the key slice.
+        viewer.lesion_marks = vec![LesionMark {
+            name: "liver_lesion".into(),
+            label: 9,
+            first_slice: 40,
+            last_slice: 52,
+        }];
     }
     harness.run();
     harness.key_press(Key::K);
@@ -307,4 +364,56 @@ fn k_jumps_to_the_key_slice_marked_on_the_slice_bar() {
     assert_eq!(state.viewer.view(Plane::Axial).slice, 46.0);
     assert_eq!(state.viewer.crosshair[2], 46.0);
     harness.snapshot("viewer_key_slice");
+}
+
+#[test]
+fn side_panel_lists_the_key_slice_and_lesion_extents_and_goes_there() {
+    if !gpu_available() {
+        return;
+    }
+    let volume = demo_abdomen();
+    let viewer = Viewer::new(&volume).with_lesions(
+        vec![
+            LesionMark {
+                name: "liver_lesion".into(),
+                label: 9,
+                first_slice: 40,
+                last_slice: 52,
+            },
+            LesionMark {
+                name: "kidney_lesion".into(),
+                label: 11,
+                first_slice: 20,
+                last_slice: 24,
+            },
+        ],
+        Some((46, "largest lesion area in the case masks".into())),
+    );
+    let mut harness = Harness::builder()
+        .with_size(egui::Vec2::new(260.0, 420.0))
+        .wgpu()
+        .build_ui_state(
+            |ui, state: &mut State| {
+                let commands = state.viewer.side_panel_ui(ui);
+                for command in commands {
+                    state.viewer.apply(command, &state.volume);
+                }
+            },
+            State { viewer, volume },
+        );
+    harness.run();
+    assert_ne!(harness.state().viewer.view(Plane::Axial).slice, 22.0);
+    // The second "go" button belongs to the kidney lesion (slices 21–25 as shown, 20–24 as
+    // indices): it moves the axial plane to the middle of the extent.
+    harness
+        .get_all_by_label("go")
+        .nth(1)
+        .expect("two lesion rows")
+        .click();
+    harness.run();
+    assert_eq!(harness.state().viewer.view(Plane::Axial).slice, 22.0);
+    harness.get_by_label("go (K)").click();
+    harness.run();
+    assert_eq!(harness.state().viewer.view(Plane::Axial).slice, 46.0);
+    harness.snapshot("side_panel_key_slice");
 }

@@ -1,75 +1,30 @@
 //! The eframe application: opens a window at once, loads the study on a background thread
 //! with a progress indicator, uploads it to the GPU, and runs the viewer, applying the
-//! commands its panels return. Errors are shown in the window with a hint; nothing panics.
+//! commands its panels return. Studies open from the command line, the File menu (native
+//! dialog, typed path, recent studies) or by dropping a file or folder on the window. Errors
+//! are shown in the window with a hint; nothing panics, and the window stays usable.
 //!
-//! Wires `io`, `render` and `ui` together; holds runtime state only (saved settings arrive
-//! with the review workflow).
+//! Wires `io`, `render` and `ui` together; holds runtime state, with the saved settings
+//! (recent studies, overlay opacity) in [`settings`].
 
-use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, TryRecvError, channel};
-use std::time::Instant;
+pub mod open;
+pub mod settings;
 
-use crate::io::masks::load_masks_onto;
-use crate::io::{LoadOptions, SourceFormat, Study, load_study};
-use crate::ui::viewport::{Viewer, ViewerGpu};
-use crate::volume::demo::demo_abdomen;
-use crate::volume::{LabelVolume, Structure, Volume, combine_structures};
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
 
-/// What to open.
-#[derive(Clone, Debug)]
-pub enum Source {
-    /// A file or folder the user named.
-    Path(PathBuf),
-    /// The built-in synthetic demo volume.
-    Demo,
-}
+pub use open::Source;
+use open::{Loaded, Pick, load_in_background, pick_in_background};
+use settings::{Settings, settings_path};
 
-/// A loaded study: volume, title, warnings, and the mask overlay (if the case has masks).
-struct LoadedStudy {
-    volume: Volume,
-    title: String,
-    warnings: Vec<String>,
-    labels: Option<LabelVolume>,
-    structures: Vec<Structure>,
-}
-
-type Loaded = Result<LoadedStudy, (String, String)>;
-
-/// Masks of an AbdomenAtlas case (`segmentations/` beside `ct.nii.gz`) on the CT's grid.
-/// A mask that cannot be read becomes a warning; the study still opens.
-fn case_masks(
-    ct_path: &Path,
-    volume: &Volume,
-    warnings: &mut Vec<String>,
-) -> (Option<LabelVolume>, Vec<Structure>) {
-    let Some(folder) = ct_path.parent().map(|parent| parent.join("segmentations")) else {
-        return (None, Vec::new());
-    };
-    if !folder.is_dir() {
-        return (None, Vec::new());
-    }
-    match load_masks_onto(&folder, volume) {
-        Ok(masks) => {
-            let (combined, structures, left_out) = combine_structures(&masks);
-            if !left_out.is_empty() {
-                warnings.push(format!(
-                    "masks not shown (more than 15 structures): {}",
-                    left_out.join(", ")
-                ));
-            }
-            (combined, structures)
-        }
-        Err(error) => {
-            warnings.push(format!("masks not shown: {error}"));
-            (None, Vec::new())
-        }
-    }
-}
+use crate::ui::viewport::{Viewer, ViewerCommand, ViewerGpu};
+use crate::volume::Volume;
 
 /// The application state.
 pub struct KeysliceApp {
     title: String,
-    loading: Option<Receiver<Loaded>>,
+    loading: Option<(Source, Receiver<Loaded>)>,
     started: Instant,
     volume: Option<Volume>,
     viewer: Option<Viewer>,
@@ -77,71 +32,72 @@ pub struct KeysliceApp {
     error: Option<(String, String)>,
     render_state: Option<egui_wgpu::RenderState>,
     first_slice_logged: bool,
+    settings: Settings,
+    settings_path: Option<PathBuf>,
+    settings_dirty: Option<Instant>,
+    /// The open dialog's answer channel and when it was shown.
+    dialog: Option<(Receiver<Option<PathBuf>>, Instant)>,
+    typed_path: String,
 }
 
 impl KeysliceApp {
     /// Starts loading `source` in the background; the window shows progress meanwhile.
     #[must_use]
     pub fn new(cc: &eframe::CreationContext<'_>, source: Source) -> Self {
-        let (sender, receiver) = channel();
-        let context = cc.egui_ctx.clone();
-        let title = match &source {
-            Source::Path(path) => path.display().to_string(),
-            Source::Demo => "demo".to_string(),
+        let settings_path = settings_path();
+        let mut notices = Vec::new();
+        let settings = match settings_path.as_deref().map(Settings::load) {
+            Some(Ok(settings)) => settings,
+            Some(Err(error)) => {
+                tracing::warn!(%error, "settings not read");
+                notices.push(format!("settings not read: {error}"));
+                Settings::default()
+            }
+            None => Settings::default(),
         };
-        std::thread::spawn(move || {
-            let loaded: Loaded = match source {
-                Source::Demo => Ok(LoadedStudy {
-                    volume: demo_abdomen(),
-                    title: "Synthetic demo abdomen (not patient data)".to_string(),
-                    warnings: Vec::new(),
-                    labels: None,
-                    structures: Vec::new(),
-                }),
-                Source::Path(path) => load_study(&path, &LoadOptions::default())
-                    .map(|study: Study| {
-                        let mut warnings = study.volume.warnings().to_vec();
-                        warnings.extend(study.unreadable.iter().map(|file| {
-                            format!("skipped {}: {}", file.path.display(), file.reason)
-                        }));
-                        let (labels, structures) = if study.format == SourceFormat::Nifti {
-                            case_masks(&study.path, &study.volume, &mut warnings)
-                        } else {
-                            (None, Vec::new())
-                        };
-                        LoadedStudy {
-                            title: study.path.display().to_string(),
-                            volume: study.volume,
-                            warnings,
-                            labels,
-                            structures,
-                        }
-                    })
-                    .map_err(|error| (error.to_string(), error.hint())),
-            };
-            // The window may have closed meanwhile; then nobody needs the result.
-            let _ = sender.send(loaded);
-            context.request_repaint();
-        });
-        Self {
-            title,
-            loading: Some(receiver),
+        let mut app = Self {
+            title: String::new(),
+            loading: None,
             started: Instant::now(),
             volume: None,
             viewer: None,
-            notices: Vec::new(),
+            notices,
             error: None,
             render_state: cc.wgpu_render_state.clone(),
             first_slice_logged: false,
-        }
+            settings,
+            settings_path,
+            settings_dirty: None,
+            dialog: None,
+            typed_path: String::new(),
+        };
+        app.open(&cc.egui_ctx, source);
+        app
+    }
+
+    /// Starts loading `source`; the study on screen stays until the new one has arrived.
+    fn open(&mut self, ctx: &egui::Context, source: Source) {
+        let context = ctx.clone();
+        self.title = match &source {
+            Source::Path(path) => path.display().to_string(),
+            Source::Demo => "demo".to_string(),
+        };
+        self.started = Instant::now();
+        self.error = None;
+        let receiver = load_in_background(source.clone(), move || context.request_repaint());
+        self.loading = Some((source, receiver));
     }
 
     fn poll_loading(&mut self) {
-        let Some(receiver) = &self.loading else {
+        let Some((source, receiver)) = &self.loading else {
             return;
         };
         match receiver.try_recv() {
             Ok(Ok(study)) => {
+                if let Source::Path(path) = source {
+                    self.settings.remember(path);
+                    self.save_settings();
+                }
                 self.loading = None;
                 self.title = study.title;
                 self.notices = study.warnings;
@@ -149,8 +105,13 @@ impl KeysliceApp {
                 if let Some(render_state) = &self.render_state {
                     let notices = ViewerGpu::install(render_state, &volume, study.labels.as_ref());
                     self.notices.extend(notices);
-                    self.viewer = Some(Viewer::new(&volume).with_structures(&study.structures));
+                    let mut viewer = Viewer::new(&volume)
+                        .with_structures(&study.structures)
+                        .with_lesions(study.lesion_marks, study.key_slice);
+                    viewer.mask_opacity = self.settings.mask_opacity;
+                    self.viewer = Some(viewer);
                     self.volume = Some(volume);
+                    self.first_slice_logged = false;
                 } else {
                     self.error = Some((
                         "no GPU renderer is available for this window".into(),
@@ -160,6 +121,10 @@ impl KeysliceApp {
             }
             Ok(Err(error)) => {
                 self.loading = None;
+                // The study that was open (if any) is dropped so the error is not mistaken
+                // for a message about it.
+                self.viewer = None;
+                self.volume = None;
                 self.error = Some(error);
             }
             Err(TryRecvError::Empty) => {}
@@ -172,28 +137,181 @@ impl KeysliceApp {
             }
         }
     }
+
+    fn poll_dialog(&mut self, ctx: &egui::Context) {
+        let Some((receiver, shown)) = &self.dialog else {
+            return;
+        };
+        match receiver.try_recv() {
+            Ok(choice) => {
+                // Nobody cancels a dialog within half a second: no dialog service answered.
+                let too_quick = shown.elapsed() < Duration::from_millis(500);
+                self.dialog = None;
+                match choice {
+                    Some(path) => self.open(ctx, Source::Path(path)),
+                    None if too_quick => self.notices.push(
+                        "no file dialog is available here (xdg-desktop-portal is not running): \
+                         type the path under File > Open a path, or drop the file on the window"
+                            .into(),
+                    ),
+                    None => {}
+                }
+            }
+            Err(TryRecvError::Empty) => {}
+            Err(TryRecvError::Disconnected) => self.dialog = None,
+        }
+    }
+
+    /// Writes the settings now; a failure is shown, never fatal.
+    fn save_settings(&mut self) {
+        self.settings_dirty = None;
+        let Some(path) = &self.settings_path else {
+            return;
+        };
+        if let Err(error) = self.settings.save(path) {
+            tracing::warn!(%error, "settings not saved");
+            self.notices.push(format!("settings not saved: {error}"));
+        }
+    }
+
+    /// Opens the first file or folder dropped on the window.
+    fn dropped_files(&mut self, ctx: &egui::Context) {
+        let dropped = ctx.input(|input| {
+            input
+                .raw
+                .dropped_files
+                .first()
+                .map(|file| file.path().to_path_buf())
+        });
+        if let Some(path) = dropped {
+            self.open(ctx, Source::Path(path));
+        }
+    }
+
+    /// The File menu: dialog, typed path, recent studies, demo.
+    fn file_menu_ui(&mut self, ui: &mut egui::Ui) {
+        let start_in = self
+            .settings
+            .recent
+            .first()
+            .and_then(|path| path.parent())
+            .map(std::path::Path::to_path_buf);
+        let mut chosen = None;
+        ui.menu_button("File", |ui| {
+            let waiting = self.dialog.is_some();
+            for (pick, text) in [(Pick::File, "Open file…"), (Pick::Folder, "Open folder…")] {
+                if ui.add_enabled(!waiting, egui::Button::new(text)).clicked() {
+                    let context = ui.ctx().clone();
+                    self.dialog = Some((
+                        pick_in_background(pick, start_in.clone(), move || {
+                            context.request_repaint();
+                        }),
+                        Instant::now(),
+                    ));
+                    ui.close();
+                }
+            }
+            ui.separator();
+            ui.label("Open a path:");
+            let field = ui.add(
+                egui::TextEdit::singleline(&mut self.typed_path)
+                    .hint_text("/data/case/ct.nii.gz")
+                    .desired_width(320.0),
+            );
+            if field.lost_focus() && ui.input(|input| input.key_pressed(egui::Key::Enter)) {
+                let typed = self.typed_path.trim();
+                if !typed.is_empty() {
+                    chosen = Some(Source::Path(PathBuf::from(typed)));
+                    ui.close();
+                }
+            }
+            ui.separator();
+            ui.menu_button("Open recent", |ui| {
+                if self.settings.recent.is_empty() {
+                    ui.label("Nothing opened yet.");
+                }
+                for path in &self.settings.recent {
+                    let exists = path.exists();
+                    let button =
+                        ui.add_enabled(exists, egui::Button::new(path.display().to_string()));
+                    if button.clicked() {
+                        chosen = Some(Source::Path(path.clone()));
+                        ui.close();
+                    }
+                    if !exists {
+                        button.on_disabled_hover_text("no longer there");
+                    }
+                }
+            });
+            if ui.button("Open the synthetic demo").clicked() {
+                chosen = Some(Source::Demo);
+                ui.close();
+            }
+        });
+        if let Some(source) = chosen {
+            self.open(ui.ctx(), source);
+        }
+    }
+
+    /// A veil over the window while files are dragged over it.
+    fn drop_hint_ui(ctx: &egui::Context) {
+        let hovering = ctx.input(|input| !input.raw.hovered_files.is_empty());
+        if !hovering {
+            return;
+        }
+        let painter = ctx.layer_painter(egui::LayerId::new(
+            egui::Order::Foreground,
+            egui::Id::unique("keyslice-drop"),
+        ));
+        let rect = ctx.content_rect();
+        painter.rect_filled(rect, 0.0, egui::Color32::from_black_alpha(180));
+        painter.text(
+            rect.center(),
+            egui::Align2::CENTER_CENTER,
+            "Drop a NIfTI file, DICOM file or folder to open it",
+            egui::FontId::proportional(22.0),
+            egui::Color32::WHITE,
+        );
+    }
 }
 
 impl eframe::App for KeysliceApp {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        let ctx = ui.ctx().clone();
         self.poll_loading();
+        self.poll_dialog(&ctx);
+        self.dropped_files(&ctx);
+        if ctx.input_mut(|input| input.consume_key(egui::Modifiers::COMMAND, egui::Key::O))
+            && self.dialog.is_none()
+        {
+            let context = ctx.clone();
+            self.dialog = Some((
+                pick_in_background(Pick::File, None, move || context.request_repaint()),
+                Instant::now(),
+            ));
+        }
         egui::Panel::top("keyslice-top").show(ui, |ui| {
-            ui.horizontal(|ui| {
+            // The menu holds a text field, so only a click outside (or a chosen entry) closes it.
+            let config = egui::containers::menu::MenuConfig::new()
+                .close_behavior(egui::PopupCloseBehavior::CloseOnClickOutside);
+            egui::MenuBar::new().config(config).ui(ui, |ui| {
+                self.file_menu_ui(ui);
                 ui.strong("Keyslice");
                 ui.label(&self.title);
+                if self.loading.is_some() && self.viewer.is_some() {
+                    ui.spinner();
+                }
                 for notice in &self.notices {
                     ui.colored_label(egui::Color32::from_rgb(230, 180, 60), notice);
                 }
             });
         });
-        if let (Some(viewer), Some(volume)) = (&mut self.viewer, &self.volume) {
-            let commands = egui::Panel::right("keyslice-side")
+        let mut commands = Vec::new();
+        if let Some(viewer) = &self.viewer {
+            commands = egui::Panel::right("keyslice-side")
                 .default_size(220.0)
                 .show(ui, |ui| viewer.side_panel_ui(ui))
                 .inner;
-            for command in commands {
-                viewer.apply(command, volume);
-            }
         }
         egui::CentralPanel::default().show(ui, |ui| {
             if let Some((message, hint)) = &self.error {
@@ -202,21 +320,9 @@ impl eframe::App for KeysliceApp {
                     format!("error: {message}"),
                 );
                 ui.label(format!("hint: {hint}"));
-            } else if self.loading.is_some() {
-                ui.horizontal(|ui| {
-                    ui.spinner();
-                    ui.label(format!(
-                        "Loading… {:.1} s",
-                        self.started.elapsed().as_secs_f32()
-                    ));
-                });
-                ui.ctx()
-                    .request_repaint_after(std::time::Duration::from_millis(100));
+                ui.label("Open another study from the File menu, or drop one on the window.");
             } else if let (Some(viewer), Some(volume)) = (&mut self.viewer, &self.volume) {
-                let commands = viewer.viewer_ui(ui, volume);
-                for command in commands {
-                    viewer.apply(command, volume);
-                }
+                commands.extend(viewer.viewer_ui(ui, volume));
                 if !self.first_slice_logged {
                     // The frame that carries the first slices; measured by
                     // benches/viewer_first_slice.sh (KEYSLICE_LOG=info).
@@ -226,8 +332,41 @@ impl eframe::App for KeysliceApp {
                         "first slices drawn"
                     );
                 }
+            } else if self.loading.is_some() {
+                ui.horizontal(|ui| {
+                    ui.spinner();
+                    ui.label(format!(
+                        "Loading… {:.1} s",
+                        self.started.elapsed().as_secs_f32()
+                    ));
+                });
+                ui.ctx().request_repaint_after(Duration::from_millis(100));
             }
         });
+        if let (Some(viewer), Some(volume)) = (&mut self.viewer, &self.volume) {
+            for command in commands {
+                if let ViewerCommand::SetOpacity(opacity) = command {
+                    self.settings.mask_opacity = opacity.clamp(0.0, 1.0);
+                    self.settings_dirty.get_or_insert_with(Instant::now);
+                }
+                viewer.apply(command, volume);
+            }
+        }
+        // Opacity drags change the setting every frame; write it once they settle.
+        if let Some(since) = self.settings_dirty {
+            if since.elapsed() > Duration::from_secs(1) {
+                self.save_settings();
+            } else {
+                ctx.request_repaint_after(Duration::from_millis(300));
+            }
+        }
+        Self::drop_hint_ui(&ctx);
+    }
+
+    fn on_exit(&mut self) {
+        if self.settings_dirty.is_some() {
+            self.save_settings();
+        }
     }
 }
 

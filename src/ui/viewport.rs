@@ -206,6 +206,25 @@ pub struct Viewer {
     pub measurements: Vec<Measurement>,
     /// The key evidence slice (axial index), marked on the slice bar; `K` jumps to it.
     pub key_slice: Option<f64>,
+    /// Where the key slice came from, shown beside it (`"largest lesion area in the masks"`).
+    pub key_slice_source: Option<String>,
+    /// Lesion extents along the axial stack, marked beside the axial slice bar.
+    pub lesion_marks: Vec<LesionMark>,
+    /// Touchpad scrolling not yet worth a whole slice (in wheel lines).
+    wheel_remainder: f32,
+}
+
+/// A lesion structure's extent along the axial stack (slice indices, inclusive).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LesionMark {
+    /// Structure name (`liver_lesion`).
+    pub name: String,
+    /// Its label value (for the colour).
+    pub label: u8,
+    /// First axial slice showing it.
+    pub first_slice: usize,
+    /// Last axial slice showing it.
+    pub last_slice: usize,
 }
 
 /// A distance measured with the ruler on one slice of one plane.
@@ -246,7 +265,32 @@ impl Viewer {
             ruler_start: None,
             measurements: Vec::new(),
             key_slice: None,
+            key_slice_source: None,
+            lesion_marks: Vec::new(),
+            wheel_remainder: 0.0,
         }
+    }
+
+    /// The same viewer with lesion extents on the axial slice bar and, when `key_slice` is
+    /// given, a key slice with the note of where it came from.
+    #[must_use]
+    pub fn with_lesions(
+        mut self,
+        marks: Vec<LesionMark>,
+        key_slice: Option<(usize, String)>,
+    ) -> Self {
+        self.lesion_marks = marks;
+        if let Some((slice, source)) = key_slice {
+            self.key_slice = Some(slice as f64);
+            self.key_slice_source = Some(source);
+        }
+        self
+    }
+
+    /// The axis (0–2) the axial plane's slices run along.
+    #[must_use]
+    pub fn axial_axis(&self) -> usize {
+        self.axes[plane_index(Plane::Axial)].normal
     }
 
     /// The same viewer with an overlay of these structures, all shown.
@@ -406,10 +450,16 @@ impl Viewer {
         let structures = std::mem::take(&mut self.structures);
         let measurements = std::mem::take(&mut self.measurements);
         let key_slice = self.key_slice;
+        let key_slice_source = self.key_slice_source.take();
+        let lesion_marks = std::mem::take(&mut self.lesion_marks);
+        let mask_opacity = self.mask_opacity;
         *self = Self::new(volume);
         self.structures = structures;
         self.measurements = measurements;
         self.key_slice = key_slice;
+        self.key_slice_source = key_slice_source;
+        self.lesion_marks = lesion_marks;
+        self.mask_opacity = mask_opacity;
     }
 
     /// Maps a point in a view's rect to a continuous voxel index.
@@ -559,6 +609,19 @@ impl Viewer {
         let y_of = |slice: f64| bar.max.y - (slice as f32 / last) * bar.height();
         let painter = ui.painter_at(rect);
         painter.rect_filled(bar, 3.0, Color32::from_rgba_unmultiplied(90, 90, 90, 170));
+        if plane == Plane::Axial {
+            // Each lesion structure's extent as a coloured stripe left of the bar.
+            for (n, mark) in self.lesion_marks.iter().enumerate() {
+                let x = bar.min.x - 5.0 - 4.0 * (n % 3) as f32;
+                painter.line_segment(
+                    [
+                        Pos2::new(x, y_of(mark.first_slice as f64) + 1.0),
+                        Pos2::new(x, y_of(mark.last_slice as f64) - 1.0),
+                    ],
+                    Stroke::new(3.0, label_colour(mark.label)),
+                );
+            }
+        }
         if plane == Plane::Axial
             && let Some(key) = self.key_slice
         {
@@ -725,19 +788,21 @@ impl Viewer {
                     self.hover = Some((plane, voxel, value));
                 }
             }
-            let (scroll, zoom_modifier) =
-                ui.input(|input| (input.smooth_scroll_delta.y, input.modifiers.command));
-            if scroll != 0.0 {
-                commands.push(if zoom_modifier {
-                    ViewerCommand::Zoom {
-                        plane,
-                        factor: f64::from((scroll / 200.0).exp()),
-                    }
-                } else {
-                    ViewerCommand::Scroll {
-                        plane,
-                        slices: f64::from(scroll.signum()),
-                    }
+            let (lines, zoom_lines) = ui.input(|input| wheel_lines(&input.events));
+            if zoom_lines != 0.0 {
+                commands.push(ViewerCommand::Zoom {
+                    plane,
+                    factor: 1.2f64.powf(f64::from(zoom_lines)),
+                });
+            }
+            // One wheel notch is one slice; touchpad pixels add up until they make one.
+            self.wheel_remainder += lines;
+            let slices = self.wheel_remainder.trunc();
+            if slices != 0.0 {
+                self.wheel_remainder -= slices;
+                commands.push(ViewerCommand::Scroll {
+                    plane,
+                    slices: f64::from(slices),
                 });
             }
         }
@@ -840,7 +905,52 @@ impl Viewer {
             });
         }
         ui.separator();
+        commands.extend(self.key_slice_ui(ui));
+        ui.separator();
         commands.extend(self.structures_ui(ui));
+        commands
+    }
+
+    /// The key slice and lesion extents: where they are, and buttons to go there.
+    #[must_use]
+    pub fn key_slice_ui(&self, ui: &mut egui::Ui) -> Vec<ViewerCommand> {
+        let mut commands = Vec::new();
+        ui.heading("Key slice");
+        match self.key_slice {
+            Some(slice) => {
+                ui.horizontal(|ui| {
+                    ui.label(format!("axial {}", slice as usize + 1));
+                    if ui.small_button("go (K)").clicked() {
+                        commands.push(ViewerCommand::JumpToKeySlice);
+                    }
+                });
+                if let Some(source) = &self.key_slice_source {
+                    ui.small(source.as_str());
+                }
+            }
+            None => {
+                ui.label("None set.");
+            }
+        }
+        for mark in &self.lesion_marks {
+            ui.horizontal(|ui| {
+                let (swatch, _) = ui.allocate_exact_size(Vec2::new(4.0, 12.0), Sense::hover());
+                ui.painter()
+                    .rect_filled(swatch, 1.0, label_colour(mark.label));
+                ui.label(format!(
+                    "{}: axial {}–{}",
+                    mark.name,
+                    mark.first_slice + 1,
+                    mark.last_slice + 1
+                ));
+                if ui.small_button("go").clicked() {
+                    commands.push(ViewerCommand::SetSlice {
+                        plane: Plane::Axial,
+                        slice: usize::midpoint(mark.first_slice, mark.last_slice) as f64,
+                    });
+                }
+            });
+        }
         commands
     }
 
@@ -862,11 +972,8 @@ impl Viewer {
         }
         for (name, label, shown) in &self.structures {
             ui.horizontal(|ui| {
-                let [r, g, b, _] = crate::render::LABEL_COLOURS[usize::from(*label).min(15)];
-                let colour =
-                    Color32::from_rgb((r * 255.0) as u8, (g * 255.0) as u8, (b * 255.0) as u8);
                 let (swatch, _) = ui.allocate_exact_size(Vec2::splat(12.0), Sense::hover());
-                ui.painter().rect_filled(swatch, 2.0, colour);
+                ui.painter().rect_filled(swatch, 2.0, label_colour(*label));
                 let mut visible = *shown;
                 if ui.checkbox(&mut visible, name.as_str()).changed() {
                     commands.push(ViewerCommand::ToggleStructure(*label));
@@ -903,6 +1010,42 @@ impl Viewer {
             position[patient_axis],
         )
     }
+}
+
+/// Wheel movement this frame in lines (one notch of a mouse wheel): `(scroll, zoom)`, zoom
+/// being the part with Ctrl/Cmd held. Read from the raw events, not egui's smoothed delta,
+/// which spreads one notch over several frames; touchpad points count 40 to a line.
+fn wheel_lines(events: &[egui::Event]) -> (f32, f32) {
+    let mut scroll = 0.0;
+    let mut zoom = 0.0;
+    for event in events {
+        if let egui::Event::MouseWheel {
+            unit,
+            delta,
+            modifiers,
+            ..
+        } = event
+        {
+            tracing::trace!(?unit, ?delta, "wheel");
+            let lines = match unit {
+                egui::MouseWheelUnit::Line => delta.y,
+                egui::MouseWheelUnit::Point => delta.y / 40.0,
+                egui::MouseWheelUnit::Page => delta.y * 10.0,
+            };
+            if modifiers.command {
+                zoom += lines;
+            } else {
+                scroll += lines;
+            }
+        }
+    }
+    (scroll, zoom)
+}
+
+/// The overlay colour of a label value, as the shader draws it.
+fn label_colour(label: u8) -> Color32 {
+    let [r, g, b, _] = crate::render::LABEL_COLOURS[usize::from(label).min(15)];
+    Color32::from_rgb((r * 255.0) as u8, (g * 255.0) as u8, (b * 255.0) as u8)
 }
 
 /// Text on a dark backing, readable over any window/level.

@@ -38,6 +38,38 @@ impl LabelVolume {
             .map(|slice| slice.iter().filter(|&&label| label != 0).count())
             .collect()
     }
+
+    /// For each index along `axis` (0 = columns, 1 = rows, 2 = slices), how many voxels carry
+    /// a label that `counted` accepts. An `axis` above 2 gives an empty list.
+    #[must_use]
+    pub fn counts_along(&self, axis: usize, counted: impl Fn(u8) -> bool) -> Vec<usize> {
+        if axis > 2 {
+            return Vec::new();
+        }
+        let [nx, ny, _] = self.dims;
+        let mut counts = vec![0; self.dims[axis]];
+        for (offset, &label) in self.labels.iter().enumerate() {
+            if label != 0 && counted(label) {
+                let index = match axis {
+                    0 => offset % nx.max(1),
+                    1 => (offset / nx.max(1)) % ny.max(1),
+                    _ => offset / (nx * ny).max(1),
+                };
+                if let Some(count) = counts.get_mut(index) {
+                    *count += 1;
+                }
+            }
+        }
+        counts
+    }
+}
+
+/// First and last index with a non-zero count, if any.
+#[must_use]
+pub fn extent_of(counts: &[usize]) -> Option<(usize, usize)> {
+    let first = counts.iter().position(|&count| count > 0)?;
+    let last = counts.iter().rposition(|&count| count > 0)?;
+    Some((first, last))
 }
 
 /// One structure in a combined label volume.
@@ -187,6 +219,32 @@ mod tests {
             spacing,
             origin,
         )
+    }
+
+    #[test]
+    fn counts_along_each_axis_find_a_block_where_it_is() {
+        // A 4×3×5 grid with label 9 on x 1..=2, y 2, z 3..=4 and label 1 elsewhere on z 0.
+        let dims = [4, 3, 5];
+        let mut labels = vec![0u8; 60];
+        for z in 3..=4 {
+            for x in 1..=2 {
+                labels[x + 4 * (2 + 3 * z)] = 9;
+            }
+        }
+        labels[0] = 1;
+        let volume = LabelVolume {
+            name: "combined".into(),
+            dims,
+            patient_from_voxel: axes([1.0; 3], [0.0; 3]),
+            labels,
+        };
+        let lesion = |label: u8| label == 9;
+        assert_eq!(volume.counts_along(2, lesion), vec![0, 0, 0, 2, 2]);
+        assert_eq!(volume.counts_along(1, lesion), vec![0, 0, 4]);
+        assert_eq!(volume.counts_along(0, lesion), vec![0, 2, 2, 0]);
+        assert_eq!(extent_of(&volume.counts_along(2, lesion)), Some((3, 4)));
+        assert_eq!(extent_of(&volume.counts_along(2, |label| label == 5)), None);
+        assert!(volume.counts_along(3, lesion).is_empty());
     }
 
     #[test]

@@ -180,3 +180,34 @@ pub fn truncated_copy(source: &Path, target: &Path, keep: usize) {
     let bytes = std::fs::read(source).expect("source exists");
     std::fs::write(target, &bytes[..keep.min(bytes.len())]).expect("target is writable");
 }
+
+/// Writes a binary mask (value 1 where `on(i, j, k)`) as NIfTI on the grid `dims`, `affine`;
+/// with `on` never true it writes an all-zero volume (a stand-in CT for mask tests).
+pub fn write_mask(
+    path: &Path,
+    dims: [usize; 3],
+    affine: keyslice::volume::Affine,
+    on: impl Fn(usize, usize, usize) -> bool,
+) {
+    use keyslice::io::nifti::{WriteOptions, write_nifti};
+    use keyslice::volume::{Volume, VolumeInfo, Voxels};
+    let mut values = vec![0i16; dims[0] * dims[1] * dims[2]];
+    for k in 0..dims[2] {
+        for j in 0..dims[1] {
+            for i in 0..dims[0] {
+                if on(i, j, k) {
+                    values[i + dims[0] * (j + dims[1] * k)] = 1;
+                }
+            }
+        }
+    }
+    let volume = Volume::new(
+        dims,
+        affine,
+        Voxels::I16(values),
+        Vec::new(),
+        VolumeInfo::default(),
+    )
+    .expect("mask parts agree");
+    write_nifti(&volume, path, WriteOptions::default()).expect("write mask");
+}

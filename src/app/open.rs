@@ -1,0 +1,217 @@
+//! Opening a study off the UI thread: read the volume, its case masks and lesion extents, and
+//! hand the result back over a channel; and the native file/folder dialog, also off the UI
+//! thread so the window keeps drawing while it is open.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, channel};
+
+use crate::io::masks::load_masks_onto;
+use crate::io::{LoadOptions, SourceFormat, Study, load_study};
+use crate::render::view::{Plane, PlaneAxes};
+use crate::ui::viewport::LesionMark;
+use crate::volume::demo::demo_abdomen;
+use crate::volume::label::{extent_of, is_lesion};
+use crate::volume::{LabelVolume, Structure, Volume, combine_structures};
+
+/// What to open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A file or folder the user named.
+    Path(PathBuf),
+    /// The built-in synthetic demo volume.
+    Demo,
+}
+
+/// A loaded study: volume, title, warnings, and the mask overlay (if the case has masks).
+pub struct LoadedStudy {
+    /// The CT.
+    pub volume: Volume,
+    /// What the title bar shows.
+    pub title: String,
+    /// Shown above the viewer.
+    pub warnings: Vec<String>,
+    /// Combined label volume on the CT grid.
+    pub labels: Option<LabelVolume>,
+    /// The structures in `labels`.
+    pub structures: Vec<Structure>,
+    /// Axial extents of the lesion structures.
+    pub lesion_marks: Vec<LesionMark>,
+    /// Reference key slice from the masks (axial slice of largest lesion area).
+    pub key_slice: Option<(usize, String)>,
+}
+
+/// A load's outcome: the study, or a message and a hint for the user.
+pub type Loaded = Result<LoadedStudy, (String, String)>;
+
+/// Starts loading `source` on a worker thread; `done` runs after the result is sent (it asks
+/// the window to repaint).
+pub fn load_in_background(
+    source: Source,
+    done: impl FnOnce() + Send + 'static,
+) -> Receiver<Loaded> {
+    let (sender, receiver) = channel();
+    std::thread::spawn(move || {
+        // The window may have closed or moved on meanwhile; then nobody needs the result.
+        let _ = sender.send(load(&source));
+        done();
+    });
+    receiver
+}
+
+/// Loads `source` (runs on the worker thread).
+pub fn load(source: &Source) -> Loaded {
+    match source {
+        Source::Demo => Ok(LoadedStudy {
+            volume: demo_abdomen(),
+            title: "Synthetic demo abdomen (not patient data)".to_string(),
+            warnings: Vec::new(),
+            labels: None,
+            structures: Vec::new(),
+            lesion_marks: Vec::new(),
+            key_slice: None,
+        }),
+        Source::Path(path) => load_study(path, &LoadOptions::default())
+            .map(|study: Study| {
+                let mut warnings = study.volume.warnings().to_vec();
+                warnings.extend(
+                    study
+                        .unreadable
+                        .iter()
+                        .map(|file| format!("skipped {}: {}", file.path.display(), file.reason)),
+                );
+                let (labels, structures) = if study.format == SourceFormat::Nifti {
+                    case_masks(&study.path, &study.volume, &mut warnings)
+                } else {
+                    (None, Vec::new())
+                };
+                let (lesion_marks, key_slice) = labels
+                    .as_ref()
+                    .map(|labels| lesion_marks(&study.volume, labels, &structures))
+                    .unwrap_or_default();
+                LoadedStudy {
+                    title: study.path.display().to_string(),
+                    volume: study.volume,
+                    warnings,
+                    labels,
+                    structures,
+                    lesion_marks,
+                    key_slice,
+                }
+            })
+            .map_err(|error| (error.to_string(), error.hint())),
+    }
+}
+
+/// Masks of an AbdomenAtlas case (`segmentations/` beside `ct.nii.gz`) on the CT's grid.
+/// A mask that cannot be read becomes a warning; the study still opens.
+fn case_masks(
+    ct_path: &Path,
+    volume: &Volume,
+    warnings: &mut Vec<String>,
+) -> (Option<LabelVolume>, Vec<Structure>) {
+    let Some(folder) = ct_path.parent().map(|parent| parent.join("segmentations")) else {
+        return (None, Vec::new());
+    };
+    if !folder.is_dir() {
+        return (None, Vec::new());
+    }
+    match load_masks_onto(&folder, volume) {
+        Ok(masks) => {
+            let (combined, structures, left_out) = combine_structures(&masks);
+            if !left_out.is_empty() {
+                warnings.push(format!(
+                    "masks not shown (more than 15 structures): {}",
+                    left_out.join(", ")
+                ));
+            }
+            (combined, structures)
+        }
+        Err(error) => {
+            warnings.push(format!("masks not shown: {error}"));
+            (None, Vec::new())
+        }
+    }
+}
+
+/// Each lesion structure's axial extent, and the axial slice where the lesions together cover
+/// the largest area (the key-slice definition of the ground truth).
+#[must_use]
+pub fn lesion_marks(
+    volume: &Volume,
+    labels: &LabelVolume,
+    structures: &[Structure],
+) -> (Vec<LesionMark>, Option<(usize, String)>) {
+    let axis = PlaneAxes::new(Plane::Axial, &volume.directions_lps()).normal;
+    let lesions: Vec<&Structure> = structures
+        .iter()
+        .filter(|structure| is_lesion(&structure.name))
+        .collect();
+    let marks = lesions
+        .iter()
+        .filter_map(|structure| {
+            let counts = labels.counts_along(axis, |label| label == structure.label);
+            extent_of(&counts).map(|(first_slice, last_slice)| LesionMark {
+                name: structure.name.clone(),
+                label: structure.label,
+                first_slice,
+                last_slice,
+            })
+        })
+        .collect();
+    let all = labels.counts_along(axis, |label| {
+        lesions.iter().any(|structure| structure.label == label)
+    });
+    // The first slice of the largest count, so ties resolve the same way every time.
+    let key_slice = all
+        .iter()
+        .enumerate()
+        .filter(|(_, count)| **count > 0)
+        .max_by(|(a, left), (b, right)| left.cmp(right).then(b.cmp(a)))
+        .map(|(slice, _)| (slice, "largest lesion area in the case masks".to_string()));
+    (marks, key_slice)
+}
+
+/// What the user picks in the native dialog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// A NIfTI file or one DICOM file.
+    File,
+    /// A DICOM folder or a case folder.
+    Folder,
+}
+
+/// Shows the native file or folder dialog (xdg-desktop-portal on Linux) without blocking the
+/// window: the choice arrives on the returned channel, `None` when cancelled or when no
+/// dialog service is available (the path field in the File menu works without one).
+pub fn pick_in_background(
+    pick: Pick,
+    start_in: Option<PathBuf>,
+    done: impl FnOnce() + Send + 'static,
+) -> Receiver<Option<PathBuf>> {
+    let (sender, receiver) = channel();
+    let show = move || {
+        let mut dialog = rfd::FileDialog::new().set_title(match pick {
+            Pick::File => "Open a CT (NIfTI or DICOM file)",
+            Pick::Folder => "Open a DICOM folder or case folder",
+        });
+        if let Some(folder) = start_in {
+            dialog = dialog.set_directory(folder);
+        }
+        let chosen = match pick {
+            Pick::File => dialog
+                .add_filter("CT volumes", &["nii", "gz", "hdr", "dcm", "DCM"])
+                .add_filter("All files", &["*"])
+                .pick_file(),
+            Pick::Folder => dialog.pick_folder(),
+        };
+        let _ = sender.send(chosen);
+        done();
+    };
+    // macOS wants dialogs on the main thread; elsewhere a worker keeps the window drawing.
+    if cfg!(target_os = "macos") {
+        show();
+    } else {
+        std::thread::spawn(show);
+    }
+    receiver
+}

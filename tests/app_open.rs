@@ -1,0 +1,79 @@
+//! Opening a study the way the window does (`app::open::load`, run on its worker thread):
+//! an AbdomenAtlas case folder brings its masks, the lesion extents for the slice bar and the
+//! reference key slice; a bad path gives a message and a hint, not a panic.
+
+mod common;
+
+use keyslice::app::open::{Source, load};
+use keyslice::volume::Affine;
+
+#[test]
+fn case_folder_brings_masks_lesion_extents_and_the_key_slice() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let case = folder.path().join("BDMAP_00000002");
+    let segmentations = case.join("segmentations");
+    std::fs::create_dir_all(&segmentations).expect("mkdir");
+    let dims = [16, 16, 20];
+    let affine = Affine::from_axes(
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+        [2.0, 2.0, 3.0],
+        [-16.0, -16.0, 0.0],
+    );
+    common::write_mask(&case.join("ct.nii.gz"), dims, affine, |_, _, _| false);
+    common::write_mask(
+        &segmentations.join("liver.nii.gz"),
+        dims,
+        affine,
+        |i, _, k| i < 8 && (3..=10).contains(&k),
+    );
+    // Liver lesion on slices 5..=8, largest (16 voxels) on slice 7.
+    common::write_mask(
+        &segmentations.join("liver_lesion.nii.gz"),
+        dims,
+        affine,
+        |i, j, k| (5..=8).contains(&k) && i < 4 && j < if k == 7 { 4 } else { 2 },
+    );
+    common::write_mask(
+        &segmentations.join("kidney_lesion.nii.gz"),
+        dims,
+        affine,
+        |i, _, k| (12..=13).contains(&k) && i > 12,
+    );
+
+    let Ok(study) = load(&Source::Path(case.join("ct.nii.gz"))) else {
+        panic!("the case opens");
+    };
+    let names: Vec<&str> = study.structures.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["kidney_lesion", "liver", "liver_lesion"]);
+    assert!(study.labels.is_some());
+    let extents: Vec<(&str, usize, usize)> = study
+        .lesion_marks
+        .iter()
+        .map(|mark| (mark.name.as_str(), mark.first_slice, mark.last_slice))
+        .collect();
+    assert_eq!(extents, [("kidney_lesion", 12, 13), ("liver_lesion", 5, 8)]);
+    // The kidney lesion covers 3 × 16 = 48 voxels per slice, more than the liver lesion's
+    // 16 on slice 7, so the reference key slice is the kidney lesion's first slice.
+    let (slice, source) = study.key_slice.expect("a key slice from the masks");
+    assert_eq!(slice, 12);
+    assert!(source.contains("largest lesion area"), "{source}");
+    assert!(study.warnings.is_empty(), "{:?}", study.warnings);
+}
+
+#[test]
+fn a_missing_path_gives_a_message_and_a_hint() {
+    let Err((message, hint)) = load(&Source::Path("/no/such/study.nii.gz".into())) else {
+        panic!("a missing file must not open");
+    };
+    assert!(message.contains("/no/such/study.nii.gz"), "{message}");
+    assert!(!hint.is_empty());
+}
+
+#[test]
+fn the_demo_opens_without_any_file() {
+    let Ok(study) = load(&Source::Demo) else {
+        panic!("the demo always opens");
+    };
+    assert_eq!(study.volume.dims(), [192, 160, 80]);
+    assert!(study.title.contains("not patient data"));
+}
