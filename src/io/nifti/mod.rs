@@ -25,7 +25,7 @@ use flate2::bufread::MultiGzDecoder;
 use crate::volume::orient::{AxisReorder, reorient_towards_lps};
 use crate::volume::{Affine, LabelVolume, Volume, VolumeInfo, Voxels};
 use header::{DataType, Header, Placement, datatype_name, read_header};
-pub use write::{WriteOptions, write_nifti};
+pub use write::{WriteOptions, write_label_nifti, write_nifti};
 
 /// Errors reading or writing NIfTI; each names the file and, where it applies, the field.
 #[derive(Debug, thiserror::Error)]

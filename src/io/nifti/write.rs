@@ -1,4 +1,4 @@
-//! Writes a [`Volume`] as a single-file NIfTI-1 (`.nii` or `.nii.gz`).
+//! Writes a [`Volume`] (or a label volume, as uint8) as a single-file NIfTI-1 (`.nii` or `.nii.gz`).
 //!
 //! The layout follows dcm2niix, so that nibabel and dcm2niix users see the same thing from
 //! both tools: image rows are stored bottom-up (the DICOM row order reversed, dcm2niix's
@@ -19,7 +19,7 @@ use flate2::write::GzEncoder;
 
 use super::NiftiError;
 use super::header::quaternion_from_linear;
-use crate::volume::{Affine, Volume, Voxels};
+use crate::volume::{Affine, LabelVolume, Volume, Voxels};
 
 /// Choices for [`write_nifti`].
 #[derive(Clone, Copy, Debug)]
@@ -41,15 +41,94 @@ impl Default for WriteOptions {
 
 /// Writes `volume` to `path`; gzip-compressed when the name ends in `.gz`.
 pub fn write_nifti(volume: &Volume, path: &Path, options: WriteOptions) -> Result<(), NiftiError> {
+    let grid = Grid {
+        dims: volume.dims(),
+        patient_from_voxel: *volume.patient_from_voxel(),
+    };
+    write_file(path, grid, options, |out, lps_from_stored| {
+        let (datatype, bitpix) = match volume.voxels() {
+            Voxels::I16(_) => (4, 16),
+            Voxels::F32(_) => (16, 32),
+        };
+        out.write_all(&header_bytes(
+            grid.dims,
+            (datatype, bitpix),
+            &lps_from_stored.ras_from_lps(),
+        ))?;
+        match volume.voxels() {
+            Voxels::I16(values) => write_slices(values, grid.dims, options.flip_rows, out),
+            Voxels::F32(values) => write_slices(values, grid.dims, options.flip_rows, out),
+        }
+    })
+}
+
+/// Writes a label volume (segmentation mask) to `path` as unsigned 8-bit NIfTI-1, laid out
+/// like [`write_nifti`]'s output so masks and CT share one grid.
+pub fn write_label_nifti(
+    labels: &LabelVolume,
+    path: &Path,
+    options: WriteOptions,
+) -> Result<(), NiftiError> {
+    let grid = Grid {
+        dims: labels.dims,
+        patient_from_voxel: labels.patient_from_voxel,
+    };
+    if labels.labels.len() != grid.dims.iter().product::<usize>() {
+        return Err(NiftiError::Unwritable {
+            path: path.to_path_buf(),
+            detail: format!(
+                "{} labels for a {}×{}×{} grid",
+                labels.labels.len(),
+                grid.dims[0],
+                grid.dims[1],
+                grid.dims[2]
+            ),
+        });
+    }
+    write_file(path, grid, options, |out, lps_from_stored| {
+        out.write_all(&header_bytes(
+            grid.dims,
+            (2, 8),
+            &lps_from_stored.ras_from_lps(),
+        ))?;
+        write_slices(&labels.labels, grid.dims, options.flip_rows, out)
+    })
+}
+
+/// Dimensions and placement of what is written.
+#[derive(Clone, Copy)]
+struct Grid {
+    dims: [usize; 3],
+    patient_from_voxel: Affine,
+}
+
+/// Creates `path` through a temporary file renamed into place; `body` writes header and
+/// voxels given the stored voxel → LPS transform (rows flipped if asked).
+fn write_file(
+    path: &Path,
+    grid: Grid,
+    options: WriteOptions,
+    body: impl FnOnce(&mut dyn Write, &Affine) -> std::io::Result<()>,
+) -> Result<(), NiftiError> {
     let write_error = |source| NiftiError::Write {
         path: path.to_path_buf(),
         source,
     };
-    if let Some(size) = volume.dims().iter().find(|&&size| size > i16::MAX as usize) {
+    if let Some(size) = grid.dims.iter().find(|&&size| size > i16::MAX as usize) {
         return Err(NiftiError::Unwritable {
             path: path.to_path_buf(),
             detail: format!("NIfTI-1 holds at most 32767 voxels per axis, this volume has {size}"),
         });
+    }
+    let mut lps_from_stored = grid.patient_from_voxel;
+    if options.flip_rows {
+        // Stored row j' = rows - 1 - j: the origin moves to the last row, the j axis reverses.
+        lps_from_stored.translation =
+            grid.patient_from_voxel
+                .apply([0.0, (grid.dims[1].max(1) - 1) as f64, 0.0]);
+        for row in 0..3 {
+            lps_from_stored.linear[row][1] = -lps_from_stored.linear[row][1];
+        }
     }
     let gzip = path
         .extension()
@@ -65,7 +144,7 @@ pub fn write_nifti(volume: &Volume, path: &Path, options: WriteOptions) -> Resul
             let buffered = BufWriter::with_capacity(1 << 20, file);
             let level = Compression::new(options.compression_level.min(9));
             let mut encoder = GzEncoder::new(buffered, level);
-            write_body(volume, options, &mut encoder)?;
+            body(&mut encoder, &lps_from_stored)?;
             let buffered = encoder.finish()?;
             drop(
                 buffered
@@ -75,7 +154,7 @@ pub fn write_nifti(volume: &Volume, path: &Path, options: WriteOptions) -> Resul
         } else {
             // Whole slices are assembled in memory, so the file needs no extra buffering.
             let mut file = file;
-            write_body(volume, options, &mut file)?;
+            body(&mut file, &lps_from_stored)?;
         }
         // Rename only after everything is written: the target name only ever points at a
         // complete file. (No fsync: a conversion can be rerun, and fsync doubles its time.)
@@ -88,37 +167,13 @@ pub fn write_nifti(volume: &Volume, path: &Path, options: WriteOptions) -> Resul
     result.map_err(write_error)
 }
 
-fn write_body(volume: &Volume, options: WriteOptions, out: &mut impl Write) -> std::io::Result<()> {
-    let [columns, rows, slices] = volume.dims();
-    let mut lps_from_stored = *volume.patient_from_voxel();
-    if options.flip_rows {
-        // Stored row j' = rows - 1 - j: the origin moves to the last row, the j axis reverses.
-        lps_from_stored.translation =
-            volume
-                .patient_from_voxel()
-                .apply([0.0, (rows - 1) as f64, 0.0]);
-        for row in 0..3 {
-            lps_from_stored.linear[row][1] = -lps_from_stored.linear[row][1];
-        }
-    }
-    out.write_all(&header_bytes(volume, &lps_from_stored.ras_from_lps()))?;
-    match volume.voxels() {
-        Voxels::I16(values) => {
-            write_slices(values, [columns, rows, slices], options.flip_rows, out)
-        }
-        Voxels::F32(values) => {
-            write_slices(values, [columns, rows, slices], options.flip_rows, out)
-        }
-    }
-}
-
 /// Writes slice after slice, each assembled (rows reversed if asked) into one buffer of
 /// little-endian bytes.
 fn write_slices<T: bytemuck::Pod>(
     values: &[T],
     dims: [usize; 3],
     flip_rows: bool,
-    out: &mut impl Write,
+    out: &mut (impl Write + ?Sized),
 ) -> std::io::Result<()> {
     let [columns, rows, slices] = dims;
     let row_bytes = columns * std::mem::size_of::<T>();
@@ -141,16 +196,15 @@ fn write_slices<T: bytemuck::Pod>(
 }
 
 /// The 348-byte NIfTI-1 header plus the 4-byte "no extensions" marker, little endian.
-fn header_bytes(volume: &Volume, ras_from_voxel: &Affine) -> Vec<u8> {
+fn header_bytes(
+    dims: [usize; 3],
+    (datatype, bitpix): (i16, i16),
+    ras_from_voxel: &Affine,
+) -> Vec<u8> {
     let mut header = vec![0u8; 352];
     let mut put =
         |offset: usize, bytes: &[u8]| header[offset..offset + bytes.len()].copy_from_slice(bytes);
-    let dims = volume.dims();
     let spacing = ras_from_voxel.spacing_mm();
-    let (datatype, bitpix): (i16, i16) = match volume.voxels() {
-        Voxels::I16(_) => (4, 16),
-        Voxels::F32(_) => (16, 32),
-    };
     let (quaternion, qfac) = quaternion_from_linear(&ras_from_voxel.linear);
     put(0, &348i32.to_le_bytes());
     put(38, b"r"); // regular = 'r', as nifti1_io writes
