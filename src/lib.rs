@@ -5,13 +5,14 @@
 //! [`cli`]; report text → [`findings::read_report`] → [`findings::Findings`] → [`scoring`]
 //! (E-MRL rewards, dataset metrics) → the `findings` and `score` commands; a volume →
 //! [`render`] (3D texture, WGSL slice shader) → [`ui::viewport`] → [`app`] (the `view`
-//! window). Later modules (infer, review, export) build on these. See the README's
+//! window); [`phantom`] generates synthetic CTs with masks and truth. Later modules (infer, review, export) build on these. See the README's
 //! architecture section for the module map and dependency rule.
 
 pub mod app;
 pub mod cli;
 pub mod findings;
 pub mod io;
+pub mod phantom;
 pub mod render;
 pub mod scoring;
 pub mod ui;

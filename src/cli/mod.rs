@@ -7,6 +7,7 @@
 pub mod convert;
 pub mod findings;
 pub mod info;
+pub mod phantom;
 pub mod score;
 pub mod view;
 
@@ -36,6 +37,8 @@ pub enum Command {
     Score(score::ScoreArgs),
     /// Open the viewer (without a path: a synthetic demo abdomen).
     View(view::ViewArgs),
+    /// Generate synthetic abdominal CT phantoms with masks and ground truth.
+    Phantom(phantom::PhantomArgs),
 }
 
 /// A failed command, as a user sees it.
@@ -55,6 +58,12 @@ pub enum CliError {
         /// What the OS said.
         source: std::io::Error,
     },
+    /// Writing phantoms failed.
+    #[error(transparent)]
+    Phantom(#[from] crate::phantom::write::PhantomError),
+    /// An argument is out of range.
+    #[error("{0}")]
+    Argument(String),
     /// The viewer window could not be opened.
     #[error("cannot open the viewer window: {0}")]
     Window(String),
@@ -70,6 +79,8 @@ impl CliError {
         match self {
             Self::Io(error) => error.hint(),
             Self::Cases(error) => error.hint().into(),
+            Self::Phantom(error) => error.hint().into(),
+            Self::Argument(_) => "see `keyslice help` for the accepted values".into(),
             Self::Input { .. } => "check that the file exists and is UTF-8 text".into(),
             Self::Window(_) => "the viewer needs a display (X11 or Wayland) and a Vulkan, Metal, DX12 or GL driver; on a server use xvfb-run".into(),
             Self::Output(_) => "check that the output stream or file is writable".into(),
@@ -85,5 +96,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Findings(args) => findings::run(&args),
         Command::Score(args) => score::run(&args),
         Command::View(args) => view::run(&args),
+        Command::Phantom(args) => phantom::run(&args),
     }
 }

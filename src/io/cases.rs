@@ -253,7 +253,8 @@ const PANCREAS_LESION: &[&str] = &["pancreatic_lesion", "pancreas_lesion", "panc
 const KIDNEY_LESION: &[&str] = &["kidney_lesion", "kidney_tumor"];
 
 /// Truth derived from AbdomenAtlas lesion masks on the CT grid: presence per organ, one
-/// extent per run of slices, and the key slice = the slice with the largest lesion area.
+/// extent per run of slices, and the key slice = the axial slice with the most lesion voxels
+/// (all lesion masks together; the first such slice on a tie).
 fn truth_from_masks(
     case_id: String,
     ct: &Path,
@@ -266,13 +267,12 @@ fn truth_from_masks(
         findings.organ_mut(organ).tumor = TumorPresence::No;
     }
     let mut extents = Vec::new();
-    // (area, slice) of the largest lesion cross-section seen so far.
-    let mut largest: Option<(usize, u32)> = None;
-    let mut note_largest = |per_slice: &[usize]| {
-        for (slice, &area) in per_slice.iter().enumerate() {
-            if area > 0 && largest.is_none_or(|(best, _)| area > best) {
-                largest = Some((area, slice as u32));
-            }
+    // Lesion voxels per slice, all lesion masks together: the key slice is where the most
+    // tumor is visible (the same rule as the phantoms' truth and the viewer's reference).
+    let mut total = vec![0usize; dims[2]];
+    let mut add_lesion_areas = |per_slice: &[usize]| {
+        for (sum, area) in total.iter_mut().zip(per_slice) {
+            *sum += area;
         }
     };
     for (organ, names) in [
@@ -281,48 +281,64 @@ fn truth_from_masks(
     ] {
         if let Some(path) = first_existing(segmentations, names) {
             let per_slice = load_onto(&path, dims, &grid)?.foreground_per_slice();
-            note_largest(&per_slice);
+            add_lesion_areas(&per_slice);
             extents.extend(runs(&per_slice, organ));
         }
     }
     if let Some(path) = first_existing(segmentations, KIDNEY_LESION) {
+        // One mask holds both kidneys' lesions: each voxel goes to the kidney whose mask it
+        // lies in, else to the side of the grid's middle it lies on (+x is the patient's
+        // left), so bilateral tumors on the same slices are both found.
         let lesions = load_onto(&path, dims, &grid)?;
-        let per_slice = lesions.foreground_per_slice();
-        note_largest(&per_slice);
+        add_lesion_areas(&lesions.foreground_per_slice());
         let kidney = |name: &str| {
             first_existing(segmentations, &[name])
                 .map(|path| load_onto(&path, dims, &grid))
                 .transpose()
         };
         let (left, right) = (kidney("kidney_left")?, kidney("kidney_right")?);
-        for mut extent in runs(&per_slice, Organ::KidneyLeft) {
-            let range =
-                extent.first_slice as usize * plane..(extent.last_slice as usize + 1) * plane;
-            let overlap = |kidney: &Option<LabelVolume>| {
-                kidney.as_ref().map_or(0, |kidney| {
-                    range
-                        .clone()
-                        .filter(|&index| lesions.labels[index] != 0 && kidney.labels[index] != 0)
-                        .count()
-                })
+        let in_mask = |kidney: &Option<LabelVolume>, index: usize| {
+            kidney
+                .as_ref()
+                .is_some_and(|kidney| kidney.labels[index] != 0)
+        };
+        let middle_x = grid.apply([(dims[0] as f64 - 1.0) / 2.0, 0.0, 0.0])[0];
+        let mut left_per_slice = vec![0usize; dims[2]];
+        let mut right_per_slice = vec![0usize; dims[2]];
+        for (index, &label) in lesions.labels.iter().enumerate() {
+            if label == 0 {
+                continue;
+            }
+            let is_left = match (in_mask(&left, index), in_mask(&right, index)) {
+                (true, false) => true,
+                (false, true) => false,
+                _ => {
+                    let i = index % dims[0];
+                    let j = (index % plane) / dims[0];
+                    let k = index / plane;
+                    grid.apply([i as f64, j as f64, k as f64])[0] >= middle_x
+                }
             };
-            let (left_overlap, right_overlap) = (overlap(&left), overlap(&right));
-            let is_left = if left_overlap + right_overlap > 0 {
-                left_overlap >= right_overlap
+            let per_slice = if is_left {
+                &mut left_per_slice
             } else {
-                side_by_position(&lesions, range, &grid, dims)
+                &mut right_per_slice
             };
-            extent.organ = if is_left {
-                Organ::KidneyLeft
-            } else {
-                Organ::KidneyRight
-            };
-            extents.push(extent);
+            per_slice[index / plane] += 1;
         }
+        extents.extend(runs(&left_per_slice, Organ::KidneyLeft));
+        extents.extend(runs(&right_per_slice, Organ::KidneyRight));
     }
     for extent in &extents {
         findings.organ_mut(extent.organ).tumor = TumorPresence::Yes;
     }
+    // The first slice of the largest total, so ties resolve the same way every time.
+    let largest = total
+        .iter()
+        .enumerate()
+        .filter(|(_, area)| **area > 0)
+        .max_by(|(a, left), (b, right)| left.cmp(right).then(b.cmp(a)))
+        .map(|(slice, area)| (*area, slice as u32));
     findings.key_slice = largest.map(|(_, index)| KeySlice {
         index,
         z_mm: Some(grid.apply([0.0, 0.0, f64::from(index)])[2]),
@@ -335,33 +351,6 @@ fn truth_from_masks(
         report: None,
         lesion_extents: extents,
     })
-}
-
-/// Whether lesion voxels in `range` lie on the patient's left (+x in LPS) of the grid's middle.
-fn side_by_position(
-    lesions: &LabelVolume,
-    range: std::ops::Range<usize>,
-    grid: &Affine,
-    dims: [usize; 3],
-) -> bool {
-    let plane = dims[0] * dims[1];
-    let mut sum_x = 0.0;
-    let mut count = 0.0;
-    for index in range {
-        if lesions.labels[index] != 0 {
-            let i = index % dims[0];
-            let j = (index % plane) / dims[0];
-            let k = index / plane;
-            sum_x += grid.apply([i as f64, j as f64, k as f64])[0];
-            count += 1.0;
-        }
-    }
-    let middle = grid.apply([
-        (dims[0] as f64 - 1.0) / 2.0,
-        (dims[1] as f64 - 1.0) / 2.0,
-        0.0,
-    ])[0];
-    count > 0.0 && sum_x / count >= middle
 }
 
 /// Runs of consecutive slices with foreground, each with its largest-area slice.

@@ -81,7 +81,7 @@ pub struct Pancreas {
 
 impl Pancreas {
     fn new(control: [[f64; 3]; 4], radii: [f64; 4]) -> Self {
-        let samples = 48;
+        let samples = 48usize;
         let spheres = (0..=samples)
             .map(|n| {
                 let t = n as f64 / samples as f64 * 3.0;
@@ -250,6 +250,8 @@ pub fn tissue_hu(tissue: Tissue, liver_hu: f64) -> f64 {
 impl Anatomy {
     /// Draws one case's anatomy for a scan `height_mm` tall and at most `fov_mm` wide.
     #[must_use]
+    // One table of the anatomy, read top to bottom; splitting it would scatter the layout.
+    #[allow(clippy::too_many_lines)]
     pub fn sample(rng: &mut Rng, height_mm: f64, fov_mm: f64) -> Self {
         let top = height_mm;
         let scale = rng.uniform(0.88, 1.12);
@@ -295,10 +297,10 @@ impl Anatomy {
             ],
             angle: 0.35 + jitter(rng, 0.1),
         };
-        let liver_vessels = (0..4)
+        let liver_vessels = (0..4u8)
             .map(|n| Ellipsoid {
                 centre: [
-                    liver_right.centre[0] + 18.0 - 12.0 * n as f64,
+                    liver_right.centre[0] + 18.0 - 12.0 * f64::from(n),
                     liver_right.centre[1] + jitter(rng, 12.0),
                     liver_z + jitter(rng, 20.0),
                 ],
@@ -512,19 +514,10 @@ impl Anatomy {
         arch.contains(point).then_some(Tissue::BoneCortex)
     }
 
+    /// Organs in order of precedence where the simple shapes overlap: kidneys first (the
+    /// liver shows a renal impression, as it does in patients), then gallbladder, liver,
+    /// spleen, pancreas.
     fn organ_at(&self, point: [f64; 3]) -> Option<Tissue> {
-        if self.gallbladder.contains(point) {
-            return Some(Tissue::Gallbladder);
-        }
-        if self.in_liver(point) {
-            if self.liver_vessels.iter().any(|vessel| vessel.contains(point)) {
-                return Some(Tissue::LiverVessel);
-            }
-            return Some(Tissue::Liver);
-        }
-        if self.spleen.contains(point) {
-            return Some(Tissue::Spleen);
-        }
         for (kidney, cortex, medulla) in [
             (
                 &self.kidney_left,
@@ -542,6 +535,22 @@ impl Anatomy {
                 return Some(if level > 0.45 { cortex } else { medulla });
             }
         }
+        if self.gallbladder.contains(point) {
+            return Some(Tissue::Gallbladder);
+        }
+        if self.in_liver(point) {
+            if self
+                .liver_vessels
+                .iter()
+                .any(|vessel| vessel.contains(point))
+            {
+                return Some(Tissue::LiverVessel);
+            }
+            return Some(Tissue::Liver);
+        }
+        if self.spleen.contains(point) {
+            return Some(Tissue::Spleen);
+        }
         if self.pancreas.contains(point) {
             return Some(Tissue::Pancreas);
         }
@@ -558,10 +567,7 @@ mod tests {
         let mut rng = Rng::new(11);
         let anatomy = Anatomy::sample(&mut rng, 260.0, 400.0);
         // The liver is on the patient's right (negative x), the spleen on the left.
-        assert_eq!(
-            anatomy.tissue_at(anatomy.liver_right.centre),
-            Tissue::Liver
-        );
+        assert_eq!(anatomy.tissue_at(anatomy.liver_right.centre), Tissue::Liver);
         assert!(anatomy.liver_right.centre[0] < 0.0 && anatomy.spleen.centre[0] > 0.0);
         assert_eq!(anatomy.tissue_at(anatomy.spleen.centre), Tissue::Spleen);
         assert_eq!(

@@ -1,0 +1,72 @@
+//! `keyslice phantom --out DIR --cases N --seed S`: synthetic abdominal CT phantoms with masks
+//! and truth in the AbdomenAtlas layout (see `phantom::write` for the files).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CliError;
+use crate::phantom::PhantomOptions;
+use crate::phantom::write::write_phantoms;
+
+/// Arguments of `phantom`.
+#[derive(Debug, Args)]
+pub struct PhantomArgs {
+    /// Output folder (created if needed); existing cases are never overwritten.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// How many cases.
+    #[arg(long, default_value_t = 10)]
+    pub cases: u32,
+    /// Seed of the set: the same seed gives byte-identical cases.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Index of the first case (to extend a set).
+    #[arg(long, default_value_t = 0)]
+    pub first: u32,
+    /// In-plane matrix; smaller grids keep the same field of view with larger pixels.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u16).range(32..=1024))]
+    pub matrix: u16,
+    /// Slice spacing in mm for every case (default: drawn per case from 1–5 mm).
+    #[arg(long)]
+    pub slice_mm: Option<f64>,
+}
+
+/// Runs `phantom`.
+pub fn run(args: &PhantomArgs) -> Result<(), CliError> {
+    if let Some(slice_mm) = args.slice_mm
+        && !(0.5..=10.0).contains(&slice_mm)
+    {
+        return Err(CliError::Argument(format!(
+            "--slice-mm {slice_mm} is outside 0.5–10 mm"
+        )));
+    }
+    let options = PhantomOptions {
+        matrix: usize::from(args.matrix),
+        slice_mm: args.slice_mm,
+    };
+    let started = std::time::Instant::now();
+    let manifest = write_phantoms(
+        &args.out,
+        args.seed,
+        args.first,
+        args.cases,
+        options,
+        |done, total, case_id| {
+            eprintln!(
+                "[{done}/{total}] {case_id} ({:.1} s)",
+                started.elapsed().as_secs_f64()
+            );
+        },
+    )?;
+    let lesions: usize = manifest.cases.iter().map(|case| case.lesions).sum();
+    let mut stdout = std::io::stdout().lock();
+    writeln!(
+        stdout,
+        "{} phantom case(s), {lesions} lesion(s), written to {} (manifest.json; synthetic, not patient data)",
+        manifest.cases.len(),
+        args.out.display()
+    )?;
+    Ok(())
+}
