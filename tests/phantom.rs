@@ -433,7 +433,8 @@ fn truth_reports_read_back_and_score_perfectly_against_their_case_folders() {
     let mut lines = String::new();
     for truth in read_truth(&out).expect("truth") {
         let record = serde_json::json!({"case_id": truth.case_id, "report": truth.report});
-        lines.push_str(&format!("{record}\n"));
+        lines.push_str(&record.to_string());
+        lines.push('\n');
     }
     let pred = folder.path().join("pred.jsonl");
     std::fs::write(&pred, lines).expect("write");
