@@ -40,9 +40,11 @@ fn case_folder_brings_masks_lesion_extents_and_the_key_slice() {
         |i, _, k| (12..=13).contains(&k) && i > 12,
     );
 
-    let Ok(study) = load(&Source::Path(case.join("ct.nii.gz"))) else {
-        panic!("the case opens");
+    let Ok((study, Some(masks))) = load(&Source::Path(case.join("ct.nii.gz"))) else {
+        panic!("the case opens, with masks");
     };
+    assert!(study.warnings.is_empty(), "{:?}", study.warnings);
+    let study = masks;
     let names: Vec<&str> = study.structures.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["kidney_lesion", "liver", "liver_lesion"]);
     assert!(study.labels.is_some());
@@ -56,7 +58,7 @@ fn case_folder_brings_masks_lesion_extents_and_the_key_slice() {
     // 16 on slice 7, so the reference key slice is the kidney lesion's first slice.
     let (slice, source) = study.key_slice.expect("a key slice from the masks");
     assert_eq!(slice, 12);
-    assert!(source.contains("largest lesion area"), "{source}");
+    assert!(source.contains("most lesion voxels"), "{source}");
     assert!(study.warnings.is_empty(), "{:?}", study.warnings);
 }
 
@@ -71,8 +73,8 @@ fn a_missing_path_gives_a_message_and_a_hint() {
 
 #[test]
 fn the_demo_opens_without_any_file() {
-    let Ok(study) = load(&Source::Demo) else {
-        panic!("the demo always opens");
+    let Ok((study, None)) = load(&Source::Demo) else {
+        panic!("the demo always opens, without masks");
     };
     assert_eq!(study.volume.dims(), [192, 160, 80]);
     assert!(study.title.contains("not patient data"));

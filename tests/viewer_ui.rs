@@ -387,7 +387,7 @@ fn side_panel_lists_the_key_slice_and_lesion_extents_and_goes_there() {
                 last_slice: 24,
             },
         ],
-        Some((46, "largest lesion area in the case masks".into())),
+        Some((46, "most lesion voxels, from the case masks".into())),
     );
     let mut harness = Harness::builder()
         .with_size(egui::Vec2::new(260.0, 420.0))

@@ -316,3 +316,71 @@ fn real_window_draws_the_demo_and_follows_wheel_and_preset_keys() {
         out.join("lung.png").display()
     );
 }
+
+#[test]
+fn real_window_shows_a_phantom_case_then_its_masks_in_colour() {
+    if !tools_available() {
+        return;
+    }
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("xvfb-window");
+    std::fs::create_dir_all(&out).expect("screenshot folder");
+    let data = tempfile::tempdir().expect("phantom folder");
+    let made = Command::new(env!("CARGO_BIN_EXE_keyslice"))
+        .args([
+            "phantom", "--cases", "1", "--seed", "2", "--matrix", "160", "--out",
+        ])
+        .arg(data.path())
+        .output()
+        .expect("phantom runs");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let ct = data.path().join("PHANTOM_2_0000").join("ct.nii.gz");
+    let config = tempfile::tempdir().expect("config folder");
+    let log = out.join("viewer-phantom.log");
+    let (xvfb, display) = start_xvfb();
+    let mut processes = Processes(vec![xvfb]);
+    let viewer = Command::new(env!("CARGO_BIN_EXE_keyslice"))
+        .arg("view")
+        .arg(&ct)
+        .env("DISPLAY", &display)
+        .env_remove("WAYLAND_DISPLAY")
+        .env("KEYSLICE_LOG", "info")
+        .env("KEYSLICE_CONFIG_DIR", config.path())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("the viewer starts");
+    processes.0.push(viewer);
+    // The CT is shown as soon as it is read; the masks follow (on a case this small they
+    // may arrive before the first frame).
+    wait_for_log(&log, "first slices drawn", Duration::from_mins(2));
+    wait_for_log(&log, "masks shown", Duration::from_mins(2));
+    std::thread::sleep(Duration::from_millis(1500));
+    let window = xdotool(&display, &["search", "--name", "^Keyslice$"]);
+    let window = window.lines().next().expect("the Keyslice window exists");
+    let (x, y, width, height) = window_geometry(&display, window);
+    let screen = Screen::grab(&display);
+    screen.save(&out.join("phantom.png"));
+    // The axial view at mid-volume crosses liver, kidneys or spleen: coloured overlay pixels
+    // (channels far apart), where a grey CT has none.
+    let mut coloured = 0;
+    for row in y + height * 10 / 100..y + height * 90 / 100 {
+        for column in x + width * 2 / 100..x + width * 48 / 100 {
+            let [red, green, blue] = screen.rgb[row * screen.width + column];
+            let spread = red.max(green).max(blue) - red.min(green).min(blue);
+            coloured += usize::from(spread > 60);
+        }
+    }
+    assert!(
+        coloured > 500,
+        "only {coloured} coloured pixels in the axial view (see {})",
+        out.join("phantom.png").display()
+    );
+    // The recent list remembers the case.
+    let settings =
+        std::fs::read_to_string(config.path().join("settings.json")).expect("settings saved");
+    assert!(settings.contains("PHANTOM_2_0000"), "{settings}");
+}

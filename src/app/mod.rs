@@ -11,11 +11,12 @@ pub mod open;
 pub mod settings;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
 pub use open::Source;
-use open::{Loaded, Pick, load_in_background, pick_in_background};
+use open::{LoadEvent, LoadedMasks, Pick, load_in_background, pick_in_background};
 use settings::{Settings, settings_path};
 
 use crate::ui::viewport::{Viewer, ViewerCommand, ViewerGpu};
@@ -24,9 +25,11 @@ use crate::volume::Volume;
 /// The application state.
 pub struct KeysliceApp {
     title: String,
-    loading: Option<(Source, Receiver<Loaded>)>,
+    /// The source being loaded, its events, and whether its study has arrived (masks may
+    /// still follow).
+    loading: Option<(Source, Receiver<LoadEvent>, bool)>,
     started: Instant,
-    volume: Option<Volume>,
+    volume: Option<Arc<Volume>>,
     viewer: Option<Viewer>,
     notices: Vec<String>,
     error: Option<(String, String)>,
@@ -85,57 +88,87 @@ impl KeysliceApp {
         self.started = Instant::now();
         self.error = None;
         let receiver = load_in_background(source.clone(), move || context.request_repaint());
-        self.loading = Some((source, receiver));
+        self.loading = Some((source, receiver, false));
     }
 
     fn poll_loading(&mut self) {
-        let Some((source, receiver)) = &self.loading else {
-            return;
-        };
-        match receiver.try_recv() {
-            Ok(Ok(study)) => {
-                if let Source::Path(path) = source {
-                    self.settings.remember(path);
-                    self.save_settings();
+        loop {
+            let Some((source, receiver, study_arrived)) = &mut self.loading else {
+                return;
+            };
+            match receiver.try_recv() {
+                Ok(LoadEvent::Study(study)) => {
+                    *study_arrived = true;
+                    if let Source::Path(path) = source {
+                        let path = path.clone();
+                        self.settings.remember(&path);
+                        self.save_settings();
+                    }
+                    self.show_study(study);
                 }
-                self.loading = None;
-                self.title = study.title;
-                self.notices = study.warnings;
-                let volume = study.volume;
-                if let Some(render_state) = &self.render_state {
-                    let notices = ViewerGpu::install(render_state, &volume, study.labels.as_ref());
-                    self.notices.extend(notices);
-                    let mut viewer = Viewer::new(&volume)
-                        .with_structures(&study.structures)
-                        .with_lesions(study.lesion_marks, study.key_slice);
-                    viewer.mask_opacity = self.settings.mask_opacity;
-                    self.viewer = Some(viewer);
-                    self.volume = Some(volume);
-                    self.first_slice_logged = false;
-                } else {
-                    self.error = Some((
-                        "no GPU renderer is available for this window".into(),
-                        "install a Vulkan driver (mesa-vulkan-drivers gives a software one)".into(),
-                    ));
+                Ok(LoadEvent::Masks(masks)) => self.show_masks(*masks),
+                Ok(LoadEvent::Failed(message, hint)) => {
+                    self.loading = None;
+                    // The study that was open (if any) is dropped so the error is not
+                    // mistaken for a message about it.
+                    self.viewer = None;
+                    self.volume = None;
+                    self.error = Some((message, hint));
                 }
-            }
-            Ok(Err(error)) => {
-                self.loading = None;
-                // The study that was open (if any) is dropped so the error is not mistaken
-                // for a message about it.
-                self.viewer = None;
-                self.volume = None;
-                self.error = Some(error);
-            }
-            Err(TryRecvError::Empty) => {}
-            Err(TryRecvError::Disconnected) => {
-                self.loading = None;
-                self.error = Some((
-                    "loading stopped unexpectedly".into(),
-                    "try opening the study again".into(),
-                ));
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => {
+                    if !*study_arrived {
+                        self.error = Some((
+                            "loading stopped unexpectedly".into(),
+                            "try opening the study again".into(),
+                        ));
+                    }
+                    self.loading = None;
+                }
             }
         }
+    }
+
+    /// Uploads a newly loaded CT and starts a viewer on it.
+    fn show_study(&mut self, study: open::LoadedStudy) {
+        self.title = study.title;
+        self.notices = study.warnings;
+        let volume = study.volume;
+        if let Some(render_state) = &self.render_state {
+            let notices = ViewerGpu::install(render_state, &volume, None);
+            self.notices.extend(notices);
+            let mut viewer = Viewer::new(&volume);
+            viewer.mask_opacity = self.settings.mask_opacity;
+            self.viewer = Some(viewer);
+            self.volume = Some(volume);
+            self.first_slice_logged = false;
+        } else {
+            self.error = Some((
+                "no GPU renderer is available for this window".into(),
+                "install a Vulkan driver (mesa-vulkan-drivers gives a software one)".into(),
+            ));
+        }
+    }
+
+    /// Adds a case's masks to the study on screen.
+    fn show_masks(&mut self, masks: LoadedMasks) {
+        self.notices.extend(masks.warnings);
+        let (Some(render_state), Some(volume), Some(viewer)) =
+            (&self.render_state, &self.volume, &mut self.viewer)
+        else {
+            return;
+        };
+        ViewerGpu::set_labels(render_state, volume.dims(), masks.labels.as_ref());
+        let opacity = viewer.mask_opacity;
+        *viewer = std::mem::replace(viewer, Viewer::new(volume))
+            .with_structures(&masks.structures)
+            .with_lesions(masks.lesion_marks, masks.key_slice);
+        viewer.mask_opacity = opacity;
+        tracing::info!(
+            elapsed_ms = self.started.elapsed().as_millis(),
+            structures = masks.structures.len(),
+            "masks shown"
+        );
     }
 
     fn poll_dialog(&mut self, ctx: &egui::Context) {
@@ -298,8 +331,15 @@ impl eframe::App for KeysliceApp {
                 self.file_menu_ui(ui);
                 ui.strong("Keyslice");
                 ui.label(&self.title);
-                if self.loading.is_some() && self.viewer.is_some() {
+                if let Some((_, _, study_arrived)) = &self.loading
+                    && self.viewer.is_some()
+                {
                     ui.spinner();
+                    ui.label(if *study_arrived {
+                        "loading masks…"
+                    } else {
+                        "opening…"
+                    });
                 }
                 for notice in &self.notices {
                     ui.colored_label(egui::Color32::from_rgb(230, 180, 60), notice);

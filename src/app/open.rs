@@ -3,6 +3,7 @@
 //! thread so the window keeps drawing while it is open.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, channel};
 
 use crate::io::masks::load_masks_onto;
@@ -22,100 +23,144 @@ pub enum Source {
     Demo,
 }
 
-/// A loaded study: volume, title, warnings, and the mask overlay (if the case has masks).
+/// A loaded CT, ready to show.
 pub struct LoadedStudy {
-    /// The CT.
-    pub volume: Volume,
+    /// The CT (shared with the worker that goes on to load the masks onto its grid).
+    pub volume: Arc<Volume>,
     /// What the title bar shows.
     pub title: String,
     /// Shown above the viewer.
     pub warnings: Vec<String>,
+}
+
+/// A case's masks on the CT grid, with what they say about lesions.
+#[derive(Default)]
+pub struct LoadedMasks {
     /// Combined label volume on the CT grid.
     pub labels: Option<LabelVolume>,
     /// The structures in `labels`.
     pub structures: Vec<Structure>,
     /// Axial extents of the lesion structures.
     pub lesion_marks: Vec<LesionMark>,
-    /// Reference key slice from the masks (axial slice of largest lesion area).
+    /// Reference key slice from the masks (axial slice with the most lesion voxels).
     pub key_slice: Option<(usize, String)>,
+    /// Masks that could not be read or shown.
+    pub warnings: Vec<String>,
 }
 
-/// A load's outcome: the study, or a message and a hint for the user.
-pub type Loaded = Result<LoadedStudy, (String, String)>;
+/// What the loading worker reports, in this order: the study, then (for a case folder with
+/// `segmentations/`) its masks; or a failure.
+pub enum LoadEvent {
+    /// The CT is ready: show it at once.
+    Study(LoadedStudy),
+    /// The masks are ready.
+    Masks(Box<LoadedMasks>),
+    /// Loading failed: what failed and what to do.
+    Failed(String, String),
+}
 
-/// Starts loading `source` on a worker thread; `done` runs after the result is sent (it asks
-/// the window to repaint).
-pub fn load_in_background(
-    source: Source,
-    done: impl FnOnce() + Send + 'static,
-) -> Receiver<Loaded> {
+/// Starts loading `source` on a worker thread; `wake` runs after each event is sent (it asks
+/// the window to repaint). The CT is sent as soon as it is read, masks follow, so the first
+/// slices never wait for a dozen segmentation files.
+pub fn load_in_background(source: Source, wake: impl Fn() + Send + 'static) -> Receiver<LoadEvent> {
     let (sender, receiver) = channel();
     std::thread::spawn(move || {
         // The window may have closed or moved on meanwhile; then nobody needs the result.
-        let _ = sender.send(load(&source));
-        done();
+        match load_volume(&source) {
+            Ok((study, mask_folder)) => {
+                let volume = Arc::clone(&study.volume);
+                let _ = sender.send(LoadEvent::Study(study));
+                wake();
+                if let Some(folder) = mask_folder {
+                    let masks = Box::new(load_case_masks(&folder, &volume));
+                    let _ = sender.send(LoadEvent::Masks(masks));
+                    wake();
+                }
+            }
+            Err((message, hint)) => {
+                let _ = sender.send(LoadEvent::Failed(message, hint));
+                wake();
+            }
+        }
     });
     receiver
 }
 
-/// Loads `source` (runs on the worker thread).
-pub fn load(source: &Source) -> Loaded {
+/// Loads `source` and its masks in one go (what the worker does, without the channel).
+pub fn load(source: &Source) -> Result<(LoadedStudy, Option<LoadedMasks>), (String, String)> {
+    let (study, mask_folder) = load_volume(source)?;
+    let masks = mask_folder.map(|folder| load_case_masks(&folder, &study.volume));
+    Ok((study, masks))
+}
+
+/// Reads the CT; also returns the case's `segmentations/` folder when there is one.
+pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {
     match source {
-        Source::Demo => Ok(LoadedStudy {
-            volume: demo_abdomen(),
-            title: "Synthetic demo abdomen (not patient data)".to_string(),
-            warnings: Vec::new(),
-            labels: None,
-            structures: Vec::new(),
-            lesion_marks: Vec::new(),
-            key_slice: None,
-        }),
-        Source::Path(path) => load_study(path, &LoadOptions::default())
-            .map(|study: Study| {
-                let mut warnings = study.volume.warnings().to_vec();
-                warnings.extend(
+        Source::Demo => Ok((
+            LoadedStudy {
+                volume: Arc::new(demo_abdomen()),
+                title: "Synthetic demo abdomen (not patient data)".to_string(),
+                warnings: Vec::new(),
+            },
+            None,
+        )),
+        Source::Path(path) => {
+            let study: Study = load_study(path, &LoadOptions::default())
+                .map_err(|error| (error.to_string(), error.hint()))?;
+            let mut warnings = study.volume.warnings().to_vec();
+            warnings.extend(
+                study
+                    .unreadable
+                    .iter()
+                    .map(|file| format!("skipped {}: {}", file.path.display(), file.reason)),
+            );
+            let mask_folder = (study.format == SourceFormat::Nifti)
+                .then(|| {
                     study
-                        .unreadable
-                        .iter()
-                        .map(|file| format!("skipped {}: {}", file.path.display(), file.reason)),
-                );
-                let (labels, structures) = if study.format == SourceFormat::Nifti {
-                    case_masks(&study.path, &study.volume, &mut warnings)
-                } else {
-                    (None, Vec::new())
-                };
-                let (lesion_marks, key_slice) = labels
-                    .as_ref()
-                    .map(|labels| lesion_marks(&study.volume, labels, &structures))
-                    .unwrap_or_default();
+                        .path
+                        .parent()
+                        .map(|parent| parent.join("segmentations"))
+                })
+                .flatten()
+                .filter(|folder| folder.is_dir());
+            Ok((
                 LoadedStudy {
                     title: study.path.display().to_string(),
-                    volume: study.volume,
+                    volume: Arc::new(study.volume),
                     warnings,
-                    labels,
-                    structures,
-                    lesion_marks,
-                    key_slice,
-                }
-            })
-            .map_err(|error| (error.to_string(), error.hint())),
+                },
+                mask_folder,
+            ))
+        }
     }
 }
 
-/// Masks of an AbdomenAtlas case (`segmentations/` beside `ct.nii.gz`) on the CT's grid.
-/// A mask that cannot be read becomes a warning; the study still opens.
+/// Reads an AbdomenAtlas `segmentations/` folder onto the CT grid and derives the lesion
+/// extents and reference key slice. A mask that cannot be read becomes a warning.
+#[must_use]
+pub fn load_case_masks(folder: &Path, volume: &Volume) -> LoadedMasks {
+    let mut warnings = Vec::new();
+    let (labels, structures) = case_masks(folder, volume, &mut warnings);
+    let (lesion_marks, key_slice) = labels
+        .as_ref()
+        .map(|labels| lesion_marks(volume, labels, &structures))
+        .unwrap_or_default();
+    LoadedMasks {
+        labels,
+        structures,
+        lesion_marks,
+        key_slice,
+        warnings,
+    }
+}
+
+/// The masks in `folder` on the CT's grid, combined into one label volume.
 fn case_masks(
-    ct_path: &Path,
+    folder: &Path,
     volume: &Volume,
     warnings: &mut Vec<String>,
 ) -> (Option<LabelVolume>, Vec<Structure>) {
-    let Some(folder) = ct_path.parent().map(|parent| parent.join("segmentations")) else {
-        return (None, Vec::new());
-    };
-    if !folder.is_dir() {
-        return (None, Vec::new());
-    }
-    match load_masks_onto(&folder, volume) {
+    match load_masks_onto(folder, volume) {
         Ok(masks) => {
             let (combined, structures, left_out) = combine_structures(&masks);
             if !left_out.is_empty() {
@@ -167,7 +212,7 @@ pub fn lesion_marks(
         .enumerate()
         .filter(|(_, count)| **count > 0)
         .max_by(|(a, left), (b, right)| left.cmp(right).then(b.cmp(a)))
-        .map(|(slice, _)| (slice, "largest lesion area in the case masks".to_string()));
+        .map(|(slice, _)| (slice, "most lesion voxels, from the case masks".to_string()));
     (marks, key_slice)
 }
 

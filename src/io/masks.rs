@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use rayon::prelude::*;
+
 use super::nifti::{NiftiError, read_label_nifti};
 use crate::volume::{LabelVolume, Volume, resample_nearest};
 
@@ -19,7 +21,11 @@ pub fn load_masks_onto(folder: &Path, ct: &Volume) -> Result<Vec<LabelVolume>, N
         .filter(|path| is_mask_file(path))
         .collect();
     paths.sort();
-    paths.iter().map(|path| load_mask_onto(path, ct)).collect()
+    // Masks are independent: read and resample them in parallel (order kept by rayon).
+    paths
+        .par_iter()
+        .map(|path| load_mask_onto(path, ct))
+        .collect()
 }
 
 /// Whether the file name ends in `.nii` or `.nii.gz`, in any letter case.

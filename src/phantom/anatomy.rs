@@ -515,8 +515,8 @@ impl Anatomy {
     }
 
     /// Organs in order of precedence where the simple shapes overlap: kidneys first (the
-    /// liver shows a renal impression, as it does in patients), then gallbladder, liver,
-    /// spleen, pancreas.
+    /// liver shows a renal impression, as it does in patients), then gallbladder, pancreas
+    /// (kept whole where the liver's lower edge reaches it), liver, spleen.
     fn organ_at(&self, point: [f64; 3]) -> Option<Tissue> {
         for (kidney, cortex, medulla) in [
             (
@@ -538,6 +538,9 @@ impl Anatomy {
         if self.gallbladder.contains(point) {
             return Some(Tissue::Gallbladder);
         }
+        if self.pancreas.contains(point) {
+            return Some(Tissue::Pancreas);
+        }
         if self.in_liver(point) {
             if self
                 .liver_vessels
@@ -550,9 +553,6 @@ impl Anatomy {
         }
         if self.spleen.contains(point) {
             return Some(Tissue::Spleen);
-        }
-        if self.pancreas.contains(point) {
-            return Some(Tissue::Pancreas);
         }
         None
     }

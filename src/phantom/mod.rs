@@ -106,14 +106,60 @@ pub struct PhantomTruth {
     pub index: u32,
 }
 
-/// A generated case: CT, masks (AbdomenAtlas names, 0/1), and truth.
+/// A generated case: CT, masks (AbdomenAtlas names, 0/1, built one at a time on request so
+/// a 512×512×300 case does not hold twelve mask copies at once), and truth.
 pub struct PhantomCase {
     /// The CT in HU.
     pub volume: Volume,
-    /// One binary mask per structure, named as AbdomenAtlas names them.
-    pub masks: Vec<LabelVolume>,
     /// Ground truth.
     pub truth: PhantomTruth,
+    /// Structure code per voxel (see `STRUCTURES`).
+    structures: Vec<u8>,
+    /// Lesion number + 1 per voxel, 0 outside lesions.
+    lesion_ids: Vec<u8>,
+    /// Mask name of each lesion, in lesion-number order.
+    lesion_masks: Vec<&'static str>,
+}
+
+impl PhantomCase {
+    /// Names of the masks, as AbdomenAtlas names them: organs and vessels, then the three
+    /// lesion masks (written even when empty, so a reader sees "no lesion", not "unknown").
+    #[must_use]
+    pub fn mask_names() -> Vec<&'static str> {
+        STRUCTURES
+            .iter()
+            .map(|(_, name)| *name)
+            .chain(["liver_lesion", "pancreatic_lesion", "kidney_lesion"])
+            .collect()
+    }
+
+    /// The binary mask `name` on the CT grid; `None` for a name not in [`Self::mask_names`].
+    #[must_use]
+    pub fn mask(&self, name: &str) -> Option<LabelVolume> {
+        let labels: Vec<u8> =
+            if let Some((code, _)) = STRUCTURES.iter().find(|(_, known)| *known == name) {
+                self.structures
+                    .par_iter()
+                    .map(|value| u8::from(value == code))
+                    .collect()
+            } else if ["liver_lesion", "pancreatic_lesion", "kidney_lesion"].contains(&name) {
+                let ids: Vec<u8> = (1..=self.lesion_masks.len() as u8)
+                    .filter(|id| self.lesion_masks[usize::from(*id) - 1] == name)
+                    .collect();
+                self.lesion_ids
+                    .par_iter()
+                    .map(|id| u8::from(*id != 0 && ids.contains(id)))
+                    .collect()
+            } else {
+                return None;
+            };
+        Some(LabelVolume {
+            name: name.to_string(),
+            dims: self.volume.dims(),
+            patient_from_voxel: *self.volume.patient_from_voxel(),
+            labels,
+        })
+    }
 }
 
 /// Structure codes in the generator's label buffer, and their AbdomenAtlas mask names.
@@ -266,11 +312,15 @@ pub fn generate(seed: u64, index: u32, options: PhantomOptions) -> PhantomCase {
     let volume = Volume::new(dims, patient_from_voxel, Voxels::I16(hu), Vec::new(), info)
         .unwrap_or_else(|error| unreachable!("phantom volume parts agree: {error}"));
     let truth = measure_truth(seed, index, &volume, &placed, &lesion_ids, noise_hu);
-    let masks = masks_of(&structures, &lesion_ids, &placed, dims, patient_from_voxel);
     PhantomCase {
         volume,
-        masks,
         truth,
+        structures,
+        lesion_ids,
+        lesion_masks: placed
+            .iter()
+            .map(|lesion| lesion_mask_name(lesion.organ))
+            .collect(),
     }
 }
 
@@ -657,48 +707,4 @@ fn key_slice_box(volume: &Volume, lesion_ids: &[u8], key: usize) -> Option<Slice
         voxels: [i0 as u32, j0 as u32, i1 as u32, j1 as u32],
         mm: Some([round(low[0]), round(low[1]), round(high[0]), round(high[1])]),
     })
-}
-
-/// Binary masks per structure and per lesion kind, on the CT grid.
-fn masks_of(
-    structures: &[u8],
-    lesion_ids: &[u8],
-    placed: &[Placed],
-    dims: [usize; 3],
-    patient_from_voxel: Affine,
-) -> Vec<LabelVolume> {
-    let mask = |name: &str, labels: Vec<u8>| LabelVolume {
-        name: name.to_string(),
-        dims,
-        patient_from_voxel,
-        labels,
-    };
-    let mut masks: Vec<LabelVolume> = STRUCTURES
-        .iter()
-        .map(|(code, name)| {
-            mask(
-                name,
-                structures
-                    .par_iter()
-                    .map(|value| u8::from(value == code))
-                    .collect(),
-            )
-        })
-        .collect();
-    for name in ["liver_lesion", "pancreatic_lesion", "kidney_lesion"] {
-        let ids: Vec<u8> = placed
-            .iter()
-            .enumerate()
-            .filter(|(_, lesion)| lesion_mask_name(lesion.organ) == name)
-            .map(|(n, _)| n as u8 + 1)
-            .collect();
-        masks.push(mask(
-            name,
-            lesion_ids
-                .par_iter()
-                .map(|id| u8::from(*id != 0 && ids.contains(id)))
-                .collect(),
-        ));
-    }
-    masks
 }

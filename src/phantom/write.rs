@@ -149,9 +149,11 @@ pub fn write_case(out: &Path, case: &PhantomCase) -> Result<ManifestCase, Phanto
         std::fs::create_dir_all(&segmentations).map_err(io_error(&segmentations))?;
         let options = WriteOptions::default();
         write_nifti(&case.volume, &temporary.join("ct.nii.gz"), options)?;
-        for mask in &case.masks {
-            let path = segmentations.join(format!("{}.nii.gz", mask.name));
-            write_label_nifti(mask, &path, options)?;
+        for name in PhantomCase::mask_names() {
+            if let Some(mask) = case.mask(name) {
+                let path = segmentations.join(format!("{name}.nii.gz"));
+                write_label_nifti(&mask, &path, options)?;
+            }
         }
         let truth = temporary.join("truth.json");
         let text = serde_json::to_string_pretty(&case.truth).unwrap_or_default();

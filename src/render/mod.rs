@@ -175,26 +175,7 @@ pub fn upload_volume(
             dims[0], dims[1], dims[2], texture_dims[0], texture_dims[1], texture_dims[2]
         ));
     }
-    let gather = |index: [usize; 3]| {
-        index[0] * step[0] + dims[0] * (index[1] * step[1] + dims[1] * index[2] * step[2])
-    };
-    let texture_count = texture_dims.iter().product::<usize>();
     let hu = display_values(volume.voxels(), dims, step, texture_dims, &mut notices);
-    // Without masks a single empty voxel stands in (the shader clamps to the texture's size).
-    let (label_values, label_size): (Vec<u8>, [usize; 3]) = match labels {
-        Some(labels) if labels.dims == dims => (
-            (0..texture_count)
-                .map(|n| {
-                    let i = n % texture_dims[0];
-                    let j = (n / texture_dims[0]) % texture_dims[1];
-                    let k = n / (texture_dims[0] * texture_dims[1]);
-                    labels.labels[gather([i, j, k])]
-                })
-                .collect(),
-            texture_dims,
-        ),
-        _ => (vec![0], [1, 1, 1]),
-    };
     let size = wgpu::Extent3d {
         width: texture_dims[0] as u32,
         height: texture_dims[1] as u32,
@@ -215,25 +196,7 @@ pub fn upload_volume(
         wgpu::util::TextureDataOrder::LayerMajor,
         bytemuck::cast_slice(&hu),
     );
-    let labels_texture = device.create_texture_with_data(
-        queue,
-        &wgpu::TextureDescriptor {
-            label: Some("keyslice labels (R8Uint)"),
-            size: wgpu::Extent3d {
-                width: label_size[0] as u32,
-                height: label_size[1] as u32,
-                depth_or_array_layers: label_size[2] as u32,
-            },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D3,
-            format: wgpu::TextureFormat::R8Uint,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-            view_formats: &[],
-        },
-        wgpu::util::TextureDataOrder::LayerMajor,
-        &label_values,
-    );
+    let labels_view = labels_texture_view(device, queue, dims, step, texture_dims, labels);
     let colours = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
         label: Some("keyslice label colours"),
         contents: bytemuck::cast_slice(&LABEL_COLOURS),
@@ -241,12 +204,87 @@ pub fn upload_volume(
     });
     VolumeTextures {
         volume_view: volume_texture.create_view(&wgpu::TextureViewDescriptor::default()),
-        labels_view: labels_texture.create_view(&wgpu::TextureViewDescriptor::default()),
+        labels_view,
         colours,
         texture_dims,
         step,
         notices,
     }
+}
+
+/// Replaces the label texture of `textures` (masks that arrive after the volume is shown);
+/// `dims` are the volume's. Views made before must be recreated to see it.
+pub fn upload_labels(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    textures: &mut VolumeTextures,
+    dims: [usize; 3],
+    labels: Option<&LabelVolume>,
+) {
+    textures.labels_view = labels_texture_view(
+        device,
+        queue,
+        dims,
+        textures.step,
+        textures.texture_dims,
+        labels,
+    );
+}
+
+/// The `R8Uint` label texture on the (possibly downsampled) texture grid.
+fn labels_texture_view(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    dims: [usize; 3],
+    step: [usize; 3],
+    texture_dims: [usize; 3],
+    labels: Option<&LabelVolume>,
+) -> wgpu::TextureView {
+    let gather = |index: [usize; 3]| {
+        index[0] * step[0] + dims[0] * (index[1] * step[1] + dims[1] * index[2] * step[2])
+    };
+    let texture_count = texture_dims.iter().product::<usize>();
+    // Without masks a single empty voxel stands in (the shader clamps to the texture's size).
+    let (label_values, label_size): (std::borrow::Cow<[u8]>, [usize; 3]) = match labels {
+        Some(labels) if labels.dims == dims && step == [1, 1, 1] => {
+            (std::borrow::Cow::Borrowed(&labels.labels), texture_dims)
+        }
+        Some(labels) if labels.dims == dims => (
+            std::borrow::Cow::Owned(
+                (0..texture_count)
+                    .map(|n| {
+                        let i = n % texture_dims[0];
+                        let j = (n / texture_dims[0]) % texture_dims[1];
+                        let k = n / (texture_dims[0] * texture_dims[1]);
+                        labels.labels[gather([i, j, k])]
+                    })
+                    .collect(),
+            ),
+            texture_dims,
+        ),
+        _ => (std::borrow::Cow::Owned(vec![0]), [1, 1, 1]),
+    };
+    device
+        .create_texture_with_data(
+            queue,
+            &wgpu::TextureDescriptor {
+                label: Some("keyslice labels (R8Uint)"),
+                size: wgpu::Extent3d {
+                    width: label_size[0] as u32,
+                    height: label_size[1] as u32,
+                    depth_or_array_layers: label_size[2] as u32,
+                },
+                mip_level_count: 1,
+                sample_count: 1,
+                dimension: wgpu::TextureDimension::D3,
+                format: wgpu::TextureFormat::R8Uint,
+                usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+                view_formats: &[],
+            },
+            wgpu::util::TextureDataOrder::LayerMajor,
+            &label_values,
+        )
+        .create_view(&wgpu::TextureViewDescriptor::default())
 }
 
 /// What the shader's `View` uniform holds (see `shaders/slice.wgsl`).

@@ -61,6 +61,30 @@ impl ViewerGpu {
             });
         notices
     }
+
+    /// Replaces the mask overlay of the installed study (masks that finish loading after the
+    /// volume is on screen). Does nothing when no study is installed.
+    pub fn set_labels(
+        render_state: &egui_wgpu::RenderState,
+        dims: [usize; 3],
+        labels: Option<&LabelVolume>,
+    ) {
+        let mut renderer = render_state.renderer.write();
+        let Some(gpu) = renderer.callback_resources.get_mut::<Self>() else {
+            return;
+        };
+        crate::render::upload_labels(
+            &render_state.device,
+            &render_state.queue,
+            &mut gpu.textures,
+            dims,
+            labels,
+        );
+        gpu.views = [0, 1, 2].map(|_| {
+            gpu.renderer
+                .create_view(&render_state.device, &gpu.textures)
+        });
+    }
 }
 
 fn plane_index(plane: Plane) -> usize {
@@ -206,7 +230,7 @@ pub struct Viewer {
     pub measurements: Vec<Measurement>,
     /// The key evidence slice (axial index), marked on the slice bar; `K` jumps to it.
     pub key_slice: Option<f64>,
-    /// Where the key slice came from, shown beside it (`"largest lesion area in the masks"`).
+    /// Where the key slice came from, shown beside it (`"most lesion voxels, from the case masks"`).
     pub key_slice_source: Option<String>,
     /// Lesion extents along the axial stack, marked beside the axial slice bar.
     pub lesion_marks: Vec<LesionMark>,

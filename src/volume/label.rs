@@ -64,6 +64,59 @@ impl LabelVolume {
     }
 }
 
+/// The fast path of [`resample_nearest`] when the two grids share their voxel centres up to
+/// an axis permutation, flips and a whole-voxel shift (a mask written in another row order,
+/// a crop): every target voxel maps to exactly one source voxel by integer strides. `None`
+/// when the grids are not related that way.
+fn resample_by_index(
+    mask: &LabelVolume,
+    target_dims: [usize; 3],
+    mask_from_target: &Affine,
+) -> Option<Vec<u8>> {
+    let whole = |value: f64| {
+        let rounded = value.round();
+        ((value - rounded).abs() < 1e-4).then_some(rounded as i64)
+    };
+    // step[a][b]: source index change along source axis b per target step along axis a.
+    let mut step = [[0i64; 3]; 3];
+    for (axis, row) in step.iter_mut().enumerate() {
+        let column = mask_from_target.column(axis);
+        for b in 0..3 {
+            row[b] = whole(column[b])?;
+        }
+        if row.iter().map(|value| value.abs()).sum::<i64>() != 1 {
+            return None;
+        }
+    }
+    let origin = mask_from_target.translation.map(whole);
+    let origin = [origin[0]?, origin[1]?, origin[2]?];
+    let source_dims = mask.dims.map(|size| size as i64);
+    let strides = [1, source_dims[0], source_dims[0] * source_dims[1]];
+    let [columns, rows, slices] = target_dims;
+    let plane = columns * rows;
+    let mut labels = vec![0u8; plane * slices];
+    labels
+        .par_chunks_mut(plane.max(1))
+        .enumerate()
+        .for_each(|(k, target_plane)| {
+            for j in 0..rows {
+                let row = &mut target_plane[j * columns..(j + 1) * columns];
+                let mut position =
+                    [0, 1, 2].map(|b| origin[b] + step[1][b] * j as i64 + step[2][b] * k as i64);
+                for label in row {
+                    if (0..3).all(|b| (0..source_dims[b]).contains(&position[b])) {
+                        let index: i64 = (0..3).map(|b| position[b] * strides[b]).sum();
+                        *label = mask.labels[index as usize];
+                    }
+                    for b in 0..3 {
+                        position[b] += step[0][b];
+                    }
+                }
+            }
+        });
+    Some(labels)
+}
+
 /// First and last index with a non-zero count, if any.
 #[must_use]
 pub fn extent_of(counts: &[usize]) -> Option<(usize, usize)> {
@@ -171,6 +224,14 @@ pub fn resample_nearest(
             dims: target_dims,
             patient_from_voxel: *target_patient_from_voxel,
             labels: mask.labels.clone(),
+        });
+    }
+    if let Some(labels) = resample_by_index(mask, target_dims, &mask_from_target) {
+        return Some(LabelVolume {
+            name,
+            dims: target_dims,
+            patient_from_voxel: *target_patient_from_voxel,
+            labels,
         });
     }
     let [columns, rows, slices] = target_dims;

@@ -368,6 +368,20 @@ pub fn read_label_nifti(path: &Path) -> Result<LabelVolume, NiftiError> {
     let count = dims[0] * dims[1] * dims[2];
     let (slope, intercept) = scaling(&header);
     let mut labels = vec![0u8; count];
+    if data_type == DataType::U8 && (slope - 1.0).abs() < 1e-12 && intercept.abs() < 1e-12 {
+        // The common case (AbdomenAtlas and Keyslice masks): the bytes are the labels.
+        data.read_exact(&mut labels)
+            .map_err(|error| NiftiError::Data {
+                path: path.to_path_buf(),
+                detail: format!("{count} label voxels expected: {error}"),
+            })?;
+        return Ok(LabelVolume {
+            name: label_name(path),
+            dims,
+            patient_from_voxel: header.ras_from_voxel().0.ras_from_lps(),
+            labels,
+        });
+    }
     let mut bad_value = None;
     let element = data_type.byte_size();
     let mut scratch = vec![0u8; CHUNK_ELEMENTS * element];
@@ -399,22 +413,24 @@ pub fn read_label_nifti(path: &Path) -> Result<LabelVolume, NiftiError> {
             detail: format!("it holds the value {value}"),
         });
     }
-    let (ras_from_voxel, _) = header.ras_from_voxel();
+    Ok(LabelVolume {
+        name: label_name(path),
+        dims,
+        patient_from_voxel: header.ras_from_voxel().0.ras_from_lps(),
+        labels,
+    })
+}
+
+/// A mask's structure name: its file name without `.nii`, `.nii.gz` or `.hdr`.
+fn label_name(path: &Path) -> String {
     let name = path
         .file_name()
         .map(|name| name.to_string_lossy().to_string())
         .unwrap_or_default();
-    let name = name
-        .trim_end_matches(".gz")
+    name.trim_end_matches(".gz")
         .trim_end_matches(".nii")
         .trim_end_matches(".hdr")
-        .to_string();
-    Ok(LabelVolume {
-        name,
-        dims,
-        patient_from_voxel: ras_from_voxel.ras_from_lps(),
-        labels,
-    })
+        .to_string()
 }
 
 /// `(slope, intercept)`, with a zero or non-finite slope meaning "no scaling" (nifti1.h).
