@@ -11,6 +11,7 @@
 pub mod app;
 pub mod cli;
 pub mod findings;
+pub mod infer;
 pub mod io;
 pub mod phantom;
 pub mod render;

@@ -5,39 +5,17 @@
 mod common;
 
 use keyslice::app::open::{Source, load};
-use keyslice::volume::Affine;
 
 #[test]
 fn case_folder_brings_masks_lesion_extents_and_the_key_slice() {
     let folder = tempfile::tempdir().expect("temp dir");
     let case = folder.path().join("BDMAP_00000002");
-    let segmentations = case.join("segmentations");
-    std::fs::create_dir_all(&segmentations).expect("mkdir");
-    let dims = [16, 16, 20];
-    let affine = Affine::from_axes(
-        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
-        [2.0, 2.0, 3.0],
-        [-16.0, -16.0, 0.0],
-    );
-    common::write_mask(&case.join("ct.nii.gz"), dims, affine, |_, _, _| false);
+    let (dims, affine) = common::write_lesion_case(&case);
     common::write_mask(
-        &segmentations.join("liver.nii.gz"),
+        &case.join("segmentations").join("liver.nii.gz"),
         dims,
         affine,
         |i, _, k| i < 8 && (3..=10).contains(&k),
-    );
-    // Liver lesion on slices 5..=8, largest (16 voxels) on slice 7.
-    common::write_mask(
-        &segmentations.join("liver_lesion.nii.gz"),
-        dims,
-        affine,
-        |i, j, k| (5..=8).contains(&k) && i < 4 && j < if k == 7 { 4 } else { 2 },
-    );
-    common::write_mask(
-        &segmentations.join("kidney_lesion.nii.gz"),
-        dims,
-        affine,
-        |i, _, k| (12..=13).contains(&k) && i > 12,
     );
 
     let Ok((study, Some(masks))) = load(&Source::Path(case.join("ct.nii.gz"))) else {

@@ -8,7 +8,6 @@ mod common;
 use std::path::Path;
 
 use common::{keyslice, text};
-use keyslice::volume::Affine;
 
 #[test]
 fn findings_json_has_organs_with_tumor_states() {
@@ -125,30 +124,9 @@ fn score_json_has_exactly_the_documented_keys_and_values() {
 #[test]
 fn truth_folder_in_abdomenatlas_layout_gives_extents_and_sides() {
     let folder = tempfile::tempdir().expect("temp dir");
-    let case = folder.path().join("BDMAP_00000001");
-    let segmentations = case.join("segmentations");
-    std::fs::create_dir_all(&segmentations).expect("mkdir");
-    let dims = [16, 16, 20];
-    let affine = Affine::from_axes(
-        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
-        [2.0, 2.0, 3.0],
-        [-16.0, -16.0, 0.0],
-    );
-    common::write_mask(&case.join("ct.nii.gz"), dims, affine, |_, _, _| false);
-    // Liver lesion on slices 5..=8, largest on 7; a kidney lesion on the patient's left
-    // (+x in LPS: high i) on slices 12..=13.
-    common::write_mask(
-        &segmentations.join("liver_lesion.nii.gz"),
-        dims,
-        affine,
-        |i, j, k| (5..=8).contains(&k) && i < 4 && j < if k == 7 { 4 } else { 2 },
-    );
-    common::write_mask(
-        &segmentations.join("kidney_lesion.nii.gz"),
-        dims,
-        affine,
-        |i, _, k| (12..=13).contains(&k) && i > 12,
-    );
+    // Liver lesion on slices 5..=8, largest on 7; a kidney lesion on the patient's left on
+    // slices 12..=13.
+    common::write_lesion_case(&folder.path().join("BDMAP_00000001"));
     let pred = folder.path().join("pred.jsonl");
     write_lines(
         &pred,

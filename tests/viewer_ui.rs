@@ -417,3 +417,61 @@ fn side_panel_lists_the_key_slice_and_lesion_extents_and_goes_there() {
     assert_eq!(harness.state().viewer.view(Plane::Axial).slice, 46.0);
     harness.snapshot("side_panel_key_slice");
 }
+
+#[test]
+fn analysis_panel_shows_consistency_key_slice_local_description_and_report() {
+    use keyslice::infer::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
+    use keyslice::ui::analysis::{AnalysisCommand, AnalysisState, analysis_ui};
+    if !gpu_available() {
+        return;
+    }
+    // A phantom with lesions, analysed by the embedded model for real.
+    let case = keyslice::phantom::generate(
+        5,
+        3,
+        keyslice::phantom::PhantomOptions {
+            matrix: 128,
+            slice_mm: Some(2.5),
+        },
+    );
+    let model = TinyModel::embedded().expect("embedded model");
+    let prediction = keyslice::infer::run_pipeline(
+        "PHANTOM_5_0003",
+        &case.volume,
+        &TinyDiagnoser(&model),
+        Some(&TinyVerifier(&model)),
+    )
+    .expect("pipeline runs");
+    let has_key_slice = prediction.key_slice.is_some();
+    let mut timings = prediction.clone();
+    // Timings differ run to run; fixed for a stable snapshot.
+    timings.timings_ms = keyslice::infer::Timings {
+        diagnose: 850.0,
+        verify: 40.0,
+        total: 890.0,
+    };
+    let state = AnalysisState::Done(Box::new(timings));
+    let mut harness = Harness::builder()
+        .with_size(egui::Vec2::new(300.0, 640.0))
+        .wgpu()
+        .build_ui_state(
+            |ui, (state, last): &mut (AnalysisState, Option<AnalysisCommand>)| {
+                if let Some(command) = analysis_ui(ui, state) {
+                    *last = Some(command);
+                }
+            },
+            (state, None),
+        );
+    harness.run();
+    harness.get_by_label("Report:");
+    if has_key_slice {
+        harness.get_by_label("Verifier, key slice only:");
+        harness.get_by_label("go (K)").click();
+        harness.run();
+        assert_eq!(harness.state().1, Some(AnalysisCommand::JumpToKeySlice));
+    }
+    harness.get_by_label("Analyze again").click();
+    harness.run();
+    assert_eq!(harness.state().1, Some(AnalysisCommand::Run));
+    harness.snapshot("analysis_panel");
+}

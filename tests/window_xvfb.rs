@@ -87,6 +87,25 @@ fn xdotool(display: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).to_string()
 }
 
+/// Starts `keyslice view [path]` on `display` with its own settings folder, logging at info
+/// level to `log`.
+fn spawn_viewer(display: &str, path: Option<&Path>, config: &Path, log: &Path) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_keyslice"));
+    command.arg("view");
+    if let Some(path) = path {
+        command.arg(path);
+    }
+    command
+        .env("DISPLAY", display)
+        .env_remove("WAYLAND_DISPLAY")
+        .env("KEYSLICE_LOG", "info")
+        .env("KEYSLICE_CONFIG_DIR", config)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .spawn()
+        .expect("the viewer starts")
+}
+
 /// The window's position and size on the screen.
 fn window_geometry(display: &str, window: &str) -> (usize, usize, usize, usize) {
     let geometry = xdotool(display, &["getwindowgeometry", "--shell", window]);
@@ -222,17 +241,9 @@ fn real_window_draws_the_demo_and_follows_wheel_and_preset_keys() {
     let log = out.join("viewer.log");
     let (xvfb, display) = start_xvfb();
     let mut processes = Processes(vec![xvfb]);
-    let viewer = Command::new(env!("CARGO_BIN_EXE_keyslice"))
-        .arg("view")
-        .env("DISPLAY", &display)
-        .env_remove("WAYLAND_DISPLAY")
-        .env("KEYSLICE_LOG", "info")
-        .env("KEYSLICE_CONFIG_DIR", config.path())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("the viewer starts");
-    processes.0.push(viewer);
+    processes
+        .0
+        .push(spawn_viewer(&display, None, config.path(), &log));
     wait_for_log(&log, "first slices drawn", Duration::from_mins(2));
 
     let window = xdotool(&display, &["search", "--name", "^Keyslice$"]);
@@ -342,18 +353,9 @@ fn real_window_shows_a_phantom_case_then_its_masks_in_colour() {
     let log = out.join("viewer-phantom.log");
     let (xvfb, display) = start_xvfb();
     let mut processes = Processes(vec![xvfb]);
-    let viewer = Command::new(env!("CARGO_BIN_EXE_keyslice"))
-        .arg("view")
-        .arg(&ct)
-        .env("DISPLAY", &display)
-        .env_remove("WAYLAND_DISPLAY")
-        .env("KEYSLICE_LOG", "info")
-        .env("KEYSLICE_CONFIG_DIR", config.path())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("the viewer starts");
-    processes.0.push(viewer);
+    processes
+        .0
+        .push(spawn_viewer(&display, Some(&ct), config.path(), &log));
     // The CT is shown as soon as it is read; the masks follow (on a case this small they
     // may arrive before the first frame).
     wait_for_log(&log, "first slices drawn", Duration::from_mins(2));

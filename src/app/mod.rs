@@ -19,6 +19,8 @@ pub use open::Source;
 use open::{LoadEvent, LoadedMasks, Pick, load_in_background, pick_in_background};
 use settings::{Settings, settings_path};
 
+use crate::infer::Prediction;
+use crate::ui::analysis::{AnalysisCommand, AnalysisState, analysis_ui};
 use crate::ui::viewport::{Viewer, ViewerCommand, ViewerGpu};
 use crate::volume::Volume;
 
@@ -41,7 +43,13 @@ pub struct KeysliceApp {
     /// The open dialog's answer channel and when it was shown.
     dialog: Option<(Receiver<Option<PathBuf>>, Instant)>,
     typed_path: String,
+    analysis: AnalysisState,
+    /// The running analysis: its answer channel and when it started.
+    analysis_job: Option<(Receiver<AnalysisResult>, Instant)>,
 }
+
+/// A finished analysis: the prediction, or what failed and what to do.
+type AnalysisResult = Result<Prediction, (String, String)>;
 
 impl KeysliceApp {
     /// Starts loading `source` in the background; the window shows progress meanwhile.
@@ -73,6 +81,8 @@ impl KeysliceApp {
             settings_dirty: None,
             dialog: None,
             typed_path: String::new(),
+            analysis: AnalysisState::Idle,
+            analysis_job: None,
         };
         app.open(&cc.egui_ctx, source);
         app
@@ -142,6 +152,8 @@ impl KeysliceApp {
             self.viewer = Some(viewer);
             self.volume = Some(volume);
             self.first_slice_logged = false;
+            self.analysis = AnalysisState::Idle;
+            self.analysis_job = None;
         } else {
             self.error = Some((
                 "no GPU renderer is available for this window".into(),
@@ -204,6 +216,96 @@ impl KeysliceApp {
         if let Err(error) = self.settings.save(path) {
             tracing::warn!(%error, "settings not saved");
             self.notices.push(format!("settings not saved: {error}"));
+        }
+    }
+
+    /// Starts the embedded model on the open study, off the UI thread.
+    fn start_analysis(&mut self, ctx: &egui::Context) {
+        let Some(volume) = self.volume.clone() else {
+            return;
+        };
+        let case_id = self.title.clone();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let context = ctx.clone();
+        std::thread::spawn(move || {
+            let result = crate::infer::embedded::TinyModel::embedded()
+                .and_then(|model| {
+                    let diagnoser = crate::infer::embedded::TinyDiagnoser(&model);
+                    let verifier = crate::infer::embedded::TinyVerifier(&model);
+                    crate::infer::run_pipeline(&case_id, &volume, &diagnoser, Some(&verifier))
+                })
+                .map_err(|error| (error.to_string(), error.hint().to_string()));
+            // The study may have been closed meanwhile; then nobody needs the result.
+            let _ = sender.send(result);
+            context.request_repaint();
+        });
+        self.analysis_job = Some((receiver, Instant::now()));
+        self.analysis = AnalysisState::Running(0.0);
+    }
+
+    fn poll_analysis(&mut self, ctx: &egui::Context) {
+        let Some((receiver, started)) = &self.analysis_job else {
+            return;
+        };
+        match receiver.try_recv() {
+            Ok(Ok(prediction)) => {
+                self.analysis_job = None;
+                if let (Some(viewer), Some(key)) = (&mut self.viewer, &prediction.key_slice) {
+                    viewer.key_slice = Some(f64::from(key.index));
+                    viewer.key_slice_source = Some(format!(
+                        "named by {} (its evidence for the report)",
+                        prediction.diagnoser.id
+                    ));
+                }
+                self.analysis = AnalysisState::Done(Box::new(prediction));
+            }
+            Ok(Err((message, hint))) => {
+                self.analysis_job = None;
+                self.analysis = AnalysisState::Failed(message, hint);
+            }
+            Err(TryRecvError::Empty) => {
+                self.analysis = AnalysisState::Running(started.elapsed().as_secs_f32());
+                ctx.request_repaint_after(Duration::from_millis(100));
+            }
+            Err(TryRecvError::Disconnected) => {
+                self.analysis_job = None;
+                self.analysis = AnalysisState::Failed(
+                    "the analysis stopped unexpectedly".into(),
+                    "try again; with KEYSLICE_LOG=debug the log says more".into(),
+                );
+            }
+        }
+    }
+
+    /// The central area: the error, the loading progress, or the viewer.
+    fn central_ui(&mut self, ui: &mut egui::Ui, commands: &mut Vec<ViewerCommand>) {
+        if let Some((message, hint)) = &self.error {
+            ui.colored_label(
+                egui::Color32::from_rgb(230, 90, 80),
+                format!("error: {message}"),
+            );
+            ui.label(format!("hint: {hint}"));
+            ui.label("Open another study from the File menu, or drop one on the window.");
+        } else if let (Some(viewer), Some(volume)) = (&mut self.viewer, &self.volume) {
+            commands.extend(viewer.viewer_ui(ui, volume));
+            if !self.first_slice_logged {
+                // The frame that carries the first slices; measured by
+                // benches/viewer_first_slice.sh (KEYSLICE_LOG=info).
+                self.first_slice_logged = true;
+                tracing::info!(
+                    elapsed_ms = self.started.elapsed().as_millis(),
+                    "first slices drawn"
+                );
+            }
+        } else if self.loading.is_some() {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label(format!(
+                    "Loading… {:.1} s",
+                    self.started.elapsed().as_secs_f32()
+                ));
+            });
+            ui.ctx().request_repaint_after(Duration::from_millis(100));
         }
     }
 
@@ -313,6 +415,7 @@ impl eframe::App for KeysliceApp {
         let ctx = ui.ctx().clone();
         self.poll_loading();
         self.poll_dialog(&ctx);
+        self.poll_analysis(&ctx);
         self.dropped_files(&ctx);
         if ctx.input_mut(|input| input.consume_key(egui::Modifiers::COMMAND, egui::Key::O))
             && self.dialog.is_none()
@@ -347,42 +450,32 @@ impl eframe::App for KeysliceApp {
             });
         });
         let mut commands = Vec::new();
+        let mut analysis_command = None;
         if let Some(viewer) = &self.viewer {
-            commands = egui::Panel::right("keyslice-side")
-                .default_size(220.0)
-                .show(ui, |ui| viewer.side_panel_ui(ui))
+            let analysis = &self.analysis;
+            (analysis_command, commands) = egui::Panel::right("keyslice-side")
+                .default_size(260.0)
+                .show(ui, |ui| {
+                    egui::ScrollArea::vertical()
+                        .show(ui, |ui| {
+                            let analysis_command = analysis_ui(ui, analysis);
+                            ui.separator();
+                            (analysis_command, viewer.side_panel_ui(ui))
+                        })
+                        .inner
+                })
                 .inner;
-        }
-        egui::CentralPanel::default().show(ui, |ui| {
-            if let Some((message, hint)) = &self.error {
-                ui.colored_label(
-                    egui::Color32::from_rgb(230, 90, 80),
-                    format!("error: {message}"),
-                );
-                ui.label(format!("hint: {hint}"));
-                ui.label("Open another study from the File menu, or drop one on the window.");
-            } else if let (Some(viewer), Some(volume)) = (&mut self.viewer, &self.volume) {
-                commands.extend(viewer.viewer_ui(ui, volume));
-                if !self.first_slice_logged {
-                    // The frame that carries the first slices; measured by
-                    // benches/viewer_first_slice.sh (KEYSLICE_LOG=info).
-                    self.first_slice_logged = true;
-                    tracing::info!(
-                        elapsed_ms = self.started.elapsed().as_millis(),
-                        "first slices drawn"
-                    );
-                }
-            } else if self.loading.is_some() {
-                ui.horizontal(|ui| {
-                    ui.spinner();
-                    ui.label(format!(
-                        "Loading… {:.1} s",
-                        self.started.elapsed().as_secs_f32()
-                    ));
-                });
-                ui.ctx().request_repaint_after(Duration::from_millis(100));
+            let typing = ctx.egui_wants_keyboard_input();
+            if !typing && ctx.input(|input| input.key_pressed(egui::Key::A)) {
+                analysis_command = Some(AnalysisCommand::Run);
             }
-        });
+        }
+        match analysis_command {
+            Some(AnalysisCommand::Run) if self.analysis_job.is_none() => self.start_analysis(&ctx),
+            Some(AnalysisCommand::JumpToKeySlice) => commands.push(ViewerCommand::JumpToKeySlice),
+            _ => {}
+        }
+        egui::CentralPanel::default().show(ui, |ui| self.central_ui(ui, &mut commands));
         if let (Some(viewer), Some(volume)) = (&mut self.viewer, &self.volume) {
             for command in commands {
                 if let ViewerCommand::SetOpacity(opacity) = command {

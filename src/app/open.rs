@@ -11,7 +11,7 @@ use crate::io::{LoadOptions, SourceFormat, Study, load_study};
 use crate::render::view::{Plane, PlaneAxes};
 use crate::ui::viewport::LesionMark;
 use crate::volume::demo::demo_abdomen;
-use crate::volume::label::{extent_of, is_lesion};
+use crate::volume::label::{extent_of, first_largest, is_lesion};
 use crate::volume::{LabelVolume, Structure, Volume, combine_structures};
 
 /// What to open.
@@ -206,13 +206,8 @@ pub fn lesion_marks(
     let all = labels.counts_along(axis, |label| {
         lesions.iter().any(|structure| structure.label == label)
     });
-    // The first slice of the largest count, so ties resolve the same way every time.
-    let key_slice = all
-        .iter()
-        .enumerate()
-        .filter(|(_, count)| **count > 0)
-        .max_by(|(a, left), (b, right)| left.cmp(right).then(b.cmp(a)))
-        .map(|(slice, _)| (slice, "most lesion voxels, from the case masks".to_string()));
+    let key_slice = first_largest(&all)
+        .map(|slice| (slice, "most lesion voxels, from the case masks".to_string()));
     (marks, key_slice)
 }
 

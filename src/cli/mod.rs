@@ -4,11 +4,13 @@
 //! Errors reach `main` as [`CliError`], which prints `error: <what failed> (<file>)` and a
 //! `hint:` line and exits with code 1; clap's usage errors exit with code 2.
 
+pub mod analyze;
 pub mod convert;
 pub mod findings;
 pub mod info;
 pub mod phantom;
 pub mod score;
+pub mod train;
 pub mod view;
 
 use clap::{Parser, Subcommand};
@@ -39,6 +41,10 @@ pub enum Command {
     View(view::ViewArgs),
     /// Generate synthetic abdominal CT phantoms with masks and ground truth.
     Phantom(phantom::PhantomArgs),
+    /// Run the pipeline on one study: report, key slice, local description, consistency.
+    Analyze(analyze::AnalyzeArgs),
+    /// Train keyslice-tiny on case folders (phantoms or cases with masks).
+    Train(train::TrainArgs),
 }
 
 /// A failed command, as a user sees it.
@@ -58,6 +64,12 @@ pub enum CliError {
         /// What the OS said.
         source: std::io::Error,
     },
+    /// Inference failed.
+    #[error(transparent)]
+    Infer(#[from] crate::infer::InferError),
+    /// Training failed.
+    #[error(transparent)]
+    Train(#[from] crate::infer::embedded::train::TrainError),
     /// Writing phantoms failed.
     #[error(transparent)]
     Phantom(#[from] crate::phantom::write::PhantomError),
@@ -80,6 +92,8 @@ impl CliError {
             Self::Io(error) => error.hint(),
             Self::Cases(error) => error.hint().into(),
             Self::Phantom(error) => error.hint().into(),
+            Self::Infer(error) => error.hint().into(),
+            Self::Train(_) => "check the --data folder (case folders with ct.nii.gz and segmentations/) and that --out is writable".into(),
             Self::Argument(_) => "see `keyslice help` for the accepted values".into(),
             Self::Input { .. } => "check that the file exists and is UTF-8 text".into(),
             Self::Window(_) => "the viewer needs a display (X11 or Wayland) and a Vulkan, Metal, DX12 or GL driver; on a server use xvfb-run".into(),
@@ -97,5 +111,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Score(args) => score::run(&args),
         Command::View(args) => view::run(&args),
         Command::Phantom(args) => phantom::run(&args),
+        Command::Analyze(args) => analyze::run(&args),
+        Command::Train(args) => train::run(&args),
     }
 }

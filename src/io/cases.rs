@@ -19,6 +19,7 @@ use serde::Deserialize;
 use super::nifti::{NiftiError, read_label_nifti, read_nifti_grid};
 use crate::findings::{Findings, KeySlice, Organ, TumorPresence, read_report};
 use crate::scoring::LesionExtent;
+use crate::volume::label::first_largest;
 use crate::volume::{Affine, LabelVolume, resample_nearest};
 
 /// Errors reading case files; each names the file and, for JSONL, the line.
@@ -332,19 +333,14 @@ fn truth_from_masks(
     for extent in &extents {
         findings.organ_mut(extent.organ).tumor = TumorPresence::Yes;
     }
-    // The first slice of the largest total, so ties resolve the same way every time.
-    let largest = total
-        .iter()
-        .enumerate()
-        .filter(|(_, area)| **area > 0)
-        .max_by(|(a, left), (b, right)| left.cmp(right).then(b.cmp(a)))
-        .map(|(slice, area)| (*area, slice as u32));
-    findings.key_slice = largest.map(|(_, index)| KeySlice {
-        index,
-        z_mm: Some(grid.apply([0.0, 0.0, f64::from(index)])[2]),
-        sop_instance_uid: None,
-        span: None,
-    });
+    findings.key_slice = first_largest(&total)
+        .map(|slice| slice as u32)
+        .map(|index| KeySlice {
+            index,
+            z_mm: Some(grid.apply([0.0, 0.0, f64::from(index)])[2]),
+            sop_instance_uid: None,
+            span: None,
+        });
     Ok(TruthRecord {
         case_id,
         findings: Some(findings),

@@ -671,13 +671,9 @@ fn round_mm_to_cm(mm: f64) -> f64 {
     (mm).round() / 10.0
 }
 
-/// Index of the largest count; the first one on ties.
+/// Index of the largest count; the first one on ties (0 when all are 0).
 fn largest_index(counts: &[usize]) -> usize {
-    counts
-        .iter()
-        .enumerate()
-        .max_by(|(a, left), (b, right)| left.cmp(right).then(b.cmp(a)))
-        .map_or(0, |(index, _)| index)
+    crate::volume::label::first_largest(counts).unwrap_or(0)
 }
 
 /// Bounding box of every lesion voxel on slice `key`, in voxels and millimetres.

@@ -1,5 +1,6 @@
 //! egui panels. Each panel is a small struct whose `*_ui` function draws into an
 //! [`egui::Ui`] and returns the commands the user gave; the app applies them. Panels read the
-//! volume and view state; they never load files or run models.
+//! volume, view state and predictions; they never load files or run models.
 
+pub mod analysis;
 pub mod viewport;

@@ -117,6 +117,19 @@ fn resample_by_index(
     Some(labels)
 }
 
+/// Index of the largest positive count, the first one on a tie (so the choice is the same
+/// every time); `None` when every count is 0. The key-slice rule: the slice with the most
+/// lesion voxels.
+#[must_use]
+pub fn first_largest(counts: &[usize]) -> Option<usize> {
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, count)| **count > 0)
+        .max_by(|(a, left), (b, right)| left.cmp(right).then(b.cmp(a)))
+        .map(|(index, _)| index)
+}
+
 /// First and last index with a non-zero count, if any.
 #[must_use]
 pub fn extent_of(counts: &[usize]) -> Option<(usize, usize)> {

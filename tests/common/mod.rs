@@ -211,3 +211,32 @@ pub fn write_mask(
     .expect("mask parts agree");
     write_nifti(&volume, path, WriteOptions::default()).expect("write mask");
 }
+
+/// A small AbdomenAtlas case folder `case` (16 × 16 × 20 voxels of 2 × 2 × 3 mm): an empty
+/// CT, a liver lesion on slices 5–8 (16 voxels on slice 7, 8 on the others) and a kidney
+/// lesion on the patient's left (+x, high i) on slices 12–13 (48 voxels each). Returns the
+/// grid's dims and transform for further masks.
+pub fn write_lesion_case(case: &Path) -> ([usize; 3], keyslice::volume::Affine) {
+    let segmentations = case.join("segmentations");
+    std::fs::create_dir_all(&segmentations).expect("mkdir");
+    let dims = [16, 16, 20];
+    let affine = keyslice::volume::Affine::from_axes(
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+        [2.0, 2.0, 3.0],
+        [-16.0, -16.0, 0.0],
+    );
+    write_mask(&case.join("ct.nii.gz"), dims, affine, |_, _, _| false);
+    write_mask(
+        &segmentations.join("liver_lesion.nii.gz"),
+        dims,
+        affine,
+        |i, j, k| (5..=8).contains(&k) && i < 4 && j < if k == 7 { 4 } else { 2 },
+    );
+    write_mask(
+        &segmentations.join("kidney_lesion.nii.gz"),
+        dims,
+        affine,
+        |i, _, k| (12..=13).contains(&k) && i > 12,
+    );
+    (dims, affine)
+}

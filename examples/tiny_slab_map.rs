@@ -1,0 +1,51 @@
+//! Debugging aid for keyslice-tiny: prints, as text, the slab of a case with the most lesion
+//! voxels: `T` target lesion missed, `P` predicted lesion where there is none, `#` both,
+//! `o` organ, `b` bone, `.` soft tissue.
+//!
+//!     cargo run --release --example tiny_slab_map -- MODEL_DIR CASE_DIR
+use keyslice::infer::embedded::{TinyModel, train::load_case};
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let model = TinyModel::load(std::path::Path::new(&args[1])).unwrap();
+    let case = load_case(std::path::Path::new(&args[2]), &model.config).unwrap();
+    let n = case.grid.spec.size;
+    let plane = n * n;
+    let slab = (0..case.grid.slabs)
+        .max_by_key(|s| {
+            case.lesion[s * plane..(s + 1) * plane]
+                .iter()
+                .filter(|&&v| v > 0)
+                .count()
+        })
+        .unwrap();
+    println!("slab {slab} of {}", case.grid.slabs);
+    let p = model.diagnose_grid(&case.grid).unwrap();
+    for row in 0..n {
+        let mut line = String::new();
+        for column in 0..n {
+            let at = slab * plane + column + n * row;
+            let t = case.lesion[at];
+            let hu = case.grid.hu[at];
+            let pred = (0..4)
+                .map(|o| p.values[slab][4 + o][column + n * row])
+                .fold(0f32, f32::max);
+            let organ = case.organs[at];
+            line.push(if t > 0 && pred > 0.5 {
+                '#'
+            } else if t > 0 {
+                'T'
+            } else if pred > 0.5 {
+                'P'
+            } else if organ != 0 {
+                'o'
+            } else if hu > 150.0 {
+                'b'
+            } else if hu > -500.0 {
+                '.'
+            } else {
+                ' '
+            });
+        }
+        println!("{line}");
+    }
+}

@@ -1,0 +1,138 @@
+//! `keyslice analyze PATH... [--model DIR] [--json]`: the E-MRL pipeline on each study with
+//! the embedded `keyslice-tiny` (or a checkpoint folder): report, key slice, the verifier's
+//! local description of that slice, and their consistency. With `--json`, one Prediction per
+//! line (JSONL, what `score --pred` reads). A study that cannot be read is reported and the
+//! others go on; the exit status is 1 if any failed.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::CliError;
+use crate::infer::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
+use crate::infer::{Verifier, run_pipeline};
+use crate::io::{LoadOptions, load_study};
+
+/// Arguments of `analyze`.
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// DICOM series (folder or file), NIfTI files, or case folders.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// A keyslice-tiny checkpoint folder instead of the embedded model.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Skip the verifier (no local description, no consistency).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Print the Prediction record as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `analyze`.
+pub fn run(args: &AnalyzeArgs) -> Result<(), CliError> {
+    let loading = std::time::Instant::now();
+    let model = match &args.model {
+        Some(folder) => TinyModel::load(folder)?,
+        None => TinyModel::embedded()?,
+    };
+    tracing::debug!(
+        model_ms = loading.elapsed().as_secs_f64() * 1000.0,
+        "model loaded"
+    );
+    let mut first_error = None;
+    for path in &args.paths {
+        if let Err(error) = analyze_one(args, &model, path) {
+            if args.paths.len() == 1 {
+                return Err(error);
+            }
+            eprintln!("error: {error}\nhint: {}", error.hint());
+            first_error.get_or_insert(error);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+fn analyze_one(args: &AnalyzeArgs, model: &TinyModel, path: &Path) -> Result<(), CliError> {
+    let study = load_study(path, &LoadOptions::default())?;
+    let case_id = case_name(&study.path);
+    let diagnoser = TinyDiagnoser(model);
+    let verifier = TinyVerifier(model);
+    let verifier: Option<&dyn Verifier> = if args.no_verify {
+        None
+    } else {
+        Some(&verifier)
+    };
+    let mut prediction = run_pipeline(&case_id, &study.volume, &diagnoser, verifier)?;
+    prediction
+        .warnings
+        .extend(study.volume.warnings().iter().cloned());
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let text = serde_json::to_string(&prediction).unwrap_or_default();
+        writeln!(out, "{text}")?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "case {case_id}: {} {} (synthetic-trained; not for clinical use)",
+        prediction.diagnoser.id, prediction.diagnoser.version
+    )?;
+    writeln!(out, "\n{}", prediction.report.trim_end())?;
+    match &prediction.key_slice {
+        Some(key) => writeln!(
+            out,
+            "\nkey slice     {} (z = {:.1} mm)",
+            key.index, key.z_mm
+        )?,
+        None => writeln!(out, "\nkey slice     none (no lesion found)")?,
+    }
+    if let Some(text) = &prediction.local_description {
+        writeln!(
+            out,
+            "local         {}",
+            text.trim_end().replace('\n', "\n              ")
+        )?;
+    }
+    if let Some(consistency) = &prediction.consistency {
+        let part = |value: Option<f64>| value.map_or("–".to_string(), |v| format!("{v:.2}"));
+        writeln!(
+            out,
+            "consistency   {:.2} (organ {:.2}, location {}, attenuation {}, size {})",
+            consistency.score,
+            consistency.organ,
+            part(consistency.location),
+            part(consistency.attenuation),
+            part(consistency.size)
+        )?;
+    }
+    for warning in &prediction.warnings {
+        writeln!(out, "warning       {warning}")?;
+    }
+    writeln!(
+        out,
+        "time          {:.0} ms (diagnose {:.0}, verify {:.0})\n",
+        prediction.timings_ms.total, prediction.timings_ms.diagnose, prediction.timings_ms.verify
+    )?;
+    Ok(())
+}
+
+/// `BDMAP_0001` for `…/BDMAP_0001/ct.nii.gz`, else the file or folder name.
+fn case_name(path: &Path) -> String {
+    let name = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default()
+    };
+    let file = name(path);
+    if file.starts_with("ct.nii")
+        && let Some(parent) = path.parent()
+    {
+        return name(parent);
+    }
+    file.trim_end_matches(".gz")
+        .trim_end_matches(".nii")
+        .to_string()
+}

@@ -1,0 +1,178 @@
+//! The model's fixed grid: axial slabs of `slab_mm` (averaged from the CT's slices) sampled
+//! on a square of `size` pixels of `pixel_mm`, centred on the CT's in-plane centre. Lesions
+//! and organs keep their size in millimetres whatever the scanner's grid, and every model
+//! voxel maps back to a CT slice and pixel.
+//!
+//! Works on the volume's voxel axes (i, j in-plane, k along slices), which `io` orders towards
+//! LPS, so rows run anterior → posterior and columns patient right → left.
+
+use rayon::prelude::*;
+
+use crate::volume::{LabelVolume, Volume};
+
+/// The sampling of the model grid.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GridSpec {
+    /// Pixels per side.
+    pub size: usize,
+    /// Pixel spacing, mm.
+    pub pixel_mm: f64,
+    /// Slab thickness (and spacing), mm.
+    pub slab_mm: f64,
+}
+
+/// A volume on the model grid.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelGrid {
+    /// The sampling.
+    pub spec: GridSpec,
+    /// Number of slabs.
+    pub slabs: usize,
+    /// HU per voxel, slab-major then row-major (`size × size` per slab).
+    pub hu: Vec<f32>,
+    /// CT slice index at each slab's centre.
+    pub centre_slice: Vec<u32>,
+    /// CT voxel spacing (columns, rows, slices), mm.
+    pub ct_spacing_mm: [f64; 3],
+    /// CT dims.
+    pub ct_dims: [usize; 3],
+    /// Patient z (mm) of the first slab's centre and of the last, for position features.
+    pub z_range_mm: (f64, f64),
+}
+
+impl ModelGrid {
+    /// Samples `volume` onto the grid: each slab is the mean of the CT slices whose centres
+    /// fall in it (the nearest one if none), each pixel bilinear in-plane.
+    #[must_use]
+    pub fn from_volume(volume: &Volume, spec: GridSpec) -> Self {
+        let dims = volume.dims();
+        let spacing = volume.spacing_mm();
+        let height_mm = dims[2] as f64 * spacing[2];
+        let slabs = ((height_mm / spec.slab_mm).round() as usize).max(1);
+        let n = spec.size;
+        let mut hu = vec![0f32; slabs * n * n];
+        let centre_slice: Vec<u32> = (0..slabs)
+            .map(|s| slab_centre_slice(s, spec, spacing, dims))
+            .collect();
+        hu.par_chunks_mut(n * n).enumerate().for_each(|(s, plane)| {
+            let (first, last) = slab_slices(s, spec, spacing, dims);
+            let count = (last - first + 1) as f32;
+            for k in first..=last {
+                for row in 0..n {
+                    for column in 0..n {
+                        let (ci, cj) = ct_position(column, row, spec, spacing, dims);
+                        plane[column + n * row] += bilinear(volume, ci, cj, k) / count;
+                    }
+                }
+            }
+        });
+        let z = |s: usize| {
+            volume
+                .patient_from_voxel()
+                .apply([0.0, 0.0, f64::from(centre_slice[s])])[2]
+        };
+        Self {
+            spec,
+            slabs,
+            hu,
+            z_range_mm: (z(0), z(slabs - 1)),
+            centre_slice,
+            ct_spacing_mm: spacing,
+            ct_dims: dims,
+        }
+    }
+
+    /// Samples a label volume on the CT's grid onto the model grid (nearest, at the slab
+    /// centre slice).
+    #[must_use]
+    pub fn sample_labels(&self, labels: &LabelVolume) -> Vec<u8> {
+        let n = self.spec.size;
+        let dims = labels.dims;
+        let mut out = vec![0u8; self.slabs * n * n];
+        out.par_chunks_mut(n * n)
+            .enumerate()
+            .for_each(|(s, plane)| {
+                let k = self.centre_slice[s] as usize;
+                for row in 0..n {
+                    for column in 0..n {
+                        let (ci, cj) =
+                            ct_position(column, row, self.spec, self.ct_spacing_mm, self.ct_dims);
+                        let (i, j) = (ci.round(), cj.round());
+                        if i >= 0.0 && j >= 0.0 && (i as usize) < dims[0] && (j as usize) < dims[1]
+                        {
+                            plane[column + n * row] =
+                                labels.labels[i as usize + dims[0] * (j as usize + dims[1] * k)];
+                        }
+                    }
+                }
+            });
+        out
+    }
+
+    /// The CT voxel (column, row) at the centre of model pixel (`column`, `row`).
+    #[must_use]
+    pub fn ct_pixel(&self, column: usize, row: usize) -> (f64, f64) {
+        ct_position(column, row, self.spec, self.ct_spacing_mm, self.ct_dims)
+    }
+
+    /// Height feature of slab `s`: 0 at the top of the scan, growing downwards by 1 per
+    /// 300 mm (phantoms and abdominal CTs end near the liver dome).
+    #[must_use]
+    pub fn height_feature(&self, s: usize) -> f32 {
+        let from_top =
+            (self.slabs.saturating_sub(1) - s.min(self.slabs - 1)) as f64 * self.spec.slab_mm;
+        (from_top / 300.0) as f32
+    }
+}
+
+/// CT (column, row), continuous, of the centre of model pixel (`column`, `row`).
+fn ct_position(
+    column: usize,
+    row: usize,
+    spec: GridSpec,
+    spacing: [f64; 3],
+    dims: [usize; 3],
+) -> (f64, f64) {
+    let half_model = (spec.size as f64 - 1.0) / 2.0;
+    let x_mm = (column as f64 - half_model) * spec.pixel_mm;
+    let y_mm = (row as f64 - half_model) * spec.pixel_mm;
+    (
+        (dims[0] as f64 - 1.0) / 2.0 + x_mm / spacing[0],
+        (dims[1] as f64 - 1.0) / 2.0 + y_mm / spacing[1],
+    )
+}
+
+/// First and last CT slice averaged into slab `s`.
+fn slab_slices(s: usize, spec: GridSpec, spacing: [f64; 3], dims: [usize; 3]) -> (usize, usize) {
+    let start_mm = s as f64 * spec.slab_mm;
+    let end_mm = start_mm + spec.slab_mm;
+    // Slice k's centre lies at (k + 0.5) · spacing from the scan's lower edge.
+    let first = (start_mm / spacing[2] - 0.5).ceil().max(0.0) as usize;
+    let last = ((end_mm / spacing[2] - 0.5).ceil() as usize).saturating_sub(1);
+    let centre = slab_centre_slice(s, spec, spacing, dims) as usize;
+    if first > last || last >= dims[2] {
+        (centre, centre)
+    } else {
+        (first, last.min(dims[2] - 1))
+    }
+}
+
+fn slab_centre_slice(s: usize, spec: GridSpec, spacing: [f64; 3], dims: [usize; 3]) -> u32 {
+    let centre_mm = (s as f64 + 0.5) * spec.slab_mm;
+    ((centre_mm / spacing[2] - 0.5).round().max(0.0) as usize).min(dims[2] - 1) as u32
+}
+
+/// Bilinear HU at continuous (`i`, `j`) on slice `k`; air outside.
+fn bilinear(volume: &Volume, i: f64, j: f64, k: usize) -> f32 {
+    let [nx, ny, _] = volume.dims();
+    if i < 0.0 || j < 0.0 || i > (nx - 1) as f64 || j > (ny - 1) as f64 {
+        return -1000.0;
+    }
+    let (i0, j0) = (i.floor() as usize, j.floor() as usize);
+    let (i1, j1) = ((i0 + 1).min(nx - 1), (j0 + 1).min(ny - 1));
+    let (fi, fj) = ((i - i0 as f64) as f32, (j - j0 as f64) as f32);
+    let at = |i: usize, j: usize| volume.value([i, j, k]).unwrap_or(-1000.0);
+    let top = at(i0, j0) * (1.0 - fi) + at(i1, j0) * fi;
+    let bottom = at(i0, j1) * (1.0 - fi) + at(i1, j1) * fi;
+    top * (1.0 - fj) + bottom * fj
+}

@@ -1,0 +1,479 @@
+//! `keyslice-tiny`, the embedded default model: trained by this project on synthetic
+//! phantoms (`keyslice train`), shipped in `models/keyslice-tiny/` and compiled into the
+//! binary, so analysis works on a fresh machine with no download and no GPU.
+//!
+//! Two networks of the same shape ([`net::SliceNet`]): the **diagnoser** reads every axial
+//! slab of the volume on the model grid ([`grid`]) with its neighbours and position features
+//! and marks organs and lesions per pixel; [`decode`] turns that into findings, a report (the
+//! project's report writer), the key slice and a box. The **verifier** sees only a crop of the
+//! key slice around the box and describes what is visible there, through the same decoding,
+//! as a local description. It is honest about what it is: trained only on synthetic phantoms,
+//! not for clinical use (see `MODEL_CARD.md`).
+
+pub mod decode;
+pub mod grid;
+pub mod net;
+pub mod train;
+
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use serde::{Deserialize, Serialize};
+
+use super::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
+use crate::findings::{Findings, SliceBox, TumorPresence, write_local_description, write_report};
+use crate::volume::Volume;
+use decode::{Probabilities, find_lesions, findings_of, key_slab, slab_box, visible_organs};
+use grid::{GridSpec, ModelGrid};
+use net::{OUTPUTS, SliceNet};
+
+/// candle's error text without the backtrace it may carry.
+#[must_use]
+pub fn candle_message(error: &candle_core::Error) -> String {
+    error
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The weights and configuration compiled into the binary.
+const EMBEDDED_CONFIG: &str = include_str!("../../../models/keyslice-tiny/config.json");
+const EMBEDDED_WEIGHTS: &[u8] = include_bytes!("../../../models/keyslice-tiny/model.safetensors");
+
+/// `config.json` of a keyslice-tiny checkpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TinyConfig {
+    /// `"keyslice-tiny"`.
+    pub model: String,
+    /// Checkpoint version (bumped at each retraining).
+    pub version: String,
+    /// The diagnoser's grid.
+    pub grid: GridSpec,
+    /// Pixels per side of the verifier's crop (on the same pixel spacing).
+    pub crop: usize,
+    /// Channel widths of the diagnoser at full, ½, ¼, ⅛ resolution.
+    pub diagnoser_widths: [usize; 4],
+    /// Channel widths of the verifier.
+    pub verifier_widths: [usize; 4],
+    /// Window centre and width (HU) of each input window.
+    pub windows: Vec<[f32; 2]>,
+}
+
+impl TinyConfig {
+    /// The configuration a fresh training run starts from.
+    #[must_use]
+    pub fn initial() -> Self {
+        Self {
+            model: "keyslice-tiny".into(),
+            version: "0".into(),
+            // 64 × 6 mm = 384 mm field: sized so training fits well under an hour on two
+            // CPU cores (candle's CPU convolutions cost about 1 s per 16-slab step here).
+            grid: GridSpec {
+                size: 64,
+                pixel_mm: 6.0,
+                slab_mm: 5.0,
+            },
+            crop: 32,
+            diagnoser_widths: [8, 16, 32, 48],
+            verifier_widths: [8, 16, 24, 32],
+            windows: vec![[40.0, 400.0], [90.0, 150.0]],
+        }
+    }
+
+    /// Diagnoser input channels: three slabs × windows, plus x, y and height features.
+    #[must_use]
+    pub fn diagnoser_inputs(&self) -> usize {
+        3 * self.windows.len() + 3
+    }
+
+    /// Verifier input channels: one slice × windows, plus x, y and height features.
+    #[must_use]
+    pub fn verifier_inputs(&self) -> usize {
+        self.windows.len() + 3
+    }
+}
+
+/// The two networks with their configuration.
+pub struct TinyModel {
+    /// Configuration.
+    pub config: TinyConfig,
+    /// Reads the volume.
+    pub diagnoser: SliceNet,
+    /// Reads the key-slice crop.
+    pub verifier: SliceNet,
+    device: Device,
+}
+
+impl TinyModel {
+    /// The model compiled into the binary.
+    pub fn embedded() -> Result<Self, InferError> {
+        let error = |detail: String| InferError::Model {
+            path: "embedded keyslice-tiny".into(),
+            detail,
+        };
+        let config: TinyConfig =
+            serde_json::from_str(EMBEDDED_CONFIG).map_err(|e| error(e.to_string()))?;
+        let device = Device::Cpu;
+        let tensors = candle_core::safetensors::load_buffer(EMBEDDED_WEIGHTS, &device)
+            .map_err(|e| error(candle_message(&e)))?;
+        Self::from_tensors(config, tensors, device).map_err(|e| error(candle_message(&e)))
+    }
+
+    /// A checkpoint folder (`config.json`, `model.safetensors`).
+    pub fn load(folder: &Path) -> Result<Self, InferError> {
+        let error = |path: &Path, detail: String| InferError::Model {
+            path: path.to_path_buf(),
+            detail,
+        };
+        let config_path = folder.join("config.json");
+        let text = std::fs::read_to_string(&config_path)
+            .map_err(|e| error(&config_path, e.to_string()))?;
+        let config: TinyConfig =
+            serde_json::from_str(&text).map_err(|e| error(&config_path, e.to_string()))?;
+        let weights = folder.join("model.safetensors");
+        let device = Device::Cpu;
+        let tensors = candle_core::safetensors::load(&weights, &device)
+            .map_err(|e| error(&weights, candle_message(&e)))?;
+        Self::from_tensors(config, tensors, device).map_err(|e| error(&weights, candle_message(&e)))
+    }
+
+    fn from_tensors(
+        config: TinyConfig,
+        tensors: std::collections::HashMap<String, Tensor>,
+        device: Device,
+    ) -> candle_core::Result<Self> {
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
+        Ok(Self {
+            diagnoser: SliceNet::new(
+                config.diagnoser_inputs(),
+                config.diagnoser_widths,
+                &vb.pp("diagnoser"),
+            )?,
+            verifier: SliceNet::new(
+                config.verifier_inputs(),
+                config.verifier_widths,
+                &vb.pp("verifier"),
+            )?,
+            config,
+            device,
+        })
+    }
+
+    /// Per-pixel probabilities of every slab of `grid` (sigmoid for masks, softmax for
+    /// the class groups).
+    pub fn diagnose_grid(&self, grid: &ModelGrid) -> candle_core::Result<Probabilities> {
+        let n = grid.spec.size;
+        let mut values = Vec::with_capacity(grid.slabs);
+        let slabs: Vec<usize> = (0..grid.slabs).collect();
+        for batch in slabs.chunks(16) {
+            let inputs: Vec<f32> = batch
+                .iter()
+                .flat_map(|&slab| diagnoser_input(grid, slab, &self.config.windows))
+                .collect();
+            let x = Tensor::from_vec(
+                inputs,
+                (batch.len(), self.config.diagnoser_inputs(), n, n),
+                &self.device,
+            )?;
+            let logits = self.diagnoser.forward(&x)?;
+            values.extend(probabilities_of(&logits)?);
+        }
+        Ok(Probabilities {
+            size: n,
+            pixel_mm: grid.spec.pixel_mm,
+            slab_mm: grid.spec.slab_mm,
+            values,
+        })
+    }
+
+    /// Per-pixel probabilities of the verifier's crop of `slice`, and the crop's origin
+    /// (model-pixel offset of its top-left corner on the slice's model grid).
+    pub fn verify_crop(&self, crop: &[f32]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let c = self.config.crop;
+        let x = Tensor::from_vec(
+            crop.to_vec(),
+            (1, self.config.verifier_inputs(), c, c),
+            &self.device,
+        )?;
+        let logits = self.verifier.forward(&x)?;
+        Ok(probabilities_of(&logits)?.remove(0))
+    }
+}
+
+/// `[batch, OUTPUTS, h, w]` logits → `[batch][channel][pixel]` probabilities.
+fn probabilities_of(logits: &Tensor) -> candle_core::Result<Vec<Vec<Vec<f32>>>> {
+    let (batch, _, height, width) = logits.dims4()?;
+    let masks = candle_nn::ops::sigmoid(&logits.narrow(1, 0, net::ATTENUATION.start)?)?;
+    let attenuation = candle_nn::ops::softmax(
+        &logits.narrow(1, net::ATTENUATION.start, net::ATTENUATION.len())?,
+        1,
+    )?;
+    let location = candle_nn::ops::softmax(
+        &logits.narrow(1, net::LOCATION.start, net::LOCATION.len())?,
+        1,
+    )?;
+    let all = Tensor::cat(&[&masks, &attenuation, &location], 1)?.reshape((
+        batch,
+        OUTPUTS,
+        height * width,
+    ))?;
+    all.to_vec3::<f32>()
+}
+
+/// Window `hu` to 0–1.
+fn window(hu: f32, [centre, width]: [f32; 2]) -> f32 {
+    ((hu - (centre - width / 2.0)) / width).clamp(0.0, 1.0)
+}
+
+/// The diagnoser's input for `slab`: the slab below, the slab, the slab above, in each
+/// window, then x, y and height features; channel-major.
+#[must_use]
+pub fn diagnoser_input(grid: &ModelGrid, slab: usize, windows: &[[f32; 2]]) -> Vec<f32> {
+    let n = grid.spec.size;
+    let plane = n * n;
+    let mut input = Vec::with_capacity((3 * windows.len() + 3) * plane);
+    for offset in [-1isize, 0, 1] {
+        let s = (slab as isize + offset).clamp(0, grid.slabs as isize - 1) as usize;
+        let values = &grid.hu[s * plane..(s + 1) * plane];
+        for &w in windows {
+            input.extend(values.iter().map(|&hu| window(hu, w)));
+        }
+    }
+    position_channels(grid, grid.height_feature(slab), 0, 0, n, &mut input);
+    input
+}
+
+/// x, y and height feature planes for a `side`² window starting at model pixel
+/// (`column0`, `row0`).
+fn position_channels(
+    grid: &ModelGrid,
+    height: f32,
+    column0: isize,
+    row0: isize,
+    side: usize,
+    input: &mut Vec<f32>,
+) {
+    let n = grid.spec.size as isize;
+    let feature = |column: isize, row: isize| {
+        // Outside the grid the features continue linearly.
+        let half = (n as f64 - 1.0) / 2.0;
+        let scale = 200.0 / grid.spec.pixel_mm;
+        (
+            ((column as f64 - half) / scale) as f32,
+            ((row as f64 - half) / scale) as f32,
+        )
+    };
+    for axis in 0..2 {
+        for row in 0..side as isize {
+            for column in 0..side as isize {
+                let (x, y) = feature(column0 + column, row0 + row);
+                input.push(if axis == 0 { x } else { y });
+            }
+        }
+    }
+    input.extend(std::iter::repeat_n(height, side * side));
+}
+
+/// The verifier's input: a `crop`² window of slab `slab` centred on model pixel `centre`
+/// (air outside the grid), then in-plane position features and a zero height plane (the
+/// verifier sees one slice and is not told where it lies); and the window's top-left corner.
+#[must_use]
+pub fn verifier_input(
+    grid: &ModelGrid,
+    slab: usize,
+    centre: (usize, usize),
+    crop: usize,
+    windows: &[[f32; 2]],
+) -> (Vec<f32>, (isize, isize)) {
+    let n = grid.spec.size as isize;
+    let plane = grid.spec.size * grid.spec.size;
+    let column0 = centre.0 as isize - crop as isize / 2;
+    let row0 = centre.1 as isize - crop as isize / 2;
+    let values = &grid.hu[slab * plane..(slab + 1) * plane];
+    let mut input = Vec::with_capacity((windows.len() + 3) * crop * crop);
+    for &w in windows {
+        for row in row0..row0 + crop as isize {
+            for column in column0..column0 + crop as isize {
+                let hu = if (0..n).contains(&row) && (0..n).contains(&column) {
+                    values[(column + n * row) as usize]
+                } else {
+                    -1000.0
+                };
+                input.push(window(hu, w));
+            }
+        }
+    }
+    position_channels(grid, 0.0, column0, row0, crop, &mut input);
+    (input, (column0, row0))
+}
+
+/// The embedded model as a [`Diagnoser`].
+pub struct TinyDiagnoser<'a>(pub &'a TinyModel);
+
+impl Diagnoser for TinyDiagnoser<'_> {
+    fn model_id(&self) -> ModelId {
+        ModelId {
+            id: self.0.config.model.clone(),
+            version: self.0.config.version.clone(),
+        }
+    }
+
+    fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError> {
+        let model = self.0;
+        let run_error = |error: candle_core::Error| InferError::Run {
+            model: model.config.model.clone(),
+            detail: candle_message(&error),
+        };
+        if volume.dims().contains(&0) {
+            return Err(InferError::Volume("it has no voxels".into()));
+        }
+        let grid = ModelGrid::from_volume(volume, model.config.grid);
+        let probabilities = model.diagnose_grid(&grid).map_err(run_error)?;
+        let lesions = find_lesions(&probabilities);
+        let mut findings = findings_of(&lesions);
+        let key = key_slab(&lesions, grid.slabs);
+        let mut slice_box = None;
+        let mut key_slice = None;
+        if let Some(slab) = key {
+            let index = grid.centre_slice[slab];
+            key_slice = Some(index);
+            slice_box = slab_box(&lesions, slab, grid.spec.size)
+                .map(|bounds| ct_box(volume, &grid, bounds, index));
+        }
+        findings.key_slice = key_slice.map(|index| crate::findings::KeySlice {
+            index,
+            z_mm: Some(
+                (volume
+                    .patient_from_voxel()
+                    .apply([0.0, 0.0, f64::from(index)])[2]
+                    * 100.0)
+                    .round()
+                    / 100.0,
+            ),
+            sop_instance_uid: None,
+            span: None,
+        });
+        findings.slice_box.clone_from(&slice_box);
+        Ok(Diagnosis {
+            report: write_report(&findings),
+            key_slice,
+            slice_box,
+            warnings: Vec::new(),
+        })
+    }
+}
+
+/// A model-pixel box on the key slice as CT voxels (outer edges of the model pixels) and mm.
+fn ct_box(volume: &Volume, grid: &ModelGrid, [c0, r0, c1, r1]: [usize; 4], index: u32) -> SliceBox {
+    let [nx, ny, _] = volume.dims();
+    let half = [
+        grid.spec.pixel_mm / 2.0 / grid.ct_spacing_mm[0],
+        grid.spec.pixel_mm / 2.0 / grid.ct_spacing_mm[1],
+    ];
+    let (low_i, low_j) = grid.ct_pixel(c0, r0);
+    let (high_i, high_j) = grid.ct_pixel(c1, r1);
+    let clamp = |value: f64, size: usize| value.round().clamp(0.0, (size - 1) as f64);
+    let voxels = [
+        clamp(low_i - half[0], nx),
+        clamp(low_j - half[1], ny),
+        clamp(high_i + half[0], nx),
+        clamp(high_j + half[1], ny),
+    ];
+    let corner = |i: f64, j: f64| volume.patient_from_voxel().apply([i, j, f64::from(index)]);
+    let (low, high) = (corner(voxels[0], voxels[1]), corner(voxels[2], voxels[3]));
+    let round = |value: f64| (value * 100.0).round() / 100.0;
+    SliceBox {
+        voxels: voxels.map(|value| value as u32),
+        mm: Some([round(low[0]), round(low[1]), round(high[0]), round(high[1])]),
+    }
+}
+
+/// The embedded model as a [`Verifier`].
+pub struct TinyVerifier<'a>(pub &'a TinyModel);
+
+impl Verifier for TinyVerifier<'_> {
+    fn model_id(&self) -> ModelId {
+        ModelId {
+            id: format!("{}-verifier", self.0.config.model),
+            version: self.0.config.version.clone(),
+        }
+    }
+
+    fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError> {
+        let model = self.0;
+        let run_error = |error: candle_core::Error| InferError::Run {
+            model: format!("{}-verifier", model.config.model),
+            detail: candle_message(&error),
+        };
+        // The slice alone, as a one-slab volume on the model grid.
+        let volume = slice_volume(slice).map_err(InferError::Volume)?;
+        // The one-slice volume is 1 mm thick: a 1 mm slab holds exactly that slice.
+        let spec = GridSpec {
+            slab_mm: 1.0,
+            ..model.config.grid
+        };
+        let grid = ModelGrid::from_volume(&volume, spec);
+        let n = grid.spec.size;
+        let centre = slice.slice_box.as_ref().map_or((n / 2, n / 2), |b| {
+            model_pixel_of(
+                &grid,
+                f64::midpoint(f64::from(b.voxels[0]), f64::from(b.voxels[2])),
+                f64::midpoint(f64::from(b.voxels[1]), f64::from(b.voxels[3])),
+            )
+        });
+        let (input, _) = verifier_input(&grid, 0, centre, model.config.crop, &model.config.windows);
+        let values = model.verify_crop(&input).map_err(run_error)?;
+        let probabilities = Probabilities {
+            size: model.config.crop,
+            pixel_mm: grid.spec.pixel_mm,
+            slab_mm: grid.spec.slab_mm,
+            values: vec![values],
+        };
+        let lesions = find_lesions(&probabilities);
+        let mut local: Findings = findings_of(&lesions);
+        // Organs neither shown with a lesion nor visible in the crop are not mentioned.
+        let visible = visible_organs(&probabilities.values[0], 20);
+        for organ in crate::findings::Organ::ALL {
+            let entry = local.organ_mut(organ);
+            if entry.tumor == TumorPresence::No && !visible.contains(&organ) {
+                entry.tumor = TumorPresence::NotMentioned;
+            }
+        }
+        Ok(write_local_description(slice.index, &local))
+    }
+}
+
+/// The model pixel nearest CT pixel (`i`, `j`).
+fn model_pixel_of(grid: &ModelGrid, i: f64, j: f64) -> (usize, usize) {
+    let n = grid.spec.size;
+    let half_model = (n as f64 - 1.0) / 2.0;
+    let x_mm = (i - (grid.ct_dims[0] as f64 - 1.0) / 2.0) * grid.ct_spacing_mm[0];
+    let y_mm = (j - (grid.ct_dims[1] as f64 - 1.0) / 2.0) * grid.ct_spacing_mm[1];
+    let to_pixel = |mm: f64| {
+        ((mm / grid.spec.pixel_mm + half_model)
+            .round()
+            .clamp(0.0, (n - 1) as f64)) as usize
+    };
+    (to_pixel(x_mm), to_pixel(y_mm))
+}
+
+/// A one-slice volume from a key-slice image (what the verifier's grid sampling reads).
+fn slice_volume(slice: &KeySliceImage) -> Result<Volume, String> {
+    use crate::volume::{Affine, VolumeInfo, Voxels};
+    let affine = Affine::from_axes(
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+        [slice.spacing_mm[0], slice.spacing_mm[1], 1.0],
+        slice.origin_mm,
+    );
+    Volume::new(
+        [slice.dims[0], slice.dims[1], 1],
+        affine,
+        Voxels::F32(slice.hu.clone()),
+        Vec::new(),
+        VolumeInfo::default(),
+    )
+    .map_err(|error| error.to_string())
+}

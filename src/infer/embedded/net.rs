@@ -1,0 +1,95 @@
+//! The network of `keyslice-tiny`: a small 2D encoder–decoder (U-Net shaped) applied per
+//! axial slab, with neighbouring slabs as input channels (2.5D: candle has no conv3d), and a
+//! dense head per pixel.
+//!
+//! Head channels ([`OUTPUTS`]): 4 organ masks (liver, pancreas, left and right kidney), 4
+//! lesion masks (a lesion of that organ), 3 attenuation classes (hypo, iso, hyper) and 13
+//! location classes (liver segments II–VIII, pancreas head/body/tail, kidney upper/mid/lower
+//! pole), the last two meaningful on lesion pixels. Weight names follow the layer tree
+//! (`enc1.conv_a.weight`, …) as candle's `VarBuilder` lays them out.
+
+use candle_core::{Module, Result, Tensor};
+use candle_nn::{Conv2d, Conv2dConfig, VarBuilder, conv2d};
+
+/// Organ mask channels.
+pub const ORGAN: std::ops::Range<usize> = 0..4;
+/// Lesion mask channels (same organ order).
+pub const LESION: std::ops::Range<usize> = 4..8;
+/// Attenuation class channels.
+pub const ATTENUATION: std::ops::Range<usize> = 8..11;
+/// Location class channels.
+pub const LOCATION: std::ops::Range<usize> = 11..24;
+/// All head channels.
+pub const OUTPUTS: usize = 24;
+
+/// Two 3×3 convolutions with ReLU.
+struct Block {
+    conv_a: Conv2d,
+    conv_b: Conv2d,
+}
+
+impl Block {
+    fn new(inputs: usize, outputs: usize, vb: &VarBuilder) -> Result<Self> {
+        let config = Conv2dConfig {
+            padding: 1,
+            ..Conv2dConfig::default()
+        };
+        Ok(Self {
+            conv_a: conv2d(inputs, outputs, 3, config, vb.pp("conv_a"))?,
+            conv_b: conv2d(outputs, outputs, 3, config, vb.pp("conv_b"))?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.conv_b
+            .forward(&self.conv_a.forward(x)?.relu()?)?
+            .relu()
+    }
+}
+
+/// The encoder–decoder.
+pub struct SliceNet {
+    enc1: Block,
+    enc2: Block,
+    enc3: Block,
+    bottom: Block,
+    dec3: Block,
+    dec2: Block,
+    dec1: Block,
+    head: Conv2d,
+}
+
+impl SliceNet {
+    /// Builds (or loads, through `vb`) a network with `inputs` channels and the given widths
+    /// at full, ½, ¼ and ⅛ resolution.
+    pub fn new(inputs: usize, widths: [usize; 4], vb: &VarBuilder) -> Result<Self> {
+        let [w1, w2, w3, w4] = widths;
+        Ok(Self {
+            enc1: Block::new(inputs, w1, &vb.pp("enc1"))?,
+            enc2: Block::new(w1, w2, &vb.pp("enc2"))?,
+            enc3: Block::new(w2, w3, &vb.pp("enc3"))?,
+            bottom: Block::new(w3, w4, &vb.pp("bottom"))?,
+            dec3: Block::new(w4 + w3, w3, &vb.pp("dec3"))?,
+            dec2: Block::new(w3 + w2, w2, &vb.pp("dec2"))?,
+            dec1: Block::new(w2 + w1, w1, &vb.pp("dec1"))?,
+            head: conv2d(w1, OUTPUTS, 1, Conv2dConfig::default(), vb.pp("head"))?,
+        })
+    }
+
+    /// `x`: `[batch, inputs, size, size]` (size divisible by 8) → logits
+    /// `[batch, OUTPUTS, size, size]`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let (_, _, height, width) = x.dims4()?;
+        let e1 = self.enc1.forward(x)?;
+        let e2 = self.enc2.forward(&e1.max_pool2d(2)?)?;
+        let e3 = self.enc3.forward(&e2.max_pool2d(2)?)?;
+        let bottom = self.bottom.forward(&e3.max_pool2d(2)?)?;
+        let up3 = bottom.upsample_nearest2d(height / 4, width / 4)?;
+        let d3 = self.dec3.forward(&Tensor::cat(&[&up3, &e3], 1)?)?;
+        let up2 = d3.upsample_nearest2d(height / 2, width / 2)?;
+        let d2 = self.dec2.forward(&Tensor::cat(&[&up2, &e2], 1)?)?;
+        let up1 = d2.upsample_nearest2d(height, width)?;
+        let d1 = self.dec1.forward(&Tensor::cat(&[&up1, &e1], 1)?)?;
+        self.head.forward(&d1)
+    }
+}

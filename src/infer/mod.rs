@@ -1,0 +1,230 @@
+//! Inference: the E-MRL pipeline behind two traits, so that backends plug in.
+//!
+//! A [`Diagnoser`] reads a whole volume and writes a report with a key evidence slice (and
+//! optionally a box on it). A [`Verifier`] sees only that slice ([`KeySliceImage`], cut out
+//! here so it cannot look elsewhere) and describes what is visible there. [`run_pipeline`]
+//! reads both texts with the findings reader and scores their consistency with `scoring`,
+//! producing a [`Prediction`]: the record `analyze` prints, `score` reads and the review
+//! workflow shows. Garbled or partial model output is kept and flagged in `warnings`, never
+//! fatal.
+//!
+//! Backends: [`embedded`] (`keyslice-tiny`, candle, CPU). Depends on the core and candle;
+//! knows nothing of the UI.
+
+pub mod embedded;
+pub mod prediction;
+
+use std::time::Instant;
+
+pub use prediction::{ModelId, PREDICTION_VERSION, Prediction, PredictionKeySlice, Timings};
+
+use crate::findings::{SliceBox, read_report};
+use crate::scoring::{SizeTolerance, consistency};
+use crate::volume::Volume;
+
+/// Why a backend could not produce its output.
+#[derive(Debug, thiserror::Error)]
+pub enum InferError {
+    /// The model files could not be read.
+    #[error("model {path}: {detail}")]
+    Model {
+        /// The model folder or file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The network failed while running.
+    #[error("{model}: {detail}")]
+    Run {
+        /// Which model.
+        model: String,
+        /// What failed.
+        detail: String,
+    },
+    /// The volume cannot be analysed (empty, not CT-like).
+    #[error("cannot analyse this volume: {0}")]
+    Volume(String),
+}
+
+impl InferError {
+    /// What the user can do about it.
+    #[must_use]
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Self::Model { .. } => {
+                "check the model folder (config.json and model.safetensors), or run without --model to use the embedded keyslice-tiny"
+            }
+            Self::Run { .. } => "rerun with KEYSLICE_LOG=debug and report the message",
+            Self::Volume(_) => "check that the input is a CT volume (info shows its geometry)",
+        }
+    }
+}
+
+/// What a diagnoser returns: the report text and where its evidence is.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Diagnosis {
+    /// The report, as the model wrote it.
+    pub report: String,
+    /// Key evidence slice (index along the volume's slice axis), if the model named one.
+    pub key_slice: Option<u32>,
+    /// A box on the key slice, if the model gave one.
+    pub slice_box: Option<SliceBox>,
+    /// Anything the backend wants the user to know.
+    pub warnings: Vec<String>,
+}
+
+/// Reads a whole volume and writes a report with a key slice.
+pub trait Diagnoser {
+    /// Model name and version, recorded in every prediction.
+    fn model_id(&self) -> ModelId;
+    /// Diagnoses `volume`.
+    fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError>;
+}
+
+/// One axial slice of a volume, in HU, with its pixel spacing and the box the diagnoser
+/// gave: all a verifier may see.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeySliceImage {
+    /// Slice index in the volume.
+    pub index: u32,
+    /// Columns, rows.
+    pub dims: [usize; 2],
+    /// Pixel spacing (columns, rows), mm.
+    pub spacing_mm: [f64; 2],
+    /// Patient position of pixel (0, 0), mm (LPS).
+    pub origin_mm: [f64; 3],
+    /// Row-major HU values.
+    pub hu: Vec<f32>,
+    /// The diagnoser's box, if any.
+    pub slice_box: Option<SliceBox>,
+}
+
+impl KeySliceImage {
+    /// Cuts slice `index` (along the volume's third axis) out of `volume`; `None` when the
+    /// index is outside it.
+    #[must_use]
+    pub fn extract(volume: &Volume, index: u32, slice_box: Option<SliceBox>) -> Option<Self> {
+        let [nx, ny, nz] = volume.dims();
+        let k = index as usize;
+        if k >= nz {
+            return None;
+        }
+        let mut hu = Vec::with_capacity(nx * ny);
+        for j in 0..ny {
+            for i in 0..nx {
+                hu.push(volume.value([i, j, k]).unwrap_or(-1000.0));
+            }
+        }
+        let spacing = volume.spacing_mm();
+        Some(Self {
+            index,
+            dims: [nx, ny],
+            spacing_mm: [spacing[0], spacing[1]],
+            origin_mm: volume.patient_from_voxel().apply([0.0, 0.0, k as f64]),
+            hu,
+            slice_box,
+        })
+    }
+}
+
+/// Looks at one slice and describes what is visible there.
+pub trait Verifier {
+    /// Model name and version.
+    fn model_id(&self) -> ModelId;
+    /// The local description of `slice`.
+    fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError>;
+}
+
+/// Runs diagnosis → key slice → verification → consistency on `volume`. A verifier failure
+/// or a missing key slice leaves the prediction without a local description (with a
+/// warning); only a diagnoser failure is an error.
+pub fn run_pipeline(
+    case_id: &str,
+    volume: &Volume,
+    diagnoser: &dyn Diagnoser,
+    verifier: Option<&dyn Verifier>,
+) -> Result<Prediction, InferError> {
+    let started = Instant::now();
+    let diagnosis = diagnoser.diagnose(volume)?;
+    let diagnose_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let mut warnings = diagnosis.warnings.clone();
+    let read = read_report(&diagnosis.report);
+    for unread in &read.unread {
+        warnings.push(format!(
+            "report sentence not understood (kept in the report): {:?}",
+            unread.text
+        ));
+    }
+    let findings = read.findings;
+    // The key slice the model named explicitly wins over one written in its report.
+    let key_index = diagnosis
+        .key_slice
+        .or_else(|| findings.key_slice.as_ref().map(|key| key.index));
+    let [_, _, slices] = volume.dims();
+    let key_index = match key_index {
+        Some(index) if (index as usize) < slices => Some(index),
+        Some(index) => {
+            warnings.push(format!(
+                "the model's key slice {index} is outside the volume (0–{}); ignored",
+                slices.saturating_sub(1)
+            ));
+            None
+        }
+        None => {
+            warnings.push("the model named no key slice; nothing to verify".into());
+            None
+        }
+    };
+    let key_slice = key_index.map(|index| PredictionKeySlice::of(volume, index));
+    let verify_started = Instant::now();
+    let mut local_description = None;
+    let mut local_findings = None;
+    let mut consistency_score = None;
+    if let (Some(verifier), Some(index)) = (verifier, key_index) {
+        let image = KeySliceImage::extract(volume, index, diagnosis.slice_box.clone());
+        match image.map(|image| verifier.describe(&image)) {
+            Some(Ok(text)) => {
+                let local = read_report(&text);
+                for unread in &local.unread {
+                    warnings.push(format!(
+                        "local description sentence not understood: {:?}",
+                        unread.text
+                    ));
+                }
+                consistency_score = Some(consistency(
+                    &findings,
+                    &local.findings,
+                    SizeTolerance::default(),
+                ));
+                local_findings = Some(local.findings);
+                local_description = Some(text);
+            }
+            Some(Err(error)) => warnings.push(format!("verifier failed: {error}")),
+            None => {}
+        }
+    }
+    let verify_ms = verify_started.elapsed().as_secs_f64() * 1000.0;
+    Ok(Prediction {
+        version: PREDICTION_VERSION,
+        case_id: case_id.to_string(),
+        diagnoser: diagnoser.model_id(),
+        verifier: verifier.map(Verifier::model_id),
+        report: diagnosis.report,
+        findings,
+        key_slice,
+        slice_box: diagnosis.slice_box,
+        local_description,
+        local_findings,
+        consistency: consistency_score,
+        timings_ms: Timings {
+            diagnose: round_ms(diagnose_ms),
+            verify: round_ms(verify_ms),
+            total: round_ms(started.elapsed().as_secs_f64() * 1000.0),
+        },
+        warnings,
+    })
+}
+
+fn round_ms(ms: f64) -> f64 {
+    (ms * 10.0).round() / 10.0
+}

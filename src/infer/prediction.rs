@@ -1,0 +1,106 @@
+//! The `Prediction` record: everything one pipeline run produced for one case, as JSON.
+//!
+//! ```json
+//! {"version": 1, "case_id": "...",
+//!  "diagnoser": {"id": "keyslice-tiny", "version": "1"}, "verifier": {...} | null,
+//!  "report": "...", "findings": { Findings read from the report, with spans },
+//!  "key_slice": {"index": 57, "z_mm": 114.0, "sop_instance_uid": "..."} | null,
+//!  "box": {"voxels": [c0, r0, c1, r1], "mm": [...]} | null,
+//!  "local_description": "..." | null, "local_findings": { Findings } | null,
+//!  "consistency": {"score", "organ", "location", "attenuation", "size"} | null,
+//!  "timings_ms": {"diagnose", "verify", "total"}, "warnings": ["..."]}
+//! ```
+//!
+//! `keyslice score --pred` reads these lines directly (`case_id`, `report`, `findings`,
+//! `key_slice`, `local_description`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::findings::{Findings, SliceBox};
+use crate::scoring::Consistency;
+use crate::volume::Volume;
+
+/// Version of the record's layout.
+pub const PREDICTION_VERSION: u32 = 1;
+
+/// A model's name and version.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelId {
+    /// Model name (`keyslice-tiny`, a checkpoint folder name, a served model).
+    pub id: String,
+    /// Version or checkpoint revision.
+    pub version: String,
+}
+
+/// The key slice as recorded: index, patient z, and the DICOM instance when known.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PredictionKeySlice {
+    /// Index along the volume's slice axis (0 = first, inferior for axial CT).
+    pub index: u32,
+    /// Patient z of the slice (LPS, mm).
+    pub z_mm: f64,
+    /// SOP Instance UID of the slice when the volume came from DICOM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sop_instance_uid: Option<String>,
+}
+
+impl PredictionKeySlice {
+    /// Slice `index` of `volume`, with its z and DICOM instance.
+    #[must_use]
+    pub fn of(volume: &Volume, index: u32) -> Self {
+        let z_mm = volume
+            .patient_from_voxel()
+            .apply([0.0, 0.0, f64::from(index)])[2];
+        Self {
+            index,
+            z_mm: (z_mm * 100.0).round() / 100.0,
+            sop_instance_uid: volume
+                .slices()
+                .get(index as usize)
+                .and_then(|slice| slice.sop_instance_uid.clone()),
+        }
+    }
+}
+
+/// Milliseconds spent in each stage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// The diagnoser.
+    pub diagnose: f64,
+    /// The verifier.
+    pub verify: f64,
+    /// The whole pipeline.
+    pub total: f64,
+}
+
+/// One case's prediction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    /// [`PREDICTION_VERSION`].
+    pub version: u32,
+    /// Case identifier.
+    pub case_id: String,
+    /// Who wrote the report.
+    pub diagnoser: ModelId,
+    /// Who wrote the local description.
+    pub verifier: Option<ModelId>,
+    /// The report as the model wrote it (kept even when partly unreadable).
+    pub report: String,
+    /// What the findings reader took from it.
+    pub findings: Findings,
+    /// The key evidence slice.
+    pub key_slice: Option<PredictionKeySlice>,
+    /// The box on the key slice.
+    #[serde(rename = "box")]
+    pub slice_box: Option<SliceBox>,
+    /// The verifier's description of the key slice.
+    pub local_description: Option<String>,
+    /// What the findings reader took from the local description.
+    pub local_findings: Option<Findings>,
+    /// Agreement of the report with the local description, per attribute.
+    pub consistency: Option<Consistency>,
+    /// Time per stage.
+    pub timings_ms: Timings,
+    /// Everything odd: unread sentences, a key slice outside the volume, a failed verifier.
+    pub warnings: Vec<String>,
+}

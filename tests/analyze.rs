@@ -1,0 +1,288 @@
+//! The pipeline with the embedded `keyslice-tiny`: `keyslice analyze` prints a Prediction that
+//! `score` reads; DICOM key slices carry their SOP Instance UID; garbled model output and
+//! impossible key slices are kept and flagged, never fatal; a bad model folder is named.
+
+mod common;
+
+use common::{SliceSpec, keyslice, text, write_series};
+use keyslice::infer::embedded::grid::{GridSpec, ModelGrid};
+use keyslice::infer::embedded::{TinyModel, TinyVerifier};
+use keyslice::infer::{
+    Diagnoser, Diagnosis, InferError, ModelId, PredictionKeySlice, Verifier, run_pipeline,
+};
+use keyslice::io::{LoadOptions, load_study};
+use keyslice::volume::demo::demo_abdomen;
+use keyslice::volume::{Affine, LabelVolume, Volume, VolumeInfo, Voxels};
+
+#[test]
+fn analyze_prints_a_prediction_that_score_reads() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let data = folder.path().join("cases");
+    let made = keyslice(&[
+        "phantom",
+        "--out",
+        data.to_str().expect("utf-8"),
+        "--cases",
+        "2",
+        "--seed",
+        "31",
+        "--matrix",
+        "96",
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let mut lines = String::new();
+    for case in ["PHANTOM_31_0000", "PHANTOM_31_0001"] {
+        let ct = data.join(case).join("ct.nii.gz");
+        let result = keyslice(&["analyze", ct.to_str().expect("utf-8"), "--json"]);
+        assert!(result.status.success(), "{}", text(&result.stderr));
+        let stdout = text(&result.stdout);
+        let json: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+        assert_eq!(json["version"], 1);
+        assert_eq!(json["case_id"], case);
+        assert_eq!(json["diagnoser"]["id"], "keyslice-tiny");
+        assert_eq!(json["verifier"]["id"], "keyslice-tiny-verifier");
+        assert!(
+            json["report"]
+                .as_str()
+                .expect("text")
+                .starts_with("FINDINGS:")
+        );
+        for organ in ["liver", "pancreas", "kidney_left", "kidney_right"] {
+            let state = json["findings"]["organs"][organ]["tumor"]
+                .as_str()
+                .expect("state");
+            assert!(["yes", "no"].contains(&state), "{organ}: {state}");
+        }
+        assert!(json["timings_ms"]["total"].as_f64().expect("number") > 0.0);
+        if let Some(index) = json["key_slice"]["index"].as_u64() {
+            assert!(json["local_description"].is_string(), "{json}");
+            let score = json["consistency"]["score"].as_f64().expect("score");
+            assert!((0.0..=1.0).contains(&score), "{score}");
+            let manifest: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(data.join("manifest.json")).expect("manifest"),
+            )
+            .expect("JSON");
+            let slices = manifest["cases"]
+                .as_array()
+                .and_then(|cases| cases.iter().find(|c| c["case_id"] == case))
+                .map(|c| c["dims"][2].as_u64().expect("slices"))
+                .expect("listed");
+            assert!(index < slices, "{index} of {slices}");
+        }
+        lines.push_str(stdout.trim());
+        lines.push('\n');
+    }
+    let pred = folder.path().join("pred.jsonl");
+    std::fs::write(&pred, lines).expect("write");
+    let scored = keyslice(&[
+        "score",
+        "--pred",
+        pred.to_str().expect("utf-8"),
+        "--truth",
+        data.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    assert!(scored.status.success(), "{}", text(&scored.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&scored.stdout).expect("JSON");
+    assert_eq!(json["missing_cases"].as_array().map(Vec::len), Some(0));
+
+    // The readable form names the model and what it is.
+    let ct = data.join("PHANTOM_31_0000").join("ct.nii.gz");
+    let readable = keyslice(&["analyze", ct.to_str().expect("utf-8")]);
+    assert!(readable.status.success(), "{}", text(&readable.stderr));
+    let stdout = text(&readable.stdout);
+    assert!(
+        stdout.contains("case PHANTOM_31_0000: keyslice-tiny"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("not for clinical use"), "{stdout}");
+    assert!(stdout.contains("key slice"), "{stdout}");
+}
+
+#[test]
+fn a_dicom_key_slice_carries_its_sop_instance_uid_and_z() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let slices: Vec<(String, SliceSpec)> = (0..3)
+        .map(|n| {
+            (
+                format!("IMG{}", 9 - n),
+                SliceSpec::axial("1.2.3.9", n, 10.0 + 2.5 * n as f64, 100),
+            )
+        })
+        .collect();
+    write_series(folder.path(), &slices);
+    let study = load_study(folder.path(), &LoadOptions::default()).expect("series loads");
+    let key = PredictionKeySlice::of(&study.volume, 1);
+    assert_eq!(key.sop_instance_uid.as_deref(), Some("1.2.3.9.1"));
+    assert!((key.z_mm - 12.5).abs() < 1e-6, "{}", key.z_mm);
+}
+
+/// A diagnoser that writes what it is given: stands in for a misbehaving model (a real
+/// network cannot be made to write nonsense on demand).
+struct Scripted(&'static str, Option<u32>);
+
+impl Diagnoser for Scripted {
+    fn model_id(&self) -> ModelId {
+        ModelId {
+            id: "scripted".into(),
+            version: "0".into(),
+        }
+    }
+
+    fn diagnose(&self, _volume: &Volume) -> Result<Diagnosis, InferError> {
+        Ok(Diagnosis {
+            report: self.0.to_string(),
+            key_slice: self.1,
+            ..Diagnosis::default()
+        })
+    }
+}
+
+#[test]
+fn garbled_output_is_kept_and_flagged_and_a_bad_key_slice_is_a_warning() {
+    let model = TinyModel::embedded().expect("the embedded model loads");
+    let verifier = TinyVerifier(&model);
+    let volume = demo_abdomen();
+    let garbled = "Liver: 2.1 cm hypodense lesion in segment 7. zxq ~~ lorem ipsum.";
+    let prediction = run_pipeline(
+        "demo",
+        &volume,
+        &Scripted(garbled, Some(46)),
+        Some(&verifier as &dyn Verifier),
+    )
+    .expect("never fatal");
+    assert_eq!(
+        prediction.report, garbled,
+        "the model's text is kept as written"
+    );
+    assert!(
+        prediction
+            .warnings
+            .iter()
+            .any(|w| w.contains("not understood") && w.contains("lorem")),
+        "{:?}",
+        prediction.warnings
+    );
+    assert!(
+        prediction
+            .findings
+            .organ(keyslice::findings::Organ::Liver)
+            .tumor
+            .as_positive()
+    );
+    assert_eq!(prediction.key_slice.as_ref().map(|k| k.index), Some(46));
+    assert!(prediction.local_description.is_some());
+    assert!(prediction.consistency.is_some());
+
+    let outside = run_pipeline(
+        "demo",
+        &volume,
+        &Scripted("No tumor.", Some(500)),
+        Some(&verifier),
+    )
+    .expect("never fatal");
+    assert!(outside.key_slice.is_none());
+    assert!(outside.local_description.is_none());
+    assert!(
+        outside
+            .warnings
+            .iter()
+            .any(|w| w.contains("500") && w.contains("outside")),
+        "{:?}",
+        outside.warnings
+    );
+}
+
+#[test]
+fn a_missing_or_broken_model_folder_is_named_with_a_hint() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let study = common::data("nifti/standard.nii.gz");
+    let result = keyslice(&[
+        "analyze",
+        study.to_str().expect("utf-8"),
+        "--model",
+        folder.path().to_str().expect("utf-8"),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = text(&result.stderr);
+    assert!(stderr.contains("config.json"), "{stderr}");
+    assert!(stderr.contains("hint:"), "{stderr}");
+    std::fs::write(folder.path().join("config.json"), "{\"model\": 3}").expect("write");
+    let result = keyslice(&[
+        "analyze",
+        study.to_str().expect("utf-8"),
+        "--model",
+        folder.path().to_str().expect("utf-8"),
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    assert!(
+        text(&result.stderr).contains("config.json"),
+        "{}",
+        text(&result.stderr)
+    );
+}
+
+#[test]
+fn the_model_grid_keeps_millimetres_and_maps_back_to_ct_slices() {
+    // 100 × 80 × 40 voxels of 2 × 2 × 2.5 mm with a bright block 20 mm wide at the centre
+    // column/row, on slices 20–23.
+    let dims = [100, 80, 40];
+    let mut values = vec![-1000i16; 100 * 80 * 40];
+    let mut labels = vec![0u8; values.len()];
+    for k in 20..24 {
+        for j in 35..45 {
+            for i in 45..55 {
+                values[i + 100 * (j + 80 * k)] = 500;
+                labels[i + 100 * (j + 80 * k)] = 1;
+            }
+        }
+    }
+    let affine = Affine::from_axes(
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+        [2.0, 2.0, 2.5],
+        [0.0; 3],
+    );
+    let volume = Volume::new(
+        dims,
+        affine,
+        Voxels::I16(values),
+        Vec::new(),
+        VolumeInfo::default(),
+    )
+    .expect("parts agree");
+    let spec = GridSpec {
+        size: 32,
+        pixel_mm: 5.0,
+        slab_mm: 5.0,
+    };
+    let grid = ModelGrid::from_volume(&volume, spec);
+    // 40 × 2.5 mm = 100 mm → 20 slabs of 5 mm; slab s holds slices 2s and 2s + 1, and its
+    // centre (52.5 mm for slab 10) lies half-way between their centres; the upper one is named.
+    assert_eq!(grid.slabs, 20);
+    assert_eq!(grid.centre_slice[10], 21);
+    let at = |slab: usize, column: usize, row: usize| grid.hu[slab * 1024 + column + 32 * row];
+    // Slabs 10 and 11 (slices 20–23) show the block at the centre, 20 mm = 4 pixels wide.
+    assert!(at(10, 16, 16) > 400.0 && at(11, 16, 16) > 400.0);
+    assert!(at(9, 16, 16) < -900.0 && at(12, 16, 16) < -900.0);
+    let bright: usize = (0..32).filter(|&column| at(10, column, 16) > 0.0).count();
+    assert!(
+        (4..=5).contains(&bright),
+        "{bright} pixels across 20 mm at 5 mm"
+    );
+    let mask = LabelVolume {
+        name: "block".into(),
+        dims,
+        patient_from_voxel: affine,
+        labels,
+    };
+    let sampled = grid.sample_labels(&mask);
+    assert_eq!(sampled[10 * 1024 + 16 + 32 * 16], 1);
+    assert_eq!(sampled[10 * 1024], 0);
+    // The centre model pixel sits on the CT's centre.
+    let (i, j) = grid.ct_pixel(16, 16);
+    // Model pixel 16 is 2.5 mm right of the field's centre: CT column 49.5 + 1.25.
+    assert!(
+        (i - 50.75).abs() < 1e-9 && (j - 40.75).abs() < 1e-9,
+        "{i} {j}"
+    );
+}
