@@ -20,6 +20,42 @@ fn main() {
         .unwrap();
     println!("slab {slab} of {}", case.grid.slabs);
     let p = model.diagnose_grid(&case.grid).unwrap();
+    let on_slab = |keep: &dyn Fn(usize) -> bool| {
+        let values: Vec<f32> = (0..plane)
+            .filter(|&q| keep(slab * plane + q))
+            .map(|q| case.grid.hu[slab * plane + q])
+            .collect();
+        (
+            values.iter().sum::<f32>() / values.len().max(1) as f32,
+            values.len(),
+        )
+    };
+    let predicted_organ = (0..plane)
+        .filter(|&q| (0..4).any(|o| p.values[slab][o][q] > 0.5))
+        .count();
+    let target_organ = (0..plane)
+        .filter(|&q| case.organs[slab * plane + q] != 0)
+        .count();
+    let both = (0..plane)
+        .filter(|&q| {
+            case.organs[slab * plane + q] != 0 && (0..4).any(|o| p.values[slab][o][q] > 0.5)
+        })
+        .count();
+    let max_lesion = (0..plane)
+        .map(|q| {
+            (0..4)
+                .map(|o| p.values[slab][4 + o][q])
+                .fold(0f32, f32::max)
+        })
+        .fold(0f32, f32::max);
+    println!(
+        "organ pixels: target {target_organ}, predicted {predicted_organ}, overlap {both}; max lesion probability {max_lesion:.3}"
+    );
+    println!(
+        "lesion target HU {:?}, organ (not lesion) HU {:?}",
+        on_slab(&|at| case.lesion[at] > 0),
+        on_slab(&|at| case.lesion[at] == 0 && case.organs[at] != 0)
+    );
     for row in 0..n {
         let mut line = String::new();
         for column in 0..n {

@@ -116,8 +116,10 @@ fn prediction_ui(ui: &mut egui::Ui, prediction: &Prediction) -> Option<AnalysisC
     }
     if let Some(key) = &prediction.key_slice {
         ui.horizontal(|ui| {
+            // Reports and predictions count slices from 0; the viewer's slice numbers from 1.
             ui.label(format!(
-                "key slice: axial {} (z {:.1} mm)",
+                "key slice {} (axial {}, z {:.1} mm)",
+                key.index,
                 key.index + 1,
                 key.z_mm
             ));
