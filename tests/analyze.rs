@@ -197,29 +197,38 @@ fn garbled_output_is_kept_and_flagged_and_a_bad_key_slice_is_a_warning() {
 fn a_missing_or_broken_model_folder_is_named_with_a_hint() {
     let folder = tempfile::tempdir().expect("temp dir");
     let study = common::data("nifti/standard.nii.gz");
+    let analyze = || {
+        keyslice(&[
+            "analyze",
+            study.to_str().expect("utf-8"),
+            "--model",
+            folder.path().to_str().expect("utf-8"),
+        ])
+    };
+    // No config.json, then a config.json of the wrong shape: both name the file.
+    for broken_config in [None, Some("{\"model\": 3}")] {
+        if let Some(text) = broken_config {
+            std::fs::write(folder.path().join("config.json"), text).expect("write");
+        }
+        let result = analyze();
+        assert_eq!(result.status.code(), Some(1));
+        let stderr = text(&result.stderr);
+        assert!(stderr.contains("config.json"), "{stderr}");
+        assert!(stderr.contains("hint:"), "{stderr}");
+    }
+    // Several studies, one missing: it is named once, the others are analysed, exit 1.
+    let missing = folder.path().join("missing.nii.gz");
     let result = keyslice(&[
         "analyze",
         study.to_str().expect("utf-8"),
-        "--model",
-        folder.path().to_str().expect("utf-8"),
+        missing.to_str().expect("utf-8"),
+        "--json",
     ]);
     assert_eq!(result.status.code(), Some(1));
     let stderr = text(&result.stderr);
-    assert!(stderr.contains("config.json"), "{stderr}");
-    assert!(stderr.contains("hint:"), "{stderr}");
-    std::fs::write(folder.path().join("config.json"), "{\"model\": 3}").expect("write");
-    let result = keyslice(&[
-        "analyze",
-        study.to_str().expect("utf-8"),
-        "--model",
-        folder.path().to_str().expect("utf-8"),
-    ]);
-    assert_eq!(result.status.code(), Some(1));
-    assert!(
-        text(&result.stderr).contains("config.json"),
-        "{}",
-        text(&result.stderr)
-    );
+    assert_eq!(stderr.matches("missing.nii.gz").count(), 1, "{stderr}");
+    assert!(stderr.contains("1 of 2 inputs"), "{stderr}");
+    assert_eq!(text(&result.stdout).lines().count(), 1);
 }
 
 #[test]

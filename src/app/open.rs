@@ -191,21 +191,29 @@ pub fn lesion_marks(
         .iter()
         .filter(|structure| is_lesion(&structure.name))
         .collect();
+    // One pass over the labels for every structure.
+    let by_label = labels.counts_by_label_along(axis);
     let marks = lesions
         .iter()
         .filter_map(|structure| {
-            let counts = labels.counts_along(axis, |label| label == structure.label);
-            extent_of(&counts).map(|(first_slice, last_slice)| LesionMark {
-                name: structure.name.clone(),
-                label: structure.label,
-                first_slice,
-                last_slice,
+            extent_of(&by_label[usize::from(structure.label)]).map(|(first_slice, last_slice)| {
+                LesionMark {
+                    name: structure.name.clone(),
+                    label: structure.label,
+                    first_slice,
+                    last_slice,
+                }
             })
         })
         .collect();
-    let all = labels.counts_along(axis, |label| {
-        lesions.iter().any(|structure| structure.label == label)
-    });
+    let all: Vec<usize> = (0..labels.dims[axis])
+        .map(|slice| {
+            lesions
+                .iter()
+                .map(|structure| by_label[usize::from(structure.label)][slice])
+                .sum()
+        })
+        .collect();
     let key_slice = first_largest(&all)
         .map(|slice| (slice, "most lesion voxels, from the case masks".to_string()));
     (marks, key_slice)

@@ -42,17 +42,24 @@ pub fn run(args: &AnalyzeArgs) -> Result<(), CliError> {
         model_ms = loading.elapsed().as_secs_f64() * 1000.0,
         "model loaded"
     );
-    let mut first_error = None;
+    let mut failed = 0;
     for path in &args.paths {
         if let Err(error) = analyze_one(args, &model, path) {
             if args.paths.len() == 1 {
                 return Err(error);
             }
+            // Each failure is said once, here; the others go on.
             eprintln!("error: {error}\nhint: {}", error.hint());
-            first_error.get_or_insert(error);
+            failed += 1;
         }
     }
-    first_error.map_or(Ok(()), Err)
+    if failed > 0 {
+        return Err(CliError::PartlyFailed {
+            failed,
+            total: args.paths.len(),
+        });
+    }
+    Ok(())
 }
 
 fn analyze_one(args: &AnalyzeArgs, model: &TinyModel, path: &Path) -> Result<(), CliError> {

@@ -73,6 +73,14 @@ pub enum CliError {
     /// Writing phantoms failed.
     #[error(transparent)]
     Phantom(#[from] crate::phantom::write::PhantomError),
+    /// Some of several inputs failed (each was reported as it failed).
+    #[error("{failed} of {total} inputs could not be processed (see above); the others were")]
+    PartlyFailed {
+        /// How many failed.
+        failed: usize,
+        /// How many were given.
+        total: usize,
+    },
     /// An argument is out of range.
     #[error("{0}")]
     Argument(String),
@@ -95,6 +103,7 @@ impl CliError {
             Self::Infer(error) => error.hint().into(),
             Self::Train(_) => "check the --data folder (case folders with ct.nii.gz and segmentations/) and that --out is writable".into(),
             Self::Argument(_) => "see `keyslice help` for the accepted values".into(),
+            Self::PartlyFailed { .. } => "fix or leave out the inputs named above".into(),
             Self::Input { .. } => "check that the file exists and is UTF-8 text".into(),
             Self::Window(_) => "the viewer needs a display (X11 or Wayland) and a Vulkan, Metal, DX12 or GL driver; on a server use xvfb-run".into(),
             Self::Output(_) => "check that the output stream or file is writable".into(),

@@ -43,25 +43,65 @@ impl LabelVolume {
     /// a label that `counted` accepts. An `axis` above 2 gives an empty list.
     #[must_use]
     pub fn counts_along(&self, axis: usize, counted: impl Fn(u8) -> bool) -> Vec<usize> {
-        if axis > 2 {
-            return Vec::new();
+        let by_label = self.counts_by_label_along(axis);
+        let length = if axis > 2 { 0 } else { self.dims[axis] };
+        (0..length)
+            .map(|index| {
+                by_label
+                    .iter()
+                    .enumerate()
+                    .filter(|(label, _)| counted(*label as u8))
+                    .map(|(_, counts)| counts[index])
+                    .sum()
+            })
+            .collect()
+    }
+
+    /// `counts[label][index]`: voxels of each non-zero label at each index along `axis`, in
+    /// one pass over the volume (label 0 counts nothing). An `axis` above 2 gives empty lists.
+    #[must_use]
+    pub fn counts_by_label_along(&self, axis: usize) -> Vec<Vec<usize>> {
+        let length = if axis > 2 { 0 } else { self.dims[axis] };
+        let mut counts = vec![vec![0usize; length]; 256];
+        if length == 0 {
+            return counts;
         }
         let [nx, ny, _] = self.dims;
-        let mut counts = vec![0; self.dims[axis]];
         for (offset, &label) in self.labels.iter().enumerate() {
-            if label != 0 && counted(label) {
+            if label != 0 {
                 let index = match axis {
                     0 => offset % nx.max(1),
                     1 => (offset / nx.max(1)) % ny.max(1),
                     _ => offset / (nx * ny).max(1),
                 };
-                if let Some(count) = counts.get_mut(index) {
+                if let Some(count) = counts[usize::from(label)].get_mut(index) {
                     *count += 1;
                 }
             }
         }
         counts
     }
+}
+
+/// Index of the largest positive count, the first one on a tie (so the choice is the same
+/// every time); `None` when every count is 0. The key-slice rule: the slice with the most
+/// lesion voxels.
+#[must_use]
+pub fn first_largest(counts: &[usize]) -> Option<usize> {
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, count)| **count > 0)
+        .max_by(|(a, left), (b, right)| left.cmp(right).then(b.cmp(a)))
+        .map(|(index, _)| index)
+}
+
+/// First and last index with a non-zero count, if any.
+#[must_use]
+pub fn extent_of(counts: &[usize]) -> Option<(usize, usize)> {
+    let first = counts.iter().position(|&count| count > 0)?;
+    let last = counts.iter().rposition(|&count| count > 0)?;
+    Some((first, last))
 }
 
 /// The fast path of [`resample_nearest`] when the two grids share their voxel centres up to
@@ -115,27 +155,6 @@ fn resample_by_index(
             }
         });
     Some(labels)
-}
-
-/// Index of the largest positive count, the first one on a tie (so the choice is the same
-/// every time); `None` when every count is 0. The key-slice rule: the slice with the most
-/// lesion voxels.
-#[must_use]
-pub fn first_largest(counts: &[usize]) -> Option<usize> {
-    counts
-        .iter()
-        .enumerate()
-        .filter(|(_, count)| **count > 0)
-        .max_by(|(a, left), (b, right)| left.cmp(right).then(b.cmp(a)))
-        .map(|(index, _)| index)
-}
-
-/// First and last index with a non-zero count, if any.
-#[must_use]
-pub fn extent_of(counts: &[usize]) -> Option<(usize, usize)> {
-    let first = counts.iter().position(|&count| count > 0)?;
-    let last = counts.iter().rposition(|&count| count > 0)?;
-    Some((first, last))
 }
 
 /// One structure in a combined label volume.

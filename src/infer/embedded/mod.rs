@@ -189,8 +189,8 @@ impl TinyModel {
         })
     }
 
-    /// Per-pixel probabilities of the verifier's crop of `slice`, and the crop's origin
-    /// (model-pixel offset of its top-left corner on the slice's model grid).
+    /// Per-pixel probabilities (`[channel][pixel]`) of the verifier on one crop, as made by
+    /// [`verifier_input`].
     pub fn verify_crop(&self, crop: &[f32]) -> candle_core::Result<Vec<Vec<f32>>> {
         let c = self.config.crop;
         let x = Tensor::from_vec(
