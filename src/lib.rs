@@ -5,8 +5,11 @@
 //! [`cli`]; report text → [`findings::read_report`] → [`findings::Findings`] → [`scoring`]
 //! (E-MRL rewards, dataset metrics) → the `findings` and `score` commands; a volume →
 //! [`render`] (3D texture, WGSL slice shader) → [`ui::viewport`] → [`app`] (the `view`
-//! window); [`phantom`] generates synthetic CTs with masks and truth. Later modules (infer, review, export) build on these. See the README's
-//! architecture section for the module map and dependency rule.
+//! window); [`phantom`] generates synthetic CTs with masks and truth; a volume →
+//! [`infer`] (diagnoser → key slice → verifier → consistency, with the embedded
+//! keyslice-tiny on candle) → a `Prediction` (the `analyze` command, the viewer's analysis
+//! panel, the demo workspace). Later modules (review, export) build on these. See the
+//! README's architecture section for the module map and dependency rule.
 
 pub mod app;
 pub mod cli;
@@ -15,6 +18,7 @@ pub mod infer;
 pub mod io;
 pub mod phantom;
 pub mod render;
+pub mod review;
 pub mod scoring;
 pub mod ui;
 pub mod volume;

@@ -1,5 +1,6 @@
-//! The real viewer window, as a user gets it: `keyslice view` on the demo opens an X11 window
-//! under Xvfb and draws with wgpu (lavapipe in CI); xdotool moves the mouse, turns the wheel
+//! The real viewer window, as a user gets it: `keyslice` with no arguments (the README's first
+//! command) prepares the demo workspace and opens an X11 window under Xvfb on its first case
+//! with the saved analysis, drawn with wgpu (lavapipe in CI); xdotool moves the mouse, turns the wheel
 //! and presses a preset key through the X server; `xwd` grabs the screen, and the test checks
 //! that the axial viewport shows an image (not a blank or uniform area) that follows the input.
 //! The screenshots are kept in `target/tmp/xvfb-window/` for a person to look at.
@@ -87,15 +88,15 @@ fn xdotool(display: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).to_string()
 }
 
-/// Starts `keyslice view [path]` on `display` with its own settings folder, logging at info
-/// level to `log`.
+/// Starts `keyslice view path` (`keyslice` alone without a path) on `display` with its own
+/// settings and data folders under `config`, logging at info level to `log`.
 fn spawn_viewer(display: &str, path: Option<&Path>, config: &Path, log: &Path) -> Child {
     let mut command = Command::new(env!("CARGO_BIN_EXE_keyslice"));
-    command.arg("view");
     if let Some(path) = path {
-        command.arg(path);
+        command.arg("view").arg(path);
     }
     command
+        .env("KEYSLICE_DATA_DIR", config.join("data"))
         .env("DISPLAY", display)
         .env_remove("WAYLAND_DISPLAY")
         .env("KEYSLICE_LOG", "info")
@@ -231,7 +232,7 @@ fn distinct(values: &[u8]) -> usize {
 }
 
 #[test]
-fn real_window_draws_the_demo_and_follows_wheel_and_preset_keys() {
+fn real_window_opens_the_demo_workspace_and_follows_wheel_and_preset_keys() {
     if !tools_available() {
         return;
     }
@@ -244,7 +245,18 @@ fn real_window_draws_the_demo_and_follows_wheel_and_preset_keys() {
     processes
         .0
         .push(spawn_viewer(&display, None, config.path(), &log));
-    wait_for_log(&log, "first slices drawn", Duration::from_mins(2));
+    // First run: three phantoms are generated and analysed before the first case opens.
+    wait_for_log(&log, "first slices drawn", Duration::from_mins(3));
+    wait_for_log(&log, "saved analysis shown", Duration::from_secs(30));
+    assert!(
+        config
+            .path()
+            .join("data/demo/PHANTOM_2026_0000/prediction.json")
+            .is_file(),
+        "the demo workspace is in KEYSLICE_DATA_DIR"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    Screen::grab(&display).save(&out.join("demo-workspace.png"));
 
     let window = xdotool(&display, &["search", "--name", "^Keyslice$"]);
     let window = window.lines().next().expect("the Keyslice window exists");
@@ -255,7 +267,7 @@ fn real_window_draws_the_demo_and_follows_wheel_and_preset_keys() {
         "the window opens at 1280 × 800"
     );
     // The axial view takes the left 60 % of the area left of the side panel; this box lies
-    // inside the body on the demo abdomen.
+    // inside the body.
     let axial = (
         x + width * 12 / 100,
         y + height * 30 / 100,

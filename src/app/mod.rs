@@ -9,6 +9,7 @@
 
 pub mod open;
 pub mod settings;
+pub mod workspace;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,6 +47,12 @@ pub struct KeysliceApp {
     analysis: AnalysisState,
     /// The running analysis: its answer channel and when it started.
     analysis_job: Option<(Receiver<AnalysisResult>, Instant)>,
+    /// The demo workspace's case folders, once it is open.
+    workspace: Vec<PathBuf>,
+    /// The case folder on screen, when a case folder or its CT was opened.
+    open_case: Option<PathBuf>,
+    /// What preparing the demo workspace is doing, and the fraction done.
+    progress: Option<(String, f32)>,
 }
 
 /// A finished analysis: the prediction, or what failed and what to do.
@@ -83,6 +90,9 @@ impl KeysliceApp {
             typed_path: String::new(),
             analysis: AnalysisState::Idle,
             analysis_job: None,
+            workspace: Vec::new(),
+            open_case: None,
+            progress: None,
         };
         app.open(&cc.egui_ctx, source);
         app
@@ -94,9 +104,16 @@ impl KeysliceApp {
         self.title = match &source {
             Source::Path(path) => path.display().to_string(),
             Source::Demo => "demo".to_string(),
+            Source::DemoWorkspace => "demo workspace".to_string(),
+        };
+        self.open_case = match &source {
+            Source::Path(path) if path.is_dir() => Some(path.clone()),
+            Source::Path(path) => path.parent().map(std::path::Path::to_path_buf),
+            _ => None,
         };
         self.started = Instant::now();
         self.error = None;
+        self.progress = None;
         let receiver = load_in_background(source.clone(), move || context.request_repaint());
         self.loading = Some((source, receiver, false));
     }
@@ -107,7 +124,13 @@ impl KeysliceApp {
                 return;
             };
             match receiver.try_recv() {
+                Ok(LoadEvent::Progress(text, fraction)) => self.progress = Some((text, fraction)),
+                Ok(LoadEvent::Workspace(cases)) => {
+                    self.open_case = cases.first().cloned();
+                    self.workspace = cases;
+                }
                 Ok(LoadEvent::Study(study)) => {
+                    self.progress = None;
                     *study_arrived = true;
                     if let Source::Path(path) = source {
                         let path = path.clone();
@@ -154,6 +177,9 @@ impl KeysliceApp {
             self.first_slice_logged = false;
             self.analysis = AnalysisState::Idle;
             self.analysis_job = None;
+            if let Some(prediction) = study.prediction {
+                self.show_prediction(*prediction, true);
+            }
         } else {
             self.error = Some((
                 "no GPU renderer is available for this window".into(),
@@ -172,9 +198,19 @@ impl KeysliceApp {
         };
         ViewerGpu::set_labels(render_state, volume.dims(), masks.labels.as_ref());
         let opacity = viewer.mask_opacity;
+        // The model's key slice, once shown, stays the one marked; the masks' reference key
+        // slice is then only in the lesion extents.
+        let model_key = viewer
+            .key_slice
+            .zip(viewer.key_slice_source.clone())
+            .filter(|_| matches!(self.analysis, AnalysisState::Done(_)));
         *viewer = std::mem::replace(viewer, Viewer::new(volume))
             .with_structures(&masks.structures)
             .with_lesions(masks.lesion_marks, masks.key_slice);
+        if let Some((slice, source)) = model_key {
+            viewer.key_slice = Some(slice);
+            viewer.key_slice_source = Some(source);
+        }
         viewer.mask_opacity = opacity;
         tracing::info!(
             elapsed_ms = self.started.elapsed().as_millis(),
@@ -250,14 +286,14 @@ impl KeysliceApp {
         match receiver.try_recv() {
             Ok(Ok(prediction)) => {
                 self.analysis_job = None;
-                if let (Some(viewer), Some(key)) = (&mut self.viewer, &prediction.key_slice) {
-                    viewer.key_slice = Some(f64::from(key.index));
-                    viewer.key_slice_source = Some(format!(
-                        "named by {} (its evidence for the report)",
-                        prediction.diagnoser.id
-                    ));
+                self.show_prediction(prediction, false);
+                if let Some(case) = &self.open_case
+                    && let AnalysisState::Done(prediction) = &self.analysis
+                    && let Err(error) = workspace::write_prediction(case, prediction)
+                {
+                    // Saving is a convenience (the case reopens with it); the analysis is shown.
+                    tracing::warn!(%error, "analysis not saved beside the case");
                 }
-                self.analysis = AnalysisState::Done(Box::new(prediction));
             }
             Ok(Err((message, hint))) => {
                 self.analysis_job = None;
@@ -275,6 +311,46 @@ impl KeysliceApp {
                 );
             }
         }
+    }
+
+    /// Shows `prediction` in the analysis panel and marks its key slice; `jump` also goes
+    /// there (a saved analysis opened with its case).
+    fn show_prediction(&mut self, prediction: Prediction, jump: bool) {
+        if let (Some(viewer), Some(key)) = (&mut self.viewer, &prediction.key_slice) {
+            viewer.key_slice = Some(f64::from(key.index));
+            viewer.key_slice_source = Some(format!(
+                "named by {} (its evidence for the report)",
+                prediction.diagnoser.id
+            ));
+            if jump && let Some(volume) = &self.volume {
+                viewer.apply(ViewerCommand::JumpToKeySlice, volume);
+            }
+        }
+        if jump {
+            tracing::info!(
+                key_slice = prediction.key_slice.as_ref().map(|key| key.index),
+                "saved analysis shown"
+            );
+        }
+        self.analysis = AnalysisState::Done(Box::new(prediction));
+    }
+
+    /// The demo workspace's cases, one button each.
+    fn workspace_ui(&self, ui: &mut egui::Ui) -> Option<PathBuf> {
+        let mut chosen = None;
+        ui.heading("Demo workspace");
+        ui.small("Synthetic phantoms, analysed by keyslice-tiny; not patient data.");
+        for case in &self.workspace {
+            let name = case
+                .file_name()
+                .map(|name| name.to_string_lossy().to_string())
+                .unwrap_or_default();
+            let open = self.open_case.as_ref() == Some(case);
+            if ui.selectable_label(open, name).clicked() && !open {
+                chosen = Some(case.clone());
+            }
+        }
+        chosen
     }
 
     /// The central area: the error, the loading progress, or the viewer.
@@ -298,6 +374,18 @@ impl KeysliceApp {
                 );
             }
         } else if self.loading.is_some() {
+            if let Some((text, fraction)) = &self.progress {
+                ui.heading("Preparing the demo workspace (first run only)");
+                ui.label(
+                    "A few synthetic CT phantoms are generated into your data folder and \
+                     analysed by the embedded keyslice-tiny model.",
+                );
+                ui.add(
+                    egui::ProgressBar::new(*fraction)
+                        .text(text.as_str())
+                        .desired_width(480.0),
+                );
+            }
             ui.horizontal(|ui| {
                 ui.spinner();
                 ui.label(format!(
@@ -378,7 +466,12 @@ impl KeysliceApp {
                     }
                 }
             });
-            if ui.button("Open the synthetic demo").clicked() {
+            ui.separator();
+            if ui.button("Open the demo workspace").clicked() {
+                chosen = Some(Source::DemoWorkspace);
+                ui.close();
+            }
+            if ui.button("Open the built-in demo volume").clicked() {
                 chosen = Some(Source::Demo);
                 ui.close();
             }
@@ -451,6 +544,7 @@ impl eframe::App for KeysliceApp {
         });
         let mut commands = Vec::new();
         let mut analysis_command = None;
+        let mut open_case = None;
         if let Some(viewer) = &self.viewer {
             let analysis = &self.analysis;
             (analysis_command, commands) = egui::Panel::right("keyslice-side")
@@ -458,6 +552,10 @@ impl eframe::App for KeysliceApp {
                 .show(ui, |ui| {
                     egui::ScrollArea::vertical()
                         .show(ui, |ui| {
+                            if !self.workspace.is_empty() {
+                                open_case = self.workspace_ui(ui);
+                                ui.separator();
+                            }
                             let analysis_command = analysis_ui(ui, analysis);
                             ui.separator();
                             (analysis_command, viewer.side_panel_ui(ui))
@@ -469,6 +567,9 @@ impl eframe::App for KeysliceApp {
             if !typing && ctx.input(|input| input.key_pressed(egui::Key::A)) {
                 analysis_command = Some(AnalysisCommand::Run);
             }
+        }
+        if let Some(case) = open_case {
+            self.open(&ctx, Source::Path(case));
         }
         match analysis_command {
             Some(AnalysisCommand::Run) if self.analysis_job.is_none() => self.start_analysis(&ctx),

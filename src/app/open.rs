@@ -4,7 +4,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+use super::workspace::{demo_dir, prepare_demo, read_prediction};
+use crate::infer::Prediction;
 
 use crate::io::masks::load_masks_onto;
 use crate::io::{LoadOptions, SourceFormat, Study, load_study};
@@ -21,6 +24,9 @@ pub enum Source {
     Path(PathBuf),
     /// The built-in synthetic demo volume.
     Demo,
+    /// The demo workspace (phantom cases analysed by keyslice-tiny, made on first run):
+    /// opens its first case.
+    DemoWorkspace,
 }
 
 /// A loaded CT, ready to show.
@@ -31,6 +37,8 @@ pub struct LoadedStudy {
     pub title: String,
     /// Shown above the viewer.
     pub warnings: Vec<String>,
+    /// The case folder's saved analysis (`prediction.json`), if any.
+    pub prediction: Option<Box<Prediction>>,
 }
 
 /// A case's masks on the CT grid, with what they say about lesions.
@@ -51,6 +59,10 @@ pub struct LoadedMasks {
 /// What the loading worker reports, in this order: the study, then (for a case folder with
 /// `segmentations/`) its masks; or a failure.
 pub enum LoadEvent {
+    /// Preparing the demo workspace: what is being done, and the fraction done.
+    Progress(String, f32),
+    /// The demo workspace's case folders (sent before the first case's study).
+    Workspace(Vec<PathBuf>),
     /// The CT is ready: show it at once.
     Study(LoadedStudy),
     /// The masks are ready.
@@ -66,6 +78,18 @@ pub fn load_in_background(source: Source, wake: impl Fn() + Send + 'static) -> R
     let (sender, receiver) = channel();
     std::thread::spawn(move || {
         // The window may have closed or moved on meanwhile; then nobody needs the result.
+        let source = if source == Source::DemoWorkspace {
+            match open_demo_workspace(&sender, &wake) {
+                Ok(first) => Source::Path(first),
+                Err((message, hint)) => {
+                    let _ = sender.send(LoadEvent::Failed(message, hint));
+                    wake();
+                    return;
+                }
+            }
+        } else {
+            source
+        };
         match load_volume(&source) {
             Ok((study, mask_folder)) => {
                 let volume = Arc::clone(&study.volume);
@@ -86,6 +110,30 @@ pub fn load_in_background(source: Source, wake: impl Fn() + Send + 'static) -> R
     receiver
 }
 
+/// Prepares the demo workspace, reporting progress, and returns its first case folder.
+fn open_demo_workspace(
+    sender: &Sender<LoadEvent>,
+    wake: &impl Fn(),
+) -> Result<PathBuf, (String, String)> {
+    let folder = demo_dir().ok_or_else(|| {
+        (
+            "no data folder for the demo workspace (HOME is not set)".to_string(),
+            "set KEYSLICE_DATA_DIR to a writable folder".to_string(),
+        )
+    })?;
+    let cases = prepare_demo(&folder, &mut |text, fraction| {
+        let _ = sender.send(LoadEvent::Progress(text.to_string(), fraction));
+        wake();
+    })?;
+    let _ = sender.send(LoadEvent::Workspace(cases.clone()));
+    cases.into_iter().next().ok_or_else(|| {
+        (
+            "the demo workspace has no cases".to_string(),
+            format!("remove {} and start again", folder.display()),
+        )
+    })
+}
+
 /// Loads `source` and its masks in one go (what the worker does, without the channel).
 pub fn load(source: &Source) -> Result<(LoadedStudy, Option<LoadedMasks>), (String, String)> {
     let (study, mask_folder) = load_volume(source)?;
@@ -101,9 +149,26 @@ pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (S
                 volume: Arc::new(demo_abdomen()),
                 title: "Synthetic demo abdomen (not patient data)".to_string(),
                 warnings: Vec::new(),
+                prediction: None,
             },
             None,
         )),
+        Source::DemoWorkspace => {
+            let folder = demo_dir().ok_or_else(|| {
+                (
+                    "no data folder for the demo workspace (HOME is not set)".to_string(),
+                    "set KEYSLICE_DATA_DIR to a writable folder".to_string(),
+                )
+            })?;
+            let cases = prepare_demo(&folder, &mut |_, _| {})?;
+            let first = cases.into_iter().next().ok_or_else(|| {
+                (
+                    "the demo workspace has no cases".to_string(),
+                    format!("remove {} and start again", folder.display()),
+                )
+            })?;
+            load_volume(&Source::Path(first))
+        }
         Source::Path(path) => {
             let study: Study = load_study(path, &LoadOptions::default())
                 .map_err(|error| (error.to_string(), error.hint()))?;
@@ -123,11 +188,29 @@ pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (S
                 })
                 .flatten()
                 .filter(|folder| folder.is_dir());
+            // A case folder (the NIfTI's folder, or the folder opened) may hold its saved
+            // analysis.
+            let case_folder = if path.is_dir() {
+                Some(path.clone())
+            } else {
+                (study.format == SourceFormat::Nifti)
+                    .then(|| study.path.parent().map(Path::to_path_buf))
+                    .flatten()
+            };
+            let prediction = match case_folder.as_deref().map(read_prediction) {
+                Some(Ok(prediction)) => prediction.map(Box::new),
+                Some(Err(error)) => {
+                    warnings.push(format!("saved analysis not shown: {error}"));
+                    None
+                }
+                None => None,
+            };
             Ok((
                 LoadedStudy {
                     title: study.path.display().to_string(),
                     volume: Arc::new(study.volume),
                     warnings,
+                    prediction,
                 },
                 mask_folder,
             ))

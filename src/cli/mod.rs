@@ -21,9 +21,9 @@ use crate::io::IoError;
 #[derive(Debug, Parser)]
 #[command(name = "keyslice", version, about, long_about = None)]
 pub struct Cli {
-    /// What to do.
+    /// What to do; without a command the viewer opens on the demo workspace.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// Subcommands.
@@ -113,7 +113,11 @@ impl CliError {
 
 /// Runs a parsed command.
 pub fn run(cli: Cli) -> Result<(), CliError> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        // No command: the viewer on the demo workspace (the README's first command).
+        return view::run(&view::ViewArgs { path: None });
+    };
+    match command {
         Command::Info(args) => info::run(&args),
         Command::Convert(args) => convert::run(&args),
         Command::Findings(args) => findings::run(&args),

@@ -30,8 +30,11 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
     /// Version recorded in config.json.
-    #[arg(long, default_value = "1")]
+    #[arg(long, default_value = "2")]
     pub version: String,
+    /// A config.json to start from (grid, widths, windows) instead of the built-in one.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 /// Runs `train`.
@@ -41,7 +44,21 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
             "--steps and --batch must be at least 1".into(),
         ));
     }
+    let config = match &args.config {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::Argument(format!("{}: {e}", path.display())))?;
+            Some(serde_json::from_str(&text).map_err(|e| {
+                CliError::Argument(format!(
+                    "{}: not a keyslice-tiny config: {e}",
+                    path.display()
+                ))
+            })?)
+        }
+    };
     let options = TrainOptions {
+        config,
         steps: args.steps,
         batch: args.batch,
         learning_rate: args.lr,

@@ -35,10 +35,24 @@ pub struct FoundLesion {
     pub lesion: Lesion,
 }
 
-/// Threshold on lesion probability.
-pub const LESION_THRESHOLD: f32 = 0.5;
-/// Components smaller than this many voxels are noise.
-pub const MIN_VOXELS: usize = 2;
+/// When lesion pixels make a lesion: chosen per checkpoint (in its `config.json`) on
+/// training-distribution cases, never on the held-out set.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DecodeRule {
+    /// Threshold on lesion probability.
+    pub threshold: f32,
+    /// Components with fewer voxels are noise.
+    pub min_voxels: usize,
+}
+
+impl Default for DecodeRule {
+    fn default() -> Self {
+        Self {
+            threshold: 0.5,
+            min_voxels: 2,
+        }
+    }
+}
 
 /// The liver segments, pancreas parts and kidney poles, in location-channel order.
 fn location_class(index: usize) -> Location {
@@ -93,7 +107,7 @@ const ATTENUATIONS: [Attenuation; 3] = [Attenuation::Hypo, Attenuation::Iso, Att
 
 /// Finds the lesions: 3D components (6-connected) of each organ's lesion mask.
 #[must_use]
-pub fn find_lesions(probabilities: &Probabilities) -> Vec<FoundLesion> {
+pub fn find_lesions(probabilities: &Probabilities, rule: DecodeRule) -> Vec<FoundLesion> {
     let size = probabilities.size;
     let plane = size * size;
     let slabs = probabilities.values.len();
@@ -101,7 +115,7 @@ pub fn find_lesions(probabilities: &Probabilities) -> Vec<FoundLesion> {
     for (organ_index, organ) in Organ::ALL.into_iter().enumerate() {
         let channel = super::net::LESION.start + organ_index;
         let on = |slab: usize, pixel: usize| {
-            probabilities.values[slab][channel][pixel] >= LESION_THRESHOLD
+            probabilities.values[slab][channel][pixel] >= rule.threshold
         };
         let mut seen = vec![false; slabs * plane];
         for slab in 0..slabs {
@@ -141,7 +155,7 @@ pub fn find_lesions(probabilities: &Probabilities) -> Vec<FoundLesion> {
                         }
                     }
                 }
-                if component.len() >= MIN_VOXELS {
+                if component.len() >= rule.min_voxels {
                     found.push(describe(probabilities, organ, component));
                 }
             }
@@ -319,7 +333,7 @@ mod tests {
         }
         // A single stray pixel in the pancreas channel is noise.
         p.values[0][liver_lesion + 1][0] = 0.9;
-        let lesions = find_lesions(&p);
+        let lesions = find_lesions(&p, DecodeRule::default());
         assert_eq!(lesions.len(), 1);
         let found = &lesions[0];
         assert_eq!(found.organ, Organ::Liver);

@@ -42,7 +42,7 @@ pub struct ModelGrid {
 
 impl ModelGrid {
     /// Samples `volume` onto the grid: each slab is the mean of the CT slices whose centres
-    /// fall in it (the nearest one if none), each pixel bilinear in-plane.
+    /// fall in it (the nearest one if none), each pixel the mean over its footprint in-plane.
     #[must_use]
     pub fn from_volume(volume: &Volume, spec: GridSpec) -> Self {
         let dims = volume.dims();
@@ -54,14 +54,31 @@ impl ModelGrid {
         let centre_slice: Vec<u32> = (0..slabs)
             .map(|s| slab_centre_slice(s, spec, spacing, dims))
             .collect();
+        // Each model pixel averages a `taps`² lattice of bilinear samples over its footprint
+        // (a box filter), so fine CT grids are not point-sampled into noise and aliasing.
+        let taps = [0, 1].map(|axis| (spec.pixel_mm / spacing[axis]).round().clamp(1.0, 8.0));
+        let offsets = |axis: usize| -> Vec<f64> {
+            let count = taps[axis] as usize;
+            (0..count)
+                .map(|t| ((t as f64 + 0.5) / taps[axis] - 0.5) * spec.pixel_mm / spacing[axis])
+                .collect()
+        };
+        let (offsets_i, offsets_j) = (offsets(0), offsets(1));
+        let per_pixel = (offsets_i.len() * offsets_j.len()) as f32;
         hu.par_chunks_mut(n * n).enumerate().for_each(|(s, plane)| {
             let (first, last) = slab_slices(s, spec, spacing, dims);
-            let count = (last - first + 1) as f32;
+            let count = (last - first + 1) as f32 * per_pixel;
             for k in first..=last {
                 for row in 0..n {
                     for column in 0..n {
                         let (ci, cj) = ct_position(column, row, spec, spacing, dims);
-                        plane[column + n * row] += bilinear(volume, ci, cj, k) / count;
+                        let mut sum = 0.0;
+                        for dj in &offsets_j {
+                            for di in &offsets_i {
+                                sum += bilinear(volume, ci + di, cj + dj, k);
+                            }
+                        }
+                        plane[column + n * row] += sum / count;
                     }
                 }
             }

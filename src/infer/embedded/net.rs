@@ -9,7 +9,7 @@
 //! (`enc1.conv_a.weight`, …) as candle's `VarBuilder` lays them out.
 
 use candle_core::{Module, Result, Tensor};
-use candle_nn::{Conv2d, Conv2dConfig, VarBuilder, conv2d};
+use candle_nn::{Conv2d, Conv2dConfig, GroupNorm, VarBuilder, conv2d, group_norm};
 
 /// Organ mask channels.
 pub const ORGAN: std::ops::Range<usize> = 0..4;
@@ -22,28 +22,42 @@ pub const LOCATION: std::ops::Range<usize> = 11..24;
 /// All head channels.
 pub const OUTPUTS: usize = 24;
 
-/// Two 3×3 convolutions with ReLU.
+/// Two 3×3 convolutions, each followed by group normalisation (when `groups` > 0) and ReLU.
 struct Block {
     conv_a: Conv2d,
+    norm_a: Option<GroupNorm>,
     conv_b: Conv2d,
+    norm_b: Option<GroupNorm>,
 }
 
 impl Block {
-    fn new(inputs: usize, outputs: usize, vb: &VarBuilder) -> Result<Self> {
+    fn new(inputs: usize, outputs: usize, groups: usize, vb: &VarBuilder) -> Result<Self> {
         let config = Conv2dConfig {
             padding: 1,
             ..Conv2dConfig::default()
         };
+        let norm = |name: &str| -> Result<Option<GroupNorm>> {
+            if groups == 0 {
+                Ok(None)
+            } else {
+                group_norm(groups.min(outputs), outputs, 1e-5, vb.pp(name)).map(Some)
+            }
+        };
         Ok(Self {
             conv_a: conv2d(inputs, outputs, 3, config, vb.pp("conv_a"))?,
+            norm_a: norm("norm_a")?,
             conv_b: conv2d(outputs, outputs, 3, config, vb.pp("conv_b"))?,
+            norm_b: norm("norm_b")?,
         })
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.conv_b
-            .forward(&self.conv_a.forward(x)?.relu()?)?
-            .relu()
+        let normed = |x: Tensor, norm: &Option<GroupNorm>| match norm {
+            Some(norm) => norm.forward(&x),
+            None => Ok(x),
+        };
+        let a = normed(self.conv_a.forward(x)?, &self.norm_a)?.relu()?;
+        normed(self.conv_b.forward(&a)?, &self.norm_b)?.relu()
     }
 }
 
@@ -61,17 +75,19 @@ pub struct SliceNet {
 
 impl SliceNet {
     /// Builds (or loads, through `vb`) a network with `inputs` channels and the given widths
-    /// at full, ½, ¼ and ⅛ resolution.
-    pub fn new(inputs: usize, widths: [usize; 4], vb: &VarBuilder) -> Result<Self> {
+    /// at full, ½, ¼ and ⅛ resolution; `groups` > 0 adds group normalisation after every
+    /// convolution but the head.
+    pub fn new(inputs: usize, widths: [usize; 4], groups: usize, vb: &VarBuilder) -> Result<Self> {
         let [w1, w2, w3, w4] = widths;
+        let g = groups;
         Ok(Self {
-            enc1: Block::new(inputs, w1, &vb.pp("enc1"))?,
-            enc2: Block::new(w1, w2, &vb.pp("enc2"))?,
-            enc3: Block::new(w2, w3, &vb.pp("enc3"))?,
-            bottom: Block::new(w3, w4, &vb.pp("bottom"))?,
-            dec3: Block::new(w4 + w3, w3, &vb.pp("dec3"))?,
-            dec2: Block::new(w3 + w2, w2, &vb.pp("dec2"))?,
-            dec1: Block::new(w2 + w1, w1, &vb.pp("dec1"))?,
+            enc1: Block::new(inputs, w1, g, &vb.pp("enc1"))?,
+            enc2: Block::new(w1, w2, g, &vb.pp("enc2"))?,
+            enc3: Block::new(w2, w3, g, &vb.pp("enc3"))?,
+            bottom: Block::new(w3, w4, g, &vb.pp("bottom"))?,
+            dec3: Block::new(w4 + w3, w3, g, &vb.pp("dec3"))?,
+            dec2: Block::new(w3 + w2, w2, g, &vb.pp("dec2"))?,
+            dec1: Block::new(w2 + w1, w1, g, &vb.pp("dec1"))?,
             head: conv2d(w1, OUTPUTS, 1, Conv2dConfig::default(), vb.pp("head"))?,
         })
     }

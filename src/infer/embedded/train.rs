@@ -73,6 +73,8 @@ pub struct TrainOptions {
     pub seed: u64,
     /// Checkpoint version written to `config.json`.
     pub version: String,
+    /// Grid, widths and windows to start from ([`TinyConfig::initial`] when `None`).
+    pub config: Option<TinyConfig>,
 }
 
 /// One case on the model grid with its per-voxel targets.
@@ -407,71 +409,107 @@ impl Sampler<'_> {
         }
     }
 
-    /// Diagnoser batch: every other slab shows a lesion.
-    fn diagnoser_slabs(&mut self, batch: usize) -> Vec<(usize, usize)> {
-        (0..batch).map(|b| self.slab(b % 2 == 0)).collect()
+    /// Diagnoser batch: every other window centred near a lesion (within a quarter of the
+    /// window), the rest anywhere in the middle of a slab; whole slabs when `side` is the grid.
+    fn diagnoser_windows(&mut self, batch: usize, size: usize, side: usize) -> Vec<Crop> {
+        (0..batch)
+            .map(|b| self.crop(b % 2 == 0, size, (side / 4).max(1)))
+            .collect()
     }
 
     /// Verifier batch: three crops in four centred near a lesion pixel (±4 pixels), the rest
     /// anywhere in the middle of a slab.
-    fn verifier_crops(&mut self, batch: usize, size: usize) -> Vec<(usize, usize, (usize, usize))> {
-        (0..batch)
-            .map(|b| {
-                let near_lesion = b % 4 != 3;
-                let (case, slab) = self.slab(near_lesion);
-                let plane = size * size;
-                let lesion_pixels: Vec<usize> = (0..plane)
-                    .filter(|&pixel| self.cases[case].lesion[slab * plane + pixel] > 0)
-                    .collect();
-                let centre = if near_lesion && !lesion_pixels.is_empty() {
-                    let pixel = lesion_pixels[self.rng.below(lesion_pixels.len())];
-                    let column_jitter = self.rng.below(9) as isize - 4;
-                    let row_jitter = self.rng.below(9) as isize - 4;
-                    let clamp = |value: isize| value.clamp(0, size as isize - 1) as usize;
-                    (
-                        clamp((pixel % size) as isize + column_jitter),
-                        clamp((pixel / size) as isize + row_jitter),
-                    )
-                } else {
-                    let column = size / 4 + self.rng.below(size / 2);
-                    (column, size / 4 + self.rng.below(size / 2))
-                };
-                (case, slab, centre)
-            })
-            .collect()
+    fn verifier_crops(&mut self, batch: usize, size: usize) -> Vec<Crop> {
+        (0..batch).map(|b| self.crop(b % 4 != 3, size, 4)).collect()
+    }
+
+    /// A crop centre: near a random lesion pixel (± `jitter`) of a slab showing one when
+    /// `near_lesion`, else anywhere in the middle half of a random slab.
+    fn crop(&mut self, near_lesion: bool, size: usize, jitter: usize) -> Crop {
+        let (case, slab) = self.slab(near_lesion);
+        let plane = size * size;
+        let lesion_pixels: Vec<usize> = if near_lesion {
+            (0..plane)
+                .filter(|&pixel| self.cases[case].lesion[slab * plane + pixel] > 0)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let centre = if lesion_pixels.is_empty() {
+            let column = size / 4 + self.rng.below(size / 2);
+            (column, size / 4 + self.rng.below(size / 2))
+        } else {
+            let pixel = lesion_pixels[self.rng.below(lesion_pixels.len())];
+            let column_jitter = self.rng.below(2 * jitter + 1) as isize - jitter as isize;
+            let row_jitter = self.rng.below(2 * jitter + 1) as isize - jitter as isize;
+            let clamp = |value: isize| value.clamp(0, size as isize - 1) as usize;
+            (
+                clamp((pixel % size) as isize + column_jitter),
+                clamp((pixel / size) as isize + row_jitter),
+            )
+        };
+        (case, slab, centre)
     }
 }
 
-/// The diagnoser's loss on `picks` (case, slab), and its lesion part.
+/// A training window: (case, slab, centre pixel).
+type Crop = (usize, usize, (usize, usize));
+
+/// The diagnoser's loss on `windows` (whole slabs when `config.train_crop` is 0 or the
+/// grid size), and its lesion part.
 fn diagnoser_batch_loss(
     diagnoser: &SliceNet,
     cases: &[CaseTargets],
-    picks: &[(usize, usize)],
+    windows: &[Crop],
     config: &TinyConfig,
     device: &Device,
 ) -> candle_core::Result<(Tensor, f32)> {
     let size = config.grid.size;
-    let inputs: Vec<f32> = picks
-        .iter()
-        .flat_map(|&(case, slab)| diagnoser_input(&cases[case].grid, slab, &config.windows))
-        .collect();
-    let input = Tensor::from_vec(
-        inputs,
-        (picks.len(), config.diagnoser_inputs(), size, size),
-        device,
-    )?;
-    let targets: Vec<WindowTargets> = picks
-        .iter()
-        .map(|&(case, slab)| window_targets(&cases[case], slab, 0, 0, size))
-        .collect();
-    batch_loss(&diagnoser.forward(&input)?, &targets, size, device)
+    let side = diagnoser_side(config);
+    let channels = config.diagnoser_inputs();
+    let mut inputs = Vec::with_capacity(windows.len() * channels * side * side);
+    let mut targets = Vec::with_capacity(windows.len());
+    for &(case, slab, centre) in windows {
+        let full = diagnoser_input(&cases[case].grid, slab, &config.windows);
+        // The window lies inside the grid: its corner is clamped.
+        let corner = |at: usize| at.saturating_sub(side / 2).min(size - side);
+        let (column0, row0) = if side == size {
+            (0, 0)
+        } else {
+            (corner(centre.0), corner(centre.1))
+        };
+        for channel in 0..channels {
+            for row in row0..row0 + side {
+                let start = channel * size * size + row * size + column0;
+                inputs.extend_from_slice(&full[start..start + side]);
+            }
+        }
+        targets.push(window_targets(
+            &cases[case],
+            slab,
+            column0 as isize,
+            row0 as isize,
+            side,
+        ));
+    }
+    let input = Tensor::from_vec(inputs, (windows.len(), channels, side, side), device)?;
+    batch_loss(&diagnoser.forward(&input)?, &targets, side, device)
+}
+
+/// Side of the diagnoser's training windows.
+fn diagnoser_side(config: &TinyConfig) -> usize {
+    if config.train_crop == 0 || config.train_crop > config.grid.size {
+        config.grid.size
+    } else {
+        config.train_crop
+    }
 }
 
 /// The verifier's loss on `crops` (case, slab, centre).
 fn verifier_batch_loss(
     verifier: &SliceNet,
     cases: &[CaseTargets],
-    crops: &[(usize, usize, (usize, usize))],
+    crops: &[Crop],
     config: &TinyConfig,
     device: &Device,
 ) -> candle_core::Result<Tensor> {
@@ -492,7 +530,8 @@ fn verifier_batch_loss(
     Ok(batch_loss(&verifier.forward(&input)?, &targets, side, device)?.0)
 }
 
-/// Overwrites every variable of `varmap`: weights He-normal (σ = √(2 / fan-in)), biases 0.
+/// Overwrites every variable of `varmap`: weights He-normal (σ = √(2 / fan-in)), biases 0,
+/// normalisation scales 1.
 fn seeded_init(varmap: &VarMap, seed: u64, device: &Device) -> candle_core::Result<()> {
     let data = varmap
         .data()
@@ -505,8 +544,11 @@ fn seeded_init(varmap: &VarMap, seed: u64, device: &Device) -> candle_core::Resu
         let var = &data[name];
         let dims = var.dims().to_vec();
         let count: usize = dims.iter().product();
+        let is_norm = name.contains(".norm_");
         let values: Vec<f32> = if name.rsplit('.').next() == Some("bias") {
             vec![0.0; count]
+        } else if is_norm {
+            vec![1.0; count]
         } else {
             let fan_in: usize = dims.iter().skip(1).product::<usize>().max(1);
             let sigma = (2.0 / fan_in as f64).sqrt();
@@ -528,7 +570,7 @@ pub fn train(
     mut progress: impl FnMut(&str),
 ) -> Result<TinyConfig, TrainError> {
     let started = Instant::now();
-    let mut config = TinyConfig::initial();
+    let mut config = options.config.clone().unwrap_or_else(TinyConfig::initial);
     config.version.clone_from(&options.version);
     let folders = case_folders(data)?;
     progress(&format!(
@@ -553,11 +595,13 @@ pub fn train(
     let diagnoser = SliceNet::new(
         config.diagnoser_inputs(),
         config.diagnoser_widths,
+        config.norm_groups,
         &vb.pp("diagnoser"),
     )?;
     let verifier = SliceNet::new(
         config.verifier_inputs(),
         config.verifier_widths,
+        config.norm_groups,
         &vb.pp("verifier"),
     )?;
     // candle's CPU initialisers cannot be seeded: draw every weight again from our own
@@ -581,9 +625,10 @@ pub fn train(
         if step == options.steps * 7 / 10 {
             optimizer.set_learning_rate(options.learning_rate / 10.0);
         }
-        let picks = sampler.diagnoser_slabs(options.batch);
+        let windows =
+            sampler.diagnoser_windows(options.batch, config.grid.size, diagnoser_side(&config));
         let (diagnoser_loss, lesion_loss) =
-            diagnoser_batch_loss(&diagnoser, &cases, &picks, &config, &device)?;
+            diagnoser_batch_loss(&diagnoser, &cases, &windows, &config, &device)?;
         let crops = sampler.verifier_crops(options.batch, config.grid.size);
         let verifier_loss = verifier_batch_loss(&verifier, &cases, &crops, &config, &device)?;
         let loss = (&diagnoser_loss + &verifier_loss)?;
