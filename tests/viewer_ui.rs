@@ -475,3 +475,47 @@ fn analysis_panel_shows_consistency_key_slice_local_description_and_report() {
     assert_eq!(harness.state().1, Some(AnalysisCommand::Run));
     harness.snapshot("analysis_panel");
 }
+
+#[test]
+fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
+    use keyslice::review::ReviewStatus;
+    use keyslice::review::workspace::WorklistEntry;
+    use keyslice::ui::worklist::worklist_ui;
+    if !gpu_available() {
+        return;
+    }
+    let entry = |case_id: &str, status, consistency| WorklistEntry {
+        case_id: case_id.into(),
+        status,
+        reviewer: None,
+        consistency,
+    };
+    let worklist = vec![
+        entry("PHANTOM_2026_0002", ReviewStatus::New, Some(0.25)),
+        entry("PHANTOM_2026_0000", ReviewStatus::InReview, Some(0.62)),
+        entry("PHANTOM_2026_0001", ReviewStatus::Done, Some(0.91)),
+        entry("standard", ReviewStatus::Flagged, None),
+    ];
+    let mut harness = Harness::builder()
+        .with_size(egui::Vec2::new(300.0, 180.0))
+        .wgpu()
+        .build_ui_state(
+            |ui, picked: &mut Option<String>| {
+                if let Some(case) = worklist_ui(
+                    ui,
+                    std::path::Path::new("/data/demo"),
+                    &worklist,
+                    Some("PHANTOM_2026_0002"),
+                ) {
+                    *picked = Some(case);
+                }
+            },
+            None,
+        );
+    harness.run();
+    harness.get_by_label("flagged");
+    harness.get_by_label("PHANTOM_2026_0001").click();
+    harness.run();
+    assert_eq!(harness.state().as_deref(), Some("PHANTOM_2026_0001"));
+    harness.snapshot("worklist");
+}

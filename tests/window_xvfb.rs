@@ -249,10 +249,7 @@ fn real_window_opens_the_demo_workspace_and_follows_wheel_and_preset_keys() {
     wait_for_log(&log, "first slices drawn", Duration::from_mins(3));
     wait_for_log(&log, "saved analysis shown", Duration::from_secs(30));
     assert!(
-        config
-            .path()
-            .join("data/demo/PHANTOM_2026_0000/prediction.json")
-            .is_file(),
+        config.path().join("data/demo/predictions.jsonl").is_file(),
         "the demo workspace is in KEYSLICE_DATA_DIR"
     );
     std::thread::sleep(Duration::from_millis(1500));

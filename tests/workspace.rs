@@ -1,21 +1,21 @@
-//! The demo workspace: made once (phantoms + keyslice-tiny predictions), reused after, a
-//! damaged prediction made again, an unwritable place named; and a case folder opens with its
-//! saved analysis.
+//! The demo workspace: made once (phantoms + keyslice-tiny predictions in a review
+//! workspace), reused after, a torn predictions line repaired by the next start, an
+//! unwritable place named; and a workspace case opens with its saved prediction.
 
 use keyslice::app::open::{Source, load};
-use keyslice::app::workspace::{DEMO_CASES, PREDICTION_FILE, prepare_demo, read_prediction};
-use keyslice::infer::Prediction;
+use keyslice::app::workspace::{DEMO_CASES, prepare_demo};
+use keyslice::review::workspace::{PREDICTIONS_FILE, Workspace};
 
 #[test]
 fn the_demo_workspace_is_made_once_then_reused_and_repaired() {
     let folder = tempfile::tempdir().expect("temp dir");
     let demo = folder.path().join("demo");
     let mut steps: Vec<(String, f32)> = Vec::new();
-    let cases = prepare_demo(&demo, &mut |text, fraction| {
+    let workspace = prepare_demo(&demo, &mut |text, fraction| {
         steps.push((text.to_string(), fraction));
     })
     .expect("demo prepared");
-    assert_eq!(cases.len(), DEMO_CASES as usize);
+    assert_eq!(workspace.manifest.cases.len(), DEMO_CASES as usize);
     let generating = steps
         .iter()
         .filter(|(t, _)| t.starts_with("generating"))
@@ -30,24 +30,23 @@ fn the_demo_workspace_is_made_once_then_reused_and_repaired() {
         "progress only grows: {steps:?}"
     );
     assert_eq!(steps.last().map(|step| step.1), Some(1.0));
-    let mut predictions = Vec::new();
-    for case in &cases {
-        assert!(case.join("ct.nii.gz").is_file());
-        assert!(case.join("segmentations").join("liver.nii.gz").is_file());
-        assert!(case.join("truth.json").is_file());
-        let prediction: Prediction = read_prediction(case)
-            .expect("readable")
-            .expect("every case analysed");
-        assert_eq!(
-            Some(prediction.case_id.as_str()),
-            case.file_name().and_then(|name| name.to_str())
+    let predictions = workspace.predictions().expect("readable");
+    assert!(predictions.damaged.is_empty());
+    for case in &workspace.manifest.cases {
+        assert!(case.volume.is_file());
+        assert!(
+            case.masks
+                .as_ref()
+                .is_some_and(|m| m.join("liver.nii.gz").is_file())
         );
+        assert!(case.truth.as_ref().is_some_and(|t| t.is_file()));
+        let prediction = predictions.get(&case.case_id).expect("every case analysed");
         assert_eq!(prediction.diagnoser.id, "keyslice-tiny");
         assert!(prediction.report.starts_with("FINDINGS:"));
-        predictions.push(prediction);
     }
+    assert!(demo.join("review.sqlite").is_file());
     // No temporary files left behind.
-    let leftovers: Vec<_> = std::fs::read_dir(&demo)
+    let leftovers: Vec<_> = std::fs::read_dir(demo.join("cases"))
         .expect("listing")
         .filter_map(Result::ok)
         .filter(|entry| entry.file_name().to_string_lossy().starts_with('.'))
@@ -57,51 +56,57 @@ fn the_demo_workspace_is_made_once_then_reused_and_repaired() {
     // A second start finds everything: no generating, no analysing.
     let mut again = Vec::new();
     let same = prepare_demo(&demo, &mut |text, _| again.push(text.to_string())).expect("reused");
-    assert_eq!(same, cases);
-    assert_eq!(again, vec!["opening the first demo case".to_string()]);
+    assert_eq!(same.manifest, workspace.manifest);
+    assert_eq!(again, vec!["opening the worklist".to_string()]);
 
-    // A damaged prediction is named when the case is opened, and made again by the next start.
-    let damaged = cases[1].join(PREDICTION_FILE);
-    std::fs::write(&damaged, "{ \"case_id\": ").expect("damaged");
-    let Ok((study, _)) = load(&Source::Path(cases[1].clone())) else {
-        panic!("the case opens without its analysis");
-    };
-    assert!(study.prediction.is_none());
-    assert!(
-        study
-            .warnings
-            .iter()
-            .any(|w| w.contains("saved analysis not shown") && w.contains(PREDICTION_FILE)),
-        "{:?}",
-        study.warnings
-    );
+    // A start killed while writing the last prediction leaves a torn line: that case is
+    // analysed again by the next start, the same way, and the torn line is reported.
+    let path = demo.join(PREDICTIONS_FILE);
+    let text = std::fs::read_to_string(&path).expect("predictions");
+    let mut lines: Vec<&str> = text.lines().collect();
+    let last = lines.pop().expect("three lines");
+    let torn = format!("{}\n{}", lines.join("\n"), &last[..last.len() / 2]);
+    std::fs::write(&path, torn).expect("torn");
     let mut repaired = Vec::new();
-    prepare_demo(&demo, &mut |text, _| repaired.push(text.to_string())).expect("repaired");
+    let after =
+        prepare_demo(&demo, &mut |text, _| repaired.push(text.to_string())).expect("repaired");
     assert_eq!(
         repaired.len(),
         2,
         "one analysis and the opening: {repaired:?}"
     );
-    let remade = read_prediction(&cases[1])
-        .expect("readable")
-        .expect("analysed again");
-    assert_eq!(
-        (&remade.report, &remade.key_slice, &remade.local_description),
-        (
-            &predictions[1].report,
-            &predictions[1].key_slice,
-            &predictions[1].local_description
-        ),
-        "the same model gives the same analysis"
-    );
-
-    // Opening a case folder (or its CT) brings its saved analysis.
-    for source in [cases[0].clone(), cases[0].join("ct.nii.gz")] {
-        let Ok((study, _)) = load(&Source::Path(source)) else {
-            panic!("the case opens");
-        };
-        assert_eq!(study.prediction.as_deref(), Some(&predictions[0]));
+    let reread = after.predictions().expect("readable");
+    assert_eq!(reread.damaged.len(), 1, "{:?}", reread.damaged);
+    for case in &workspace.manifest.cases {
+        let (before, now) = (
+            predictions.get(&case.case_id).expect("before"),
+            reread.get(&case.case_id).expect("now"),
+        );
+        assert_eq!(
+            (&now.report, &now.key_slice, &now.local_description),
+            (&before.report, &before.key_slice, &before.local_description),
+            "the same model gives the same analysis"
+        );
     }
+
+    // Opening the workspace (as a folder or through the demo source's resolution) gives the
+    // lowest-consistency case with its prediction.
+    let worklist = after.worklist(&reread).expect("worklist");
+    let Ok((study, masks)) = load(&Source::Workspace(demo.clone())) else {
+        panic!("the workspace opens");
+    };
+    let first = reread.get(&worklist[0].case_id).expect("first");
+    assert_eq!(study.prediction.as_deref(), Some(first));
+    assert!(
+        study.title.starts_with(&worklist[0].case_id),
+        "{}",
+        study.title
+    );
+    assert!(masks.is_some_and(|m| !m.structures.is_empty()));
+    let Ok((by_path, _)) = load(&Source::Path(demo.clone())) else {
+        panic!("a workspace folder opens as a workspace");
+    };
+    assert_eq!(by_path.prediction.as_deref(), Some(first));
 }
 
 #[test]
@@ -114,4 +119,15 @@ fn an_unwritable_workspace_is_named_with_what_to_do() {
     };
     assert!(message.contains("demo"), "{message}");
     assert!(hint.contains("KEYSLICE_DATA_DIR"), "{hint}");
+}
+
+#[test]
+fn an_empty_workspace_says_how_to_fill_it() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    Workspace::create_or_extend(folder.path(), &[]).expect("empty workspace");
+    let Err((message, hint)) = load(&Source::Workspace(folder.path().to_path_buf())) else {
+        panic!("nothing to open");
+    };
+    assert!(message.contains("no cases"), "{message}");
+    assert!(hint.contains("keyslice workspace create"), "{hint}");
 }

@@ -21,8 +21,10 @@ use open::{LoadEvent, LoadedMasks, Pick, load_in_background, pick_in_background}
 use settings::{Settings, settings_path};
 
 use crate::infer::Prediction;
+use crate::review::workspace::{WorklistEntry, Workspace};
 use crate::ui::analysis::{AnalysisCommand, AnalysisState, analysis_ui};
 use crate::ui::viewport::{Viewer, ViewerCommand, ViewerGpu};
+use crate::ui::worklist::worklist_ui;
 use crate::volume::Volume;
 
 /// The application state.
@@ -47,10 +49,10 @@ pub struct KeysliceApp {
     analysis: AnalysisState,
     /// The running analysis: its answer channel and when it started.
     analysis_job: Option<(Receiver<AnalysisResult>, Instant)>,
-    /// The demo workspace's case folders, once it is open.
-    workspace: Vec<PathBuf>,
-    /// The case folder on screen, when a case folder or its CT was opened.
-    open_case: Option<PathBuf>,
+    /// The open workspace's folder and worklist.
+    workspace: Option<(PathBuf, Vec<WorklistEntry>)>,
+    /// The workspace case on screen.
+    open_case: Option<String>,
     /// What preparing the demo workspace is doing, and the fraction done.
     progress: Option<(String, f32)>,
 }
@@ -90,7 +92,7 @@ impl KeysliceApp {
             typed_path: String::new(),
             analysis: AnalysisState::Idle,
             analysis_job: None,
-            workspace: Vec::new(),
+            workspace: None,
             open_case: None,
             progress: None,
         };
@@ -105,12 +107,17 @@ impl KeysliceApp {
             Source::Path(path) => path.display().to_string(),
             Source::Demo => "demo".to_string(),
             Source::DemoWorkspace => "demo workspace".to_string(),
+            Source::Workspace(root) => root.display().to_string(),
+            Source::WorkspaceCase { case_id, .. } => case_id.clone(),
         };
-        self.open_case = match &source {
-            Source::Path(path) if path.is_dir() => Some(path.clone()),
-            Source::Path(path) => path.parent().map(std::path::Path::to_path_buf),
-            _ => None,
-        };
+        match &source {
+            Source::WorkspaceCase { case_id, .. } => self.open_case = Some(case_id.clone()),
+            _ => {
+                // The worklist arrives with the workspace, if the source is one.
+                self.open_case = None;
+                self.workspace = None;
+            }
+        }
         self.started = Instant::now();
         self.error = None;
         self.progress = None;
@@ -125,9 +132,9 @@ impl KeysliceApp {
             };
             match receiver.try_recv() {
                 Ok(LoadEvent::Progress(text, fraction)) => self.progress = Some((text, fraction)),
-                Ok(LoadEvent::Workspace(cases)) => {
-                    self.open_case = cases.first().cloned();
-                    self.workspace = cases;
+                Ok(LoadEvent::Workspace(root, worklist)) => {
+                    self.open_case = worklist.first().map(|entry| entry.case_id.clone());
+                    self.workspace = Some((root, worklist));
                 }
                 Ok(LoadEvent::Study(study)) => {
                     self.progress = None;
@@ -286,14 +293,8 @@ impl KeysliceApp {
         match receiver.try_recv() {
             Ok(Ok(prediction)) => {
                 self.analysis_job = None;
+                self.save_prediction(&prediction);
                 self.show_prediction(prediction, false);
-                if let Some(case) = &self.open_case
-                    && let AnalysisState::Done(prediction) = &self.analysis
-                    && let Err(error) = workspace::write_prediction(case, prediction)
-                {
-                    // Saving is a convenience (the case reopens with it); the analysis is shown.
-                    tracing::warn!(%error, "analysis not saved beside the case");
-                }
             }
             Ok(Err((message, hint))) => {
                 self.analysis_job = None;
@@ -335,22 +336,26 @@ impl KeysliceApp {
         self.analysis = AnalysisState::Done(Box::new(prediction));
     }
 
-    /// The demo workspace's cases, one button each.
-    fn workspace_ui(&self, ui: &mut egui::Ui) -> Option<PathBuf> {
-        let mut chosen = None;
-        ui.heading("Demo workspace");
-        ui.small("Synthetic phantoms, analysed by keyslice-tiny; not patient data.");
-        for case in &self.workspace {
-            let name = case
-                .file_name()
-                .map(|name| name.to_string_lossy().to_string())
-                .unwrap_or_default();
-            let open = self.open_case.as_ref() == Some(case);
-            if ui.selectable_label(open, name).clicked() && !open {
-                chosen = Some(case.clone());
-            }
+    /// In a workspace, appends a fresh analysis of the open case to its predictions and
+    /// updates the worklist; elsewhere nothing is written.
+    fn save_prediction(&mut self, prediction: &Prediction) {
+        let (Some((root, worklist)), Some(case_id)) = (&mut self.workspace, &self.open_case) else {
+            return;
+        };
+        if prediction.case_id != *case_id {
+            return;
         }
-        chosen
+        let saved = Workspace::open(root).and_then(|w| w.append_prediction(prediction));
+        match saved {
+            Ok(()) => {
+                if let Some(entry) = worklist.iter_mut().find(|e| e.case_id == *case_id) {
+                    entry.consistency = prediction.consistency.as_ref().map(|c| c.score);
+                }
+            }
+            Err(error) => self
+                .notices
+                .push(format!("analysis shown but not saved: {error}")),
+        }
     }
 
     /// The central area: the error, the loading progress, or the viewer.
@@ -544,7 +549,7 @@ impl eframe::App for KeysliceApp {
         });
         let mut commands = Vec::new();
         let mut analysis_command = None;
-        let mut open_case = None;
+        let mut open_case: Option<Source> = None;
         if let Some(viewer) = &self.viewer {
             let analysis = &self.analysis;
             (analysis_command, commands) = egui::Panel::right("keyslice-side")
@@ -552,8 +557,14 @@ impl eframe::App for KeysliceApp {
                 .show(ui, |ui| {
                     egui::ScrollArea::vertical()
                         .show(ui, |ui| {
-                            if !self.workspace.is_empty() {
-                                open_case = self.workspace_ui(ui);
+                            if let Some((root, worklist)) = &self.workspace {
+                                open_case =
+                                    worklist_ui(ui, root, worklist, self.open_case.as_deref()).map(
+                                        |case_id| Source::WorkspaceCase {
+                                            root: root.clone(),
+                                            case_id,
+                                        },
+                                    );
                                 ui.separator();
                             }
                             let analysis_command = analysis_ui(ui, analysis);
@@ -568,8 +579,8 @@ impl eframe::App for KeysliceApp {
                 analysis_command = Some(AnalysisCommand::Run);
             }
         }
-        if let Some(case) = open_case {
-            self.open(&ctx, Source::Path(case));
+        if let Some(source) = open_case {
+            self.open(&ctx, source);
         }
         match analysis_command {
             Some(AnalysisCommand::Run) if self.analysis_job.is_none() => self.start_analysis(&ctx),

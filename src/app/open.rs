@@ -4,10 +4,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, channel};
 
-use super::workspace::{demo_dir, prepare_demo, read_prediction};
+use super::workspace::{demo_dir, prepare_demo};
 use crate::infer::Prediction;
+use crate::review::workspace::{MANIFEST_FILE, WorklistEntry, Workspace, WorkspaceError};
 
 use crate::io::masks::load_masks_onto;
 use crate::io::{LoadOptions, SourceFormat, Study, load_study};
@@ -25,8 +26,17 @@ pub enum Source {
     /// The built-in synthetic demo volume.
     Demo,
     /// The demo workspace (phantom cases analysed by keyslice-tiny, made on first run):
-    /// opens its first case.
+    /// its worklist, then its first case.
     DemoWorkspace,
+    /// A review workspace folder: its worklist, then its first case.
+    Workspace(PathBuf),
+    /// One case of a workspace, with its saved prediction.
+    WorkspaceCase {
+        /// The workspace folder.
+        root: PathBuf,
+        /// The case.
+        case_id: String,
+    },
 }
 
 /// A loaded CT, ready to show.
@@ -37,7 +47,7 @@ pub struct LoadedStudy {
     pub title: String,
     /// Shown above the viewer.
     pub warnings: Vec<String>,
-    /// The case folder's saved analysis (`prediction.json`), if any.
+    /// The case's saved prediction (workspace cases), if any.
     pub prediction: Option<Box<Prediction>>,
 }
 
@@ -61,8 +71,8 @@ pub struct LoadedMasks {
 pub enum LoadEvent {
     /// Preparing the demo workspace: what is being done, and the fraction done.
     Progress(String, f32),
-    /// The demo workspace's case folders (sent before the first case's study).
-    Workspace(Vec<PathBuf>),
+    /// A workspace's folder and worklist (sent before its first case's study).
+    Workspace(PathBuf, Vec<WorklistEntry>),
     /// The CT is ready: show it at once.
     Study(LoadedStudy),
     /// The masks are ready.
@@ -78,17 +88,16 @@ pub fn load_in_background(source: Source, wake: impl Fn() + Send + 'static) -> R
     let (sender, receiver) = channel();
     std::thread::spawn(move || {
         // The window may have closed or moved on meanwhile; then nobody needs the result.
-        let source = if source == Source::DemoWorkspace {
-            match open_demo_workspace(&sender, &wake) {
-                Ok(first) => Source::Path(first),
-                Err((message, hint)) => {
-                    let _ = sender.send(LoadEvent::Failed(message, hint));
-                    wake();
-                    return;
-                }
+        let mut send = |event| {
+            let _ = sender.send(event);
+            wake();
+        };
+        let source = match resolve(source, &mut send) {
+            Ok(source) => source,
+            Err((message, hint)) => {
+                send(LoadEvent::Failed(message, hint));
+                return;
             }
-        } else {
-            source
         };
         match load_volume(&source) {
             Ok((study, mask_folder)) => {
@@ -110,33 +119,46 @@ pub fn load_in_background(source: Source, wake: impl Fn() + Send + 'static) -> R
     receiver
 }
 
-/// Prepares the demo workspace, reporting progress, and returns its first case folder.
-fn open_demo_workspace(
-    sender: &Sender<LoadEvent>,
-    wake: &impl Fn(),
-) -> Result<PathBuf, (String, String)> {
-    let folder = demo_dir().ok_or_else(|| {
+/// Turns a workspace source (the demo, a workspace folder, or a path holding
+/// `workspace.json`) into its first case, sending progress and the worklist to `send`; other
+/// sources are returned as they are.
+fn resolve(source: Source, send: &mut dyn FnMut(LoadEvent)) -> Result<Source, (String, String)> {
+    let root = match source {
+        Source::DemoWorkspace => {
+            let folder = demo_dir().ok_or_else(|| {
+                (
+                    "no data folder for the demo workspace (HOME is not set)".to_string(),
+                    "set KEYSLICE_DATA_DIR to a writable folder".to_string(),
+                )
+            })?;
+            prepare_demo(&folder, &mut |text, fraction| {
+                send(LoadEvent::Progress(text.to_string(), fraction));
+            })?;
+            folder
+        }
+        Source::Workspace(root) => root,
+        Source::Path(path) if path.join(MANIFEST_FILE).is_file() => path,
+        other => return Ok(other),
+    };
+    let failed = |error: WorkspaceError| (error.to_string(), error.hint().to_string());
+    let workspace = Workspace::open(&root).map_err(failed)?;
+    let predictions = workspace.predictions().map_err(failed)?;
+    let worklist = workspace.worklist(&predictions).map_err(failed)?;
+    let first = worklist.first().map(|entry| entry.case_id.clone());
+    send(LoadEvent::Workspace(root.clone(), worklist));
+    let case_id = first.ok_or_else(|| {
         (
-            "no data folder for the demo workspace (HOME is not set)".to_string(),
-            "set KEYSLICE_DATA_DIR to a writable folder".to_string(),
+            format!("the workspace {} has no cases", root.display()),
+            "add cases with `keyslice workspace create DIR INPUT...`".to_string(),
         )
     })?;
-    let cases = prepare_demo(&folder, &mut |text, fraction| {
-        let _ = sender.send(LoadEvent::Progress(text.to_string(), fraction));
-        wake();
-    })?;
-    let _ = sender.send(LoadEvent::Workspace(cases.clone()));
-    cases.into_iter().next().ok_or_else(|| {
-        (
-            "the demo workspace has no cases".to_string(),
-            format!("remove {} and start again", folder.display()),
-        )
-    })
+    Ok(Source::WorkspaceCase { root, case_id })
 }
 
 /// Loads `source` and its masks in one go (what the worker does, without the channel).
 pub fn load(source: &Source) -> Result<(LoadedStudy, Option<LoadedMasks>), (String, String)> {
-    let (study, mask_folder) = load_volume(source)?;
+    let source = resolve(source.clone(), &mut |_| {})?;
+    let (study, mask_folder) = load_volume(&source)?;
     let masks = mask_folder.map(|folder| load_case_masks(&folder, &study.volume));
     Ok((study, masks))
 }
@@ -153,21 +175,12 @@ pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (S
             },
             None,
         )),
-        Source::DemoWorkspace => {
-            let folder = demo_dir().ok_or_else(|| {
-                (
-                    "no data folder for the demo workspace (HOME is not set)".to_string(),
-                    "set KEYSLICE_DATA_DIR to a writable folder".to_string(),
-                )
-            })?;
-            let cases = prepare_demo(&folder, &mut |_, _| {})?;
-            let first = cases.into_iter().next().ok_or_else(|| {
-                (
-                    "the demo workspace has no cases".to_string(),
-                    format!("remove {} and start again", folder.display()),
-                )
-            })?;
-            load_volume(&Source::Path(first))
+        Source::DemoWorkspace | Source::Workspace(_) => {
+            load_volume(&resolve(source.clone(), &mut |_| {})?)
+        }
+        Source::WorkspaceCase { root, case_id } => load_workspace_case(root, case_id),
+        Source::Path(path) if path.join(MANIFEST_FILE).is_file() => {
+            load_volume(&resolve(source.clone(), &mut |_| {})?)
         }
         Source::Path(path) => {
             let study: Study = load_study(path, &LoadOptions::default())
@@ -188,34 +201,46 @@ pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (S
                 })
                 .flatten()
                 .filter(|folder| folder.is_dir());
-            // A case folder (the NIfTI's folder, or the folder opened) may hold its saved
-            // analysis.
-            let case_folder = if path.is_dir() {
-                Some(path.clone())
-            } else {
-                (study.format == SourceFormat::Nifti)
-                    .then(|| study.path.parent().map(Path::to_path_buf))
-                    .flatten()
-            };
-            let prediction = match case_folder.as_deref().map(read_prediction) {
-                Some(Ok(prediction)) => prediction.map(Box::new),
-                Some(Err(error)) => {
-                    warnings.push(format!("saved analysis not shown: {error}"));
-                    None
-                }
-                None => None,
-            };
             Ok((
                 LoadedStudy {
                     title: study.path.display().to_string(),
                     volume: Arc::new(study.volume),
                     warnings,
-                    prediction,
+                    prediction: None,
                 },
                 mask_folder,
             ))
         }
     }
+}
+
+/// Reads one case of a workspace: its CT, its masks folder and its saved prediction.
+fn load_workspace_case(
+    root: &Path,
+    case_id: &str,
+) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {
+    let failed = |error: WorkspaceError| (error.to_string(), error.hint().to_string());
+    let workspace = Workspace::open(root).map_err(failed)?;
+    let case = workspace.case(case_id).cloned().ok_or_else(|| {
+        (
+            format!("{}: no case {case_id} in this workspace", root.display()),
+            "pick a case from the worklist".to_string(),
+        )
+    })?;
+    let (mut study, _) = load_volume(&Source::Path(case.volume.clone()))?;
+    let predictions = workspace.predictions().map_err(failed)?;
+    study
+        .warnings
+        .extend(predictions.damaged.iter().map(|line| {
+            format!(
+                "{}: {line} (skipped)",
+                workspace.predictions_path().display()
+            )
+        }));
+    study.prediction = predictions.get(case_id).cloned().map(Box::new);
+    study.title = format!("{case_id} — {}", root.display());
+    let masks = case.masks.filter(|folder| folder.is_dir());
+    Ok((study, masks))
 }
 
 /// Reads an AbdomenAtlas `segmentations/` folder onto the CT grid and derives the lesion

@@ -1,20 +1,22 @@
-//! The demo workspace that `keyslice` opens when started without arguments: a few phantom
-//! cases generated on first run into the user's data folder, each analysed by keyslice-tiny
-//! with its Prediction saved beside it as `prediction.json`, so a fresh machine shows a
-//! report, its key slice, the verifier's local description and the consistency with no
-//! download. Later starts find the cases and predictions and open at once; a case or
-//! prediction that is missing or was written by another model version is made again.
+//! The demo workspace that `keyslice` opens when started without arguments: a review
+//! workspace (see `review::workspace`) of a few phantom cases generated on first run into the
+//! user's data folder and analysed by keyslice-tiny, so a fresh machine shows a report, its
+//! key slice, the verifier's local description and the consistency with no download. Later
+//! starts find the cases and predictions and open at once; a case that is missing, or has no
+//! prediction from the embedded model's version, is made again.
 //!
-//! Everything is written through temporary names renamed into place, so a run killed midway
-//! leaves no half-written case behind.
+//! Cases are written through temporary folders renamed into place and predictions are
+//! appended line by line and synced, so a run killed midway leaves nothing half-written that
+//! counts.
 
 use std::path::{Path, PathBuf};
 
 use crate::infer::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
-use crate::infer::{Diagnoser, Prediction, run_pipeline};
+use crate::infer::{Diagnoser, run_pipeline};
 use crate::io::nifti::read_nifti;
 use crate::phantom::write::write_case;
 use crate::phantom::{PhantomOptions, case_id, generate};
+use crate::review::workspace::Workspace;
 
 /// Seed of the demo phantoms (never used for training or the held-out figures).
 pub const DEMO_SEED: u64 = 2026;
@@ -22,8 +24,6 @@ pub const DEMO_SEED: u64 = 2026;
 pub const DEMO_CASES: u32 = 3;
 /// In-plane matrix of the demo phantoms: a 1.2–1.8 mm grid, quick to make on a laptop.
 pub const DEMO_MATRIX: usize = 256;
-/// A case folder's saved analysis, shown when the case is opened.
-pub const PREDICTION_FILE: &str = "prediction.json";
 
 /// The user's data folder for Keyslice: `$KEYSLICE_DATA_DIR`, else `%LOCALAPPDATA%\keyslice`
 /// on Windows, `$XDG_DATA_HOME/keyslice`, or `~/.local/share/keyslice`.
@@ -59,19 +59,26 @@ pub fn demo_dir() -> Option<PathBuf> {
 /// What failed while preparing the workspace, and what to do.
 pub type WorkspaceError = (String, String);
 
-/// Makes sure the demo cases and their predictions exist in `folder`, generating and
-/// analysing what is missing; `progress(text, fraction)` is called before each step. Returns
-/// the case folders in order.
+/// Where the demo workspace's phantom case folders are kept.
+#[must_use]
+pub fn demo_cases_folder(demo: &Path) -> PathBuf {
+    demo.join("cases")
+}
+
+/// Makes sure the demo cases and their predictions exist in the workspace `folder`,
+/// generating and analysing what is missing; `progress(text, fraction)` is called before each
+/// step. Returns the workspace.
 pub fn prepare_demo(
     folder: &Path,
     progress: &mut dyn FnMut(&str, f32),
-) -> Result<Vec<PathBuf>, WorkspaceError> {
+) -> Result<Workspace, WorkspaceError> {
     let writable_hint = || {
         "set KEYSLICE_DATA_DIR to a writable folder, or open the built-in demo volume from the \
          File menu"
             .to_string()
     };
-    std::fs::create_dir_all(folder).map_err(|error| {
+    let cases_folder = demo_cases_folder(folder);
+    std::fs::create_dir_all(&cases_folder).map_err(|error| {
         (
             format!(
                 "cannot create the demo workspace {}: {error}",
@@ -88,14 +95,14 @@ pub fn prepare_demo(
     let mut cases = Vec::new();
     for index in 0..DEMO_CASES {
         let id = case_id(DEMO_SEED, index);
-        let case = folder.join(&id);
+        let case = cases_folder.join(&id);
         if !case.join("ct.nii.gz").is_file() {
             progress(
                 &format!("generating demo case {} of {DEMO_CASES} ({id})", index + 1),
                 index as f32 / total,
             );
             let phantom = generate(DEMO_SEED, index, options);
-            if let Err(error) = write_case(folder, &phantom)
+            if let Err(error) = write_case(&cases_folder, &phantom)
                 && !case.join("ct.nii.gz").is_file()
             {
                 return Err((error.to_string(), writable_hint()));
@@ -103,66 +110,45 @@ pub fn prepare_demo(
         }
         cases.push(case);
     }
+    let (workspace, _) = Workspace::create_or_extend(folder, &cases)
+        .map_err(|error| (error.to_string(), error.hint().to_string()))?;
+    let predictions = workspace
+        .predictions()
+        .map_err(|error| (error.to_string(), error.hint().to_string()))?;
     let model = TinyModel::embedded().map_err(|e| (e.to_string(), e.hint().to_string()))?;
     let current = TinyDiagnoser(&model).model_id();
-    for (done, case) in cases.iter().enumerate() {
-        if let Some(saved) = read_prediction(case).ok().flatten()
-            && saved.diagnoser == current
+    for (done, case) in workspace.manifest.cases.iter().enumerate() {
+        if predictions
+            .get(&case.case_id)
+            .is_some_and(|saved| saved.diagnoser == current)
         {
             continue;
         }
-        let id = case
-            .file_name()
-            .map(|name| name.to_string_lossy().to_string())
-            .unwrap_or_default();
         progress(
             &format!(
-                "analysing demo case {} of {DEMO_CASES} with keyslice-tiny",
-                done + 1
+                "analysing demo case {} of {} with keyslice-tiny",
+                done + 1,
+                workspace.manifest.cases.len()
             ),
             (DEMO_CASES as f32 + done as f32) / total,
         );
-        let ct = case.join("ct.nii.gz");
-        let volume = read_nifti(&ct).map_err(|error| {
+        let volume = read_nifti(&case.volume).map_err(|error| {
             (
-                format!("{}: {error}", ct.display()),
-                format!("remove {} and start again", case.display()),
+                format!("{}: {error}", case.volume.display()),
+                format!("remove {} and start again", folder.display()),
             )
         })?;
         let prediction = run_pipeline(
-            &id,
+            &case.case_id,
             &volume,
             &TinyDiagnoser(&model),
             Some(&TinyVerifier(&model)),
         )
         .map_err(|error| (error.to_string(), error.hint().to_string()))?;
-        write_prediction(case, &prediction)
-            .map_err(|error| (format!("{}: {error}", case.display()), writable_hint()))?;
+        workspace
+            .append_prediction(&prediction)
+            .map_err(|error| (error.to_string(), writable_hint()))?;
     }
-    progress("opening the first demo case", 1.0);
-    Ok(cases)
-}
-
-/// The saved analysis of a case folder: `None` when there is none, an error text when the
-/// file cannot be read or is not a Prediction.
-pub fn read_prediction(case: &Path) -> Result<Option<Prediction>, String> {
-    let path = case.join(PREDICTION_FILE);
-    if !path.is_file() {
-        return Ok(None);
-    }
-    let text =
-        std::fs::read_to_string(&path).map_err(|error| format!("{}: {error}", path.display()))?;
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|error| format!("{}: not a Keyslice prediction: {error}", path.display()))
-}
-
-/// Saves `prediction` as the case folder's `prediction.json` (temporary file renamed into
-/// place).
-pub fn write_prediction(case: &Path, prediction: &Prediction) -> std::io::Result<()> {
-    let path = case.join(PREDICTION_FILE);
-    let temporary = case.join(format!(".{PREDICTION_FILE}.partial-{}", std::process::id()));
-    let text = serde_json::to_string_pretty(prediction).map_err(std::io::Error::other)?;
-    std::fs::write(&temporary, text + "\n")?;
-    std::fs::rename(&temporary, &path)
+    progress("opening the worklist", 1.0);
+    Ok(workspace)
 }

@@ -12,6 +12,7 @@ pub mod phantom;
 pub mod score;
 pub mod train;
 pub mod view;
+pub mod workspace;
 
 use clap::{Parser, Subcommand};
 
@@ -45,6 +46,8 @@ pub enum Command {
     Analyze(analyze::AnalyzeArgs),
     /// Train keyslice-tiny on case folders (phantoms or cases with masks).
     Train(train::TrainArgs),
+    /// Create, analyse and list review workspaces without the window.
+    Workspace(workspace::WorkspaceArgs),
 }
 
 /// A failed command, as a user sees it.
@@ -73,6 +76,8 @@ pub enum CliError {
     /// Writing phantoms failed.
     #[error(transparent)]
     Phantom(#[from] crate::phantom::write::PhantomError),
+    #[error(transparent)]
+    Workspace(#[from] crate::review::workspace::WorkspaceError),
     /// Some of several inputs failed (each was reported as it failed).
     #[error("{failed} of {total} inputs could not be processed (see above); the others were")]
     PartlyFailed {
@@ -100,6 +105,7 @@ impl CliError {
             Self::Io(error) => error.hint(),
             Self::Cases(error) => error.hint().into(),
             Self::Phantom(error) => error.hint().into(),
+            Self::Workspace(error) => error.hint().into(),
             Self::Infer(error) => error.hint().into(),
             Self::Train(_) => "check the --data folder (case folders with ct.nii.gz and segmentations/) and that --out is writable".into(),
             Self::Argument(_) => "see `keyslice help` for the accepted values".into(),
@@ -126,5 +132,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Phantom(args) => phantom::run(&args),
         Command::Analyze(args) => analyze::run(&args),
         Command::Train(args) => train::run(&args),
+        Command::Workspace(args) => workspace::run(&args),
     }
 }

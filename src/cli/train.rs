@@ -32,6 +32,12 @@ pub struct TrainArgs {
     /// Version recorded in config.json.
     #[arg(long, default_value = "2")]
     pub version: String,
+    /// Weight of lesion pixels in the lesion masks' cross-entropy.
+    #[arg(long, default_value_t = 5.0)]
+    pub lesion_weight: f64,
+    /// Weight of the lesion masks' soft Dice term (0: cross-entropy alone).
+    #[arg(long, default_value_t = 0.0)]
+    pub dice_weight: f64,
     /// A config.json to start from (grid, widths, windows) instead of the built-in one.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -59,6 +65,8 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
     };
     let options = TrainOptions {
         config,
+        lesion_weight: args.lesion_weight,
+        dice_weight: args.dice_weight,
         steps: args.steps,
         batch: args.batch,
         learning_rate: args.lr,

@@ -33,7 +33,8 @@ pub enum AnalysisCommand {
 }
 
 /// Colour for a consistency value: red below ½, amber below ¾, green above.
-fn consistency_colour(value: f64) -> Color32 {
+#[must_use]
+pub fn consistency_colour(value: f64) -> Color32 {
     if value < 0.5 {
         Color32::from_rgb(230, 90, 80)
     } else if value < 0.75 {

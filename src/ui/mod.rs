@@ -4,3 +4,4 @@
 
 pub mod analysis;
 pub mod viewport;
+pub mod worklist;

@@ -75,6 +75,10 @@ pub struct TrainOptions {
     pub version: String,
     /// Grid, widths and windows to start from ([`TinyConfig::initial`] when `None`).
     pub config: Option<TinyConfig>,
+    /// Weight of lesion pixels in the lesion masks' cross-entropy.
+    pub lesion_weight: f64,
+    /// Weight of the lesion masks' soft Dice term (0: cross-entropy alone).
+    pub dice_weight: f64,
 }
 
 /// One case on the model grid with its per-voxel targets.
@@ -296,6 +300,15 @@ fn window_targets(
     targets
 }
 
+/// Weights of the lesion-mask loss terms.
+#[derive(Clone, Copy, Debug)]
+struct LossWeights {
+    /// Lesion pixels in the cross-entropy.
+    lesion: f64,
+    /// The soft Dice term.
+    dice: f64,
+}
+
 /// Numerically stable binary cross-entropy on logits, positives weighted by `positive`.
 fn bce_with_logits(
     logits: &Tensor,
@@ -334,6 +347,7 @@ fn batch_loss(
     logits: &Tensor,
     targets: &[WindowTargets],
     side: usize,
+    weights: LossWeights,
     device: &Device,
 ) -> candle_core::Result<(Tensor, f32)> {
     let batch = targets.len();
@@ -353,9 +367,10 @@ fn batch_loss(
     let organ_loss = bce_with_logits(&logits.narrow(1, ORGAN.start, ORGAN.len())?, &organ, 1.0)?;
     let lesion_logits = logits.narrow(1, LESION.start, LESION.len())?;
     // Lesions cover well under 1 % of pixels: weighted BCE plus a soft Dice term per
-    // channel, which does not let "nothing anywhere" look like a good answer.
-    let lesion_loss = (bce_with_logits(&lesion_logits, &lesion, 30.0)?
-        + soft_dice_loss(&candle_nn::ops::sigmoid(&lesion_logits)?, &lesion)?)?;
+    // channel, which does not let "nothing anywhere" look like a good answer. A large weight
+    // (30 in version 1) made "the whole organ" the cheapest lesion mask.
+    let lesion_loss = (bce_with_logits(&lesion_logits, &lesion, weights.lesion)?
+        + (soft_dice_loss(&candle_nn::ops::sigmoid(&lesion_logits)?, &lesion)? * weights.dice)?)?;
     let attenuation_loss = masked_cross_entropy(
         &logits.narrow(1, ATTENUATION.start, ATTENUATION.len())?,
         &attenuation,
@@ -409,11 +424,14 @@ impl Sampler<'_> {
         }
     }
 
-    /// Diagnoser batch: every other window centred near a lesion (within a quarter of the
-    /// window), the rest anywhere in the middle of a slab; whole slabs when `side` is the grid.
+    /// Diagnoser batch: every other window holds a lesion (anywhere but the outer 4 pixels),
+    /// the rest are anywhere in the middle of a slab; whole slabs when `side` is the grid.
     fn diagnoser_windows(&mut self, batch: usize, size: usize, side: usize) -> Vec<Crop> {
+        // Lesions anywhere in the window, not only near its centre: the network must not
+        // learn "lesions are in the middle" from the distance to the padded border.
+        let jitter = (side / 2).saturating_sub(4).max(1);
         (0..batch)
-            .map(|b| self.crop(b % 2 == 0, size, (side / 4).max(1)))
+            .map(|b| self.crop(b % 2 == 0, size, jitter))
             .collect()
     }
 
@@ -462,6 +480,7 @@ fn diagnoser_batch_loss(
     cases: &[CaseTargets],
     windows: &[Crop],
     config: &TinyConfig,
+    weights: LossWeights,
     device: &Device,
 ) -> candle_core::Result<(Tensor, f32)> {
     let size = config.grid.size;
@@ -493,7 +512,7 @@ fn diagnoser_batch_loss(
         ));
     }
     let input = Tensor::from_vec(inputs, (windows.len(), channels, side, side), device)?;
-    batch_loss(&diagnoser.forward(&input)?, &targets, side, device)
+    batch_loss(&diagnoser.forward(&input)?, &targets, side, weights, device)
 }
 
 /// Side of the diagnoser's training windows.
@@ -511,6 +530,7 @@ fn verifier_batch_loss(
     cases: &[CaseTargets],
     crops: &[Crop],
     config: &TinyConfig,
+    weights: LossWeights,
     device: &Device,
 ) -> candle_core::Result<Tensor> {
     let side = config.crop;
@@ -527,7 +547,7 @@ fn verifier_batch_loss(
         (crops.len(), config.verifier_inputs(), side, side),
         device,
     )?;
-    Ok(batch_loss(&verifier.forward(&input)?, &targets, side, device)?.0)
+    Ok(batch_loss(&verifier.forward(&input)?, &targets, side, weights, device)?.0)
 }
 
 /// Overwrites every variable of `varmap`: weights He-normal (σ = √(2 / fan-in)), biases 0,
@@ -620,6 +640,10 @@ pub fn train(
         lesion_slabs: &lesion_slabs,
         rng: Rng::new(options.seed),
     };
+    let weights = LossWeights {
+        lesion: options.lesion_weight,
+        dice: options.dice_weight,
+    };
     let mut recent = Vec::new();
     for step in 0..options.steps {
         if step == options.steps * 7 / 10 {
@@ -628,9 +652,10 @@ pub fn train(
         let windows =
             sampler.diagnoser_windows(options.batch, config.grid.size, diagnoser_side(&config));
         let (diagnoser_loss, lesion_loss) =
-            diagnoser_batch_loss(&diagnoser, &cases, &windows, &config, &device)?;
+            diagnoser_batch_loss(&diagnoser, &cases, &windows, &config, weights, &device)?;
         let crops = sampler.verifier_crops(options.batch, config.grid.size);
-        let verifier_loss = verifier_batch_loss(&verifier, &cases, &crops, &config, &device)?;
+        let verifier_loss =
+            verifier_batch_loss(&verifier, &cases, &crops, &config, weights, &device)?;
         let loss = (&diagnoser_loss + &verifier_loss)?;
         optimizer.backward_step(&loss)?;
         recent.push((

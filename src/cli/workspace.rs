@@ -1,0 +1,173 @@
+//! `keyslice workspace create|analyze|list`: fill and inspect a review workspace without the
+//! window (see `review::workspace` for the folder's layout).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::CliError;
+use crate::infer::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
+use crate::infer::{Diagnoser, Verifier, run_pipeline};
+use crate::io::{LoadOptions, load_study};
+use crate::review::ReviewStatus;
+use crate::review::workspace::Workspace;
+
+/// Arguments of `workspace`.
+#[derive(Debug, Args)]
+pub struct WorkspaceArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: WorkspaceAction,
+}
+
+/// The `workspace` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceAction {
+    /// Create a workspace in DIR (or add to it) from NIfTI files, DICOM series folders, case
+    /// folders or a folder of case folders.
+    Create {
+        /// The workspace folder (created if needed).
+        dir: PathBuf,
+        /// What to add.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
+    /// Run the embedded model on every case that has no prediction from it yet, appending to
+    /// predictions.jsonl (a case that fails is reported and the others go on).
+    Analyze {
+        /// The workspace folder.
+        dir: PathBuf,
+        /// A keyslice-tiny checkpoint folder instead of the embedded model.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Analyse every case again.
+        #[arg(long)]
+        force: bool,
+    },
+    /// List the cases with review status and consistency, lowest consistency first.
+    List {
+        /// The workspace folder.
+        dir: PathBuf,
+        /// One JSON object per case.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs `workspace`.
+pub fn run(args: &WorkspaceArgs) -> Result<(), CliError> {
+    match &args.action {
+        WorkspaceAction::Create { dir, inputs } => {
+            let (workspace, added) = Workspace::create_or_extend(dir, inputs)?;
+            println!(
+                "{added} case(s) added; {} in {} ({}, {}, {})",
+                workspace.manifest.cases.len(),
+                dir.display(),
+                crate::review::workspace::MANIFEST_FILE,
+                crate::review::workspace::PREDICTIONS_FILE,
+                crate::review::workspace::DATABASE_FILE,
+            );
+            Ok(())
+        }
+        WorkspaceAction::Analyze { dir, model, force } => analyze(dir, model.as_ref(), *force),
+        WorkspaceAction::List { dir, json } => list(dir, *json),
+    }
+}
+
+fn analyze(dir: &std::path::Path, model: Option<&PathBuf>, force: bool) -> Result<(), CliError> {
+    let workspace = Workspace::open(dir)?;
+    let model = match model {
+        Some(folder) => TinyModel::load(folder)?,
+        None => TinyModel::embedded()?,
+    };
+    let diagnoser = TinyDiagnoser(&model);
+    let verifier = TinyVerifier(&model);
+    let current = diagnoser.model_id();
+    let predictions = workspace.predictions()?;
+    for damaged in &predictions.damaged {
+        eprintln!(
+            "warning: {}: {damaged} (skipped)",
+            workspace.predictions_path().display()
+        );
+    }
+    let total = workspace.manifest.cases.len();
+    let (mut done, mut skipped, mut failed) = (0, 0, 0);
+    for (index, case) in workspace.manifest.cases.iter().enumerate() {
+        if !force
+            && predictions
+                .get(&case.case_id)
+                .is_some_and(|p| p.diagnoser == current)
+        {
+            skipped += 1;
+            continue;
+        }
+        eprintln!("[{}/{total}] {}", index + 1, case.case_id);
+        let result = load_study(&case.volume, &LoadOptions::default())
+            .map_err(CliError::from)
+            .and_then(|study| {
+                let verifier: &dyn Verifier = &verifier;
+                let mut prediction =
+                    run_pipeline(&case.case_id, &study.volume, &diagnoser, Some(verifier))?;
+                prediction
+                    .warnings
+                    .extend(study.volume.warnings().iter().cloned());
+                Ok(prediction)
+            })
+            .and_then(|prediction| Ok(workspace.append_prediction(&prediction)?));
+        match result {
+            Ok(()) => done += 1,
+            Err(error) => {
+                eprintln!("error: {}: {error}\nhint: {}", case.case_id, error.hint());
+                failed += 1;
+            }
+        }
+    }
+    println!(
+        "{done} analysed, {skipped} already analysed by {} {}, {failed} failed",
+        current.id, current.version
+    );
+    if failed > 0 {
+        return Err(CliError::PartlyFailed {
+            failed,
+            total: done + failed,
+        });
+    }
+    Ok(())
+}
+
+fn list(dir: &std::path::Path, json: bool) -> Result<(), CliError> {
+    let workspace = Workspace::open(dir)?;
+    let predictions = workspace.predictions()?;
+    let rows = workspace.worklist(&predictions)?;
+    let mut out = std::io::stdout().lock();
+    if !json {
+        writeln!(
+            out,
+            "{:<24} {:<10} {:>11}  reviewer",
+            "case", "status", "consistency"
+        )?;
+    }
+    for row in rows {
+        if json {
+            writeln!(out, "{}", serde_json::to_string(&row).unwrap_or_default())?;
+        } else {
+            let status = match row.status {
+                ReviewStatus::New => "new",
+                ReviewStatus::InReview => "in review",
+                ReviewStatus::Done => "done",
+                ReviewStatus::Flagged => "flagged",
+            };
+            writeln!(
+                out,
+                "{:<24} {:<10} {:>11}  {}",
+                row.case_id,
+                status,
+                row.consistency
+                    .map_or("–".to_string(), |c| format!("{c:.2}")),
+                row.reviewer.unwrap_or_default()
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,437 @@
+//! A workspace is a folder:
+//!
+//! - `workspace.json`: the case manifest (each case's id, volume path, optional masks folder
+//!   and truth file), written through a temporary file renamed into place;
+//! - `predictions.jsonl`: one Prediction per line as `keyslice analyze --json` writes them,
+//!   appended and synced line by line; the last line for a case wins, a damaged line (a run
+//!   killed mid-write) is reported and skipped;
+//! - `review.sqlite`: review state and the corrections log ([`super::store`]).
+//!
+//! `keyslice workspace create DIR INPUT...` and `keyslice workspace analyze DIR` fill one
+//! without the window.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::store::{ReviewStore, StoreError};
+use crate::infer::Prediction;
+
+/// The manifest's file name.
+pub const MANIFEST_FILE: &str = "workspace.json";
+/// The predictions' file name.
+pub const PREDICTIONS_FILE: &str = "predictions.jsonl";
+/// The review database's file name.
+pub const DATABASE_FILE: &str = "review.sqlite";
+/// The manifest format this build writes.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// Why a workspace could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The manifest is not a Keyslice workspace manifest.
+    #[error("{path}: not a Keyslice workspace manifest: {detail}")]
+    Manifest {
+        /// The manifest.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// No workspace in this folder.
+    #[error("{0}: no {MANIFEST_FILE} here")]
+    NotAWorkspace(PathBuf),
+    /// An input is neither a case, a dataset of cases, a NIfTI file nor a folder.
+    #[error("{0}: not a NIfTI file, case folder, dataset folder or DICOM folder")]
+    Input(PathBuf),
+    /// The review database refused.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl WorkspaceError {
+    /// What the user can do about it.
+    #[must_use]
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Self::Io { .. } => "check that the path exists and the folder is writable",
+            Self::Manifest { .. } => {
+                "restore workspace.json from a backup, or create the workspace again with \
+                 `keyslice workspace create`"
+            }
+            Self::NotAWorkspace(_) => "create one with `keyslice workspace create DIR INPUT...`",
+            Self::Input(_) => {
+                "give NIfTI files, DICOM series folders, case folders (ct.nii.gz + \
+                 segmentations/) or a folder of case folders"
+            }
+            Self::Store(error) => error.hint(),
+        }
+    }
+}
+
+/// One case of the manifest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceCase {
+    /// Unique within the workspace.
+    pub case_id: String,
+    /// The CT: a NIfTI file, a DICOM folder or file, or a case folder (absolute path).
+    pub volume: PathBuf,
+    /// The AbdomenAtlas `segmentations/` folder, when the case has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masks: Option<PathBuf>,
+    /// A phantom `truth.json`, when the case has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truth: Option<PathBuf>,
+}
+
+/// `workspace.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`MANIFEST_VERSION`].
+    pub keyslice_workspace: u32,
+    /// The cases, in the order they were added.
+    pub cases: Vec<WorkspaceCase>,
+}
+
+/// An open workspace folder.
+#[derive(Debug)]
+pub struct Workspace {
+    /// The folder.
+    pub root: PathBuf,
+    /// Its manifest.
+    pub manifest: Manifest,
+}
+
+/// Predictions read from `predictions.jsonl`, with the lines that could not be used.
+#[derive(Debug, Default)]
+pub struct Predictions {
+    /// The last prediction per case, in case order of first appearance.
+    pub by_case: Vec<Prediction>,
+    /// `line N: what is wrong` for each damaged line.
+    pub damaged: Vec<String>,
+}
+
+impl Predictions {
+    /// The prediction for `case_id`.
+    #[must_use]
+    pub fn get(&self, case_id: &str) -> Option<&Prediction> {
+        self.by_case.iter().find(|p| p.case_id == case_id)
+    }
+}
+
+/// One row of the worklist: a case with its review status and model consistency.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorklistEntry {
+    /// The case.
+    pub case_id: String,
+    /// Where its review stands.
+    pub status: super::ReviewStatus,
+    /// Who last changed it.
+    pub reviewer: Option<String>,
+    /// The model's consistency score, when analysed with a key slice.
+    pub consistency: Option<f64>,
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError + '_ {
+    move |source| WorkspaceError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Workspace {
+    /// Opens the workspace in `root`.
+    pub fn open(root: &Path) -> Result<Self, WorkspaceError> {
+        let path = root.join(MANIFEST_FILE);
+        if !path.is_file() {
+            return Err(WorkspaceError::NotAWorkspace(root.to_path_buf()));
+        }
+        let text = std::fs::read_to_string(&path).map_err(io_error(&path))?;
+        let manifest: Manifest =
+            serde_json::from_str(&text).map_err(|error| WorkspaceError::Manifest {
+                path: path.clone(),
+                detail: error.to_string(),
+            })?;
+        if manifest.keyslice_workspace > MANIFEST_VERSION {
+            return Err(WorkspaceError::Manifest {
+                path,
+                detail: format!(
+                    "written by a newer Keyslice (format {}, this build knows {MANIFEST_VERSION})",
+                    manifest.keyslice_workspace
+                ),
+            });
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+            manifest,
+        })
+    }
+
+    /// Creates the workspace in `root` (or opens it when it exists) and adds the cases found
+    /// in `inputs` that it does not hold yet (same volume path). Returns the workspace and
+    /// the number of cases added.
+    pub fn create_or_extend(
+        root: &Path,
+        inputs: &[PathBuf],
+    ) -> Result<(Self, usize), WorkspaceError> {
+        std::fs::create_dir_all(root).map_err(io_error(root))?;
+        let mut workspace = if root.join(MANIFEST_FILE).is_file() {
+            Self::open(root)?
+        } else {
+            Self {
+                root: root.to_path_buf(),
+                manifest: Manifest {
+                    keyslice_workspace: MANIFEST_VERSION,
+                    cases: Vec::new(),
+                },
+            }
+        };
+        let mut found = Vec::new();
+        for input in inputs {
+            found.extend(discover_cases(input)?);
+        }
+        let mut added = 0;
+        for mut case in found {
+            if workspace
+                .manifest
+                .cases
+                .iter()
+                .any(|known| known.volume == case.volume)
+            {
+                continue;
+            }
+            case.case_id = workspace.unique_id(&case.case_id);
+            workspace.manifest.cases.push(case);
+            added += 1;
+        }
+        workspace.save_manifest()?;
+        // The database is made with the workspace, so a reviewer finds it ready.
+        ReviewStore::open(&workspace.database_path())?;
+        Ok((workspace, added))
+    }
+
+    fn unique_id(&self, wanted: &str) -> String {
+        let taken = |id: &str| self.manifest.cases.iter().any(|case| case.case_id == id);
+        if !taken(wanted) {
+            return wanted.to_string();
+        }
+        (2..)
+            .map(|n| format!("{wanted}_{n}"))
+            .find(|id| !taken(id))
+            .unwrap_or_else(|| wanted.to_string())
+    }
+
+    /// Writes `workspace.json` (temporary file, synced, renamed into place).
+    pub fn save_manifest(&self) -> Result<(), WorkspaceError> {
+        let path = self.root.join(MANIFEST_FILE);
+        let text = serde_json::to_string_pretty(&self.manifest).map_err(|error| {
+            WorkspaceError::Manifest {
+                path: path.clone(),
+                detail: error.to_string(),
+            }
+        })?;
+        write_atomically(&path, format!("{text}\n").as_bytes()).map_err(io_error(&path))
+    }
+
+    /// `review.sqlite`.
+    #[must_use]
+    pub fn database_path(&self) -> PathBuf {
+        self.root.join(DATABASE_FILE)
+    }
+
+    /// `predictions.jsonl`.
+    #[must_use]
+    pub fn predictions_path(&self) -> PathBuf {
+        self.root.join(PREDICTIONS_FILE)
+    }
+
+    /// Reads the predictions (none when the file does not exist yet).
+    pub fn predictions(&self) -> Result<Predictions, WorkspaceError> {
+        let path = self.predictions_path();
+        let mut predictions = Predictions::default();
+        if !path.is_file() {
+            return Ok(predictions);
+        }
+        let text = std::fs::read_to_string(&path).map_err(io_error(&path))?;
+        for (index, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<Prediction>(line) {
+                Ok(prediction) => {
+                    match predictions
+                        .by_case
+                        .iter_mut()
+                        .find(|p| p.case_id == prediction.case_id)
+                    {
+                        Some(slot) => *slot = prediction,
+                        None => predictions.by_case.push(prediction),
+                    }
+                }
+                Err(error) => predictions
+                    .damaged
+                    .push(format!("line {}: {error}", index + 1)),
+            }
+        }
+        Ok(predictions)
+    }
+
+    /// The cases with status and consistency, likely hallucinations first: lowest
+    /// consistency, then cases without one, in manifest order among equals.
+    pub fn worklist(
+        &self,
+        predictions: &Predictions,
+    ) -> Result<Vec<WorklistEntry>, WorkspaceError> {
+        let store = ReviewStore::open(&self.database_path())?;
+        let mut rows = Vec::with_capacity(self.manifest.cases.len());
+        for case in &self.manifest.cases {
+            let state = store.case_state(&case.case_id)?;
+            rows.push(WorklistEntry {
+                case_id: case.case_id.clone(),
+                status: state.status,
+                reviewer: state.reviewer,
+                consistency: predictions
+                    .get(&case.case_id)
+                    .and_then(|p| p.consistency.as_ref())
+                    .map(|c| c.score),
+            });
+        }
+        rows.sort_by(|a, b| match (a.consistency, b.consistency) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
+        Ok(rows)
+    }
+
+    /// The manifest entry of `case_id`.
+    #[must_use]
+    pub fn case(&self, case_id: &str) -> Option<&WorkspaceCase> {
+        self.manifest
+            .cases
+            .iter()
+            .find(|case| case.case_id == case_id)
+    }
+
+    /// Appends `prediction` as one line and syncs it to disk before returning. A line torn
+    /// by an earlier crash is closed first, so it damages only itself.
+    pub fn append_prediction(&self, prediction: &Prediction) -> Result<(), WorkspaceError> {
+        let path = self.predictions_path();
+        let line = serde_json::to_string(prediction).map_err(|error| WorkspaceError::Manifest {
+            path: path.clone(),
+            detail: error.to_string(),
+        })?;
+        let ends_cleanly = match std::fs::read(&path) {
+            Ok(bytes) => bytes.last().is_none_or(|&last| last == b'\n'),
+            Err(_) => true,
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io_error(&path))?;
+        let mut bytes = Vec::with_capacity(line.len() + 2);
+        if !ends_cleanly {
+            bytes.push(b'\n');
+        }
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        file.write_all(&bytes).map_err(io_error(&path))?;
+        file.sync_data().map_err(io_error(&path))
+    }
+}
+
+/// The cases an input names: a case folder (`ct.nii.gz`/`ct.nii`, optional
+/// `segmentations/` and `truth.json`), a folder of case folders, a NIfTI file, or any other
+/// folder as a DICOM series folder.
+pub fn discover_cases(input: &Path) -> Result<Vec<WorkspaceCase>, WorkspaceError> {
+    let absolute = std::path::absolute(input).map_err(io_error(input))?;
+    if !absolute.exists() {
+        return Err(WorkspaceError::Io {
+            path: input.to_path_buf(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+    }
+    let name = |path: &Path| {
+        path.file_name()
+            .map(|name| name.to_string_lossy().to_string())
+            .unwrap_or_else(|| "case".into())
+    };
+    if absolute.is_file() {
+        if crate::io::nifti::is_nifti_path(&absolute) {
+            let id = name(&absolute)
+                .trim_end_matches(".gz")
+                .trim_end_matches(".nii")
+                .to_string();
+            return Ok(vec![WorkspaceCase {
+                case_id: id,
+                volume: absolute,
+                masks: None,
+                truth: None,
+            }]);
+        }
+        return Err(WorkspaceError::Input(input.to_path_buf()));
+    }
+    if let Some(case) = case_folder(&absolute) {
+        return Ok(vec![case]);
+    }
+    let mut children: Vec<PathBuf> = std::fs::read_dir(&absolute)
+        .map_err(io_error(&absolute))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.is_dir())
+        .collect();
+    children.sort();
+    let cases: Vec<WorkspaceCase> = children.iter().filter_map(|c| case_folder(c)).collect();
+    if !cases.is_empty() {
+        return Ok(cases);
+    }
+    Ok(vec![WorkspaceCase {
+        case_id: name(&absolute),
+        volume: absolute,
+        masks: None,
+        truth: None,
+    }])
+}
+
+/// A folder in the AbdomenAtlas layout as a case.
+fn case_folder(folder: &Path) -> Option<WorkspaceCase> {
+    let ct = ["ct.nii.gz", "ct.nii"]
+        .iter()
+        .map(|name| folder.join(name))
+        .find(|path| path.is_file())?;
+    let masks = folder.join("segmentations");
+    let truth = folder.join("truth.json");
+    Some(WorkspaceCase {
+        case_id: folder
+            .file_name()
+            .map(|name| name.to_string_lossy().to_string())
+            .unwrap_or_else(|| "case".into()),
+        volume: ct,
+        masks: masks.is_dir().then_some(masks),
+        truth: truth.is_file().then_some(truth),
+    })
+}
+
+/// Writes `bytes` to a temporary sibling, syncs it, and renames it over `path`.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let file_name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let temporary = path.with_file_name(format!(".{file_name}.partial-{}", std::process::id()));
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&temporary, path)
+}

@@ -1,0 +1,177 @@
+//! `keyslice workspace create|analyze|list`: a workspace made from a dataset folder and a
+//! NIfTI file, analysed once (a second run skips what is done), a torn predictions line
+//! (a run killed mid-write) skipped and not spreading, review status shown, bad inputs named.
+
+mod common;
+
+use std::path::Path;
+
+use common::{data, keyslice, text};
+use keyslice::review::workspace::{PREDICTIONS_FILE, Workspace};
+use keyslice::review::{Edit, ReviewStore};
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn a_workspace_is_created_analysed_and_listed() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let dataset = folder.path().join("dataset");
+    let made = keyslice(&[
+        "phantom",
+        "--out",
+        s(&dataset),
+        "--cases",
+        "2",
+        "--seed",
+        "43",
+        "--matrix",
+        "64",
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let nifti = data("nifti/standard.nii.gz");
+    let dir = folder.path().join("ws");
+
+    let created = keyslice(&["workspace", "create", s(&dir), s(&dataset)]);
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    assert!(
+        text(&created.stdout).starts_with("2 case(s) added"),
+        "{}",
+        text(&created.stdout)
+    );
+    // Adding the same dataset again adds nothing.
+    let again = keyslice(&["workspace", "create", s(&dir), s(&dataset)]);
+    assert!(
+        text(&again.stdout).starts_with("0 case(s) added"),
+        "{}",
+        text(&again.stdout)
+    );
+    let workspace = Workspace::open(&dir).expect("opens");
+    let ids: Vec<&str> = workspace
+        .manifest
+        .cases
+        .iter()
+        .map(|c| c.case_id.as_str())
+        .collect();
+    assert_eq!(ids, ["PHANTOM_43_0000", "PHANTOM_43_0001"]);
+    let first = &workspace.manifest.cases[0];
+    assert!(first.volume.is_absolute() && first.volume.ends_with("ct.nii.gz"));
+    assert!(
+        first
+            .masks
+            .as_ref()
+            .is_some_and(|m| m.ends_with("segmentations"))
+    );
+    assert!(
+        first
+            .truth
+            .as_ref()
+            .is_some_and(|t| t.ends_with("truth.json"))
+    );
+    assert!(dir.join("review.sqlite").is_file());
+    if nifti.is_file() {
+        let added = keyslice(&["workspace", "create", s(&dir), s(&nifti)]);
+        assert!(added.status.success(), "{}", text(&added.stderr));
+    }
+
+    let analysed = keyslice(&["workspace", "analyze", s(&dir)]);
+    let cases = Workspace::open(&dir).expect("opens").manifest.cases.len();
+    assert!(analysed.status.success(), "{}", text(&analysed.stderr));
+    assert!(
+        text(&analysed.stdout).starts_with(&format!("{cases} analysed, 0 already")),
+        "{}",
+        text(&analysed.stdout)
+    );
+    let rerun = keyslice(&["workspace", "analyze", s(&dir)]);
+    assert!(
+        text(&rerun.stdout).starts_with(&format!("0 analysed, {cases} already")),
+        "{}",
+        text(&rerun.stdout)
+    );
+
+    // A run killed mid-line leaves a torn line: it is reported and skipped, and the next
+    // line is not glued to it.
+    let predictions = dir.join(PREDICTIONS_FILE);
+    let mut bytes = std::fs::read(&predictions).expect("predictions");
+    bytes.extend_from_slice(b"{\"version\": 1, \"case_id\": \"PHAN");
+    std::fs::write(&predictions, &bytes).expect("torn");
+    let forced = keyslice(&["workspace", "analyze", s(&dir), "--force"]);
+    assert!(forced.status.success(), "{}", text(&forced.stderr));
+    assert!(
+        text(&forced.stderr).contains("skipped"),
+        "{}",
+        text(&forced.stderr)
+    );
+    let read = Workspace::open(&dir)
+        .expect("opens")
+        .predictions()
+        .expect("read");
+    assert_eq!(read.by_case.len(), cases);
+    assert_eq!(read.damaged.len(), 1, "{:?}", read.damaged);
+    assert!(
+        read.damaged[0].starts_with(&format!("line {}", cases + 1)),
+        "{:?}",
+        read.damaged
+    );
+
+    // Review status from the database shows in the list; lowest consistency first.
+    let mut store = ReviewStore::open(&dir.join("review.sqlite")).expect("store");
+    store
+        .record(&Edit {
+            case_id: "PHANTOM_43_0001".into(),
+            field: "liver.tumor".into(),
+            old_value: serde_json::json!("yes"),
+            new_value: serde_json::json!("no"),
+            reviewer: "dr.list".into(),
+        })
+        .expect("recorded");
+    let listed = keyslice(&["workspace", "list", s(&dir), "--json"]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let rows: Vec<serde_json::Value> = text(&listed.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON line"))
+        .collect();
+    assert_eq!(rows.len(), cases);
+    let scores: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| r["consistency"].as_f64())
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] <= w[1]), "{scores:?}");
+    let edited = rows
+        .iter()
+        .find(|r| r["case_id"] == "PHANTOM_43_0001")
+        .expect("listed");
+    assert_eq!(edited["status"], "in_review");
+    assert_eq!(edited["reviewer"], "dr.list");
+}
+
+#[test]
+fn workspace_commands_name_bad_inputs() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let missing = folder.path().join("missing.nii.gz");
+    let dir = folder.path().join("ws");
+    let result = keyslice(&["workspace", "create", s(&dir), s(&missing)]);
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = text(&result.stderr);
+    assert!(
+        stderr.contains("missing.nii.gz") && stderr.contains("hint:"),
+        "{stderr}"
+    );
+
+    let result = keyslice(&["workspace", "analyze", s(folder.path())]);
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = text(&result.stderr);
+    assert!(stderr.contains("no workspace.json here"), "{stderr}");
+    assert!(stderr.contains("keyslice workspace create"), "{stderr}");
+
+    std::fs::create_dir_all(&dir).expect("folder");
+    std::fs::write(dir.join("workspace.json"), "{ \"cases\": 3 }").expect("written");
+    let result = keyslice(&["workspace", "list", s(&dir)]);
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = text(&result.stderr);
+    assert!(
+        stderr.contains("not a Keyslice workspace manifest"),
+        "{stderr}"
+    );
+}
