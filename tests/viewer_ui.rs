@@ -480,7 +480,7 @@ fn analysis_panel_shows_consistency_key_slice_local_description_and_report() {
 fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
     use keyslice::review::ReviewStatus;
     use keyslice::review::workspace::WorklistEntry;
-    use keyslice::ui::worklist::worklist_ui;
+    use keyslice::ui::worklist::{WorklistCommand, worklist_ui};
     if !gpu_available() {
         return;
     }
@@ -497,17 +497,17 @@ fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
         entry("standard", ReviewStatus::Flagged, None),
     ];
     let mut harness = Harness::builder()
-        .with_size(egui::Vec2::new(300.0, 180.0))
+        .with_size(egui::Vec2::new(300.0, 240.0))
         .wgpu()
         .build_ui_state(
-            |ui, picked: &mut Option<String>| {
-                if let Some(case) = worklist_ui(
+            |ui, picked: &mut Option<WorklistCommand>| {
+                if let Some(command) = worklist_ui(
                     ui,
                     std::path::Path::new("/data/demo"),
                     &worklist,
                     Some("PHANTOM_2026_0002"),
                 ) {
-                    *picked = Some(case);
+                    *picked = Some(command);
                 }
             },
             None,
@@ -516,6 +516,18 @@ fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
     harness.get_by_label("flagged");
     harness.get_by_label("PHANTOM_2026_0001").click();
     harness.run();
-    assert_eq!(harness.state().as_deref(), Some("PHANTOM_2026_0001"));
+    assert_eq!(
+        harness.state(),
+        &Some(WorklistCommand::Open("PHANTOM_2026_0001".into()))
+    );
+    harness.get_by_label("Flag (F)").click();
+    harness.run();
+    assert_eq!(
+        harness.state(),
+        &Some(WorklistCommand::SetStatus(ReviewStatus::Flagged))
+    );
+    harness.key_press(egui::Key::N);
+    harness.run();
+    assert_eq!(harness.state(), &Some(WorklistCommand::Next));
     harness.snapshot("worklist");
 }

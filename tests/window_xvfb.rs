@@ -335,6 +335,18 @@ fn real_window_opens_the_demo_workspace_and_follows_wheel_and_preset_keys() {
         mean(&lung_greys),
         out.join("lung.png").display()
     );
+
+    // F flags the open case: the status is in the workspace's review database at once.
+    xdotool(&display, &["windowfocus", "--sync", window, "key", "f"]);
+    settle();
+    let store = keyslice::review::ReviewStore::open(&config.path().join("data/demo/review.sqlite"))
+        .expect("review database");
+    let log = store.corrections(None).expect("log");
+    assert!(
+        log.iter()
+            .any(|c| c.field == "status" && c.new_value == "flagged"),
+        "{log:?}"
+    );
 }
 
 #[test]

@@ -21,10 +21,20 @@ use open::{LoadEvent, LoadedMasks, Pick, load_in_background, pick_in_background}
 use settings::{Settings, settings_path};
 
 use crate::infer::Prediction;
+use crate::review::ReviewStore;
+use crate::review::workspace::DATABASE_FILE;
 use crate::review::workspace::{WorklistEntry, Workspace};
 use crate::ui::analysis::{AnalysisCommand, AnalysisState, analysis_ui};
 use crate::ui::viewport::{Viewer, ViewerCommand, ViewerGpu};
-use crate::ui::worklist::worklist_ui;
+use crate::ui::worklist::{WorklistCommand, worklist_ui};
+
+/// Who is reviewing: `$KEYSLICE_REVIEWER`, else the login name, else "reviewer".
+fn reviewer_name() -> String {
+    ["KEYSLICE_REVIEWER", "USER", "USERNAME"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|value| !value.is_empty()))
+        .unwrap_or_else(|| "reviewer".to_string())
+}
 use crate::volume::Volume;
 
 /// The application state.
@@ -358,6 +368,52 @@ impl KeysliceApp {
         }
     }
 
+    /// Opens a case, moves along the worklist, or records the open case's status in the
+    /// workspace's review database (committed before the list shows it).
+    fn apply_worklist(&mut self, ctx: &egui::Context, command: WorklistCommand) {
+        let Some((root, worklist)) = &mut self.workspace else {
+            return;
+        };
+        let position = self
+            .open_case
+            .as_ref()
+            .and_then(|open| worklist.iter().position(|e| e.case_id == *open));
+        let target = match command {
+            WorklistCommand::Open(case_id) => Some(case_id),
+            WorklistCommand::Next => position
+                .map(|p| p + 1)
+                .and_then(|p| worklist.get(p))
+                .map(|e| e.case_id.clone()),
+            WorklistCommand::Previous => position
+                .and_then(|p| p.checked_sub(1))
+                .and_then(|p| worklist.get(p))
+                .map(|e| e.case_id.clone()),
+            WorklistCommand::SetStatus(status) => {
+                let (Some(case_id), Some(position)) = (self.open_case.clone(), position) else {
+                    return;
+                };
+                let reviewer = reviewer_name();
+                let saved = ReviewStore::open(&root.join(DATABASE_FILE))
+                    .and_then(|mut store| store.set_status(&case_id, status, &reviewer));
+                match saved {
+                    Ok(_) => {
+                        worklist[position].status = status;
+                        worklist[position].reviewer = Some(reviewer);
+                    }
+                    Err(error) => {
+                        self.notices
+                            .push(format!("status not saved: {error} ({})", error.hint()));
+                    }
+                }
+                None
+            }
+        };
+        if let Some(case_id) = target {
+            let root = root.clone();
+            self.open(ctx, Source::WorkspaceCase { root, case_id });
+        }
+    }
+
     /// The central area: the error, the loading progress, or the viewer.
     fn central_ui(&mut self, ui: &mut egui::Ui, commands: &mut Vec<ViewerCommand>) {
         if let Some((message, hint)) = &self.error {
@@ -549,7 +605,7 @@ impl eframe::App for KeysliceApp {
         });
         let mut commands = Vec::new();
         let mut analysis_command = None;
-        let mut open_case: Option<Source> = None;
+        let mut worklist_command = None;
         if let Some(viewer) = &self.viewer {
             let analysis = &self.analysis;
             (analysis_command, commands) = egui::Panel::right("keyslice-side")
@@ -558,13 +614,8 @@ impl eframe::App for KeysliceApp {
                     egui::ScrollArea::vertical()
                         .show(ui, |ui| {
                             if let Some((root, worklist)) = &self.workspace {
-                                open_case =
-                                    worklist_ui(ui, root, worklist, self.open_case.as_deref()).map(
-                                        |case_id| Source::WorkspaceCase {
-                                            root: root.clone(),
-                                            case_id,
-                                        },
-                                    );
+                                worklist_command =
+                                    worklist_ui(ui, root, worklist, self.open_case.as_deref());
                                 ui.separator();
                             }
                             let analysis_command = analysis_ui(ui, analysis);
@@ -579,8 +630,8 @@ impl eframe::App for KeysliceApp {
                 analysis_command = Some(AnalysisCommand::Run);
             }
         }
-        if let Some(source) = open_case {
-            self.open(&ctx, source);
+        if let Some(command) = worklist_command {
+            self.apply_worklist(&ctx, command);
         }
         match analysis_command {
             Some(AnalysisCommand::Run) if self.analysis_job.is_none() => self.start_analysis(&ctx),

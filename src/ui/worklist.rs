@@ -1,6 +1,7 @@
 //! The worklist panel: a workspace's cases with review status and the model's consistency,
 //! in the order given (lowest consistency first, so likely hallucinations are triaged
-//! first); the open case is highlighted and a click asks to open another.
+//! first); the open case is highlighted. Returns what the user asked for: open a case, accept
+//! or flag the open one, or move to the next or previous case.
 
 use std::path::Path;
 
@@ -8,14 +9,38 @@ use crate::review::ReviewStatus;
 use crate::review::workspace::WorklistEntry;
 use crate::ui::analysis::consistency_colour;
 
-/// Draws the worklist; returns the case the user picked, if any.
+/// What the user asked for in the worklist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorklistCommand {
+    /// Open this case.
+    Open(String),
+    /// Set the open case's status (accept: done; flag: flagged).
+    SetStatus(ReviewStatus),
+    /// The next case in the list (`N`).
+    Next,
+    /// The previous case in the list (`P`).
+    Previous,
+}
+
+/// The status as the list shows it.
+#[must_use]
+pub fn status_text(status: ReviewStatus) -> &'static str {
+    match status {
+        ReviewStatus::New => "new",
+        ReviewStatus::InReview => "in review",
+        ReviewStatus::Done => "done",
+        ReviewStatus::Flagged => "flagged",
+    }
+}
+
+/// Draws the worklist.
 pub fn worklist_ui(
     ui: &mut egui::Ui,
     root: &Path,
     worklist: &[WorklistEntry],
     open_case: Option<&str>,
-) -> Option<String> {
-    let mut chosen = None;
+) -> Option<WorklistCommand> {
+    let mut command = None;
     ui.heading("Worklist");
     ui.small(root.display().to_string());
     egui::Grid::new("keyslice-worklist")
@@ -29,14 +54,9 @@ pub fn worklist_ui(
             for entry in worklist {
                 let open = open_case == Some(entry.case_id.as_str());
                 if ui.selectable_label(open, &entry.case_id).clicked() && !open {
-                    chosen = Some(entry.case_id.clone());
+                    command = Some(WorklistCommand::Open(entry.case_id.clone()));
                 }
-                ui.label(match entry.status {
-                    ReviewStatus::New => "new",
-                    ReviewStatus::InReview => "in review",
-                    ReviewStatus::Done => "done",
-                    ReviewStatus::Flagged => "flagged",
-                });
+                ui.label(status_text(entry.status));
                 match entry.consistency {
                     Some(value) => {
                         ui.colored_label(consistency_colour(value), format!("{value:.2}"));
@@ -48,5 +68,37 @@ pub fn worklist_ui(
                 ui.end_row();
             }
         });
-    chosen
+    if open_case.is_some() {
+        ui.horizontal(|ui| {
+            if ui.button("Accept (Ctrl+Enter)").clicked() {
+                command = Some(WorklistCommand::SetStatus(ReviewStatus::Done));
+            }
+            if ui.button("Flag (F)").clicked() {
+                command = Some(WorklistCommand::SetStatus(ReviewStatus::Flagged));
+            }
+        });
+        ui.horizontal(|ui| {
+            if ui.small_button("previous (P)").clicked() {
+                command = Some(WorklistCommand::Previous);
+            }
+            if ui.small_button("next (N)").clicked() {
+                command = Some(WorklistCommand::Next);
+            }
+        });
+    }
+    let typing = ui.ctx().egui_wants_keyboard_input();
+    if !typing && open_case.is_some() {
+        ui.input(|input| {
+            if input.modifiers.command && input.key_pressed(egui::Key::Enter) {
+                command = Some(WorklistCommand::SetStatus(ReviewStatus::Done));
+            } else if input.key_pressed(egui::Key::F) {
+                command = Some(WorklistCommand::SetStatus(ReviewStatus::Flagged));
+            } else if input.key_pressed(egui::Key::N) {
+                command = Some(WorklistCommand::Next);
+            } else if input.key_pressed(egui::Key::P) {
+                command = Some(WorklistCommand::Previous);
+            }
+        });
+    }
+    command
 }
