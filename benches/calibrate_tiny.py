@@ -39,15 +39,17 @@ def main():
     parser.add_argument("--cases", type=int, default=100)
     parser.add_argument("--matrix", type=int, default=128)
     parser.add_argument("--out", default="eval-data")
+    parser.add_argument("--cases-dir", default=None,
+                        help="use these case folders instead of generating them")
     parser.add_argument("--thresholds", default="0.3,0.5,0.7,0.85")
     parser.add_argument("--min-voxels", default="1,2,4,8")
     args = parser.parse_args()
 
     model = pathlib.Path(args.model)
     config = json.loads((model / "config.json").read_text())
-    cases = pathlib.Path(args.out) / (
+    cases = pathlib.Path(args.cases_dir) if args.cases_dir else pathlib.Path(args.out) / (
         f"calibration-seed{args.seed}-from{args.first}-matrix{args.matrix}")
-    if not (cases / "manifest.json").exists():
+    if not args.cases_dir and not (cases / "manifest.json").exists():
         run([args.keyslice, "phantom", "--out", cases, "--cases", str(args.cases),
              "--seed", str(args.seed), "--first", str(args.first), "--matrix",
              str(args.matrix)])

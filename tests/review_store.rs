@@ -215,13 +215,13 @@ fn acknowledged_edits_survive_sigkill_at_random_moments() {
                 .filter_map(|line| line.strip_prefix("ack ").and_then(|n| n.parse().ok()))
                 .collect::<Vec<u64>>()
         });
-        // Wait for the first acknowledgement (the child is up), then the random delay.
+        // Kill after the random delay, whatever the child is doing then.
         let started = Instant::now();
         std::thread::sleep(delay);
         child.kill().expect("SIGKILL");
         child.wait().expect("reaped");
         let acks = reader.join().expect("reader");
-        assert!(started.elapsed() < Duration::from_secs(60));
+        assert!(started.elapsed() < Duration::from_mins(1));
         if let Some(last) = acks.last() {
             next = last + 1;
         }

@@ -120,13 +120,12 @@ impl KeysliceApp {
             Source::Workspace(root) => root.display().to_string(),
             Source::WorkspaceCase { case_id, .. } => case_id.clone(),
         };
-        match &source {
-            Source::WorkspaceCase { case_id, .. } => self.open_case = Some(case_id.clone()),
-            _ => {
-                // The worklist arrives with the workspace, if the source is one.
-                self.open_case = None;
-                self.workspace = None;
-            }
+        if let Source::WorkspaceCase { case_id, .. } = &source {
+            self.open_case = Some(case_id.clone());
+        } else {
+            // The worklist arrives with the workspace, if the source is one.
+            self.open_case = None;
+            self.workspace = None;
         }
         self.started = Instant::now();
         self.error = None;

@@ -240,6 +240,7 @@ impl ReviewStore {
         })
     }
 
+    #[allow(clippy::needless_pass_by_value)] // used as `map_err(|e| self.error(e))`
     fn error(&self, error: rusqlite::Error) -> StoreError {
         StoreError::Sqlite {
             path: self.path.clone(),

@@ -223,7 +223,8 @@ impl Workspace {
         if !taken(wanted) {
             return wanted.to_string();
         }
-        (2..)
+        // One of the first len + 2 suffixes is free (each case takes at most one).
+        (2..self.manifest.cases.len() + 4)
             .map(|n| format!("{wanted}_{n}"))
             .find(|id| !taken(id))
             .unwrap_or_else(|| wanted.to_string())
@@ -363,8 +364,7 @@ pub fn discover_cases(input: &Path) -> Result<Vec<WorkspaceCase>, WorkspaceError
     }
     let name = |path: &Path| {
         path.file_name()
-            .map(|name| name.to_string_lossy().to_string())
-            .unwrap_or_else(|| "case".into())
+            .map_or_else(|| "case".into(), |name| name.to_string_lossy().to_string())
     };
     if absolute.is_file() {
         if crate::io::nifti::is_nifti_path(&absolute) {
@@ -414,8 +414,7 @@ fn case_folder(folder: &Path) -> Option<WorkspaceCase> {
     Some(WorkspaceCase {
         case_id: folder
             .file_name()
-            .map(|name| name.to_string_lossy().to_string())
-            .unwrap_or_else(|| "case".into()),
+            .map_or_else(|| "case".into(), |name| name.to_string_lossy().to_string()),
         volume: ct,
         masks: masks.is_dir().then_some(masks),
         truth: truth.is_file().then_some(truth),

@@ -182,23 +182,45 @@ impl TinyModel {
     }
 
     /// Per-pixel probabilities of every slab of `grid` (sigmoid for masks, softmax for
-    /// the class groups).
+    /// the class groups). The network runs only on the in-plane box that holds the body in
+    /// any slab (plus a margin, rounded to the network's stride of 8): air costs nothing,
+    /// and the position planes keep their values, so the result is that of the whole slab
+    /// up to the network's border effects. Outside the box every probability is 0.
     pub fn diagnose_grid(&self, grid: &ModelGrid) -> candle_core::Result<Probabilities> {
         let n = grid.spec.size;
+        let plane = n * n;
+        let ([column0, row0], [width, height]) = body_box(grid);
+        let channels = self.config.diagnoser_inputs();
         let mut values = Vec::with_capacity(grid.slabs);
         let slabs: Vec<usize> = (0..grid.slabs).collect();
         for batch in slabs.chunks(16) {
-            let inputs: Vec<f32> = batch
-                .iter()
-                .flat_map(|&slab| diagnoser_input(grid, slab, &self.config.windows))
-                .collect();
-            let x = Tensor::from_vec(
-                inputs,
-                (batch.len(), self.config.diagnoser_inputs(), n, n),
-                &self.device,
-            )?;
+            let mut inputs = Vec::with_capacity(batch.len() * channels * width * height);
+            for &slab in batch {
+                let full = diagnoser_input(grid, slab, &self.config.windows);
+                for channel in 0..channels {
+                    for row in row0..row0 + height {
+                        let start = channel * plane + row * n + column0;
+                        inputs.extend_from_slice(&full[start..start + width]);
+                    }
+                }
+            }
+            let x = Tensor::from_vec(inputs, (batch.len(), channels, height, width), &self.device)?;
             let logits = self.diagnoser.forward(&x)?;
-            values.extend(probabilities_of(&logits)?);
+            for cropped in probabilities_of(&logits)? {
+                let slab: Vec<Vec<f32>> = cropped
+                    .into_iter()
+                    .map(|channel| {
+                        let mut whole = vec![0f32; plane];
+                        for row in 0..height {
+                            let at = (row0 + row) * n + column0;
+                            whole[at..at + width]
+                                .copy_from_slice(&channel[row * width..(row + 1) * width]);
+                        }
+                        whole
+                    })
+                    .collect();
+                values.push(slab);
+            }
         }
         Ok(Probabilities {
             size: n,
@@ -240,6 +262,35 @@ fn probabilities_of(logits: &Tensor) -> candle_core::Result<Vec<Vec<Vec<f32>>>> 
         height * width,
     ))?;
     all.to_vec3::<f32>()
+}
+
+/// The in-plane box (corner, size as columns × rows) holding every pixel above −500 HU in
+/// any slab, with a 4-pixel margin, sides rounded up to multiples of 8 and kept inside the
+/// grid; the whole grid when nothing is above −500 HU.
+fn body_box(grid: &ModelGrid) -> ([usize; 2], [usize; 2]) {
+    let n = grid.spec.size;
+    let plane = n * n;
+    let (mut low, mut high) = ([n, n], [0usize, 0usize]);
+    for (at, &hu) in grid.hu.iter().enumerate() {
+        if hu > -500.0 {
+            let pixel = at % plane;
+            let (column, row) = (pixel % n, pixel / n);
+            low = [low[0].min(column), low[1].min(row)];
+            high = [high[0].max(column), high[1].max(row)];
+        }
+    }
+    if low[0] > high[0] || !n.is_multiple_of(8) {
+        return ([0, 0], [n, n]);
+    }
+    let side = |axis: usize| -> (usize, usize) {
+        let first = low[axis].saturating_sub(4);
+        let last = (high[axis] + 4).min(n - 1);
+        let length = (last - first + 1).div_ceil(8) * 8;
+        let length = length.min(n);
+        (first.min(n - length), length)
+    };
+    let ((column0, width), (row0, height)) = (side(0), side(1));
+    ([column0, row0], [width, height])
 }
 
 /// Window `hu` to 0–1.

@@ -679,6 +679,12 @@ pub fn train(
             recent.clear();
         }
     }
+    write_checkpoint(&varmap, &config, out)?;
+    Ok(config)
+}
+
+/// Writes `model.safetensors` and `config.json` to `out`.
+fn write_checkpoint(varmap: &VarMap, config: &TinyConfig, out: &Path) -> Result<(), TrainError> {
     std::fs::create_dir_all(out).map_err(|source| TrainError::Write {
         path: out.to_path_buf(),
         source,
@@ -686,10 +692,10 @@ pub fn train(
     let weights = out.join("model.safetensors");
     varmap.save(&weights)?;
     let config_path = out.join("config.json");
-    let text = serde_json::to_string_pretty(&config).unwrap_or_default();
+    let text = serde_json::to_string_pretty(config).unwrap_or_default();
     std::fs::write(&config_path, text + "\n").map_err(|source| TrainError::Write {
         path: config_path,
         source,
     })?;
-    Ok(config)
+    Ok(())
 }
