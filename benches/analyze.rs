@@ -1,7 +1,7 @@
 //! Criterion benchmarks for the embedded pipeline (the figures: `analyze` on a
 //! 512×512×300 volume within 3 s on two CPU cores, model load within 0.2 s): loading the
 //! embedded keyslice-tiny, sampling a CT onto its grid, and the whole pipeline (diagnoser,
-//! decoding, verifier, consistency) on a 512² phantom of 300 one-millimetre slices.
+//! decoding, verifier, consistency) on a 512² phantom of 245 one-millimetre slices.
 //! Reading the file is measured by `volume_io` (and `keyslice analyze` prints both).
 //! Peak memory is measured on the command: `/usr/bin/time -v keyslice analyze CT`.
 
@@ -17,8 +17,8 @@ fn pipeline(c: &mut Criterion) {
     c.bench_function("tiny_model_load_embedded", |b| {
         b.iter(|| black_box(TinyModel::embedded().unwrap_or_else(|e| panic!("{e}"))));
     });
-    // A clinical grid: 512² at 0.6–0.9 mm with 1 mm slices; the phantom's height gives
-    // about 300 slices.
+    // A clinical grid: 512² at 0.6–0.9 mm with 1 mm slices; this phantom's height gives
+    // 245 slices.
     let case = generate(
         2026,
         0,
