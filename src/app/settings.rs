@@ -119,11 +119,7 @@ impl Settings {
 /// Where the settings file lives, or `None` when no home or config folder is known.
 #[must_use]
 pub fn settings_path() -> Option<PathBuf> {
-    let from_env = |name: &str| {
-        std::env::var_os(name)
-            .filter(|value| !value.is_empty())
-            .map(PathBuf::from)
-    };
+    let from_env = env_folder;
     let folder = if let Some(folder) = from_env("KEYSLICE_CONFIG_DIR") {
         folder
     } else if cfg!(windows) {
@@ -134,6 +130,14 @@ pub fn settings_path() -> Option<PathBuf> {
         from_env("HOME")?.join(".config").join("keyslice")
     };
     Some(folder.join("settings.json"))
+}
+
+/// The folder named by environment variable `name`, when it is set and not empty.
+#[must_use]
+pub fn env_folder(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from)
 }
 
 #[cfg(test)]

@@ -29,11 +29,7 @@ pub const DEMO_MATRIX: usize = 256;
 /// on Windows, `$XDG_DATA_HOME/keyslice`, or `~/.local/share/keyslice`.
 #[must_use]
 pub fn data_dir() -> Option<PathBuf> {
-    let from_env = |name: &str| {
-        std::env::var_os(name)
-            .filter(|value| !value.is_empty())
-            .map(PathBuf::from)
-    };
+    let from_env = super::settings::env_folder;
     if let Some(folder) = from_env("KEYSLICE_DATA_DIR") {
         Some(folder)
     } else if cfg!(windows) {

@@ -10,7 +10,6 @@ use super::CliError;
 use crate::infer::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
 use crate::infer::{Diagnoser, Verifier, run_pipeline};
 use crate::io::{LoadOptions, load_study};
-use crate::review::ReviewStatus;
 use crate::review::workspace::Workspace;
 
 /// Arguments of `workspace`.
@@ -139,6 +138,12 @@ fn analyze(dir: &std::path::Path, model: Option<&PathBuf>, force: bool) -> Resul
 fn list(dir: &std::path::Path, json: bool) -> Result<(), CliError> {
     let workspace = Workspace::open(dir)?;
     let predictions = workspace.predictions()?;
+    for damaged in &predictions.damaged {
+        eprintln!(
+            "warning: {}: {damaged} (skipped)",
+            workspace.predictions_path().display()
+        );
+    }
     let rows = workspace.worklist(&predictions)?;
     let mut out = std::io::stdout().lock();
     if !json {
@@ -152,17 +157,11 @@ fn list(dir: &std::path::Path, json: bool) -> Result<(), CliError> {
         if json {
             writeln!(out, "{}", serde_json::to_string(&row).unwrap_or_default())?;
         } else {
-            let status = match row.status {
-                ReviewStatus::New => "new",
-                ReviewStatus::InReview => "in review",
-                ReviewStatus::Done => "done",
-                ReviewStatus::Flagged => "flagged",
-            };
             writeln!(
                 out,
                 "{:<24} {:<10} {:>11}  {}",
                 row.case_id,
-                status,
+                row.status.label(),
                 row.consistency
                     .map_or("–".to_string(), |c| format!("{c:.2}")),
                 row.reviewer.unwrap_or_default()

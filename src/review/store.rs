@@ -94,6 +94,17 @@ impl ReviewStatus {
         }
     }
 
+    /// The status as lists show it.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::InReview => "in review",
+            Self::Done => "done",
+            Self::Flagged => "flagged",
+        }
+    }
+
     fn parse(text: &str) -> Option<Self> {
         [Self::New, Self::InReview, Self::Done, Self::Flagged]
             .into_iter()

@@ -46,6 +46,16 @@ pub enum WorkspaceError {
         /// What is wrong.
         detail: String,
     },
+    /// The manifest was written by a newer Keyslice.
+    #[error(
+        "{path}: written by a newer Keyslice (workspace format {found}, this build knows {MANIFEST_VERSION})"
+    )]
+    Newer {
+        /// The manifest.
+        path: PathBuf,
+        /// Its format version.
+        found: u32,
+    },
     /// No workspace in this folder.
     #[error("{0}: no {MANIFEST_FILE} here")]
     NotAWorkspace(PathBuf),
@@ -67,6 +77,7 @@ impl WorkspaceError {
                 "restore workspace.json from a backup, or create the workspace again with \
                  `keyslice workspace create`"
             }
+            Self::Newer { .. } => "open this workspace with the newer Keyslice, or update this one",
             Self::NotAWorkspace(_) => "create one with `keyslice workspace create DIR INPUT...`",
             Self::Input(_) => {
                 "give NIfTI files, DICOM series folders, case folders (ct.nii.gz + \
@@ -161,12 +172,9 @@ impl Workspace {
                 detail: error.to_string(),
             })?;
         if manifest.keyslice_workspace > MANIFEST_VERSION {
-            return Err(WorkspaceError::Manifest {
+            return Err(WorkspaceError::Newer {
                 path,
-                detail: format!(
-                    "written by a newer Keyslice (format {}, this build knows {MANIFEST_VERSION})",
-                    manifest.keyslice_workspace
-                ),
+                found: manifest.keyslice_workspace,
             });
         }
         Ok(Self {
@@ -331,15 +339,17 @@ impl Workspace {
             path: path.clone(),
             detail: error.to_string(),
         })?;
-        let ends_cleanly = match std::fs::read(&path) {
-            Ok(bytes) => bytes.last().is_none_or(|&last| last == b'\n'),
-            Err(_) => true,
-        };
         let mut file = std::fs::OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(&path)
             .map_err(io_error(&path))?;
+        // Only the last byte tells whether an earlier run tore its line.
+        let ends_cleanly = matches!(
+            last_byte(&mut file).map_err(io_error(&path))?,
+            None | Some(b'\n')
+        );
         let mut bytes = Vec::with_capacity(line.len() + 2);
         if !ends_cleanly {
             bytes.push(b'\n');
@@ -349,6 +359,18 @@ impl Workspace {
         file.write_all(&bytes).map_err(io_error(&path))?;
         file.sync_data().map_err(io_error(&path))
     }
+}
+
+/// The file's last byte (`None` when it is empty).
+fn last_byte(file: &mut std::fs::File) -> std::io::Result<Option<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    if file.metadata()?.len() == 0 {
+        return Ok(None);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut byte = [0u8];
+    file.read_exact(&mut byte)?;
+    Ok(Some(byte[0]))
 }
 
 /// The cases an input names: a case folder (`ct.nii.gz`/`ct.nii`, optional

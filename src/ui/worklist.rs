@@ -22,17 +22,6 @@ pub enum WorklistCommand {
     Previous,
 }
 
-/// The status as the list shows it.
-#[must_use]
-pub fn status_text(status: ReviewStatus) -> &'static str {
-    match status {
-        ReviewStatus::New => "new",
-        ReviewStatus::InReview => "in review",
-        ReviewStatus::Done => "done",
-        ReviewStatus::Flagged => "flagged",
-    }
-}
-
 /// Draws the worklist.
 pub fn worklist_ui(
     ui: &mut egui::Ui,
@@ -56,7 +45,7 @@ pub fn worklist_ui(
                 if ui.selectable_label(open, &entry.case_id).clicked() && !open {
                     command = Some(WorklistCommand::Open(entry.case_id.clone()));
                 }
-                ui.label(status_text(entry.status));
+                ui.label(entry.status.label());
                 match entry.consistency {
                     Some(value) => {
                         ui.colored_label(consistency_colour(value), format!("{value:.2}"));
