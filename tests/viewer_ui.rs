@@ -418,10 +418,65 @@ fn side_panel_lists_the_key_slice_and_lesion_extents_and_goes_there() {
     harness.snapshot("side_panel_key_slice");
 }
 
+/// What the analysis, evidence and report panels returned last.
+#[derive(Default)]
+struct PanelsState {
+    analysis: Option<keyslice::ui::analysis::AnalysisCommand>,
+    report: Option<keyslice::ui::report::ReportCommand>,
+    thumbnail: Option<(egui::TextureHandle, usize)>,
+}
+
+/// The analysis header, evidence and report panels of `prediction` (as the app's left panel
+/// draws them), with the key slice thumbnail cut from `volume`.
+fn panels_harness(
+    prediction: keyslice::infer::Prediction,
+    volume: &Volume,
+    size: egui::Vec2,
+) -> Harness<'static, PanelsState> {
+    use keyslice::scoring::{SizeTolerance, attribute_checks};
+    use keyslice::ui::analysis::{AnalysisState, analysis_ui};
+    use keyslice::ui::report::{evidence_ui, report_ui, thumbnail_image};
+    let image = prediction.key_slice.as_ref().and_then(|key| {
+        keyslice::infer::KeySliceImage::extract(volume, key.index, None)
+            .map(|s| thumbnail_image(&s))
+    });
+    let checks = prediction
+        .local_findings
+        .as_ref()
+        .map(|local| attribute_checks(&prediction.findings, local, SizeTolerance::default()))
+        .unwrap_or_default();
+    let state = AnalysisState::Done(Box::new(prediction.clone()));
+    Harness::builder().with_size(size).wgpu().build_ui_state(
+        move |ui, panels: &mut PanelsState| {
+            if panels.thumbnail.is_none()
+                && let Some((image, stride)) = image.clone()
+            {
+                let texture =
+                    ui.ctx()
+                        .load_texture("evidence", image, egui::TextureOptions::LINEAR);
+                panels.thumbnail = Some((texture, stride));
+            }
+            if let Some(command) = analysis_ui(ui, &state) {
+                panels.analysis = Some(command);
+            }
+            let thumbnail = panels.thumbnail.as_ref().map(|(t, s)| (t, *s));
+            if let Some(command) = evidence_ui(ui, &prediction, &checks, thumbnail) {
+                panels.report = Some(command);
+            }
+            ui.separator();
+            if let Some(command) = report_ui(ui, &prediction, &checks) {
+                panels.report = Some(command);
+            }
+        },
+        PanelsState::default(),
+    )
+}
+
 #[test]
-fn analysis_panel_shows_consistency_key_slice_local_description_and_report() {
+fn analysis_panels_show_the_embedded_models_evidence_and_report() {
     use keyslice::infer::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
-    use keyslice::ui::analysis::{AnalysisCommand, AnalysisState, analysis_ui};
+    use keyslice::ui::analysis::AnalysisCommand;
+    use keyslice::ui::report::ReportCommand;
     if !gpu_available() {
         return;
     }
@@ -435,7 +490,7 @@ fn analysis_panel_shows_consistency_key_slice_local_description_and_report() {
         },
     );
     let model = TinyModel::embedded().expect("embedded model");
-    let prediction = keyslice::infer::run_pipeline(
+    let mut prediction = keyslice::infer::run_pipeline(
         "PHANTOM_5_0003",
         &case.volume,
         &TinyDiagnoser(&model),
@@ -443,37 +498,238 @@ fn analysis_panel_shows_consistency_key_slice_local_description_and_report() {
     )
     .expect("pipeline runs");
     let has_key_slice = prediction.key_slice.is_some();
-    let mut timings = prediction.clone();
     // Timings differ run to run; fixed for a stable snapshot.
-    timings.timings_ms = keyslice::infer::Timings {
+    prediction.timings_ms = keyslice::infer::Timings {
         diagnose: 850.0,
         verify: 40.0,
         total: 890.0,
     };
-    let state = AnalysisState::Done(Box::new(timings));
-    let mut harness = Harness::builder()
-        .with_size(egui::Vec2::new(300.0, 640.0))
-        .wgpu()
-        .build_ui_state(
-            |ui, (state, last): &mut (AnalysisState, Option<AnalysisCommand>)| {
-                if let Some(command) = analysis_ui(ui, state) {
-                    *last = Some(command);
-                }
-            },
-            (state, None),
-        );
+    let mut harness = panels_harness(prediction, &case.volume, egui::Vec2::new(300.0, 760.0));
     harness.run();
-    harness.get_by_label("Report:");
+    harness.get_by_label("Report");
     if has_key_slice {
         harness.get_by_label("Verifier, key slice only:");
         harness.get_by_label("go (K)").click();
         harness.run();
-        assert_eq!(harness.state().1, Some(AnalysisCommand::JumpToKeySlice));
+        assert_eq!(harness.state().report, Some(ReportCommand::JumpToKeySlice));
     }
     harness.get_by_label("Analyze again").click();
     harness.run();
-    assert_eq!(harness.state().1, Some(AnalysisCommand::Run));
+    assert_eq!(harness.state().analysis, Some(AnalysisCommand::Run));
     harness.snapshot("analysis_panel");
+}
+
+#[test]
+fn report_colours_each_value_by_what_the_key_slice_shows_and_says_why() {
+    use keyslice::findings::read_report;
+    use keyslice::infer::{ModelId, Prediction, PredictionKeySlice, Timings};
+    use keyslice::scoring::{SizeTolerance, consistency};
+    use keyslice::ui::report::ReportCommand;
+    if !gpu_available() {
+        return;
+    }
+    // A report whose liver lesion the key slice shows with another attenuation, and a
+    // pancreas lesion the slice (through the liver) cannot speak to.
+    let volume = demo_abdomen();
+    let report = "Liver: a 3.0 x 2.5 cm hypoattenuating lesion in segment 7.\n\
+                  Pancreas: a 2.0 cm hypoattenuating lesion in the pancreatic tail.\n\
+                  Kidneys: no focal lesion.\n";
+    let local = "Liver: a 3.1 x 2.4 cm hyperattenuating lesion in segment 7.\n";
+    let findings = read_report(report).findings;
+    let local_findings = read_report(local).findings;
+    let key = PredictionKeySlice::of(&volume, 30);
+    let prediction = Prediction {
+        version: keyslice::infer::PREDICTION_VERSION,
+        case_id: "demo".into(),
+        diagnoser: ModelId {
+            id: "keyslice-tiny".into(),
+            version: "1".into(),
+        },
+        verifier: None,
+        report: report.into(),
+        consistency: Some(consistency(
+            &findings,
+            &local_findings,
+            SizeTolerance::default(),
+        )),
+        findings,
+        key_slice: Some(key),
+        slice_box: Some(keyslice::findings::SliceBox {
+            voxels: [40, 30, 70, 55],
+            mm: None,
+        }),
+        local_description: Some(local.into()),
+        local_findings: Some(local_findings),
+        timings_ms: Timings::default(),
+        warnings: Vec::new(),
+    };
+    let mut harness = panels_harness(prediction, &volume, egui::Vec2::new(320.0, 720.0));
+    harness.run();
+    harness.get_by_label_contains("liver lesion 1: the attenuation differs");
+    // The pancreas is not on the key slice: grey, not a reason for the low score.
+    harness.get_by_label_contains("pancreas: tumor · 2.0 cm");
+    assert!(
+        harness
+            .query_by_label_contains("pancreas: the report's tumor statement")
+            .is_none()
+    );
+    harness
+        .get_by_label_contains("liver: tumor · 3.0×2.5 cm")
+        .click();
+    harness.run();
+    assert_eq!(harness.state().report, Some(ReportCommand::JumpToKeySlice));
+    harness.snapshot("report_and_evidence");
+}
+
+/// The findings editor on `review`, applying its commands as the app does.
+fn editor_harness(
+    review: keyslice::review::CaseReview,
+) -> Harness<'static, keyslice::review::CaseReview> {
+    use keyslice::findings::LesionSize;
+    use keyslice::review::CaseReview;
+    use keyslice::ui::editor::{EditCommand, FindingsEditor};
+    Harness::builder()
+        .with_size(egui::Vec2::new(330.0, 430.0))
+        .wgpu()
+        .build_ui_state(
+            |ui, review: &mut CaseReview| {
+                let editor = FindingsEditor {
+                    case: review.case(),
+                    model: review.base(),
+                    history: review.history(),
+                    current_slice: (52, Some(130.0)),
+                    ruler: Some(LesionSize {
+                        long_cm: 2.8,
+                        short_cm: Some(1.9),
+                    }),
+                };
+                for command in editor.ui(ui) {
+                    match command {
+                        EditCommand::Set { field, value } => {
+                            review.set(&field, value).expect("saved");
+                        }
+                        EditCommand::Undo => {
+                            review.undo().expect("undone");
+                        }
+                        EditCommand::Redo => {
+                            review.redo().expect("redone");
+                        }
+                    }
+                }
+            },
+            review,
+        )
+}
+
+/// The first text field of the findings editor: the first lesion's size.
+fn size_field<'h>(
+    harness: &'h Harness<'static, keyslice::review::CaseReview>,
+) -> egui_kittest::Node<'h> {
+    harness
+        .get_all_by_role(egui::accesskit::Role::TextInput)
+        .next()
+        .expect("the lesion's size field")
+}
+
+#[test]
+fn findings_editor_records_size_key_slice_lesions_and_undo() {
+    use keyslice::findings::{LesionSize, Organ, read_report};
+    use keyslice::review::CaseReview;
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let mut base = read_report(
+        "Liver: a 3.0 x 2.5 cm hypoattenuating lesion in segment 7. Kidneys: no focal lesion.",
+    )
+    .findings
+    .without_spans();
+    base.key_slice = Some(keyslice::findings::KeySlice {
+        index: 40,
+        z_mm: Some(100.0),
+        sop_instance_uid: None,
+        span: None,
+    });
+    let review = CaseReview::open(
+        &folder.path().join("review.sqlite"),
+        "case",
+        "dr. kittest",
+        Some(base),
+    )
+    .expect("review opens");
+    let mut harness = editor_harness(review);
+    harness.run();
+    // Type a size into the lesion's field and leave it.
+    assert_eq!(
+        size_field(&harness).value().as_deref(),
+        Some("3.0 × 2.5 cm")
+    );
+    size_field(&harness).click();
+    harness.run();
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, Key::A);
+    size_field(&harness).type_text("34 x 22 mm");
+    harness.key_press(Key::Enter);
+    harness.run();
+    let size = |review: &CaseReview| review.case().findings.organ(Organ::Liver).lesions[0].size;
+    assert_eq!(
+        size(harness.state()),
+        Some(LesionSize {
+            long_cm: 3.4,
+            short_cm: Some(2.2)
+        })
+    );
+    // S: key slice = the slice on screen.
+    harness.key_press(Key::S);
+    harness.run();
+    let key = |review: &CaseReview| review.case().findings.key_slice.as_ref().map(|k| k.index);
+    assert_eq!(key(harness.state()), Some(52));
+    // A pancreas lesion from the ruler, then Ctrl+Z takes it back and Ctrl+Y restores it.
+    harness
+        .get_all_by_label("+ lesion")
+        .nth(1)
+        .expect("pancreas")
+        .click();
+    harness.run();
+    let pancreas =
+        |review: &CaseReview| review.case().findings.organ(Organ::Pancreas).lesions.len();
+    assert_eq!(pancreas(harness.state()), 1);
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, Key::Z);
+    harness.run();
+    assert_eq!(pancreas(harness.state()), 0);
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, Key::Y);
+    harness.run();
+    assert_eq!(pancreas(harness.state()), 1);
+    // size, key slice, pancreas presence (a lesion means a tumor), lesion, undo, redo.
+    assert_eq!(harness.state().log().len(), 6);
+    assert_eq!(
+        harness.state().case().findings.organ(Organ::Pancreas).tumor,
+        keyslice::findings::TumorPresence::Yes
+    );
+    harness.snapshot("findings_editor");
+}
+
+#[test]
+fn question_mark_opens_the_keyboard_help() {
+    if !gpu_available() {
+        return;
+    }
+    let mut harness = Harness::builder()
+        .with_size(egui::Vec2::new(640.0, 560.0))
+        .wgpu()
+        .build_ui_state(
+            |ui, open: &mut bool| keyslice::ui::help::help_ui(ui.ctx(), open),
+            false,
+        );
+    harness.run();
+    assert!(harness.query_by_label("Keyboard").is_none());
+    harness.event(egui::Event::Text("?".into()));
+    harness.run();
+    harness.get_by_label("Keyboard");
+    harness.get_by_label("key slice = the axial slice on screen");
+    harness.snapshot("help_overlay");
+    harness.key_press(Key::Escape);
+    harness.run();
+    assert!(!*harness.state());
 }
 
 #[test]
@@ -526,8 +782,12 @@ fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
         harness.state(),
         &Some(WorklistCommand::SetStatus(ReviewStatus::Flagged))
     );
+    // N opens the next case in the order shown (lowest consistency first).
     harness.key_press(egui::Key::N);
     harness.run();
-    assert_eq!(harness.state(), &Some(WorklistCommand::Next));
+    assert_eq!(
+        harness.state(),
+        &Some(WorklistCommand::Open("PHANTOM_2026_0000".into()))
+    );
     harness.snapshot("worklist");
 }

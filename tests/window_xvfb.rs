@@ -3,6 +3,8 @@
 //! with the saved analysis, drawn with wgpu (lavapipe in CI); xdotool moves the mouse, turns the wheel
 //! and presses a preset key through the X server; `xwd` grabs the screen, and the test checks
 //! that the axial viewport shows an image (not a blank or uniform area) that follows the input.
+//! Then a scripted review of the open case (jump to the key slice, set another key slice,
+//! measure a size with the ruler, accept, next case) is checked in the review database.
 //! The screenshots are kept in `target/tmp/xvfb-window/` for a person to look at.
 //!
 //! Needs `Xvfb`, `xdotool` and `xwd` (Debian: xvfb, xdotool, x11-apps; `.ci/run` installs
@@ -122,10 +124,15 @@ fn window_geometry(display: &str, window: &str) -> (usize, usize, usize, usize) 
 
 /// Waits until `log` contains `needle`, or panics with the log after `timeout`.
 fn wait_for_log(log: &Path, needle: &str, timeout: Duration) {
+    wait_for_log_count(log, needle, 1, timeout);
+}
+
+/// Waits until `log` contains `needle` `count` times, or panics with the log after `timeout`.
+fn wait_for_log_count(log: &Path, needle: &str, count: usize, timeout: Duration) {
     let start = Instant::now();
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        if text.contains(needle) {
+        if text.matches(needle).count() >= count {
             return;
         }
         assert!(
@@ -240,15 +247,15 @@ fn real_window_opens_the_demo_workspace_and_follows_wheel_and_preset_keys() {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("xvfb-window");
     std::fs::create_dir_all(&out).expect("screenshot folder");
     let config = tempfile::tempdir().expect("config folder");
-    let log = out.join("viewer.log");
+    let log_path = out.join("viewer.log");
     let (xvfb, display) = start_xvfb();
     let mut processes = Processes(vec![xvfb]);
     processes
         .0
-        .push(spawn_viewer(&display, None, config.path(), &log));
+        .push(spawn_viewer(&display, None, config.path(), &log_path));
     // First run: three phantoms are generated and analysed before the first case opens.
-    wait_for_log(&log, "first slices drawn", Duration::from_mins(3));
-    wait_for_log(&log, "saved analysis shown", Duration::from_secs(30));
+    wait_for_log(&log_path, "first slices drawn", Duration::from_mins(3));
+    wait_for_log(&log_path, "saved analysis shown", Duration::from_secs(30));
     assert!(
         config.path().join("data/demo/predictions.jsonl").is_file(),
         "the demo workspace is in KEYSLICE_DATA_DIR"
@@ -264,13 +271,14 @@ fn real_window_opens_the_demo_workspace_and_follows_wheel_and_preset_keys() {
         (1280, 800),
         "the window opens at 1280 × 800"
     );
-    // The axial view takes the left 60 % of the area left of the side panel; this box lies
-    // inside the body.
+    // The axial view takes the left 60 % of the area between the left panel (worklist,
+    // evidence, report; 300 points) and the right one (findings editor; 280 points); this box
+    // lies inside the body.
     let axial = (
-        x + width * 12 / 100,
-        y + height * 30 / 100,
-        x + width * 40 / 100,
-        y + height * 70 / 100,
+        x + width * 29 / 100,
+        y + height * 35 / 100,
+        x + width * 51 / 100,
+        y + height * 65 / 100,
     );
     let settle = || std::thread::sleep(Duration::from_millis(1500));
     settle();
@@ -348,6 +356,91 @@ fn real_window_opens_the_demo_workspace_and_follows_wheel_and_preset_keys() {
             .any(|c| c.field == "status" && c.new_value == "flagged"),
         "{log:?}"
     );
+    let case_id = log[0].case_id.clone();
+    drop(store);
+
+    // A scripted review of that case, keyboard and mouse only: K shows the model's key
+    // slice, ↑ moves one slice up and S makes it the key slice; M, then two lines on the
+    // axial plane (120 and 60 pixels), and L puts their size on the selected lesion;
+    // Ctrl+Enter accepts; N opens the next case.
+    let key = |keys: &str| {
+        xdotool(&display, &["windowfocus", "--sync", window, "key", keys]);
+        std::thread::sleep(Duration::from_millis(600));
+    };
+    key("k");
+    key("Up");
+    key("s");
+    key("m");
+    let (cx, cy) = centre;
+    for (px, py) in [(cx - 60, cy), (cx + 60, cy), (cx, cy - 30), (cx, cy + 30)] {
+        xdotool(
+            &display,
+            &["mousemove", &px.to_string(), &py.to_string(), "click", "1"],
+        );
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    key("l");
+    key("ctrl+Return");
+    settle();
+    Screen::grab(&display).save(&out.join("scripted-review.png"));
+    key("n");
+    wait_for_log_count(
+        &log_path,
+        "saved analysis shown",
+        2,
+        Duration::from_mins(1),
+    );
+    settle();
+    Screen::grab(&display).save(&out.join("next-case.png"));
+
+    let workspace = keyslice::review::workspace::Workspace::open(&config.path().join("data/demo"))
+        .expect("demo workspace");
+    let model_key = workspace
+        .predictions()
+        .expect("predictions")
+        .get(&case_id)
+        .and_then(|p| p.key_slice.as_ref().map(|k| k.index))
+        .expect("the model named a key slice");
+    let store = keyslice::review::ReviewStore::open(&workspace.database_path()).expect("database");
+    let log = store.corrections(Some(&case_id)).expect("log");
+    let fields: Vec<&str> = log.iter().map(|c| c.field.as_str()).collect();
+    let key_slice = log
+        .iter()
+        .find(|c| c.field == "key_slice")
+        .unwrap_or_else(|| panic!("no key slice correction in {fields:?}"));
+    assert_eq!(
+        key_slice.new_value["index"],
+        serde_json::json!(model_key + 1),
+        "S after K and ↑ sets the slice above the model's"
+    );
+    let size = log
+        .iter()
+        .find(|c| c.field.contains(".lesions."))
+        .unwrap_or_else(|| panic!("no size correction in {fields:?}"));
+    let size = if is_whole_lesion(&size.field) {
+        size.new_value["size"].clone()
+    } else {
+        size.new_value.clone()
+    };
+    let long = size["long_cm"].as_f64().expect("long axis");
+    let short = size["short_cm"].as_f64().expect("short axis");
+    assert!(
+        (1.6..2.4).contains(&(long / short)),
+        "a 120-pixel and a 60-pixel line give long ≈ 2 × short: {size}"
+    );
+    assert_eq!(
+        store.case_state(&case_id).expect("state").status,
+        keyslice::review::ReviewStatus::Done
+    );
+    store.integrity_check().expect("database intact");
+}
+
+/// `liver.lesions.0` (a lesion added by `L`) rather than `liver.lesions.0.size`.
+fn is_whole_lesion(field: &str) -> bool {
+    field
+        .rsplit('.')
+        .next()
+        .is_some_and(|last| last.parse::<usize>().is_ok())
 }
 
 #[test]

@@ -20,11 +20,16 @@ pub use open::Source;
 use open::{LoadEvent, LoadedMasks, Pick, load_in_background, pick_in_background};
 use settings::{Settings, settings_path};
 
-use crate::infer::Prediction;
-use crate::review::ReviewStore;
+use crate::infer::{KeySliceImage, Prediction, PredictionKeySlice};
+use crate::render::view::Plane;
+use crate::review::reviewed::KEY_SLICE_FIELD;
 use crate::review::workspace::DATABASE_FILE;
 use crate::review::workspace::{WorklistEntry, Workspace};
+use crate::review::{CaseReview, ReviewStatus, ReviewStore, model_findings};
+use crate::scoring::{AttributeCheck, SizeTolerance, attribute_checks};
 use crate::ui::analysis::{AnalysisCommand, AnalysisState, analysis_ui};
+use crate::ui::editor::{EditCommand, FindingsEditor, ruler_size};
+use crate::ui::report::{ReportCommand, evidence_ui, report_ui, thumbnail_image};
 use crate::ui::viewport::{Viewer, ViewerCommand, ViewerGpu};
 use crate::ui::worklist::{WorklistCommand, worklist_ui};
 
@@ -65,6 +70,15 @@ pub struct KeysliceApp {
     open_case: Option<String>,
     /// What preparing the demo workspace is doing, and the fraction done.
     progress: Option<(String, f32)>,
+    /// The open workspace case under review (its corrections, undo/redo).
+    review: Option<CaseReview>,
+    /// The analysis shown before a re-run, restored when the re-run is cancelled.
+    previous_analysis: Option<AnalysisState>,
+    /// The key slice thumbnail of the analysis on screen: for which slice, its texture and
+    /// the pixel step it was made with.
+    evidence: Option<(u32, egui::TextureHandle, usize)>,
+    /// Whether the keyboard help (`?`) is open.
+    help_open: bool,
 }
 
 /// A finished analysis: the prediction, or what failed and what to do.
@@ -105,6 +119,10 @@ impl KeysliceApp {
             workspace: None,
             open_case: None,
             progress: None,
+            review: None,
+            previous_analysis: None,
+            evidence: None,
+            help_open: false,
         };
         app.open(&cc.egui_ctx, source);
         app
@@ -193,6 +211,9 @@ impl KeysliceApp {
             self.first_slice_logged = false;
             self.analysis = AnalysisState::Idle;
             self.analysis_job = None;
+            self.previous_analysis = None;
+            self.evidence = None;
+            self.open_review();
             if let Some(prediction) = study.prediction {
                 self.show_prediction(*prediction, true);
             }
@@ -233,6 +254,7 @@ impl KeysliceApp {
             structures = masks.structures.len(),
             "masks shown"
         );
+        self.sync_key_slice();
     }
 
     fn poll_dialog(&mut self, ctx: &egui::Context) {
@@ -292,7 +314,10 @@ impl KeysliceApp {
             context.request_repaint();
         });
         self.analysis_job = Some((receiver, Instant::now()));
-        self.analysis = AnalysisState::Running(0.0);
+        self.previous_analysis = Some(std::mem::replace(
+            &mut self.analysis,
+            AnalysisState::Running(0.0),
+        ));
     }
 
     fn poll_analysis(&mut self, ctx: &egui::Context) {
@@ -302,11 +327,13 @@ impl KeysliceApp {
         match receiver.try_recv() {
             Ok(Ok(prediction)) => {
                 self.analysis_job = None;
+                self.previous_analysis = None;
                 self.save_prediction(&prediction);
                 self.show_prediction(prediction, false);
             }
             Ok(Err((message, hint))) => {
                 self.analysis_job = None;
+                self.previous_analysis = None;
                 self.analysis = AnalysisState::Failed(message, hint);
             }
             Err(TryRecvError::Empty) => {
@@ -342,7 +369,134 @@ impl KeysliceApp {
                 "saved analysis shown"
             );
         }
+        if let Some(review) = &mut self.review {
+            review.set_base(Some(model_findings(&prediction)));
+        }
         self.analysis = AnalysisState::Done(Box::new(prediction));
+        self.sync_key_slice();
+    }
+
+    /// Stops waiting for the running analysis: its result is discarded when it comes, and
+    /// the analysis shown before (if any) is back.
+    fn cancel_analysis(&mut self) {
+        if self.analysis_job.take().is_some() {
+            self.analysis = self.previous_analysis.take().unwrap_or_default();
+            self.notices
+                .push("analysis cancelled; the case is as it was".into());
+            tracing::info!("analysis cancelled");
+        }
+    }
+
+    /// Opens the review of the workspace case on screen (none outside a workspace).
+    fn open_review(&mut self) {
+        self.review = None;
+        let (Some((root, _)), Some(case_id)) = (&self.workspace, &self.open_case) else {
+            return;
+        };
+        match CaseReview::open(&root.join(DATABASE_FILE), case_id, &reviewer_name(), None) {
+            Ok(review) => self.review = Some(review),
+            Err(error) => self.notices.push(format!(
+                "corrections cannot be recorded: {error} ({})",
+                error.hint()
+            )),
+        }
+    }
+
+    /// Marks the key slice the review holds: the reviewer's when they set one, else the
+    /// model's.
+    fn sync_key_slice(&mut self) {
+        let Some(viewer) = &mut self.viewer else {
+            return;
+        };
+        let reviewed = self
+            .review
+            .as_ref()
+            .filter(|review| review.case().changed.iter().any(|f| f == KEY_SLICE_FIELD));
+        if let Some(review) = reviewed {
+            viewer.key_slice = review
+                .case()
+                .findings
+                .key_slice
+                .as_ref()
+                .map(|key| f64::from(key.index));
+            viewer.key_slice_source = viewer
+                .key_slice
+                .map(|_| "set in review (S), replacing the model's".to_string());
+        } else if let AnalysisState::Done(prediction) = &self.analysis
+            && let Some(key) = &prediction.key_slice
+        {
+            viewer.key_slice = Some(f64::from(key.index));
+            viewer.key_slice_source = Some(format!(
+                "named by {} (its evidence for the report)",
+                prediction.diagnoser.id
+            ));
+        }
+    }
+
+    /// Records the findings editor's commands (each committed before the next frame shows
+    /// it) and keeps the worklist and key slice marker in step.
+    fn apply_edits(&mut self, commands: Vec<EditCommand>) {
+        let Some(review) = &mut self.review else {
+            return;
+        };
+        for command in commands {
+            let result = match command {
+                EditCommand::Set { field, value } => review
+                    .set(&field, value)
+                    .map(|saved| saved.then_some(field)),
+                EditCommand::Undo => review.undo(),
+                EditCommand::Redo => review.redo(),
+            };
+            match result {
+                Ok(Some(field)) => {
+                    tracing::info!(case = review.case_id(), field, "correction saved");
+                }
+                Ok(None) => {}
+                Err(error) => self
+                    .notices
+                    .push(format!("not saved: {error} ({})", error.hint())),
+            }
+        }
+        self.sync_worklist_status();
+        self.sync_key_slice();
+    }
+
+    /// The worklist row of the case under review shows its stored status.
+    fn sync_worklist_status(&mut self) {
+        let (Some(review), Some((_, worklist))) = (&self.review, &mut self.workspace) else {
+            return;
+        };
+        if let Some(entry) = worklist.iter_mut().find(|e| e.case_id == review.case_id()) {
+            entry.status = review.status();
+            if review.status() != ReviewStatus::New {
+                entry.reviewer = Some(reviewer_name());
+            }
+        }
+    }
+
+    /// Builds the key slice thumbnail of the analysis on screen, once per slice.
+    fn ensure_evidence(&mut self, ctx: &egui::Context) {
+        let (AnalysisState::Done(prediction), Some(volume)) = (&self.analysis, &self.volume) else {
+            self.evidence = None;
+            return;
+        };
+        let Some(key) = &prediction.key_slice else {
+            self.evidence = None;
+            return;
+        };
+        if self
+            .evidence
+            .as_ref()
+            .is_some_and(|(index, ..)| *index == key.index)
+        {
+            return;
+        }
+        self.evidence = KeySliceImage::extract(volume, key.index, None).map(|slice| {
+            let (image, stride) = thumbnail_image(&slice);
+            let texture =
+                ctx.load_texture("keyslice-evidence", image, egui::TextureOptions::LINEAR);
+            (key.index, texture, stride)
+        });
     }
 
     /// In a workspace, appends a fresh analysis of the open case to its predictions and
@@ -370,6 +524,17 @@ impl KeysliceApp {
     /// Opens a case, moves along the worklist, or records the open case's status in the
     /// workspace's review database (committed before the list shows it).
     fn apply_worklist(&mut self, ctx: &egui::Context, command: WorklistCommand) {
+        // The case under review records its status in its own log, so Ctrl+Z undoes it.
+        if let WorklistCommand::SetStatus(status) = command
+            && let Some(review) = &mut self.review
+        {
+            if let Err(error) = review.set_status(status) {
+                self.notices
+                    .push(format!("status not saved: {error} ({})", error.hint()));
+            }
+            self.sync_worklist_status();
+            return;
+        }
         let Some((root, worklist)) = &mut self.workspace else {
             return;
         };
@@ -379,14 +544,6 @@ impl KeysliceApp {
             .and_then(|open| worklist.iter().position(|e| e.case_id == *open));
         let target = match command {
             WorklistCommand::Open(case_id) => Some(case_id),
-            WorklistCommand::Next => position
-                .map(|p| p + 1)
-                .and_then(|p| worklist.get(p))
-                .map(|e| e.case_id.clone()),
-            WorklistCommand::Previous => position
-                .and_then(|p| p.checked_sub(1))
-                .and_then(|p| worklist.get(p))
-                .map(|e| e.case_id.clone()),
             WorklistCommand::SetStatus(status) => {
                 let (Some(case_id), Some(position)) = (self.open_case.clone(), position) else {
                     return;
@@ -541,6 +698,101 @@ impl KeysliceApp {
         }
     }
 
+    /// The left panel: worklist, analysis, evidence and report.
+    fn left_panel_ui(
+        &self,
+        ui: &mut egui::Ui,
+    ) -> (
+        Option<WorklistCommand>,
+        Option<AnalysisCommand>,
+        Option<ReportCommand>,
+    ) {
+        let mut worklist_command = None;
+        let mut analysis_command = None;
+        let mut report_command = None;
+        let analysis = &self.analysis;
+        let checks: Vec<AttributeCheck> = match analysis {
+            AnalysisState::Done(prediction) => prediction
+                .local_findings
+                .as_ref()
+                .map(|local| {
+                    attribute_checks(&prediction.findings, local, SizeTolerance::default())
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        egui::Panel::left("keyslice-left")
+            .default_size(300.0)
+            .show(ui, |ui| {
+                egui::ScrollArea::vertical().show(ui, |ui| {
+                    if let Some((root, worklist)) = &self.workspace {
+                        worklist_command =
+                            worklist_ui(ui, root, worklist, self.open_case.as_deref());
+                        ui.separator();
+                    }
+                    analysis_command = analysis_ui(ui, analysis);
+                    if let AnalysisState::Done(prediction) = analysis {
+                        let thumbnail = self
+                            .evidence
+                            .as_ref()
+                            .map(|(_, texture, stride)| (texture, *stride));
+                        report_command = evidence_ui(ui, prediction, &checks, thumbnail);
+                        ui.separator();
+                        report_command = report_ui(ui, prediction, &checks).or(report_command);
+                    }
+                });
+            });
+        (worklist_command, analysis_command, report_command)
+    }
+
+    /// The right panel: the findings editor (in a workspace), measurements, key slice,
+    /// structures.
+    fn right_panel_ui(&self, ui: &mut egui::Ui) -> (Vec<ViewerCommand>, Vec<EditCommand>) {
+        let (Some(viewer), Some(volume)) = (&self.viewer, &self.volume) else {
+            return (Vec::new(), Vec::new());
+        };
+        let mut edit_commands = Vec::new();
+        let commands = egui::Panel::right("keyslice-side")
+            .default_size(280.0)
+            .show(ui, |ui| {
+                egui::ScrollArea::vertical()
+                    .show(ui, |ui| {
+                        if let Some(review) = &self.review {
+                            let axial = viewer.view(Plane::Axial).slice.round().max(0.0);
+                            let current = axial as u32;
+                            let lengths: Vec<f64> = viewer
+                                .measurements
+                                .iter()
+                                .filter(|m| m.plane == Plane::Axial)
+                                .map(|m| m.length_mm)
+                                .collect();
+                            let editor = FindingsEditor {
+                                case: review.case(),
+                                model: review.base(),
+                                history: review.history(),
+                                current_slice: (
+                                    current,
+                                    Some(PredictionKeySlice::of(volume, current).z_mm),
+                                ),
+                                ruler: ruler_size(&lengths),
+                            };
+                            edit_commands = editor.ui(ui);
+                        } else {
+                            ui.heading("Findings");
+                            ui.weak(
+                                "Corrections are recorded in a workspace: \
+                                 keyslice workspace create DIR THIS_STUDY, then open DIR.",
+                            );
+                        }
+                        ui.separator();
+                        viewer.side_panel_ui(ui)
+                    })
+                    .inner
+            })
+            .inner;
+        (commands, edit_commands)
+    }
+
     /// A veil over the window while files are dragged over it.
     fn drop_hint_ui(ctx: &egui::Context) {
         let hovering = ctx.input(|input| !input.raw.hovered_files.is_empty());
@@ -605,25 +857,12 @@ impl eframe::App for KeysliceApp {
         let mut commands = Vec::new();
         let mut analysis_command = None;
         let mut worklist_command = None;
-        if let Some(viewer) = &self.viewer {
-            let analysis = &self.analysis;
-            (analysis_command, commands) = egui::Panel::right("keyslice-side")
-                .default_size(260.0)
-                .show(ui, |ui| {
-                    egui::ScrollArea::vertical()
-                        .show(ui, |ui| {
-                            if let Some((root, worklist)) = &self.workspace {
-                                worklist_command =
-                                    worklist_ui(ui, root, worklist, self.open_case.as_deref());
-                                ui.separator();
-                            }
-                            let analysis_command = analysis_ui(ui, analysis);
-                            ui.separator();
-                            (analysis_command, viewer.side_panel_ui(ui))
-                        })
-                        .inner
-                })
-                .inner;
+        let mut report_command = None;
+        let mut edit_commands = Vec::new();
+        self.ensure_evidence(&ctx);
+        if self.viewer.is_some() {
+            (worklist_command, analysis_command, report_command) = self.left_panel_ui(ui);
+            (commands, edit_commands) = self.right_panel_ui(ui);
             let typing = ctx.egui_wants_keyboard_input();
             if !typing && ctx.input(|input| input.key_pressed(egui::Key::A)) {
                 analysis_command = Some(AnalysisCommand::Run);
@@ -632,10 +871,16 @@ impl eframe::App for KeysliceApp {
         if let Some(command) = worklist_command {
             self.apply_worklist(&ctx, command);
         }
+        if !edit_commands.is_empty() {
+            self.apply_edits(edit_commands);
+        }
         match analysis_command {
             Some(AnalysisCommand::Run) if self.analysis_job.is_none() => self.start_analysis(&ctx),
-            Some(AnalysisCommand::JumpToKeySlice) => commands.push(ViewerCommand::JumpToKeySlice),
+            Some(AnalysisCommand::Cancel) => self.cancel_analysis(),
             _ => {}
+        }
+        if report_command == Some(ReportCommand::JumpToKeySlice) {
+            commands.push(ViewerCommand::JumpToKeySlice);
         }
         egui::CentralPanel::default().show(ui, |ui| self.central_ui(ui, &mut commands));
         if let (Some(viewer), Some(volume)) = (&mut self.viewer, &self.volume) {
@@ -655,6 +900,7 @@ impl eframe::App for KeysliceApp {
                 ctx.request_repaint_after(Duration::from_millis(300));
             }
         }
+        crate::ui::help::help_ui(&ctx, &mut self.help_open);
         Self::drop_hint_ui(&ctx);
     }
 

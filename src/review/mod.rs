@@ -1,11 +1,14 @@
 //! Review workspaces: the folder with its case manifest and predictions ([`workspace`]),
-//! and the SQLite database with each case's status and the append-only log of corrections
-//! ([`store`]). No UI crates: the app and the CLI call it.
-//!
-//! Started in the review-workflow issue; the workspace folder (manifest, predictions), the
-//! panels and undo/redo in the UI build on this store.
+//! the SQLite database with each case's status and the append-only log of corrections
+//! ([`store`]), a case's findings as corrected plus its undo/redo history, both worked out
+//! from that log ([`reviewed`]), and one case under review with all three kept in step
+//! ([`session`]). No UI crates: the app, the CLI and exports call it.
 
+pub mod reviewed;
+pub mod session;
 pub mod store;
 pub mod workspace;
 
+pub use reviewed::{FieldError, History, ReviewedCase};
+pub use session::{CaseReview, ReviewError, model_findings};
 pub use store::{CaseState, Correction, Edit, ReviewStatus, ReviewStore, StoreError};

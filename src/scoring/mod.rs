@@ -16,9 +16,12 @@
 //!
 //! Core module: no file formats, no GPU, no UI.
 
+pub mod checks;
 pub mod metrics;
 
 use serde::{Deserialize, Serialize};
+
+pub use checks::{Attribute, AttributeCheck, Verdict, attribute_checks};
 
 use crate::findings::{Findings, Lesion, LesionSize, Organ, TumorPresence};
 

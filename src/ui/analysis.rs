@@ -1,11 +1,10 @@
-//! The analysis panel: run the model on the open study, then show its report, the key slice
-//! (a button and `K` go there), the verifier's local description of that slice and the
-//! consistency between the two, per attribute, so a reader sees at once whether a finding is
-//! grounded. The review workflow replaces this with its full report and evidence panels.
+//! The analysis header: run the model on the open study (`A`), its progress with a cancel
+//! button, what failed, or which model answered and when; the answer itself is shown by the
+//! evidence and report panels ([`crate::ui::report`]).
 //!
 //! Draws and returns commands; the app runs the pipeline off the UI thread.
 
-use egui::{Color32, RichText};
+use egui::Color32;
 
 use crate::infer::Prediction;
 
@@ -28,8 +27,8 @@ pub enum AnalysisState {
 pub enum AnalysisCommand {
     /// Run (or run again) the embedded model on the open study.
     Run,
-    /// Show the key slice.
-    JumpToKeySlice,
+    /// Stop waiting for the running analysis; the open case stays reviewable.
+    Cancel,
 }
 
 /// Colour for a consistency value: red below ½, amber below ¾, green above.
@@ -60,6 +59,9 @@ pub fn analysis_ui(ui: &mut egui::Ui, state: &AnalysisState) -> Option<AnalysisC
             ui.horizontal(|ui| {
                 ui.spinner();
                 ui.label(format!("analysing… {seconds:.1} s"));
+                if ui.small_button("Cancel").clicked() {
+                    command = Some(AnalysisCommand::Cancel);
+                }
             });
         }
         AnalysisState::Failed(message, hint) => {
@@ -78,77 +80,14 @@ pub fn analysis_ui(ui: &mut egui::Ui, state: &AnalysisState) -> Option<AnalysisC
 
 fn prediction_ui(ui: &mut egui::Ui, prediction: &Prediction) -> Option<AnalysisCommand> {
     let mut command = None;
-    ui.small(format!(
-        "{} {} · {:.0} ms",
-        prediction.diagnoser.id, prediction.diagnoser.version, prediction.timings_ms.total
-    ));
-    match &prediction.consistency {
-        Some(consistency) => {
-            ui.label(
-                RichText::new(format!("consistency {:.2}", consistency.score))
-                    .strong()
-                    .color(consistency_colour(consistency.score)),
-            );
-            let parts = [
-                ("organ", Some(consistency.organ)),
-                ("location", consistency.location),
-                ("attenuation", consistency.attenuation),
-                ("size", consistency.size),
-            ];
-            ui.horizontal_wrapped(|ui| {
-                for (name, value) in parts {
-                    match value {
-                        Some(value) => {
-                            ui.colored_label(
-                                consistency_colour(value),
-                                format!("{name} {value:.2}"),
-                            );
-                        }
-                        None => {
-                            ui.weak(format!("{name} –"));
-                        }
-                    }
-                }
-            });
+    ui.horizontal_wrapped(|ui| {
+        ui.small(format!(
+            "{} {} · {:.0} ms",
+            prediction.diagnoser.id, prediction.diagnoser.version, prediction.timings_ms.total
+        ));
+        if ui.small_button("Analyze again").clicked() {
+            command = Some(AnalysisCommand::Run);
         }
-        None => {
-            ui.weak("no consistency: nothing on a key slice to verify");
-        }
-    }
-    if let Some(key) = &prediction.key_slice {
-        ui.horizontal(|ui| {
-            // Reports and predictions count slices from 0; the viewer's slice numbers from 1.
-            ui.label(format!(
-                "key slice {} (axial {}, z {:.1} mm)",
-                key.index,
-                key.index + 1,
-                key.z_mm
-            ));
-            if ui.small_button("go (K)").clicked() {
-                command = Some(AnalysisCommand::JumpToKeySlice);
-            }
-        });
-    }
-    if let Some(text) = &prediction.local_description {
-        ui.label(RichText::new("Verifier, key slice only:").strong());
-        ui.label(text.trim_end());
-    }
-    ui.label(RichText::new("Report:").strong());
-    egui::ScrollArea::vertical()
-        .max_height(260.0)
-        .id_salt("analysis-report")
-        .show(ui, |ui| {
-            ui.label(
-                RichText::new(prediction.report.trim_end())
-                    .monospace()
-                    .size(11.0),
-            );
-        });
-    for warning in &prediction.warnings {
-        ui.colored_label(Color32::from_rgb(230, 180, 60), warning);
-    }
-    if ui.small_button("Analyze again").clicked() {
-        command = Some(AnalysisCommand::Run);
-    }
+    });
     command
 }

@@ -3,5 +3,8 @@
 //! volume, view state and predictions; they never load files or run models.
 
 pub mod analysis;
+pub mod editor;
+pub mod help;
+pub mod report;
 pub mod viewport;
 pub mod worklist;

@@ -1,7 +1,8 @@
-//! The worklist panel: a workspace's cases with review status and the model's consistency,
-//! in the order given (lowest consistency first, so likely hallucinations are triaged
-//! first); the open case is highlighted. Returns what the user asked for: open a case, accept
-//! or flag the open one, or move to the next or previous case.
+//! The worklist panel: a workspace's cases with review status, the model's consistency and
+//! the reviewer; by default lowest consistency first, so likely hallucinations are triaged
+//! first, and sortable by case or status and filtered by status (the choice is kept for the
+//! session). The open case is highlighted. Returns what the user asked for: open a case
+//! (clicked, or the next / previous one in the order shown), accept or flag the open one.
 
 use std::path::Path;
 
@@ -16,10 +17,54 @@ pub enum WorklistCommand {
     Open(String),
     /// Set the open case's status (accept: done; flag: flagged).
     SetStatus(ReviewStatus),
-    /// The next case in the list (`N`).
-    Next,
-    /// The previous case in the list (`P`).
-    Previous,
+}
+
+/// How the list is ordered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Order {
+    /// Lowest consistency first (unanalysed cases last).
+    #[default]
+    Consistency,
+    /// By case id.
+    Case,
+    /// New, in review, flagged, done.
+    Status,
+}
+
+fn status_rank(status: ReviewStatus) -> u8 {
+    match status {
+        ReviewStatus::New => 0,
+        ReviewStatus::InReview => 1,
+        ReviewStatus::Flagged => 2,
+        ReviewStatus::Done => 3,
+    }
+}
+
+/// The entries shown, in the order shown.
+fn visible(
+    worklist: &[WorklistEntry],
+    order: Order,
+    only: Option<ReviewStatus>,
+) -> Vec<&WorklistEntry> {
+    let mut shown: Vec<&WorklistEntry> = worklist
+        .iter()
+        .filter(|entry| only.is_none_or(|status| entry.status == status))
+        .collect();
+    match order {
+        Order::Consistency => shown.sort_by(|a, b| {
+            let key = |e: &WorklistEntry| e.consistency.unwrap_or(f64::INFINITY);
+            key(a)
+                .total_cmp(&key(b))
+                .then_with(|| a.case_id.cmp(&b.case_id))
+        }),
+        Order::Case => shown.sort_by(|a, b| a.case_id.cmp(&b.case_id)),
+        Order::Status => shown.sort_by(|a, b| {
+            status_rank(a.status)
+                .cmp(&status_rank(b.status))
+                .then_with(|| a.case_id.cmp(&b.case_id))
+        }),
+    }
+    shown
 }
 
 /// Draws the worklist.
@@ -32,6 +77,17 @@ pub fn worklist_ui(
     let mut command = None;
     ui.heading("Worklist");
     ui.small(root.display().to_string());
+    let (order, only) = order_and_filter_ui(ui);
+    let shown = visible(worklist, order, only);
+    let done = worklist
+        .iter()
+        .filter(|entry| entry.status == ReviewStatus::Done)
+        .count();
+    ui.small(format!(
+        "{} of {} shown · {done} done",
+        shown.len(),
+        worklist.len()
+    ));
     egui::Grid::new("keyslice-worklist")
         .num_columns(3)
         .striped(true)
@@ -40,12 +96,15 @@ pub fn worklist_ui(
             ui.weak("status");
             ui.weak("consistency");
             ui.end_row();
-            for entry in worklist {
+            for entry in &shown {
                 let open = open_case == Some(entry.case_id.as_str());
                 if ui.selectable_label(open, &entry.case_id).clicked() && !open {
                     command = Some(WorklistCommand::Open(entry.case_id.clone()));
                 }
-                ui.label(entry.status.label());
+                let status = ui.label(entry.status.label());
+                if let Some(reviewer) = &entry.reviewer {
+                    status.on_hover_text(format!("last changed by {reviewer}"));
+                }
                 match entry.consistency {
                     Some(value) => {
                         ui.colored_label(consistency_colour(value), format!("{value:.2}"));
@@ -57,6 +116,16 @@ pub fn worklist_ui(
                 ui.end_row();
             }
         });
+    let position = open_case.and_then(|open| shown.iter().position(|e| e.case_id == open));
+    let step = |forward: bool| {
+        let target = match (position, forward) {
+            (Some(p), true) => shown.get(p + 1),
+            (Some(p), false) => p.checked_sub(1).and_then(|p| shown.get(p)),
+            // The open case is filtered out: start from the top.
+            (None, _) => shown.first(),
+        };
+        target.map(|entry| WorklistCommand::Open(entry.case_id.clone()))
+    };
     if open_case.is_some() {
         ui.horizontal(|ui| {
             if ui.button("Accept (Ctrl+Enter)").clicked() {
@@ -68,26 +137,72 @@ pub fn worklist_ui(
         });
         ui.horizontal(|ui| {
             if ui.small_button("previous (P)").clicked() {
-                command = Some(WorklistCommand::Previous);
+                command = step(false);
             }
             if ui.small_button("next (N)").clicked() {
-                command = Some(WorklistCommand::Next);
+                command = step(true);
             }
         });
     }
     let typing = ui.ctx().egui_wants_keyboard_input();
     if !typing && open_case.is_some() {
-        ui.input(|input| {
-            if input.modifiers.command && input.key_pressed(egui::Key::Enter) {
+        // The modifiers are those of the key event itself: a quick Ctrl+Enter has released
+        // Ctrl again by the time the frame runs.
+        use egui::{Key, Modifiers};
+        ui.input_mut(|input| {
+            if input.consume_key(Modifiers::COMMAND, Key::Enter) {
                 command = Some(WorklistCommand::SetStatus(ReviewStatus::Done));
-            } else if input.key_pressed(egui::Key::F) {
+            } else if input.consume_key(Modifiers::NONE, Key::F) {
                 command = Some(WorklistCommand::SetStatus(ReviewStatus::Flagged));
-            } else if input.key_pressed(egui::Key::N) {
-                command = Some(WorklistCommand::Next);
-            } else if input.key_pressed(egui::Key::P) {
-                command = Some(WorklistCommand::Previous);
+            } else if input.consume_key(Modifiers::NONE, Key::N) {
+                command = step(true);
+            } else if input.consume_key(Modifiers::NONE, Key::P) {
+                command = step(false);
             }
         });
     }
     command
+}
+
+/// The order and status filter, kept in egui's memory for the session.
+fn order_and_filter_ui(ui: &mut egui::Ui) -> (Order, Option<ReviewStatus>) {
+    let order_id = egui::Id::unique("keyslice-worklist-order");
+    let filter_id = egui::Id::unique("keyslice-worklist-filter");
+    let mut order: Order = ui.data(|data| data.get_temp(order_id)).unwrap_or_default();
+    let mut only: Option<ReviewStatus> = ui.data(|data| data.get_temp(filter_id)).flatten();
+    ui.horizontal(|ui| {
+        egui::ComboBox::from_id_salt("worklist-order")
+            .selected_text(match order {
+                Order::Consistency => "lowest consistency first",
+                Order::Case => "by case",
+                Order::Status => "by status",
+            })
+            .show_ui(ui, |ui| {
+                ui.selectable_value(&mut order, Order::Consistency, "lowest consistency first");
+                ui.selectable_value(&mut order, Order::Case, "by case");
+                ui.selectable_value(&mut order, Order::Status, "by status");
+            })
+            .response
+            .accessible_name("worklist order");
+        egui::ComboBox::from_id_salt("worklist-filter")
+            .selected_text(only.map_or("all", ReviewStatus::label))
+            .show_ui(ui, |ui| {
+                ui.selectable_value(&mut only, None, "all");
+                for status in [
+                    ReviewStatus::New,
+                    ReviewStatus::InReview,
+                    ReviewStatus::Flagged,
+                    ReviewStatus::Done,
+                ] {
+                    ui.selectable_value(&mut only, Some(status), status.label());
+                }
+            })
+            .response
+            .accessible_name("show cases with status");
+    });
+    ui.data_mut(|data| {
+        data.insert_temp(order_id, order);
+        data.insert_temp(filter_id, only);
+    });
+    (order, only)
 }

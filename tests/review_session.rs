@@ -1,0 +1,179 @@
+//! Reviewing a case through the library the findings editor uses: corrections are checked,
+//! committed to the workspace's SQLite file, shown from the log, undone and redone (accept
+//! included), and all of it is there again after the database is reopened — the same as
+//! after a crash, since nothing is kept only in memory.
+
+use keyslice::findings::{Attenuation, LesionSize, Organ, TumorPresence, read_report};
+use keyslice::review::{CaseReview, ReviewError, ReviewStatus, ReviewStore};
+use serde_json::json;
+
+const REPORT: &str = "Liver: a 3.0 x 2.5 cm hypoattenuating lesion in segment 7. \
+                      Pancreas: no focal lesion. Kidneys: unremarkable.";
+
+fn base() -> keyslice::findings::Findings {
+    let mut findings = read_report(REPORT).findings.without_spans();
+    findings.key_slice = Some(keyslice::findings::KeySlice {
+        index: 40,
+        z_mm: Some(100.0),
+        sop_instance_uid: None,
+        span: None,
+    });
+    findings
+}
+
+#[test]
+fn corrections_undo_redo_and_accept_survive_reopening_the_database() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let database = folder.path().join("review.sqlite");
+    let mut review =
+        CaseReview::open(&database, "case-1", "dr. a", Some(base())).expect("review opens");
+    assert_eq!(review.status(), ReviewStatus::New);
+    assert_eq!(
+        review.case().findings.organ(Organ::Liver).tumor,
+        TumorPresence::Yes
+    );
+
+    // The reviewer measures the lesion, moves the key slice, changes attenuation, accepts.
+    assert!(
+        review
+            .set(
+                "liver.lesions.0.size",
+                json!({"long_cm": 3.4, "short_cm": 2.2})
+            )
+            .expect("size saved")
+    );
+    review
+        .set("key_slice", json!({"index": 44, "z_mm": 110.0}))
+        .expect("key slice saved");
+    review
+        .set("liver.lesions.0.attenuation", json!("mixed"))
+        .expect("attenuation saved");
+    review.set_status(ReviewStatus::Done).expect("accepted");
+    assert_eq!(review.status(), ReviewStatus::Done);
+    // Setting a field to what it holds records nothing.
+    assert!(
+        !review
+            .set("liver.lesions.0.attenuation", json!("mixed"))
+            .expect("no-op")
+    );
+    assert_eq!(review.log().len(), 4);
+
+    // Ctrl+Z twice: the accept, then the attenuation; Ctrl+Y once brings the attenuation back.
+    assert_eq!(review.undo().expect("undo").as_deref(), Some("status"));
+    assert_eq!(review.status(), ReviewStatus::InReview);
+    assert_eq!(
+        review.undo().expect("undo").as_deref(),
+        Some("liver.lesions.0.attenuation")
+    );
+    let lesion = review.case().findings.organ(Organ::Liver).lesions[0].clone();
+    assert_eq!(lesion.attenuation, Some(Attenuation::Hypo));
+    assert_eq!(
+        review.redo().expect("redo").as_deref(),
+        Some("liver.lesions.0.attenuation")
+    );
+    drop(review);
+
+    // Reopened (as after a crash): the same findings, the same undo/redo stacks.
+    let review =
+        CaseReview::open(&database, "case-1", "dr. a", Some(base())).expect("review reopens");
+    let lesion = &review.case().findings.organ(Organ::Liver).lesions[0];
+    assert_eq!(
+        lesion.size,
+        Some(LesionSize {
+            long_cm: 3.4,
+            short_cm: Some(2.2)
+        })
+    );
+    assert_eq!(lesion.attenuation, Some(Attenuation::Mixed));
+    assert_eq!(
+        review.case().findings.key_slice.as_ref().map(|k| k.index),
+        Some(44)
+    );
+    assert_eq!(review.status(), ReviewStatus::InReview);
+    assert_eq!(
+        review.case().changed,
+        vec![
+            "key_slice".to_string(),
+            "liver.lesions.0.attenuation".to_string(),
+            "liver.lesions.0.size".to_string(),
+        ]
+    );
+    assert!(review.history().undo_target().is_some());
+    assert!(review.history().redo_target().is_some());
+
+    // The log holds every step with old and new values, signed and timed.
+    let store = ReviewStore::open(&database).expect("store");
+    store.integrity_check().expect("database intact");
+    let log = store.corrections(Some("case-1")).expect("log");
+    assert_eq!(log.len(), 7);
+    assert_eq!(log[0].old_value, json!({"long_cm": 3.0, "short_cm": 2.5}));
+    assert!(log.iter().all(|entry| entry.reviewer == "dr. a"));
+    assert_eq!(log[4].undoes, Some(log[3].id));
+}
+
+#[test]
+fn a_value_that_does_not_fit_is_refused_and_nothing_is_recorded() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let database = folder.path().join("review.sqlite");
+    let mut review = CaseReview::open(&database, "case-2", "dr. b", Some(base())).expect("open");
+    let error = review
+        .set("liver.lesions.0.attenuation", json!("sparkly"))
+        .expect_err("refused");
+    assert!(matches!(error, ReviewError::Field(_)), "{error}");
+    assert!(error.to_string().contains("liver.lesions.0.attenuation"));
+    let error = review
+        .set("spleen.tumor", json!("yes"))
+        .expect_err("refused");
+    assert!(error.to_string().contains("spleen.tumor"), "{error}");
+    assert!(review.log().is_empty());
+    assert_eq!(review.status(), ReviewStatus::New);
+}
+
+#[test]
+fn removing_a_lesion_and_undoing_puts_it_back_in_place() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let database = folder.path().join("review.sqlite");
+    let mut review = CaseReview::open(&database, "case-3", "dr. c", Some(base())).expect("open");
+    review
+        .set("liver.lesions.1", json!({"attenuation": "hyper"}))
+        .expect("second lesion added");
+    review
+        .set("liver.lesions.0", json!(null))
+        .expect("first removed");
+    let lesions = &review.case().findings.organ(Organ::Liver).lesions;
+    assert_eq!(lesions.len(), 1);
+    assert_eq!(lesions[0].attenuation, Some(Attenuation::Hyper));
+    review.undo().expect("undo removal");
+    let lesions = &review.case().findings.organ(Organ::Liver).lesions;
+    assert_eq!(lesions.len(), 2);
+    assert_eq!(lesions[0].attenuation, Some(Attenuation::Hypo));
+    assert_eq!(lesions[1].attenuation, Some(Attenuation::Hyper));
+}
+
+#[test]
+fn a_fresh_analysis_keeps_the_reviewers_corrections_on_top() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let database = folder.path().join("review.sqlite");
+    let mut review = CaseReview::open(&database, "case-4", "dr. d", Some(base())).expect("open");
+    review
+        .set("pancreas.tumor", json!("uncertain"))
+        .expect("saved");
+    review
+        .set("note", json!("check the pancreatic duct"))
+        .expect("note");
+    // The model is run again and now says something else about the liver.
+    let mut fresh = read_report("Liver: no focal lesion.")
+        .findings
+        .without_spans();
+    fresh.key_slice = None;
+    review.set_base(Some(fresh));
+    assert_eq!(
+        review.case().findings.organ(Organ::Pancreas).tumor,
+        TumorPresence::Uncertain
+    );
+    assert_eq!(
+        review.case().findings.organ(Organ::Liver).tumor,
+        TumorPresence::No
+    );
+    assert_eq!(review.case().note, "check the pancreatic duct");
+}
