@@ -384,12 +384,7 @@ fn real_window_opens_the_demo_workspace_and_follows_wheel_and_preset_keys() {
     settle();
     Screen::grab(&display).save(&out.join("scripted-review.png"));
     key("n");
-    wait_for_log_count(
-        &log_path,
-        "saved analysis shown",
-        2,
-        Duration::from_mins(1),
-    );
+    wait_for_log_count(&log_path, "saved analysis shown", 2, Duration::from_mins(1));
     settle();
     Screen::grab(&display).save(&out.join("next-case.png"));
 

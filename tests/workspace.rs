@@ -131,3 +131,62 @@ fn an_empty_workspace_says_how_to_fill_it() {
     assert!(message.contains("no cases"), "{message}");
     assert!(hint.contains("keyslice workspace create"), "{hint}");
 }
+
+#[test]
+fn a_study_opened_by_path_gets_one_scratch_workspace_that_keeps_its_corrections() {
+    use keyslice::app::workspace::scratch_workspace;
+    use keyslice::phantom::{PhantomOptions, generate, write::write_case};
+    use keyslice::review::CaseReview;
+    let folder = tempfile::tempdir().expect("temp dir");
+    let case = generate(
+        7,
+        1,
+        PhantomOptions {
+            matrix: 64,
+            slice_mm: Some(5.0),
+        },
+    );
+    let cases = folder.path().join("cases");
+    std::fs::create_dir_all(&cases).expect("cases folder");
+    let written = write_case(&cases, &case).expect("written");
+    let ct = cases.join(&written.ct);
+    let data = folder.path().join("data");
+
+    // The CT of a case folder: a workspace of that one case, with its masks and truth.
+    let root = scratch_workspace(&data, &ct).expect("scratch workspace");
+    assert!(root.starts_with(data.join("scratch")));
+    let workspace = Workspace::open(&root).expect("opens");
+    assert_eq!(workspace.manifest.cases.len(), 1);
+    let entry = &workspace.manifest.cases[0];
+    assert_eq!(entry.volume, ct);
+    assert!(entry.masks.as_ref().is_some_and(|m| m.is_dir()));
+    let mut review = CaseReview::open(
+        &workspace.database_path(),
+        &entry.case_id,
+        "dr. scratch",
+        None,
+    )
+    .expect("review");
+    review
+        .set("note", serde_json::json!("seen in a single-file session"))
+        .expect("saved");
+    drop(review);
+
+    // Opened again: the same workspace, the note still there; the folder opens its own one.
+    assert_eq!(scratch_workspace(&data, &ct).expect("again"), root);
+    let again = Workspace::open(&root).expect("opens");
+    assert_eq!(again.manifest, workspace.manifest);
+    let review = CaseReview::open(&again.database_path(), &entry.case_id, "dr. scratch", None)
+        .expect("review");
+    assert_eq!(review.case().note, "seen in a single-file session");
+    let other = scratch_workspace(&data, &folder.path().join("cases")).expect("dataset folder");
+    assert_ne!(other, root);
+
+    // The app opens the path as that workspace's case, masks included.
+    let (study, masks) = load(&Source::Workspace(root)).expect("loads");
+    assert!(study.title.starts_with(&entry.case_id));
+    assert!(masks.is_some_and(|m| !m.structures.is_empty()));
+
+    // A path that is not a study gives no workspace (the viewer opens it alone and says so).
+    assert!(scratch_workspace(&data, &folder.path().join("missing.nii.gz")).is_err());
+}

@@ -105,7 +105,7 @@ impl KeysliceApp {
             started: Instant::now(),
             volume: None,
             viewer: None,
-            notices,
+            notices: Vec::new(),
             error: None,
             render_state: cc.wgpu_render_state.clone(),
             first_slice_logged: false,
@@ -125,6 +125,8 @@ impl KeysliceApp {
             help_open: false,
         };
         app.open(&cc.egui_ctx, source);
+        // After `open`, which clears the previous study's notices.
+        app.notices.extend(notices);
         app
     }
 
@@ -148,6 +150,7 @@ impl KeysliceApp {
         self.started = Instant::now();
         self.error = None;
         self.progress = None;
+        self.notices.clear();
         let receiver = load_in_background(source.clone(), move || context.request_repaint());
         self.loading = Some((source, receiver, false));
     }
@@ -174,6 +177,7 @@ impl KeysliceApp {
                     self.show_study(study);
                 }
                 Ok(LoadEvent::Masks(masks)) => self.show_masks(*masks),
+                Ok(LoadEvent::Notice(notice)) => self.notices.push(notice),
                 Ok(LoadEvent::Failed(message, hint)) => {
                     self.loading = None;
                     // The study that was open (if any) is dropped so the error is not
@@ -199,7 +203,7 @@ impl KeysliceApp {
     /// Uploads a newly loaded CT and starts a viewer on it.
     fn show_study(&mut self, study: open::LoadedStudy) {
         self.title = study.title;
-        self.notices = study.warnings;
+        self.notices.extend(study.warnings);
         let volume = study.volume;
         if let Some(render_state) = &self.render_state {
             let notices = ViewerGpu::install(render_state, &volume, None);

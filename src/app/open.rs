@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, channel};
 
-use super::workspace::{demo_dir, prepare_demo};
+use super::workspace::{data_dir, demo_dir, prepare_demo, scratch_workspace};
 use crate::infer::Prediction;
 use crate::review::workspace::{MANIFEST_FILE, WorklistEntry, Workspace, WorkspaceError};
 
@@ -77,6 +77,8 @@ pub enum LoadEvent {
     Study(LoadedStudy),
     /// The masks are ready.
     Masks(Box<LoadedMasks>),
+    /// Something the user should know that does not stop loading.
+    Notice(String),
     /// Loading failed: what failed and what to do.
     Failed(String, String),
 }
@@ -92,7 +94,7 @@ pub fn load_in_background(source: Source, wake: impl Fn() + Send + 'static) -> R
             let _ = sender.send(event);
             wake();
         };
-        let source = match resolve(source, &mut send) {
+        let source = match resolve(with_scratch_workspace(source, &mut send), &mut send) {
             Ok(source) => source,
             Err((message, hint)) => {
                 send(LoadEvent::Failed(message, hint));
@@ -117,6 +119,38 @@ pub fn load_in_background(source: Source, wake: impl Fn() + Send + 'static) -> R
         }
     });
     receiver
+}
+
+/// A study opened by path becomes a case of its scratch workspace (see
+/// [`scratch_workspace`]) so corrections on it are recorded; where that cannot be made (no
+/// data folder, not writable, a single DICOM file), the study opens alone with a notice.
+/// Other sources are returned as they are.
+fn with_scratch_workspace(source: Source, send: &mut dyn FnMut(LoadEvent)) -> Source {
+    let Source::Path(path) = &source else {
+        return source;
+    };
+    if path.join(MANIFEST_FILE).is_file() {
+        return source;
+    }
+    let Some(data) = data_dir() else {
+        send(LoadEvent::Notice(
+            "corrections are not recorded: no data folder (set KEYSLICE_DATA_DIR)".into(),
+        ));
+        return source;
+    };
+    match scratch_workspace(&data, path) {
+        Ok(root) => Source::Workspace(root),
+        Err((message, _)) => {
+            tracing::warn!(%message, "no scratch workspace");
+            // A path that does not load says so itself; only a readable study needs the note.
+            if path.exists() {
+                send(LoadEvent::Notice(format!(
+                    "corrections are not recorded for this study: {message}"
+                )));
+            }
+            source
+        }
+    }
 }
 
 /// Turns a workspace source (the demo, a workspace folder, or a path holding

@@ -46,6 +46,48 @@ pub fn data_dir() -> Option<PathBuf> {
     }
 }
 
+/// The scratch workspace of a study opened by path, `DATA/scratch/NAME-HASH` (HASH: FNV-1a of
+/// the absolute path), created on first use: one per study, so what a reviewer corrects on a
+/// single file is recorded like any workspace case and found again when the same study is
+/// opened. A folder of case folders gives a workspace of all of them.
+pub fn scratch_workspace(data: &Path, study: &Path) -> Result<PathBuf, WorkspaceError> {
+    let absolute = std::path::absolute(study)
+        .map_err(|error| (format!("{}: {error}", study.display()), String::new()))?;
+    // A case folder's `ct.nii.gz` is named after its folder.
+    let file_name = |path: &Path| {
+        path.file_name()
+            .map(|name| name.to_string_lossy().to_string())
+            .unwrap_or_default()
+    };
+    let mut name = file_name(&absolute);
+    if name.starts_with("ct.") {
+        name = absolute.parent().map(file_name).unwrap_or(name);
+    }
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    // FNV-1a, 64 bit: stable across builds, unlike std's hasher.
+    let hash = absolute
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let root = data.join("scratch").join(format!("{name}-{hash:016x}"));
+    Workspace::create_or_extend(&root, &[absolute])
+        .map_err(|error| (error.to_string(), error.hint().to_string()))?;
+    Ok(root)
+}
+
 /// Where the demo workspace lives.
 #[must_use]
 pub fn demo_dir() -> Option<PathBuf> {

@@ -389,6 +389,14 @@ pub fn discover_cases(input: &Path) -> Result<Vec<WorkspaceCase>, WorkspaceError
             .map_or_else(|| "case".into(), |name| name.to_string_lossy().to_string())
     };
     if absolute.is_file() {
+        // The CT of a case folder brings the folder's masks and truth along.
+        if let Some(case) = absolute
+            .parent()
+            .and_then(case_folder)
+            .filter(|case| case.volume == absolute)
+        {
+            return Ok(vec![case]);
+        }
         if crate::io::nifti::is_nifti_path(&absolute) {
             let id = name(&absolute)
                 .trim_end_matches(".gz")
