@@ -8,11 +8,13 @@
 //! window); [`phantom`] generates synthetic CTs with masks and truth; a volume →
 //! [`infer`] (diagnoser → key slice → verifier → consistency, with the embedded
 //! keyslice-tiny on candle) → a `Prediction` (the `analyze` command, the viewer's analysis
-//! panel, the demo workspace). Later modules (review, export) build on these. See the
-//! README's architecture section for the module map and dependency rule.
+//! panel, the demo workspace); [`review`] keeps workspaces, the review database and the
+//! corrections log; [`export`] turns reviewed cases into de-identified training data. See
+//! the README's architecture section for the module map and dependency rule.
 
 pub mod app;
 pub mod cli;
+pub mod export;
 pub mod findings;
 pub mod infer;
 pub mod io;

@@ -597,7 +597,12 @@ fn editor_harness(
                     case: review.case(),
                     model: review.base(),
                     history: review.history(),
-                    current_slice: (52, Some(130.0)),
+                    current_slice: keyslice::findings::KeySlice {
+                        index: 52,
+                        z_mm: Some(130.0),
+                        sop_instance_uid: None,
+                        span: None,
+                    },
                     ruler: Some(LesionSize {
                         long_cm: 2.8,
                         short_cm: Some(1.9),

@@ -20,6 +20,7 @@ pub use open::Source;
 use open::{LoadEvent, LoadedMasks, Pick, load_in_background, pick_in_background};
 use settings::{Settings, settings_path};
 
+use crate::export::{ExportError, ExportFormat, ExportOptions, export_workspace};
 use crate::infer::{KeySliceImage, Prediction, PredictionKeySlice};
 use crate::render::view::Plane;
 use crate::review::reviewed::KEY_SLICE_FIELD;
@@ -79,6 +80,8 @@ pub struct KeysliceApp {
     evidence: Option<(u32, egui::TextureHandle, usize)>,
     /// Whether the keyboard help (`?`) is open.
     help_open: bool,
+    /// A running export: its answer (the line to show).
+    export_job: Option<Receiver<String>>,
 }
 
 /// A finished analysis: the prediction, or what failed and what to do.
@@ -123,6 +126,7 @@ impl KeysliceApp {
             previous_analysis: None,
             evidence: None,
             help_open: false,
+            export_job: None,
         };
         app.open(&cc.egui_ctx, source);
         // After `open`, which clears the previous study's notices.
@@ -641,6 +645,7 @@ impl KeysliceApp {
             .and_then(|path| path.parent())
             .map(std::path::Path::to_path_buf);
         let mut chosen = None;
+        let mut export = None;
         ui.menu_button("File", |ui| {
             let waiting = self.dialog.is_some();
             for (pick, text) in [(Pick::File, "Open file…"), (Pick::Folder, "Open folder…")] {
@@ -696,9 +701,29 @@ impl KeysliceApp {
                 chosen = Some(Source::Demo);
                 ui.close();
             }
+            ui.separator();
+            let can_export = self.workspace.is_some() && self.export_job.is_none();
+            ui.add_enabled_ui(can_export, |ui| {
+                ui.menu_button("Export accepted cases", |ui| {
+                    for (format, name) in [
+                        (ExportFormat::Llamafactory, "llamafactory"),
+                        (ExportFormat::Swift, "swift"),
+                        (ExportFormat::Verl, "verl"),
+                        (ExportFormat::Keyslices, "keyslices"),
+                    ] {
+                        if ui.button(name).clicked() {
+                            export = Some((format, name));
+                            ui.close();
+                        }
+                    }
+                });
+            });
         });
         if let Some(source) = chosen {
             self.open(ui.ctx(), source);
+        }
+        if let Some((format, name)) = export {
+            self.start_export(ui.ctx(), format, name);
         }
     }
 
@@ -774,10 +799,15 @@ impl KeysliceApp {
                                 case: review.case(),
                                 model: review.base(),
                                 history: review.history(),
-                                current_slice: (
-                                    current,
-                                    Some(PredictionKeySlice::of(volume, current).z_mm),
-                                ),
+                                current_slice: {
+                                    let key = PredictionKeySlice::of(volume, current);
+                                    crate::findings::KeySlice {
+                                        index: key.index,
+                                        z_mm: Some(key.z_mm),
+                                        sop_instance_uid: key.sop_instance_uid,
+                                        span: None,
+                                    }
+                                },
                                 ruler: ruler_size(&lengths),
                             };
                             edit_commands = editor.ui(ui);
@@ -795,6 +825,60 @@ impl KeysliceApp {
             })
             .inner;
         (commands, edit_commands)
+    }
+
+    /// Exports the open workspace's accepted cases into `WORKSPACE/exports/FORMAT`, off the
+    /// UI thread; the outcome is shown as a notice.
+    fn start_export(&mut self, ctx: &egui::Context, format: ExportFormat, name: &str) {
+        let Some((root, _)) = &self.workspace else {
+            return;
+        };
+        let root = root.clone();
+        let out = root.join("exports").join(name);
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let context = ctx.clone();
+        std::thread::spawn(move || {
+            let options = ExportOptions {
+                format,
+                ..ExportOptions::default()
+            };
+            let line = match Workspace::open(&root)
+                .map_err(ExportError::from)
+                .and_then(|workspace| export_workspace(&workspace, &options, &out))
+            {
+                Ok(summary) => format!(
+                    "exported {} case(s) ({} hard) to {}",
+                    summary.train + summary.val,
+                    summary.hard,
+                    out.display()
+                ),
+                Err(error) => format!("export failed: {error} ({})", error.hint()),
+            };
+            let _ = sender.send(line);
+            context.request_repaint();
+        });
+        self.export_job = Some(receiver);
+        self.notices.push(format!("exporting {name}…"));
+    }
+
+    fn poll_export(&mut self) {
+        let Some(receiver) = &self.export_job else {
+            return;
+        };
+        match receiver.try_recv() {
+            Ok(line) => {
+                self.export_job = None;
+                self.notices
+                    .retain(|notice| !notice.starts_with("exporting "));
+                tracing::info!(%line, "export finished");
+                self.notices.push(line);
+            }
+            Err(TryRecvError::Empty) => {}
+            Err(TryRecvError::Disconnected) => {
+                self.export_job = None;
+                self.notices.push("the export stopped unexpectedly".into());
+            }
+        }
     }
 
     /// A veil over the window while files are dragged over it.
@@ -825,6 +909,7 @@ impl eframe::App for KeysliceApp {
         self.poll_loading();
         self.poll_dialog(&ctx);
         self.poll_analysis(&ctx);
+        self.poll_export();
         self.dropped_files(&ctx);
         if ctx.input_mut(|input| input.consume_key(egui::Modifiers::COMMAND, egui::Key::O))
             && self.dialog.is_none()

@@ -6,6 +6,7 @@
 
 pub mod analyze;
 pub mod convert;
+pub mod export;
 pub mod findings;
 pub mod info;
 pub mod phantom;
@@ -48,6 +49,9 @@ pub enum Command {
     Train(train::TrainArgs),
     /// Create, analyse and list review workspaces without the window.
     Workspace(workspace::WorkspaceArgs),
+    /// Export reviewed cases as de-identified training data (LLaMA-Factory, ms-swift, verl,
+    /// key-slice labels).
+    Export(export::ExportArgs),
 }
 
 /// A failed command, as a user sees it.
@@ -78,6 +82,9 @@ pub enum CliError {
     Phantom(#[from] crate::phantom::write::PhantomError),
     #[error(transparent)]
     Workspace(#[from] crate::review::workspace::WorkspaceError),
+    /// Exporting failed (nothing was placed at the output).
+    #[error(transparent)]
+    Export(#[from] crate::export::ExportError),
     /// Some of several inputs failed (each was reported as it failed).
     #[error("{failed} of {total} inputs could not be processed (see above); the others were")]
     PartlyFailed {
@@ -106,6 +113,7 @@ impl CliError {
             Self::Cases(error) => error.hint().into(),
             Self::Phantom(error) => error.hint().into(),
             Self::Workspace(error) => error.hint().into(),
+            Self::Export(error) => error.hint().into(),
             Self::Infer(error) => error.hint().into(),
             Self::Train(_) => "check the --data folder (case folders with ct.nii.gz and segmentations/) and that --out is writable".into(),
             Self::Argument(_) => "see `keyslice help` for the accepted values".into(),
@@ -133,5 +141,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Analyze(args) => analyze::run(&args),
         Command::Train(args) => train::run(&args),
         Command::Workspace(args) => workspace::run(&args),
+        Command::Export(args) => export::run(&args),
     }
 }

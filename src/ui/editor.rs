@@ -14,7 +14,7 @@ use egui::{Color32, RichText};
 use serde_json::{Value, json};
 
 use crate::findings::{
-    Attenuation, Findings, KidneyPole, Lesion, LesionSize, Location, Organ, PancreasPart,
+    Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ, PancreasPart,
     TumorPresence,
 };
 use crate::review::reviewed::{KEY_SLICE_FIELD, NOTE_FIELD};
@@ -45,8 +45,9 @@ pub struct FindingsEditor<'a> {
     pub model: Option<&'a Findings>,
     /// What undo and redo would do.
     pub history: &'a History,
-    /// The axial slice on screen and its z (mm), for "key slice = current".
-    pub current_slice: (u32, Option<f64>),
+    /// The axial slice on screen (index, z in mm, DICOM SOP Instance UID), for "key slice =
+    /// current".
+    pub current_slice: KeySlice,
     /// The latest ruler measurements on the axial plane as a size, if any.
     pub ruler: Option<LesionSize>,
 }
@@ -264,7 +265,7 @@ impl FindingsEditor<'_> {
     }
 
     fn key_slice_ui(&self, ui: &mut egui::Ui, commands: &mut Vec<EditCommand>) {
-        let (current, z_mm) = self.current_slice;
+        let current = self.current_slice.index;
         ui.horizontal(|ui| {
             match &self.case.findings.key_slice {
                 Some(key) => ui.label(format!("key slice {} (axial {})", key.index, key.index + 1)),
@@ -281,7 +282,7 @@ impl FindingsEditor<'_> {
                 egui::Button::new(format!("= current, axial {} (S)", current + 1)).small(),
             );
             if button.clicked() {
-                commands.push(set_key_slice(current, z_mm));
+                commands.push(set_key_slice(&self.current_slice));
             }
         });
     }
@@ -316,7 +317,6 @@ impl FindingsEditor<'_> {
         if ui.ctx().egui_wants_keyboard_input() {
             return;
         }
-        let (current, z_mm) = self.current_slice;
         let from_ruler = self
             .ruler
             .and_then(|size| self.ruler_command(size, selected));
@@ -332,7 +332,7 @@ impl FindingsEditor<'_> {
                 commands.push(EditCommand::Undo);
             }
             if input.consume_key(egui::Modifiers::NONE, egui::Key::S) {
-                commands.push(set_key_slice(current, z_mm));
+                commands.push(set_key_slice(&self.current_slice));
             }
             if input.consume_key(egui::Modifiers::NONE, egui::Key::L)
                 && let Some(command) = from_ruler
@@ -365,13 +365,13 @@ fn selection_id() -> egui::Id {
     egui::Id::unique("keyslice-selected-lesion")
 }
 
-fn set_key_slice(index: u32, z_mm: Option<f64>) -> EditCommand {
+fn set_key_slice(current: &KeySlice) -> EditCommand {
+    let mut key = current.clone();
+    key.z_mm = key.z_mm.map(|z| (z * 100.0).round() / 100.0);
+    key.span = None;
     EditCommand::Set {
         field: KEY_SLICE_FIELD.into(),
-        value: match z_mm {
-            Some(z) => json!({ "index": index, "z_mm": (z * 100.0).round() / 100.0 }),
-            None => json!({ "index": index }),
-        },
+        value: json!(key),
     }
 }
 

@@ -1,0 +1,474 @@
+//! Reviewed cases become training data: `keyslice export WORKSPACE --format FORMAT --out DIR`.
+//!
+//! Steps, in order: pick the cases (accepted ones; with `include_unreviewed` the others too,
+//! answered by the model's prediction plus any corrections); replay each case's corrections on
+//! the model's findings ([`crate::review::ReviewedCase`]); mark as *hard* the cases whose
+//! corrected findings differ from the prediction (the paper trains its RL stage on those);
+//! split train/val by a seeded hash of the case; pseudonymise ([`deid`]); sample and write
+//! frames ([`frames`]); write the format's files ([`formats`]); then move the finished folder
+//! into place. The export is built in a temporary sibling folder, so an interrupted export
+//! never leaves a half dataset where a good one was; the same workspace and options give
+//! byte-identical files.
+//!
+//! Core of the export: reads workspaces and volumes, writes files; no UI.
+
+pub mod deid;
+pub mod formats;
+pub mod frames;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::findings::{Findings, KeySlice};
+use crate::io::{LoadOptions, load_study};
+use crate::review::workspace::{Workspace, WorkspaceError};
+use crate::review::{ReviewStatus, ReviewStore, ReviewedCase, StoreError, model_findings};
+use crate::volume::Volume;
+use deid::Pseudonyms;
+
+/// Marker file naming a folder as a Keyslice export (only such folders are replaced).
+pub const EXPORT_MANIFEST: &str = "export.json";
+
+/// A training-data format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExportFormat {
+    /// LLaMA-Factory `ShareGPT` JSON with videos, plus `dataset_info.json`.
+    Llamafactory,
+    /// ms-swift JSONL with extra columns for reward functions.
+    Swift,
+    /// verl parquet rows.
+    Verl,
+    /// Key-slice labels as CSV and JSON.
+    Keyslices,
+}
+
+/// What to export and how.
+#[derive(Clone, Debug)]
+pub struct ExportOptions {
+    /// The format.
+    pub format: ExportFormat,
+    /// Also cases not accepted yet.
+    pub include_unreviewed: bool,
+    /// Fraction of cases for validation (0 = all train).
+    pub val_fraction: f64,
+    /// Seed of the split.
+    pub seed: u64,
+    /// Frames per case.
+    pub frames: usize,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        Self {
+            format: ExportFormat::Llamafactory,
+            include_unreviewed: false,
+            val_fraction: 0.0,
+            seed: 0,
+            frames: 32,
+        }
+    }
+}
+
+/// Why an export failed; nothing was placed at the output.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The workspace could not be read.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    /// The review database could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A case's CT could not be read.
+    #[error("case {case}: {detail}")]
+    Volume {
+        /// The case (its workspace id: this message stays on the user's machine).
+        case: String,
+        /// What failed.
+        detail: String,
+    },
+    /// Writing failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The output folder exists and is not an earlier export.
+    #[error("{0}: exists and is not a Keyslice export (no {EXPORT_MANIFEST})")]
+    NotAnExport(PathBuf),
+    /// Nothing to export.
+    #[error("no case to export: none is accepted yet")]
+    Empty,
+}
+
+impl ExportError {
+    /// What the user can do about it.
+    #[must_use]
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Self::Workspace(error) => error.hint(),
+            Self::Store(error) => error.hint(),
+            Self::Volume { .. } => "check that the case's CT is still where the workspace says",
+            Self::Io { .. } => "check that the output folder is writable and the disk has space",
+            Self::NotAnExport(_) => "choose a new or empty folder, or an earlier export to replace",
+            Self::Empty => {
+                "accept reviewed cases (Ctrl+Enter), or pass --include-unreviewed to export the \
+                 model's predictions"
+            }
+        }
+    }
+}
+
+pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> ExportError + '_ {
+    move |source| ExportError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One case as exported.
+#[derive(Clone, Debug)]
+pub struct ExportCase {
+    /// Pseudonym (`case-…`), also the frame folder's name.
+    pub pseudonym: String,
+    /// The workspace's id (never written to an export).
+    pub case_id: String,
+    /// `train` or `val`.
+    pub split: &'static str,
+    /// Review status.
+    pub status: ReviewStatus,
+    /// The answer: corrected findings, key slice included, identifiers removed.
+    pub findings: Findings,
+    /// The corrected findings differ from the model's.
+    pub hard: bool,
+    /// Reviewer of the last change, and when.
+    pub reviewer: Option<String>,
+    /// When the case was last changed (RFC 3339).
+    pub updated_at: Option<String>,
+    /// Pseudonymous SOP Instance UID of the key slice (DICOM sources).
+    pub key_slice_uid: Option<String>,
+    /// Frame → slice index.
+    pub frames: Vec<usize>,
+    /// The CT's path (never written to an export).
+    pub volume_path: PathBuf,
+}
+
+impl ExportCase {
+    /// The key slice's index.
+    #[must_use]
+    pub fn key_slice(&self) -> Option<u32> {
+        self.findings.key_slice.as_ref().map(|key| key.index)
+    }
+
+    /// The frame showing the key slice.
+    #[must_use]
+    pub fn key_frame(&self) -> Option<usize> {
+        self.key_slice()
+            .and_then(|key| frames::frame_of(&self.frames, key as usize))
+    }
+
+    /// Relative paths of the frames (`frames/case-…/000.png`).
+    #[must_use]
+    pub fn frame_paths(&self) -> Vec<String> {
+        (0..self.frames.len())
+            .map(|f| format!("frames/{}/{f:03}.png", self.pseudonym))
+            .collect()
+    }
+}
+
+/// What an export wrote.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ExportSummary {
+    /// The format.
+    pub format: ExportFormat,
+    /// Cases in train.
+    pub train: usize,
+    /// Cases in val.
+    pub val: usize,
+    /// Hard cases (corrected ≠ predicted).
+    pub hard: usize,
+    /// Cases left out because they are not accepted.
+    pub left_out: usize,
+    /// Files written.
+    pub files: usize,
+}
+
+/// Exports `workspace` into `out` (replacing an earlier export there).
+pub fn export_workspace(
+    workspace: &Workspace,
+    options: &ExportOptions,
+    out: &Path,
+) -> Result<ExportSummary, ExportError> {
+    if out.exists() && !out.join(EXPORT_MANIFEST).is_file() {
+        let empty = std::fs::read_dir(out)
+            .map_err(io_error(out))?
+            .next()
+            .is_none();
+        if !empty {
+            return Err(ExportError::NotAnExport(out.to_path_buf()));
+        }
+    }
+    let pseudonyms =
+        Pseudonyms::for_workspace(&workspace.root).map_err(io_error(&workspace.root))?;
+    let (mut cases, left_out) = gather(workspace, options, &pseudonyms)?;
+    if cases.is_empty() {
+        return Err(ExportError::Empty);
+    }
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(io_error(parent))?;
+    let name = out
+        .file_name()
+        .map_or_else(|| "export".into(), |n| n.to_string_lossy().to_string());
+    let partial = parent.join(format!(".{name}.partial-{}", std::process::id()));
+    if partial.exists() {
+        std::fs::remove_dir_all(&partial).map_err(io_error(&partial))?;
+    }
+    std::fs::create_dir_all(&partial).map_err(io_error(&partial))?;
+    let written = (|| -> Result<usize, ExportError> {
+        // Key-slice rows need no frames.
+        if options.format == ExportFormat::Keyslices {
+            for case in &mut cases {
+                case.frames.clear();
+            }
+        } else {
+            write_all_frames(&mut cases, options, &partial)?;
+        }
+        let mut files = formats::write(options, &cases, &partial)?;
+        files += write_manifest(options, &cases, &partial)?;
+        Ok(files + cases.iter().map(|c| c.frames.len()).sum::<usize>())
+    })();
+    let files = match written {
+        Ok(files) => files,
+        Err(error) => {
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(error);
+        }
+    };
+    sync_folder(&partial);
+    place(&partial, out)?;
+    let count = |split| cases.iter().filter(|c| c.split == split).count();
+    Ok(ExportSummary {
+        format: options.format,
+        train: count("train"),
+        val: count("val"),
+        hard: cases.iter().filter(|c| c.hard).count(),
+        left_out,
+        files,
+    })
+}
+
+/// Moves the finished `partial` folder to `out`; an earlier export there is moved aside
+/// first and removed only after the new one is in place.
+fn place(partial: &Path, out: &Path) -> Result<(), ExportError> {
+    if out.exists() {
+        let aside = out.with_file_name(format!(
+            ".{}.previous-{}",
+            out.file_name()
+                .map_or_else(|| "export".into(), |n| n.to_string_lossy().to_string()),
+            std::process::id()
+        ));
+        std::fs::rename(out, &aside).map_err(io_error(out))?;
+        if let Err(source) = std::fs::rename(partial, out) {
+            // Put the good one back.
+            let _ = std::fs::rename(&aside, out);
+            return Err(ExportError::Io {
+                path: out.to_path_buf(),
+                source,
+            });
+        }
+        let _ = std::fs::remove_dir_all(&aside);
+    } else {
+        std::fs::rename(partial, out).map_err(io_error(out))?;
+    }
+    Ok(())
+}
+
+/// Flushes every file under `folder` to disk before it is moved into place.
+fn sync_folder(folder: &Path) {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.is_dir() {
+            sync_folder(&path);
+        } else if let Ok(file) = std::fs::File::open(&path) {
+            let _ = file.sync_all();
+        }
+    }
+}
+
+/// The cases to export, sorted by pseudonym, and how many were left out.
+fn gather(
+    workspace: &Workspace,
+    options: &ExportOptions,
+    pseudonyms: &Pseudonyms,
+) -> Result<(Vec<ExportCase>, usize), ExportError> {
+    let predictions = workspace.predictions()?;
+    let store = ReviewStore::open(&workspace.database_path())?;
+    let mut cases = Vec::new();
+    let mut left_out = 0;
+    for entry in &workspace.manifest.cases {
+        let state = store.case_state(&entry.case_id)?;
+        if state.status != ReviewStatus::Done && !options.include_unreviewed {
+            left_out += 1;
+            continue;
+        }
+        let prediction = predictions.get(&entry.case_id);
+        let base = prediction.map(model_findings);
+        let log = store.corrections(Some(&entry.case_id))?;
+        let reviewed = ReviewedCase::replay(base.as_ref(), &log);
+        let mut findings = reviewed.findings.clone();
+        let hard = base.as_ref().is_some_and(|model| *model != findings);
+        let original_uid = findings
+            .key_slice
+            .as_ref()
+            .and_then(|key| key.sop_instance_uid.clone());
+        // The answer carries no DICOM identifiers; the key slice keeps index and z.
+        if let Some(key) = findings.key_slice.as_mut() {
+            key.sop_instance_uid = None;
+            key.span = None;
+        }
+        let pseudonym = pseudonyms.case(&entry.case_id);
+        cases.push(ExportCase {
+            split: "train",
+            pseudonym,
+            case_id: entry.case_id.clone(),
+            status: state.status,
+            findings,
+            hard,
+            reviewer: state.reviewer,
+            updated_at: state.updated_at,
+            key_slice_uid: original_uid.map(|uid| pseudonyms.uid(&uid)),
+            frames: Vec::new(),
+            volume_path: entry.volume.clone(),
+        });
+    }
+    cases.sort_by(|a, b| a.pseudonym.cmp(&b.pseudonym));
+    assign_splits(&mut cases, options);
+    Ok((cases, left_out))
+}
+
+/// Assigns splits: the cases are ordered by a seeded hash (FNV-1a of seed and pseudonym,
+/// stable across builds and machines) and the first `round(fraction · n)` go to `val` (at
+/// least one when the fraction is above 0 and there are two cases or more).
+fn assign_splits(cases: &mut [ExportCase], options: &ExportOptions) {
+    if options.val_fraction <= 0.0 || cases.len() < 2 {
+        return;
+    }
+    let hash = |pseudonym: &str| {
+        options
+            .seed
+            .to_le_bytes()
+            .iter()
+            .chain(pseudonym.as_bytes())
+            .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+                (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+            })
+    };
+    let mut order: Vec<(u64, usize)> = cases
+        .iter()
+        .enumerate()
+        .map(|(index, case)| (hash(&case.pseudonym), index))
+        .collect();
+    order.sort_unstable();
+    let val =
+        ((cases.len() as f64 * options.val_fraction).round() as usize).clamp(1, cases.len() - 1);
+    for &(_, index) in order.iter().take(val) {
+        cases[index].split = "val";
+    }
+}
+
+/// Loads each case's CT, samples its frames and writes them; fills in the key slice's z and
+/// UID from the volume where the findings lack them.
+fn write_all_frames(
+    cases: &mut [ExportCase],
+    options: &ExportOptions,
+    folder: &Path,
+) -> Result<(), ExportError> {
+    for case in cases {
+        let volume = load_volume(case)?;
+        let slices = volume.dims()[2];
+        case.frames =
+            frames::sample_slices(slices, options.frames, case.key_slice().map(|k| k as usize));
+        let frame_folder = folder.join("frames").join(&case.pseudonym);
+        std::fs::create_dir_all(&frame_folder).map_err(io_error(&frame_folder))?;
+        for (f, &slice) in case.frames.iter().enumerate() {
+            let path = frame_folder.join(format!("{f:03}.png"));
+            frames::write_frame(&volume, slice, &path).map_err(io_error(&path))?;
+        }
+    }
+    Ok(())
+}
+
+fn load_volume(case: &ExportCase) -> Result<Volume, ExportError> {
+    load_study(&case.volume_path, &LoadOptions::default())
+        .map(|study| study.volume)
+        .map_err(|error| ExportError::Volume {
+            case: case.case_id.clone(),
+            detail: error.to_string(),
+        })
+}
+
+/// `export.json`: what was exported and how (no dates, no paths: deterministic and
+/// de-identified).
+fn write_manifest(
+    options: &ExportOptions,
+    cases: &[ExportCase],
+    folder: &Path,
+) -> Result<usize, ExportError> {
+    #[derive(Serialize)]
+    struct CaseIndex<'a> {
+        case: &'a str,
+        split: &'a str,
+        status: ReviewStatus,
+        hard: bool,
+        key_slice: Option<u32>,
+        key_frame: Option<usize>,
+        frame_slices: &'a [usize],
+    }
+    let manifest = serde_json::json!({
+        "keyslice_export": 1,
+        "keyslice_version": env!("CARGO_PKG_VERSION"),
+        "format": options.format,
+        "include_unreviewed": options.include_unreviewed,
+        "val_fraction": options.val_fraction,
+        "seed": options.seed,
+        "frames_per_case": options.frames,
+        "frame_sampling": "evenly from the first to the last axial slice, the frame nearest the key slice moved onto it; grey PNG, window 400/40 HU",
+        "cases": cases.iter().map(|case| CaseIndex {
+            case: &case.pseudonym,
+            split: case.split,
+            status: case.status,
+            hard: case.hard,
+            key_slice: case.key_slice(),
+            key_frame: case.key_frame(),
+            frame_slices: &case.frames,
+        }).collect::<Vec<_>>(),
+    });
+    let path = folder.join(EXPORT_MANIFEST);
+    let text = serde_json::to_string_pretty(&manifest).map_err(|e| ExportError::Io {
+        path: path.clone(),
+        source: std::io::Error::other(e),
+    })?;
+    std::fs::write(&path, text + "\n").map_err(io_error(&path))?;
+    Ok(1)
+}
+
+/// The key slice of `findings` as the model's output format writes it.
+#[must_use]
+pub fn answer_text(findings: &Findings) -> String {
+    crate::findings::write_report(findings)
+}
+
+/// The key slice record of a case, for the key-slice table.
+#[must_use]
+pub fn key_slice_of(case: &ExportCase) -> Option<&KeySlice> {
+    case.findings.key_slice.as_ref()
+}

@@ -1,0 +1,404 @@
+//! Exports as a research team receives them: a DICOM series full of identifying values is put
+//! in a workspace, reviewed, and exported in every format; no identifying value appears in any
+//! exported byte (JSON, CSV, parquet, PNG). The formats are read back (the parquet with the
+//! parquet crate's arrow reader), exports are byte-identical run to run, splits are seeded,
+//! and a failed export leaves the earlier one in place.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use dicom_core::{DataElement, PrimitiveValue, VR};
+use dicom_dictionary_std::tags;
+use dicom_object::{FileMetaTableBuilder, InMemDicomObject};
+use keyslice::export::{ExportError, ExportFormat, ExportOptions, export_workspace};
+use keyslice::review::workspace::Workspace;
+use keyslice::review::{CaseReview, ReviewStatus};
+use serde_json::json;
+
+/// Identifying values written into the series (and its folder name).
+const IDENTIFIERS: &[&str] = &[
+    "DOE^JANE",
+    "JANE",
+    "MRN-99812345",
+    "99812345",
+    "19610412",
+    "ACC-7730021",
+    "St Elsewhere General",
+    "Elsewhere",
+    "HOUSE^GREGORY",
+    "GREGORY",
+    "20240105",
+    "1.2.826.0.1.3680043.2.1125.4242",
+    "1.2.826.0.1.3680043.2.1125.4243",
+    "Mrs Doe",
+];
+
+const STUDY_UID: &str = "1.2.826.0.1.3680043.2.1125.4242";
+const SERIES_UID: &str = "1.2.826.0.1.3680043.2.1125.4243";
+
+fn sop_uid(index: usize) -> String {
+    format!("1.2.826.0.1.3680043.2.1125.4243.{}", index + 1)
+}
+
+/// A 48×48×10 axial CT series (a water-density body in air) whose headers carry a patient's
+/// name, ids, birth date, accession number, institution, physician and dates.
+fn write_identified_series(folder: &Path) {
+    std::fs::create_dir_all(folder).expect("folder");
+    let (rows, columns) = (48u16, 48u16);
+    for index in 0..10 {
+        let mut object = InMemDicomObject::new_empty();
+        let mut text = |tag, vr, value: &str| {
+            object.put(DataElement::new(tag, vr, PrimitiveValue::from(value)));
+        };
+        text(tags::SOP_CLASS_UID, VR::UI, "1.2.840.10008.5.1.4.1.1.2");
+        text(tags::SOP_INSTANCE_UID, VR::UI, &sop_uid(index));
+        text(tags::STUDY_INSTANCE_UID, VR::UI, STUDY_UID);
+        text(tags::SERIES_INSTANCE_UID, VR::UI, SERIES_UID);
+        text(tags::PATIENT_NAME, VR::PN, "DOE^JANE");
+        text(tags::PATIENT_ID, VR::LO, "MRN-99812345");
+        text(tags::PATIENT_BIRTH_DATE, VR::DA, "19610412");
+        text(tags::ACCESSION_NUMBER, VR::SH, "ACC-7730021");
+        text(tags::INSTITUTION_NAME, VR::LO, "St Elsewhere General");
+        text(tags::REFERRING_PHYSICIAN_NAME, VR::PN, "HOUSE^GREGORY");
+        text(tags::STUDY_DATE, VR::DA, "20240105");
+        text(tags::SERIES_DATE, VR::DA, "20240105");
+        text(tags::MODALITY, VR::CS, "CT");
+        text(tags::SERIES_DESCRIPTION, VR::LO, "ABDOMEN DOE^JANE");
+        text(tags::IMAGE_TYPE, VR::CS, "ORIGINAL\\PRIMARY\\AXIAL");
+        text(tags::INSTANCE_NUMBER, VR::IS, &(index + 1).to_string());
+        text(
+            tags::IMAGE_POSITION_PATIENT,
+            VR::DS,
+            &format!("-120\\-120\\{}", index as f64 * 5.0),
+        );
+        text(tags::IMAGE_ORIENTATION_PATIENT, VR::DS, "1\\0\\0\\0\\1\\0");
+        text(tags::PIXEL_SPACING, VR::DS, "5\\5");
+        text(tags::RESCALE_SLOPE, VR::DS, "1");
+        text(tags::RESCALE_INTERCEPT, VR::DS, "-1024");
+        text(tags::PHOTOMETRIC_INTERPRETATION, VR::CS, "MONOCHROME2");
+        let short = |tag, value: u16| DataElement::new(tag, VR::US, PrimitiveValue::from(value));
+        object.put(short(tags::SAMPLES_PER_PIXEL, 1));
+        object.put(short(tags::ROWS, rows));
+        object.put(short(tags::COLUMNS, columns));
+        object.put(short(tags::BITS_ALLOCATED, 16));
+        object.put(short(tags::BITS_STORED, 16));
+        object.put(short(tags::HIGH_BIT, 15));
+        object.put(short(tags::PIXEL_REPRESENTATION, 1));
+        let mut pixels = Vec::new();
+        for row in 0..i32::from(rows) {
+            for column in 0..i32::from(columns) {
+                let (x, y) = (column - 24, row - 24);
+                let inside = x * x * 4 + y * y * 9 < 20 * 20 * 4;
+                let hu: i16 = if inside { 40 } else { -1000 };
+                pixels.extend((hu + 1024).to_le_bytes());
+            }
+        }
+        object.put(DataElement::new(
+            tags::PIXEL_DATA,
+            VR::OW,
+            PrimitiveValue::from(pixels),
+        ));
+        let meta = FileMetaTableBuilder::new()
+            .media_storage_sop_class_uid("1.2.840.10008.5.1.4.1.1.2")
+            .media_storage_sop_instance_uid(sop_uid(index))
+            .transfer_syntax("1.2.840.10008.1.2.1")
+            .build()
+            .expect("meta");
+        object
+            .with_exact_meta(meta)
+            .write_to_file(folder.join(format!("DOE_JANE_{index:03}.dcm")))
+            .expect("written");
+    }
+}
+
+/// A workspace holding the identified series, reviewed and accepted: key slice 6 (with its
+/// real SOP Instance UID, as the viewer records it), a liver lesion, and a note naming the
+/// patient.
+fn reviewed_workspace(root: &Path) -> (Workspace, PathBuf) {
+    let series = root.parent().expect("parent").join("DOE_JANE_MRN-99812345");
+    write_identified_series(&series);
+    let (workspace, added) =
+        Workspace::create_or_extend(root, std::slice::from_ref(&series)).expect("made");
+    assert_eq!(added, 1);
+    let case_id = workspace.manifest.cases[0].case_id.clone();
+    assert!(case_id.contains("DOE_JANE"), "{case_id}");
+    let mut review = CaseReview::open(&workspace.database_path(), &case_id, "dr. reviewer", None)
+        .expect("review");
+    review
+        .set(
+            "key_slice",
+            json!({"index": 6, "z_mm": 30.0, "sop_instance_uid": sop_uid(6)}),
+        )
+        .expect("key slice");
+    review.set("liver.tumor", json!("yes")).expect("presence");
+    review
+        .set(
+            "liver.lesions.0",
+            json!({"size": {"long_cm": 2.1, "short_cm": 1.4}, "attenuation": "hypo"}),
+        )
+        .expect("lesion");
+    review
+        .set("note", json!("Mrs Doe MRN-99812345: compare with 20240105"))
+        .expect("note");
+    review.set_status(ReviewStatus::Done).expect("accepted");
+    (workspace, series)
+}
+
+/// Every file under `folder`, relative path → bytes.
+fn files(folder: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut found = BTreeMap::new();
+    let mut stack = vec![folder.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("listing") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let relative = path.strip_prefix(folder).expect("inside").to_path_buf();
+                found.insert(relative, std::fs::read(&path).expect("readable"));
+            }
+        }
+    }
+    found
+}
+
+fn options(format: ExportFormat) -> ExportOptions {
+    ExportOptions {
+        format,
+        frames: 8,
+        ..ExportOptions::default()
+    }
+}
+
+#[test]
+fn no_identifying_value_leaves_in_any_format_and_exports_repeat_byte_for_byte() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, _) = reviewed_workspace(&folder.path().join("workspace"));
+    // The workspace itself (which never leaves the machine) holds them: the search finds them.
+    let database = std::fs::read(workspace.database_path()).expect("database");
+    for needle in ["Mrs Doe", "1.2.826.0.1.3680043.2.1125.4243.7"] {
+        assert!(
+            database
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes()),
+            "{needle}"
+        );
+    }
+    for format in [
+        ExportFormat::Llamafactory,
+        ExportFormat::Swift,
+        ExportFormat::Verl,
+        ExportFormat::Keyslices,
+    ] {
+        let out = folder.path().join(format!("export-{format:?}"));
+        let summary = export_workspace(&workspace, &options(format), &out).expect("exported");
+        assert_eq!((summary.train, summary.val, summary.left_out), (1, 0, 0));
+        let exported = files(&out);
+        assert!(exported.len() >= 2, "{format:?}: {:?}", exported.keys());
+        for (path, bytes) in &exported {
+            let name = path.to_string_lossy();
+            for identifier in IDENTIFIERS {
+                for needle in [identifier.to_string(), identifier.to_lowercase()] {
+                    assert!(
+                        !name.contains(&needle)
+                            && !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
+                        "{format:?}: {needle:?} found in {name}"
+                    );
+                }
+            }
+        }
+        // The same workspace exports to the same bytes.
+        let again = folder.path().join(format!("again-{format:?}"));
+        export_workspace(&workspace, &options(format), &again).expect("exported again");
+        assert!(files(&again) == exported, "{format:?} differs between runs");
+    }
+}
+
+#[test]
+fn each_format_reads_back_with_frames_key_slice_and_answer() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, _) = reviewed_workspace(&folder.path().join("workspace"));
+
+    // LLaMA-Factory: one <video> tag, frames that exist, the key slice among them.
+    let out = folder.path().join("lf");
+    export_workspace(&workspace, &options(ExportFormat::Llamafactory), &out).expect("exported");
+    let rows: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("train.json")).expect("train.json"))
+            .expect("json");
+    let row = &rows[0];
+    let user = row["messages"][0]["content"].as_str().expect("user text");
+    assert_eq!(user.matches("<video>").count(), 1);
+    assert_eq!(row["messages"][1]["role"], "assistant");
+    let answer = row["messages"][1]["content"].as_str().expect("answer");
+    assert!(answer.contains("Key slice: 6"), "{answer}");
+    assert!(answer.contains("2.1 x 1.4 cm"), "{answer}");
+    let videos = row["videos"][0].as_array().expect("one video");
+    assert_eq!(videos.len(), 8);
+    for frame in videos {
+        let path = out.join(frame.as_str().expect("path"));
+        let image = image::open(&path).expect("a PNG");
+        assert_eq!((image.width(), image.height()), (48, 48));
+    }
+    let info: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("dataset_info.json")).expect("info"))
+            .expect("json");
+    assert_eq!(info["keyslice_train"]["formatting"], "sharegpt");
+    assert_eq!(info["keyslice_train"]["columns"]["videos"], "videos");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("export.json")).expect("manifest"))
+            .expect("json");
+    let case = &manifest["cases"][0];
+    let key_frame = case["key_frame"].as_u64().expect("key frame") as usize;
+    assert_eq!(case["frame_slices"][key_frame], 6, "{case}");
+    assert_eq!(case["hard"], false, "no model prediction to differ from");
+
+    // ms-swift: extra columns for reward functions.
+    let out = folder.path().join("swift");
+    export_workspace(&workspace, &options(ExportFormat::Swift), &out).expect("exported");
+    let line = std::fs::read_to_string(out.join("train.jsonl")).expect("jsonl");
+    let row: serde_json::Value = serde_json::from_str(line.trim()).expect("one row");
+    assert_eq!(row["key_slice"], 6);
+    assert_eq!(row["organs"]["liver"], "yes");
+    assert_eq!(row["organs"]["pancreas"], "not_mentioned");
+    assert_eq!(
+        row["findings"]["organs"]["liver"]["lesions"][0]["attenuation"],
+        "hypo"
+    );
+    assert!(
+        row["solution"]
+            .as_str()
+            .is_some_and(|s| s.contains("Key slice: 6"))
+    );
+
+    // verl: parquet rows with the columns verl reads.
+    let out = folder.path().join("verl");
+    export_workspace(&workspace, &options(ExportFormat::Verl), &out).expect("exported");
+    let file = std::fs::File::open(out.join("train.parquet")).expect("parquet");
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("parquet header")
+        .build()
+        .expect("reader");
+    let batches: Vec<_> = reader.map(|batch| batch.expect("batch")).collect();
+    let batch = &batches[0];
+    let names: Vec<String> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "data_source",
+            "prompt",
+            "videos",
+            "ability",
+            "reward_model",
+            "extra_info"
+        ]
+    );
+    assert_eq!(batch.num_rows(), 1);
+    let reward = batch
+        .column(4)
+        .as_any()
+        .downcast_ref::<arrow_array::StructArray>()
+        .expect("struct");
+    let truth = reward
+        .column(1)
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .expect("strings")
+        .value(0);
+    let findings: keyslice::findings::Findings = serde_json::from_str(truth).expect("Findings");
+    assert_eq!(findings.key_slice.map(|k| k.index), Some(6));
+
+    // Key slices: the SOP Instance UID is a pseudonym, the reviewer and time are there.
+    let out = folder.path().join("keys");
+    export_workspace(&workspace, &options(ExportFormat::Keyslices), &out).expect("exported");
+    let csv = std::fs::read_to_string(out.join("keyslices.csv")).expect("csv");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2, "{csv}");
+    let cells: Vec<&str> = lines[1].split(',').collect();
+    assert!(cells[0].starts_with("case-"));
+    assert_eq!((cells[2], cells[3]), ("6", "30.00"));
+    assert!(cells[4].starts_with("2.25."), "{csv}");
+    assert_eq!(cells[9], "dr. reviewer");
+    assert!(!out.join("frames").exists(), "key slices need no frames");
+}
+
+#[test]
+fn unreviewed_cases_are_left_out_unless_asked_and_splits_are_seeded() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let cases = folder.path().join("cases");
+    std::fs::create_dir_all(&cases).expect("cases");
+    for index in 0..6 {
+        let case = keyslice::phantom::generate(
+            3,
+            index,
+            keyslice::phantom::PhantomOptions {
+                matrix: 48,
+                slice_mm: Some(8.0),
+            },
+        );
+        keyslice::phantom::write::write_case(&cases, &case).expect("written");
+    }
+    let (workspace, _) =
+        Workspace::create_or_extend(&folder.path().join("ws"), &[cases]).expect("workspace");
+    let out = folder.path().join("out");
+    let error = export_workspace(&workspace, &options(ExportFormat::Swift), &out)
+        .expect_err("nothing accepted");
+    assert!(matches!(error, ExportError::Empty), "{error}");
+    assert!(!out.exists());
+    let split = ExportOptions {
+        include_unreviewed: true,
+        val_fraction: 0.5,
+        seed: 7,
+        ..options(ExportFormat::Swift)
+    };
+    let summary = export_workspace(&workspace, &split, &out).expect("exported");
+    assert_eq!((summary.train, summary.val), (3, 3), "{summary:?}");
+    let first = files(&out);
+    // Another seed splits differently; the same seed again the same.
+    let other = folder.path().join("other");
+    export_workspace(
+        &workspace,
+        &ExportOptions {
+            seed: 8,
+            ..split.clone()
+        },
+        &other,
+    )
+    .expect("exported");
+    let same = folder.path().join("same");
+    export_workspace(&workspace, &split, &same).expect("exported");
+    assert!(files(&same) == first);
+    assert!(files(&other) != first);
+}
+
+#[test]
+fn a_failed_export_leaves_the_earlier_one_and_no_half_dataset() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, series) = reviewed_workspace(&folder.path().join("workspace"));
+    let out = folder.path().join("export");
+    export_workspace(&workspace, &options(ExportFormat::Llamafactory), &out).expect("exported");
+    let good = files(&out);
+    // The CT goes missing: the next export fails while writing frames.
+    std::fs::rename(&series, folder.path().join("moved")).expect("moved");
+    let error = export_workspace(&workspace, &options(ExportFormat::Llamafactory), &out)
+        .expect_err("the CT is gone");
+    assert!(matches!(error, ExportError::Volume { .. }), "{error}");
+    assert!(files(&out) == good, "the earlier export is untouched");
+    let leftovers: Vec<_> = std::fs::read_dir(folder.path())
+        .expect("listing")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // A folder that is not an export is never replaced.
+    let mine = folder.path().join("mine");
+    std::fs::create_dir_all(&mine).expect("folder");
+    std::fs::write(mine.join("thesis.tex"), "keep").expect("file");
+    let error = export_workspace(&workspace, &options(ExportFormat::Keyslices), &mine)
+        .expect_err("refused");
+    assert!(matches!(error, ExportError::NotAnExport(_)), "{error}");
+}
