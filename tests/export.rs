@@ -258,6 +258,10 @@ fn each_format_reads_back_with_frames_key_slice_and_answer() {
     let line = std::fs::read_to_string(out.join("train.jsonl")).expect("jsonl");
     let row: serde_json::Value = serde_json::from_str(line.trim()).expect("one row");
     assert_eq!(row["key_slice"], 6);
+    let images = row["images"].as_array().expect("frames as images");
+    assert_eq!(images.len(), 8);
+    let user = row["messages"][0]["content"].as_str().expect("user text");
+    assert_eq!(user.matches("<image>").count(), 8, "one tag per image");
     assert_eq!(row["organs"]["liver"], "yes");
     assert_eq!(row["organs"]["pancreas"], "not_mentioned");
     assert_eq!(

@@ -3,7 +3,7 @@
 //! | format | files | rows |
 //! |---|---|---|
 //! | `llamafactory` | `train.json` (`val.json`), `dataset_info.json` | `ShareGPT`: `messages` (user: `<video>` + prompt; assistant: corrected report), `videos` (one list of frame paths) |
-//! | `swift` | `train.jsonl` (`val.jsonl`) | `messages`, `videos`, and for reward functions `solution`, `key_slice`, `key_frame`, `organs`, `findings`, `hard` |
+//! | `swift` | `train.jsonl` (`val.jsonl`) | `messages` (user: one `<image>` per frame + prompt), `images` (the frame paths: ms-swift's Qwen video loader reads video files, not frame lists), and for reward functions `solution`, `key_slice`, `key_frame`, `organs`, `findings`, `hard` |
 //! | `verl` | `train.parquet` (`val.parquet`) | `data_source`, `prompt`, `videos`, `ability`, `reward_model {style, ground_truth}`, `extra_info {split, index, case, key_slice, key_frame, hard}` |
 //! | `keyslices` | `keyslices.csv`, `keyslices.json` | case, slice index, z (mm), pseudonymous SOP Instance UID, box, reviewer, time |
 //!
@@ -140,9 +140,13 @@ fn findings_json(case: &ExportCase) -> Value {
 }
 
 fn swift_row(case: &ExportCase) -> Value {
+    let tags = "<image>".repeat(case.frames.len());
     json!({
-        "messages": messages(case),
-        "videos": [case.frame_paths()],
+        "messages": [
+            {"role": "user", "content": format!("{tags}{}", prompt_text(case))},
+            {"role": "assistant", "content": answer_text(&case.findings)}
+        ],
+        "images": case.frame_paths(),
         "solution": answer_text(&case.findings),
         "key_slice": case.key_slice(),
         "key_frame": case.key_frame(),
