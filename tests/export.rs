@@ -315,8 +315,12 @@ fn each_format_reads_back_with_frames_key_slice_and_answer() {
         .value(0);
     let findings: keyslice::findings::Findings = serde_json::from_str(truth).expect("Findings");
     assert_eq!(findings.key_slice.map(|k| k.index), Some(6));
+}
 
-    // Key slices: the SOP Instance UID is a pseudonym, the reviewer and time are there.
+#[test]
+fn key_slice_rows_carry_a_pseudonymous_uid_and_the_reviewer() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, _) = reviewed_workspace(&folder.path().join("workspace"));
     let out = folder.path().join("keys");
     export_workspace(&workspace, &options(ExportFormat::Keyslices), &out).expect("exported");
     let csv = std::fs::read_to_string(out.join("keyslices.csv")).expect("csv");
