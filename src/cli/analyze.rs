@@ -1,5 +1,6 @@
-//! `keyslice analyze PATH... [--model DIR] [--json]`: the E-MRL pipeline on each study with
-//! the embedded `keyslice-tiny` (or a checkpoint folder): report, key slice, the verifier's
+//! `keyslice analyze PATH... [--backend embedded|openai] [--model M] [--json]`: the E-MRL
+//! pipeline on each study with the embedded `keyslice-tiny` (or a checkpoint folder of it, or
+//! a model on an OpenAI-compatible server): report, key slice, the verifier's
 //! local description of that slice, and their consistency. With `--json`, one Prediction per
 //! line (JSONL, what `score --pred` reads). A study that cannot be read is reported and the
 //! others go on; the exit status is 1 if any failed.
@@ -10,8 +11,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::CliError;
-use crate::infer::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
-use crate::infer::{Verifier, run_pipeline};
+use super::backend::{Backend, BackendArgs};
 use crate::io::{LoadOptions, load_study};
 
 /// Arguments of `analyze`.
@@ -20,9 +20,9 @@ pub struct AnalyzeArgs {
     /// DICOM series (folder or file), NIfTI files, or case folders.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// A keyslice-tiny checkpoint folder instead of the embedded model.
-    #[arg(long)]
-    pub model: Option<PathBuf>,
+    /// The model and where it runs.
+    #[command(flatten)]
+    pub backend: BackendArgs,
     /// Skip the verifier (no local description, no consistency).
     #[arg(long)]
     pub no_verify: bool,
@@ -34,10 +34,7 @@ pub struct AnalyzeArgs {
 /// Runs `analyze`.
 pub fn run(args: &AnalyzeArgs) -> Result<(), CliError> {
     let loading = std::time::Instant::now();
-    let model = match &args.model {
-        Some(folder) => TinyModel::load(folder)?,
-        None => TinyModel::embedded()?,
-    };
+    let model = args.backend.backend()?;
     tracing::debug!(
         model_ms = loading.elapsed().as_secs_f64() * 1000.0,
         "model loaded"
@@ -62,17 +59,10 @@ pub fn run(args: &AnalyzeArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn analyze_one(args: &AnalyzeArgs, model: &TinyModel, path: &Path) -> Result<(), CliError> {
+fn analyze_one(args: &AnalyzeArgs, model: &Backend, path: &Path) -> Result<(), CliError> {
     let study = load_study(path, &LoadOptions::default())?;
     let case_id = case_name(&study.path);
-    let diagnoser = TinyDiagnoser(model);
-    let verifier = TinyVerifier(model);
-    let verifier: Option<&dyn Verifier> = if args.no_verify {
-        None
-    } else {
-        Some(&verifier)
-    };
-    let mut prediction = run_pipeline(&case_id, &study.volume, &diagnoser, verifier)?;
+    let mut prediction = model.run(&case_id, &study.volume, !args.no_verify)?;
     prediction
         .warnings
         .extend(study.volume.warnings().iter().cloned());
@@ -127,7 +117,8 @@ fn analyze_one(args: &AnalyzeArgs, model: &TinyModel, path: &Path) -> Result<(),
 }
 
 /// `BDMAP_0001` for `…/BDMAP_0001/ct.nii.gz`, else the file or folder name.
-fn case_name(path: &Path) -> String {
+#[must_use]
+pub fn case_name(path: &Path) -> String {
     let name = |p: &Path| {
         p.file_name()
             .map(|n| n.to_string_lossy().to_string())

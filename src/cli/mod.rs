@@ -5,6 +5,8 @@
 //! `hint:` line and exits with code 1; clap's usage errors exit with code 2.
 
 pub mod analyze;
+pub mod backend;
+pub mod batch;
 pub mod convert;
 pub mod export;
 pub mod findings;
@@ -49,6 +51,8 @@ pub enum Command {
     Train(train::TrainArgs),
     /// Create, analyse and list review workspaces without the window.
     Workspace(workspace::WorkspaceArgs),
+    /// Run a backend over a whole dataset into a predictions JSONL (resumable, parallel).
+    Batch(batch::BatchArgs),
     /// Export reviewed cases as de-identified training data (LLaMA-Factory, ms-swift, verl,
     /// key-slice labels).
     Export(export::ExportArgs),
@@ -142,5 +146,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Train(args) => train::run(&args),
         Command::Workspace(args) => workspace::run(&args),
         Command::Export(args) => export::run(&args),
+        Command::Batch(args) => batch::run(&args),
     }
 }

@@ -5,7 +5,7 @@
 //! the model's findings ([`crate::review::ReviewedCase`]); mark as *hard* the cases whose
 //! corrected findings differ from the prediction (the paper trains its RL stage on those);
 //! split train/val by a seeded hash of the case; pseudonymise ([`deid`]); sample and write
-//! frames ([`frames`]); write the format's files ([`formats`]); then move the finished folder
+//! frames ([`crate::io::frames`]); write the format's files ([`formats`]); then move the finished folder
 //! into place. The export is built in a temporary sibling folder, so an interrupted export
 //! never leaves a half dataset where a good one was; the same workspace and options give
 //! byte-identical files.
@@ -14,13 +14,13 @@
 
 pub mod deid;
 pub mod formats;
-pub mod frames;
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::findings::{Findings, KeySlice};
+use crate::io::frames;
 use crate::io::{LoadOptions, load_study};
 use crate::review::workspace::{Workspace, WorkspaceError};
 use crate::review::{ReviewStatus, ReviewStore, ReviewedCase, StoreError, model_findings};

@@ -8,10 +8,12 @@
 //! workflow shows. Garbled or partial model output is kept and flagged in `warnings`, never
 //! fatal.
 //!
-//! Backends: [`embedded`] (`keyslice-tiny`, candle, CPU). Depends on the core and candle;
-//! knows nothing of the UI.
+//! Backends: [`embedded`] (`keyslice-tiny`, candle, CPU) and [`openai`] (any
+//! OpenAI-compatible chat-completions server). Depends on the core, `io` (frames), candle
+//! and ureq; knows nothing of the UI.
 
 pub mod embedded;
+pub mod openai;
 pub mod prediction;
 
 use std::time::Instant;
@@ -44,6 +46,14 @@ pub enum InferError {
     /// The volume cannot be analysed (empty, not CT-like).
     #[error("cannot analyse this volume: {0}")]
     Volume(String),
+    /// A model server failed or refused.
+    #[error("server {url}: {detail}")]
+    Server {
+        /// The server's base URL.
+        url: String,
+        /// What failed.
+        detail: String,
+    },
 }
 
 impl InferError {
@@ -56,6 +66,16 @@ impl InferError {
             }
             Self::Run { .. } => "rerun with KEYSLICE_LOG=debug and report the message",
             Self::Volume(_) => "check that the input is a CT volume (info shows its geometry)",
+            Self::Server { detail, .. } if detail.contains("API key") => {
+                "set the key in the variable named by --api-key-env (e.g. KEYSLICE_API_KEY)"
+            }
+            Self::Server { detail, .. } if detail.contains("context") => {
+                "send fewer slices (--frames) or raise the server's max_model_len"
+            }
+            Self::Server { .. } => {
+                "check that the server is running and reachable at --url (…/v1), and that \
+                 --model names a model it serves (GET …/v1/models lists them)"
+            }
         }
     }
 }

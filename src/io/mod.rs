@@ -8,6 +8,8 @@
 
 pub mod cases;
 pub mod dicom;
+pub mod frames;
+pub mod jsonl;
 pub mod masks;
 pub mod nifti;
 

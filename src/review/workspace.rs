@@ -339,40 +339,11 @@ impl Workspace {
             path: path.clone(),
             detail: error.to_string(),
         })?;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(&path)
-            .map_err(io_error(&path))?;
-        // Only the last byte tells whether an earlier run tore its line.
-        let ends_cleanly = matches!(
-            last_byte(&mut file).map_err(io_error(&path))?,
-            None | Some(b'\n')
-        );
-        let mut bytes = Vec::with_capacity(line.len() + 2);
-        if !ends_cleanly {
-            bytes.push(b'\n');
-        }
-        bytes.extend_from_slice(line.as_bytes());
-        bytes.push(b'\n');
-        file.write_all(&bytes).map_err(io_error(&path))?;
-        file.sync_data().map_err(io_error(&path))
+        crate::io::jsonl::append_line(&path, &line).map_err(io_error(&path))
     }
 }
 
 /// The file's last byte (`None` when it is empty).
-fn last_byte(file: &mut std::fs::File) -> std::io::Result<Option<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    if file.metadata()?.len() == 0 {
-        return Ok(None);
-    }
-    file.seek(SeekFrom::End(-1))?;
-    let mut byte = [0u8];
-    file.read_exact(&mut byte)?;
-    Ok(Some(byte[0]))
-}
-
 /// The cases an input names: a case folder (`ct.nii.gz`/`ct.nii`, optional
 /// `segmentations/` and `truth.json`), a folder of case folders, a NIfTI file, or any other
 /// folder as a DICOM series folder.

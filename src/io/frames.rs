@@ -6,8 +6,8 @@
 //! the frames and back.
 //!
 //! PNGs hold pixels only (no text chunks, no timestamps): the same volume gives the same bytes.
+//! Used by exports (files) and by remote backends (in-memory PNGs sent as image parts).
 
-use std::io::BufWriter;
 use std::path::Path;
 
 use crate::volume::Volume;
@@ -46,8 +46,8 @@ pub fn frame_of(frames: &[usize], slice: usize) -> Option<usize> {
     frames.iter().position(|&s| s == slice)
 }
 
-/// Writes axial slice `slice` of `volume` as a grey PNG in the frame window.
-pub fn write_frame(volume: &Volume, slice: usize, path: &Path) -> std::io::Result<()> {
+/// Axial slice `slice` of `volume` as grey PNG bytes in the frame window.
+pub fn frame_png(volume: &Volume, slice: usize) -> std::io::Result<Vec<u8>> {
     let [columns, rows, _] = volume.dims();
     let (width, level) = FRAME_WINDOW_HU;
     let low = level - width / 2.0;
@@ -58,18 +58,29 @@ pub fn write_frame(volume: &Volume, slice: usize, path: &Path) -> std::io::Resul
             pixels.push(((hu - low) / width * 255.0).round().clamp(0.0, 255.0) as u8);
         }
     }
-    let file = std::fs::File::create(path)?;
+    grey_png(&pixels, columns, rows)
+}
+
+/// 8-bit grey pixels (row-major) as PNG bytes.
+pub fn grey_png(pixels: &[u8], columns: usize, rows: usize) -> std::io::Result<Vec<u8>> {
     let to_io = |error: png::EncodingError| std::io::Error::other(error.to_string());
+    let mut bytes = Vec::new();
     let mut encoder = png::Encoder::new(
-        BufWriter::new(file),
+        &mut bytes,
         u32::try_from(columns).map_err(std::io::Error::other)?,
         u32::try_from(rows).map_err(std::io::Error::other)?,
     );
     encoder.set_color(png::ColorType::Grayscale);
     encoder.set_depth(png::BitDepth::Eight);
     let mut writer = encoder.write_header().map_err(to_io)?;
-    writer.write_image_data(&pixels).map_err(to_io)?;
-    writer.finish().map_err(to_io)
+    writer.write_image_data(pixels).map_err(to_io)?;
+    writer.finish().map_err(to_io)?;
+    Ok(bytes)
+}
+
+/// Writes axial slice `slice` of `volume` as a grey PNG in the frame window.
+pub fn write_frame(volume: &Volume, slice: usize, path: &Path) -> std::io::Result<()> {
+    std::fs::write(path, frame_png(volume, slice)?)
 }
 
 #[cfg(test)]

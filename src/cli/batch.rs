@@ -1,0 +1,244 @@
+//! `keyslice batch DATASET... --out PRED.jsonl [--backend …] [--jobs N]`: a backend over a
+//! whole dataset. Cases are found as `workspace create` finds them (case folders, a folder of
+//! case folders, NIfTI files, DICOM series folders, a workspace's `workspace.json`). Cases
+//! already in the output are skipped, so a stopped batch resumes; each prediction is appended
+//! as one synced line, so a killed batch loses at most the cases in flight; a case that fails
+//! is written to `PRED.errors.jsonl` with its error and the batch goes on. Progress with rate
+//! and ETA goes to stderr; a summary at the end. `keyslice score --pred PRED.jsonl` reads the
+//! output.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use clap::Args;
+use serde::Serialize;
+
+use super::CliError;
+use super::backend::{Backend, BackendArgs};
+use crate::io::jsonl::append_line;
+use crate::io::{LoadOptions, load_study};
+use crate::review::workspace::{MANIFEST_FILE, Workspace, WorkspaceCase, discover_cases};
+
+/// Arguments of `batch`.
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// Dataset folders, case folders, NIfTI files, DICOM series folders or workspaces.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The predictions file (JSONL), appended to.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Cases run at once (threads; for a server, requests in flight).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Skip the verifier.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// The model and where it runs.
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What a batch did.
+#[derive(Debug, Serialize)]
+struct Summary {
+    cases: usize,
+    skipped: usize,
+    done: usize,
+    failed: usize,
+    seconds: f64,
+    cases_per_second: f64,
+}
+
+/// Runs `batch`.
+pub fn run(args: &BatchArgs) -> Result<(), CliError> {
+    if !(1..=256).contains(&args.jobs) {
+        return Err(CliError::Argument(format!(
+            "--jobs {} is not between 1 and 256",
+            args.jobs
+        )));
+    }
+    let backend = args.backend.backend()?;
+    let mut cases = Vec::new();
+    for input in &args.inputs {
+        if input.join(MANIFEST_FILE).is_file() {
+            cases.extend(Workspace::open(input)?.manifest.cases);
+        } else {
+            cases.extend(discover_cases(input)?);
+        }
+    }
+    let done_before = finished_cases(&args.out);
+    let total = cases.len();
+    let todo: Vec<WorkspaceCase> = cases
+        .into_iter()
+        .filter(|case| !done_before.contains(&case.case_id))
+        .collect();
+    let skipped = total - todo.len();
+    if skipped > 0 {
+        eprintln!(
+            "{skipped} case(s) already in {}: skipped",
+            args.out.display()
+        );
+    }
+    let errors_path = errors_path(&args.out);
+    let started = Instant::now();
+    let (finished, failed) = run_cases(args, &backend, &todo, &errors_path)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let done = finished - failed;
+    let summary = Summary {
+        cases: total,
+        skipped,
+        done,
+        failed,
+        seconds: (seconds * 10.0).round() / 10.0,
+        cases_per_second: if seconds > 0.0 {
+            ((done + failed) as f64 / seconds * 100.0).round() / 100.0
+        } else {
+            0.0
+        },
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&summary).map_err(std::io::Error::other)?
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{} case(s): {} done, {} failed{}, {} skipped (already done) in {:.1} s ({:.2} cases/s); predictions in {}",
+            summary.cases,
+            summary.done,
+            summary.failed,
+            if summary.failed > 0 {
+                format!(" (see {})", errors_path.display())
+            } else {
+                String::new()
+            },
+            summary.skipped,
+            summary.seconds,
+            summary.cases_per_second,
+            args.out.display()
+        )?;
+    }
+    if summary.failed > 0 {
+        return Err(CliError::PartlyFailed {
+            failed: summary.failed,
+            total: summary.cases - summary.skipped,
+        });
+    }
+    Ok(())
+}
+
+/// Runs `todo` on `args.jobs` threads, appending each result as it comes; returns how many
+/// finished and how many of those failed. Stops taking cases when the output cannot be
+/// written.
+fn run_cases(
+    args: &BatchArgs,
+    backend: &Backend,
+    todo: &[WorkspaceCase],
+    errors_path: &Path,
+) -> Result<(usize, usize), CliError> {
+    let next = AtomicUsize::new(0);
+    let finished = AtomicUsize::new(0);
+    let failed = AtomicUsize::new(0);
+    let write_lock = Mutex::new(());
+    let out_error = Mutex::new(None);
+    let started = Instant::now();
+    let work = |case: &WorkspaceCase| -> Result<String, String> {
+        let study = load_study(&case.volume, &LoadOptions::default())
+            .map_err(|e| format!("{e} ({})", e.hint()))?;
+        let mut prediction = backend
+            .run(&case.case_id, &study.volume, !args.no_verify)
+            .map_err(|e| format!("{e} ({})", e.hint()))?;
+        prediction
+            .warnings
+            .extend(study.volume.warnings().iter().cloned());
+        serde_json::to_string(&prediction).map_err(|e| e.to_string())
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..args.jobs.min(todo.len().max(1)) {
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(case) = todo.get(index) else { break };
+                    let result = work(case);
+                    let _guard = write_lock
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let written = match &result {
+                        Ok(line) => append_line(&args.out, line),
+                        Err(message) => {
+                            failed.fetch_add(1, Ordering::SeqCst);
+                            eprintln!("error: case {}: {message}", case.case_id);
+                            let line = serde_json::json!({
+                                "case_id": case.case_id,
+                                "volume": case.volume,
+                                "error": message,
+                            });
+                            append_line(errors_path, &line.to_string())
+                        }
+                    };
+                    if let Err(error) = written {
+                        *out_error
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(error);
+                        // Nothing more can be saved: stop taking cases.
+                        next.store(todo.len(), Ordering::SeqCst);
+                        break;
+                    }
+                    let count = finished.fetch_add(1, Ordering::SeqCst) + 1;
+                    progress(count, todo.len(), started);
+                }
+            });
+        }
+    });
+    if let Some(error) = out_error
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    {
+        return Err(CliError::Output(std::io::Error::new(
+            error.kind(),
+            format!("{}: {error}", args.out.display()),
+        )));
+    }
+    Ok((finished.into_inner(), failed.into_inner()))
+}
+
+/// `PRED.errors.jsonl` beside `PRED.jsonl`.
+fn errors_path(out: &Path) -> PathBuf {
+    let stem = out
+        .file_stem()
+        .map_or_else(|| "predictions".into(), |s| s.to_string_lossy().to_string());
+    out.with_file_name(format!("{stem}.errors.jsonl"))
+}
+
+/// Case ids with a complete line in `out` (a torn last line does not count).
+fn finished_cases(out: &Path) -> BTreeSet<String> {
+    let Ok(text) = std::fs::read_to_string(out) else {
+        return BTreeSet::new();
+    };
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|value| value["case_id"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// One progress line on stderr: count, rate, ETA.
+fn progress(done: usize, total: usize, started: Instant) {
+    let seconds = started.elapsed().as_secs_f64();
+    let rate = done as f64 / seconds.max(1e-9);
+    let eta = (total - done) as f64 / rate.max(1e-9);
+    eprintln!(
+        "[{done}/{total}] {:.0} %, {rate:.2} cases/s, ETA {eta:.0} s",
+        done as f64 * 100.0 / total.max(1) as f64
+    );
+}
