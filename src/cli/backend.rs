@@ -123,6 +123,16 @@ impl BackendArgs {
 }
 
 impl Backend {
+    /// The diagnoser's name and version, as recorded in predictions.
+    #[must_use]
+    pub fn model_id(&self) -> crate::infer::ModelId {
+        use crate::infer::Diagnoser as _;
+        match self {
+            Self::Embedded(model) => TinyDiagnoser(model).model_id(),
+            Self::Openai(pair) => pair.0.model_id(),
+        }
+    }
+
     /// Runs the pipeline on one volume (`verify`: with the verifier).
     pub fn run(
         &self,

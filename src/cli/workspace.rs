@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::CliError;
-use crate::infer::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
-use crate::infer::{Diagnoser, Verifier, run_pipeline};
+use super::backend::BackendArgs;
 use crate::io::{LoadOptions, load_study};
 use crate::review::workspace::Workspace;
 
@@ -32,14 +31,15 @@ pub enum WorkspaceAction {
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
-    /// Run the embedded model on every case that has no prediction from it yet, appending to
-    /// predictions.jsonl (a case that fails is reported and the others go on).
+    /// Run a backend (default: the embedded model) on every case that has no prediction from
+    /// it yet, appending to predictions.jsonl (a case that fails is reported and the others
+    /// go on).
     Analyze {
         /// The workspace folder.
         dir: PathBuf,
-        /// A keyslice-tiny checkpoint folder instead of the embedded model.
-        #[arg(long)]
-        model: Option<PathBuf>,
+        /// The model and where it runs.
+        #[command(flatten)]
+        backend: BackendArgs,
         /// Analyse every case again.
         #[arg(long)]
         force: bool,
@@ -69,20 +69,19 @@ pub fn run(args: &WorkspaceArgs) -> Result<(), CliError> {
             );
             Ok(())
         }
-        WorkspaceAction::Analyze { dir, model, force } => analyze(dir, model.as_ref(), *force),
+        WorkspaceAction::Analyze {
+            dir,
+            backend,
+            force,
+        } => analyze(dir, backend, *force),
         WorkspaceAction::List { dir, json } => list(dir, *json),
     }
 }
 
-fn analyze(dir: &std::path::Path, model: Option<&PathBuf>, force: bool) -> Result<(), CliError> {
+fn analyze(dir: &std::path::Path, backend: &BackendArgs, force: bool) -> Result<(), CliError> {
     let workspace = Workspace::open(dir)?;
-    let model = match model {
-        Some(folder) => TinyModel::load(folder)?,
-        None => TinyModel::embedded()?,
-    };
-    let diagnoser = TinyDiagnoser(&model);
-    let verifier = TinyVerifier(&model);
-    let current = diagnoser.model_id();
+    let backend = backend.backend()?;
+    let current = backend.model_id();
     let predictions = workspace.predictions()?;
     for damaged in &predictions.damaged {
         eprintln!(
@@ -105,9 +104,7 @@ fn analyze(dir: &std::path::Path, model: Option<&PathBuf>, force: bool) -> Resul
         let result = load_study(&case.volume, &LoadOptions::default())
             .map_err(CliError::from)
             .and_then(|study| {
-                let verifier: &dyn Verifier = &verifier;
-                let mut prediction =
-                    run_pipeline(&case.case_id, &study.volume, &diagnoser, Some(verifier))?;
+                let mut prediction = backend.run(&case.case_id, &study.volume, true)?;
                 prediction
                     .warnings
                     .extend(study.volume.warnings().iter().cloned());
