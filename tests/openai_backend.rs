@@ -4,130 +4,16 @@
 //! and the frame → slice table) and answers as scripted: a report, a local description, 429,
 //! 401, a too-long-context 400, or text that is not JSON. No real model server can run here.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+#[path = "common/chat_server.rs"]
+mod chat_server;
+
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
-use serde_json::{Value, json};
-
-/// One request the server received.
-#[derive(Clone, Debug)]
-struct Seen {
-    path: String,
-    authorization: Option<String>,
-    body: Value,
-}
-
-/// What the server answers to request number `n` (from 0) with `body`.
-type Script = dyn Fn(usize, &Value) -> (u16, String) + Send + Sync;
-
-struct Server {
-    url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Server {
-    fn start(script: Box<Script>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-        let url = format!("http://{}/v1", listener.local_addr().expect("address"));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let record = Arc::clone(&seen);
-        let script: Arc<Script> = Arc::from(script);
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let record = Arc::clone(&record);
-                let script = Arc::clone(&script);
-                std::thread::spawn(move || serve(stream, &record, &*script));
-            }
-        });
-        Self { url, seen }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().expect("lock").clone()
-    }
-}
-
-/// Reads one request, records it, writes the scripted answer, closes.
-fn serve(stream: TcpStream, record: &Mutex<Vec<Seen>>, script: &Script) {
-    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-    let mut request_line = String::new();
-    if reader.read_line(&mut request_line).is_err() {
-        return;
-    }
-    let path = request_line
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
-    let mut length = 0;
-    let mut authorization = None;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-            break;
-        }
-        let (name, value) = line.split_once(':').unwrap_or((&line, ""));
-        match name.to_ascii_lowercase().as_str() {
-            "content-length" => length = value.trim().parse().unwrap_or(0),
-            "authorization" => authorization = Some(value.trim().to_string()),
-            _ => {}
-        }
-    }
-    let mut body = vec![0u8; length];
-    if reader.read_exact(&mut body).is_err() {
-        return;
-    }
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let n = {
-        let mut seen = record.lock().expect("lock");
-        seen.push(Seen {
-            path,
-            authorization,
-            body: body.clone(),
-        });
-        seen.len() - 1
-    };
-    let (status, answer) = script(n, &body);
-    let mut stream = stream;
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
-        answer.len()
-    );
-}
-
-const REPORT: &str = "FINDINGS:\nLiver lesion 1:\nLocation: hepatic segment 7.\nSize: 3.0 x 2.5 cm.\nEnhancement relative to liver: Hypoattenuating.\nPancreas: no tumor.\nLeft kidney: no tumor.\nRight kidney: no tumor.\nKey slice: 5\n";
-const LOCAL: &str = "Liver lesion 1: Location: hepatic segment 7. Size: 3.1 x 2.4 cm. Enhancement relative to liver: Hypoattenuating.";
-
-fn completion(text: &str) -> String {
-    json!({
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]
-    })
-    .to_string()
-}
-
-/// Images in a request's user turn.
-fn images(body: &Value) -> usize {
-    body["messages"][0]["content"]
-        .as_array()
-        .map_or(0, |parts| {
-            parts.iter().filter(|p| p["type"] == "image_url").count()
-        })
-}
-
-/// A model that reports a segment-7 liver lesion on slice 5 and, shown one slice, sees it.
-fn good_model() -> Box<Script> {
-    Box::new(|_, body| {
-        let text = if images(body) > 1 { REPORT } else { LOCAL };
-        (200, completion(text))
-    })
-}
+use chat_server::{REPORT, Script, Server, completion, good_model, images};
+use serde_json::Value;
 
 /// Small phantom cases (32 slices) in `folder`; returns their CT paths.
 fn phantoms(folder: &Path, count: u32) -> Vec<PathBuf> {

@@ -456,7 +456,11 @@ fn panels_harness(
                         .load_texture("evidence", image, egui::TextureOptions::LINEAR);
                 panels.thumbnail = Some((texture, stride));
             }
-            if let Some(command) = analysis_ui(ui, &state) {
+            if let Some(command) = analysis_ui(
+                ui,
+                &state,
+                "keyslice-tiny (synthetic-trained, not for clinical use)",
+            ) {
                 panels.analysis = Some(command);
             }
             let thumbnail = panels.thumbnail.as_ref().map(|(t, s)| (t, *s));

@@ -10,6 +10,9 @@
 //! Needs `Xvfb`, `xdotool` and `xwd` (Debian: xvfb, xdotool, x11-apps; `.ci/run` installs
 //! them). Without them the test says so and passes, unless `KEYSLICE_REQUIRE_WINDOW=1`.
 
+#[path = "common/chat_server.rs"]
+mod chat_server;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -93,9 +96,20 @@ fn xdotool(display: &str, args: &[&str]) -> String {
 /// Starts `keyslice view path` (`keyslice` alone without a path) on `display` with its own
 /// settings and data folders under `config`, logging at info level to `log`.
 fn spawn_viewer(display: &str, path: Option<&Path>, config: &Path, log: &Path) -> Child {
+    spawn_viewer_with(display, path, &[], config, log)
+}
+
+/// [`spawn_viewer`] with more `view` arguments (a backend).
+fn spawn_viewer_with(
+    display: &str,
+    path: Option<&Path>,
+    extra: &[&str],
+    config: &Path,
+    log: &Path,
+) -> Child {
     let mut command = Command::new(env!("CARGO_BIN_EXE_keyslice"));
     if let Some(path) = path {
-        command.arg("view").arg(path);
+        command.arg("view").arg(path).args(extra);
     }
     command
         .env("KEYSLICE_DATA_DIR", config.join("data"))
@@ -495,4 +509,86 @@ fn real_window_shows_a_phantom_case_then_its_masks_in_colour() {
     let settings =
         std::fs::read_to_string(config.path().join("settings.json")).expect("settings saved");
     assert!(settings.contains("PHANTOM_2_0000"), "{settings}");
+}
+
+#[test]
+fn live_analysis_in_the_window_runs_on_a_model_server_and_is_saved() {
+    if !tools_available() {
+        return;
+    }
+    let server = chat_server::Server::start(chat_server::good_model());
+    let data = tempfile::tempdir().expect("phantom folder");
+    let made = Command::new(env!("CARGO_BIN_EXE_keyslice"))
+        .args([
+            "phantom", "--cases", "1", "--seed", "4", "--matrix", "64", "--out",
+        ])
+        .arg(data.path())
+        .output()
+        .expect("phantom runs");
+    assert!(made.status.success());
+    let ct = data.path().join("PHANTOM_4_0000").join("ct.nii.gz");
+    let config = tempfile::tempdir().expect("config folder");
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("xvfb-window");
+    std::fs::create_dir_all(&out).expect("screenshot folder");
+    let log = out.join("viewer-server.log");
+    let (xvfb, display) = start_xvfb();
+    let mut processes = Processes(vec![xvfb]);
+    processes.0.push(spawn_viewer_with(
+        &display,
+        Some(&ct),
+        &[
+            "--backend",
+            "openai",
+            "--url",
+            &server.url,
+            "--model",
+            "emrl-window",
+            "--frames",
+            "6",
+        ],
+        config.path(),
+        &log,
+    ));
+    wait_for_log(&log, "first slices drawn", Duration::from_mins(2));
+    std::thread::sleep(Duration::from_secs(1));
+    let window = xdotool(&display, &["search", "--name", "^Keyslice$"]);
+    let window = window
+        .lines()
+        .next()
+        .expect("the Keyslice window exists")
+        .to_string();
+    xdotool(&display, &["windowfocus", "--sync", &window, "key", "a"]);
+    // The report request (6 frames), then the key slice alone.
+    let start = Instant::now();
+    while server.seen().len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_mins(1),
+            "the server saw {} request(s)",
+            server.seen().len()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(chat_server::images(&server.seen()[0].body), 6);
+    // The answer is saved in the study's scratch workspace, under the server's model name.
+    let scratch = config.path().join("data").join("scratch");
+    let saved = || -> String {
+        std::fs::read_dir(&scratch)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                std::fs::read_to_string(entry.path().join("predictions.jsonl")).ok()
+            })
+            .collect()
+    };
+    let start = Instant::now();
+    while !saved().contains("emrl-window") {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no saved prediction"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    Screen::grab(&display).save(&out.join("server-analysis.png"));
 }

@@ -21,6 +21,7 @@ use open::{LoadEvent, LoadedMasks, Pick, load_in_background, pick_in_background}
 use settings::{Settings, settings_path};
 
 use crate::export::{ExportError, ExportFormat, ExportOptions, export_workspace};
+use crate::infer::backend::Backend;
 use crate::infer::{KeySliceImage, Prediction, PredictionKeySlice};
 use crate::render::view::Plane;
 use crate::review::reviewed::KEY_SLICE_FIELD;
@@ -82,6 +83,8 @@ pub struct KeysliceApp {
     help_open: bool,
     /// A running export: its answer (the line to show).
     export_job: Option<Receiver<String>>,
+    /// What live analysis runs (`keyslice view --backend …`; the embedded model by default).
+    backend: Option<Arc<Backend>>,
 }
 
 /// A finished analysis: the prediction, or what failed and what to do.
@@ -90,7 +93,7 @@ type AnalysisResult = Result<Prediction, (String, String)>;
 impl KeysliceApp {
     /// Starts loading `source` in the background; the window shows progress meanwhile.
     #[must_use]
-    pub fn new(cc: &eframe::CreationContext<'_>, source: Source) -> Self {
+    pub fn new(cc: &eframe::CreationContext<'_>, source: Source, backend: Option<Backend>) -> Self {
         let settings_path = settings_path();
         let mut notices = Vec::new();
         let settings = match settings_path.as_deref().map(Settings::load) {
@@ -127,6 +130,7 @@ impl KeysliceApp {
             evidence: None,
             help_open: false,
             export_job: None,
+            backend: backend.map(Arc::new),
         };
         app.open(&cc.egui_ctx, source);
         // After `open`, which clears the previous study's notices.
@@ -306,17 +310,17 @@ impl KeysliceApp {
         let Some(volume) = self.volume.clone() else {
             return;
         };
-        let case_id = self.title.clone();
+        // A workspace case keeps its id so the prediction is saved with it.
+        let case_id = self.open_case.clone().unwrap_or_else(|| self.title.clone());
         let (sender, receiver) = std::sync::mpsc::channel();
         let context = ctx.clone();
+        let backend = self.backend.clone();
         std::thread::spawn(move || {
-            let result = crate::infer::embedded::TinyModel::embedded()
-                .and_then(|model| {
-                    let diagnoser = crate::infer::embedded::TinyDiagnoser(&model);
-                    let verifier = crate::infer::embedded::TinyVerifier(&model);
-                    crate::infer::run_pipeline(&case_id, &volume, &diagnoser, Some(&verifier))
-                })
-                .map_err(|error| (error.to_string(), error.hint().to_string()));
+            let result = match backend {
+                Some(backend) => backend.run(&case_id, &volume, true),
+                None => Backend::embedded().and_then(|b| b.run(&case_id, &volume, true)),
+            }
+            .map_err(|error| (error.to_string(), error.hint().to_string()));
             // The study may have been closed meanwhile; then nobody needs the result.
             let _ = sender.send(result);
             context.request_repaint();
@@ -727,6 +731,14 @@ impl KeysliceApp {
         }
     }
 
+    /// Which model live analysis runs, in words.
+    fn backend_name(&self) -> String {
+        self.backend.as_ref().map_or_else(
+            || "keyslice-tiny (synthetic-trained, not for clinical use)".to_string(),
+            |backend| backend.describe(),
+        )
+    }
+
     /// The left panel: worklist, analysis, evidence and report.
     fn left_panel_ui(
         &self,
@@ -759,7 +771,7 @@ impl KeysliceApp {
                             worklist_ui(ui, root, worklist, self.open_case.as_deref());
                         ui.separator();
                     }
-                    analysis_command = analysis_ui(ui, analysis);
+                    analysis_command = analysis_ui(ui, analysis, &self.backend_name());
                     if let AnalysisState::Done(prediction) = analysis {
                         let thumbnail = self
                             .evidence
@@ -1001,7 +1013,7 @@ impl eframe::App for KeysliceApp {
 }
 
 /// Opens the viewer window on `source` and runs until it is closed.
-pub fn run(source: Source) -> Result<(), eframe::Error> {
+pub fn run(source: Source, backend: Option<Backend>) -> Result<(), eframe::Error> {
     let options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("Keyslice")
@@ -1012,6 +1024,6 @@ pub fn run(source: Source) -> Result<(), eframe::Error> {
     eframe::run_native(
         "Keyslice",
         options,
-        Box::new(move |cc| Ok(Box::new(KeysliceApp::new(cc, source)))),
+        Box::new(move |cc| Ok(Box::new(KeysliceApp::new(cc, source, backend)))),
     )
 }

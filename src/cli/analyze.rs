@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::CliError;
-use super::backend::{Backend, BackendArgs};
+use super::backend::BackendArgs;
+use crate::infer::backend::Backend;
 use crate::io::{LoadOptions, load_study};
 
 /// Arguments of `analyze`.

@@ -7,12 +7,11 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 use super::CliError;
-use crate::infer::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
+use crate::infer::backend::Backend;
+use crate::infer::embedded::TinyModel;
 use crate::infer::openai::{
     DIAGNOSE_PROMPT, OpenAiClient, OpenAiDiagnoser, OpenAiVerifier, VERIFY_PROMPT,
 };
-use crate::infer::{InferError, Prediction, run_pipeline};
-use crate::volume::Volume;
 
 /// Which backend runs the model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -25,7 +24,7 @@ pub enum BackendKind {
 }
 
 /// Backend options.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct BackendArgs {
     /// The backend.
     #[arg(long, value_enum, default_value_t = BackendKind::Embedded)]
@@ -55,14 +54,6 @@ pub struct BackendArgs {
     /// With `openai`: the verification prompt file (default: `prompts/verify.txt`, compiled in).
     #[arg(long)]
     pub verify_prompt: Option<PathBuf>,
-}
-
-/// A ready backend.
-pub enum Backend {
-    /// keyslice-tiny.
-    Embedded(Box<TinyModel>),
-    /// A server.
-    Openai(Box<(OpenAiDiagnoser, OpenAiVerifier)>),
 }
 
 impl BackendArgs {
@@ -118,44 +109,6 @@ impl BackendArgs {
                 };
                 Ok(Backend::Openai(Box::new((diagnoser, verifier))))
             }
-        }
-    }
-}
-
-impl Backend {
-    /// The diagnoser's name and version, as recorded in predictions.
-    #[must_use]
-    pub fn model_id(&self) -> crate::infer::ModelId {
-        use crate::infer::Diagnoser as _;
-        match self {
-            Self::Embedded(model) => TinyDiagnoser(model).model_id(),
-            Self::Openai(pair) => pair.0.model_id(),
-        }
-    }
-
-    /// Runs the pipeline on one volume (`verify`: with the verifier).
-    pub fn run(
-        &self,
-        case_id: &str,
-        volume: &Volume,
-        verify: bool,
-    ) -> Result<Prediction, InferError> {
-        match self {
-            Self::Embedded(model) => {
-                let verifier = TinyVerifier(model);
-                run_pipeline(
-                    case_id,
-                    volume,
-                    &TinyDiagnoser(model),
-                    verify.then_some(&verifier as &dyn crate::infer::Verifier),
-                )
-            }
-            Self::Openai(pair) => run_pipeline(
-                case_id,
-                volume,
-                &pair.0,
-                verify.then_some(&pair.1 as &dyn crate::infer::Verifier),
-            ),
         }
     }
 }

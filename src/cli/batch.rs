@@ -18,7 +18,8 @@ use clap::Args;
 use serde::Serialize;
 
 use super::CliError;
-use super::backend::{Backend, BackendArgs};
+use super::backend::BackendArgs;
+use crate::infer::backend::Backend;
 use crate::io::jsonl::append_line;
 use crate::io::{LoadOptions, load_study};
 use crate::review::workspace::{MANIFEST_FILE, Workspace, WorkspaceCase, discover_cases};

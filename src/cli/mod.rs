@@ -133,7 +133,10 @@ impl CliError {
 pub fn run(cli: Cli) -> Result<(), CliError> {
     let Some(command) = cli.command else {
         // No command: the viewer on the demo workspace (the README's first command).
-        return view::run(&view::ViewArgs { path: None });
+        return view::run(&view::ViewArgs {
+            path: None,
+            backend: backend::BackendArgs::default(),
+        });
     };
     match command {
         Command::Info(args) => info::run(&args),

@@ -1,4 +1,4 @@
-//! `keyslice view [PATH]`: the viewer window on a study, or on the demo workspace (phantom
+//! `keyslice view [PATH] [BACKEND]`: the viewer window on a study, or on the demo workspace (phantom
 //! cases analysed by keyslice-tiny, made on first run) when no path is given.
 
 use std::path::PathBuf;
@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
+use super::backend::BackendArgs;
 use crate::app::{Source, run as run_app};
 
 /// Arguments of `view`.
@@ -14,6 +15,9 @@ pub struct ViewArgs {
     /// A DICOM file, folder or DICOMDIR, a NIfTI file, or a case folder; without one, the
     /// demo workspace opens (made on first run in the user's data folder).
     pub path: Option<PathBuf>,
+    /// The model live analysis (`A`) runs: the embedded one by default, or a server.
+    #[command(flatten)]
+    pub backend: BackendArgs,
 }
 
 /// Runs `view`.
@@ -22,5 +26,6 @@ pub fn run(args: &ViewArgs) -> Result<(), CliError> {
         .path
         .clone()
         .map_or(Source::DemoWorkspace, Source::Path);
-    run_app(source).map_err(|error| CliError::Window(error.to_string()))
+    let backend = args.backend.backend()?;
+    run_app(source, Some(backend)).map_err(|error| CliError::Window(error.to_string()))
 }

@@ -12,6 +12,7 @@
 //! OpenAI-compatible chat-completions server). Depends on the core, `io` (frames), candle
 //! and ureq; knows nothing of the UI.
 
+pub mod backend;
 pub mod embedded;
 pub mod openai;
 pub mod prediction;

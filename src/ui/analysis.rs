@@ -45,12 +45,16 @@ pub fn consistency_colour(value: f64) -> Color32 {
 
 /// The panel.
 #[must_use]
-pub fn analysis_ui(ui: &mut egui::Ui, state: &AnalysisState) -> Option<AnalysisCommand> {
+pub fn analysis_ui(
+    ui: &mut egui::Ui,
+    state: &AnalysisState,
+    backend: &str,
+) -> Option<AnalysisCommand> {
     let mut command = None;
     ui.heading("Analysis");
     match state {
         AnalysisState::Idle => {
-            ui.label("keyslice-tiny (synthetic-trained, not for clinical use)");
+            ui.label(backend);
             if ui.button("Analyze (A)").clicked() {
                 command = Some(AnalysisCommand::Run);
             }
