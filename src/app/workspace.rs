@@ -74,14 +74,7 @@ pub fn scratch_workspace(data: &Path, study: &Path) -> Result<PathBuf, Workspace
         })
         .take(40)
         .collect();
-    // FNV-1a, 64 bit: stable across builds, unlike std's hasher.
-    let hash = absolute
-        .as_os_str()
-        .as_encoded_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-            (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-        });
+    let hash = crate::review::workspace::stable_hash(absolute.as_os_str().as_encoded_bytes());
     let root = data.join("scratch").join(format!("{name}-{hash:016x}"));
     Workspace::create_or_extend(&root, &[absolute])
         .map_err(|error| (error.to_string(), error.hint().to_string()))?;

@@ -8,7 +8,6 @@
 //! output.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -105,16 +104,8 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
             0.0
         },
     };
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string(&summary).map_err(std::io::Error::other)?
-        )?;
-    } else {
-        writeln!(
-            out,
+    super::print_summary(args.json, &summary, || {
+        format!(
             "{} case(s): {} done, {} failed{}, {} skipped (already done) in {:.1} s ({:.2} cases/s); predictions in {}",
             summary.cases,
             summary.done,
@@ -128,8 +119,8 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
             summary.seconds,
             summary.cases_per_second,
             args.out.display()
-        )?;
-    }
+        )
+    })?;
     if summary.failed > 0 {
         return Err(CliError::PartlyFailed {
             failed: summary.failed,

@@ -1,7 +1,6 @@
 //! `keyslice export WORKSPACE --format FORMAT --out DIR`: reviewed cases as training data
 //! (see `export` for the steps and `export::formats` for each format's files).
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
@@ -88,16 +87,8 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
         frames: args.frames,
     };
     let summary = export_workspace(&workspace, &options, &args.out)?;
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string(&summary).map_err(std::io::Error::other)?
-        )?;
-    } else {
-        writeln!(
-            out,
+    super::print_summary(args.json, &summary, || {
+        format!(
             "exported {} case(s) ({} train, {} val; {} hard) to {}: {} file(s); {} not accepted, left out",
             summary.train + summary.val,
             summary.train,
@@ -106,7 +97,7 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
             args.out.display(),
             summary.files,
             summary.left_out
-        )?;
-    }
+        )
+    })?;
     Ok(())
 }

@@ -129,6 +129,22 @@ impl CliError {
     }
 }
 
+/// Prints a command's summary: `summary` as one JSON line with `--json`, else `text`.
+fn print_summary(
+    json: bool,
+    summary: &impl serde::Serialize,
+    text: impl FnOnce() -> String,
+) -> Result<(), CliError> {
+    use std::io::Write as _;
+    let line = if json {
+        serde_json::to_string(summary).map_err(std::io::Error::other)?
+    } else {
+        text()
+    };
+    writeln!(std::io::stdout().lock(), "{line}")?;
+    Ok(())
+}
+
 /// Runs a parsed command.
 pub fn run(cli: Cli) -> Result<(), CliError> {
     let Some(command) = cli.command else {

@@ -19,10 +19,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::findings::{Findings, KeySlice};
+use crate::findings::Findings;
 use crate::io::frames;
 use crate::io::{LoadOptions, load_study};
-use crate::review::workspace::{Workspace, WorkspaceError};
+use crate::review::workspace::{Workspace, WorkspaceError, stable_hash};
 use crate::review::{ReviewStatus, ReviewStore, ReviewedCase, StoreError, model_findings};
 use crate::volume::Volume;
 use deid::Pseudonyms;
@@ -355,23 +355,15 @@ fn gather(
     Ok((cases, left_out))
 }
 
-/// Assigns splits: the cases are ordered by a seeded hash (FNV-1a of seed and pseudonym,
-/// stable across builds and machines) and the first `round(fraction · n)` go to `val` (at
+/// Assigns splits: the cases are ordered by a seeded hash ([`stable_hash`] of seed and
+/// pseudonym) and the first `round(fraction · n)` go to `val` (at
 /// least one when the fraction is above 0 and there are two cases or more).
 fn assign_splits(cases: &mut [ExportCase], options: &ExportOptions) {
     if options.val_fraction <= 0.0 || cases.len() < 2 {
         return;
     }
-    let hash = |pseudonym: &str| {
-        options
-            .seed
-            .to_le_bytes()
-            .iter()
-            .chain(pseudonym.as_bytes())
-            .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-                (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-            })
-    };
+    let seed = options.seed.to_le_bytes();
+    let hash = |pseudonym: &str| stable_hash(seed.iter().chain(pseudonym.as_bytes()));
     let mut order: Vec<(u64, usize)> = cases
         .iter()
         .enumerate()
@@ -461,14 +453,8 @@ fn write_manifest(
     Ok(1)
 }
 
-/// The key slice of `findings` as the model's output format writes it.
+/// The answer text: `findings` (key slice included) as the model's output format writes it.
 #[must_use]
 pub fn answer_text(findings: &Findings) -> String {
     crate::findings::write_report(findings)
-}
-
-/// The key slice record of a case, for the key-slice table.
-#[must_use]
-pub fn key_slice_of(case: &ExportCase) -> Option<&KeySlice> {
-    case.findings.key_slice.as_ref()
 }

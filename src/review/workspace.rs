@@ -344,6 +344,17 @@ impl Workspace {
 }
 
 /// The file's last byte (`None` when it is empty).
+/// FNV-1a (64 bit) of `bytes`: stable across builds and machines, unlike std's hasher. Names
+/// scratch workspaces and orders export splits.
+#[must_use]
+pub fn stable_hash<'a>(bytes: impl IntoIterator<Item = &'a u8>) -> u64 {
+    bytes
+        .into_iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+        })
+}
+
 /// The cases an input names: a case folder (`ct.nii.gz`/`ct.nii`, optional
 /// `segmentations/` and `truth.json`), a folder of case folders, a NIfTI file, or any other
 /// folder as a DICOM series folder.
@@ -352,7 +363,7 @@ pub fn discover_cases(input: &Path) -> Result<Vec<WorkspaceCase>, WorkspaceError
     if !absolute.exists() {
         return Err(WorkspaceError::Io {
             path: input.to_path_buf(),
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or folder"),
         });
     }
     let name = |path: &Path| {
