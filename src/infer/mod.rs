@@ -16,6 +16,7 @@ pub mod backend;
 pub mod embedded;
 pub mod openai;
 pub mod prediction;
+pub mod qwen3_vl;
 
 use std::time::Instant;
 
@@ -145,6 +146,20 @@ impl KeySliceImage {
             hu,
             slice_box,
         })
+    }
+}
+
+impl KeySliceImage {
+    /// The box in words for a verifier prompt's `{box}`.
+    #[must_use]
+    pub fn box_words(&self) -> String {
+        self.slice_box.as_ref().map_or_else(
+            || "no region is marked.".to_string(),
+            |b| {
+                let [c0, r0, c1, r1] = b.voxels;
+                format!("the region of interest is columns {c0}-{c1}, rows {r0}-{r1}.")
+            },
+        )
     }
 }
 

@@ -16,7 +16,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
-use crate::io::frames::{frame_png, grey_png, sample_slices};
+use crate::io::frames::{frame_png, grey_png, sample_slices, window_grey};
 use crate::volume::Volume;
 
 /// The diagnosis prompt shipped with Keyslice (`{frames}`: the frame → slice table).
@@ -246,21 +246,10 @@ impl Verifier for OpenAiVerifier {
 
     fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError> {
         let [columns, rows] = slice.dims;
-        let low = 40.0 - 200.0;
-        let pixels: Vec<u8> = slice
-            .hu
-            .iter()
-            .map(|hu| ((hu - low) / 400.0 * 255.0).round().clamp(0.0, 255.0) as u8)
-            .collect();
+        let pixels: Vec<u8> = slice.hu.iter().map(|&hu| window_grey(hu)).collect();
         let png = grey_png(&pixels, columns, rows)
             .map_err(|e| InferError::Volume(format!("slice {}: {e}", slice.index)))?;
-        let box_words = slice.slice_box.as_ref().map_or_else(
-            || "no region is marked.".to_string(),
-            |b| {
-                let [c0, r0, c1, r1] = b.voxels;
-                format!("the region of interest is columns {c0}-{c1}, rows {r0}-{r1}.")
-            },
-        );
+        let box_words = slice.box_words();
         let prompt = self
             .prompt
             .replace("{slice}", &slice.index.to_string())

@@ -46,19 +46,31 @@ pub fn frame_of(frames: &[usize], slice: usize) -> Option<usize> {
     frames.iter().position(|&s| s == slice)
 }
 
-/// Axial slice `slice` of `volume` as grey PNG bytes in the frame window.
-pub fn frame_png(volume: &Volume, slice: usize) -> std::io::Result<Vec<u8>> {
-    let [columns, rows, _] = volume.dims();
+/// HU to 8-bit grey in the frame window.
+#[must_use]
+pub fn window_grey(hu: f32) -> u8 {
     let (width, level) = FRAME_WINDOW_HU;
     let low = level - width / 2.0;
+    ((hu - low) / width * 255.0).round().clamp(0.0, 255.0) as u8
+}
+
+/// Axial slice `slice` of `volume` as 8-bit grey pixels (row-major) in the frame window.
+#[must_use]
+pub fn frame_grey(volume: &Volume, slice: usize) -> Vec<u8> {
+    let [columns, rows, _] = volume.dims();
     let mut pixels = Vec::with_capacity(columns * rows);
     for row in 0..rows {
         for column in 0..columns {
-            let hu = volume.value([column, row, slice]).unwrap_or(-1000.0);
-            pixels.push(((hu - low) / width * 255.0).round().clamp(0.0, 255.0) as u8);
+            pixels.push(window_grey(volume.value([column, row, slice]).unwrap_or(-1000.0)));
         }
     }
-    grey_png(&pixels, columns, rows)
+    pixels
+}
+
+/// Axial slice `slice` of `volume` as grey PNG bytes in the frame window.
+pub fn frame_png(volume: &Volume, slice: usize) -> std::io::Result<Vec<u8>> {
+    let [columns, rows, _] = volume.dims();
+    grey_png(&frame_grey(volume, slice), columns, rows)
 }
 
 /// 8-bit grey pixels (row-major) as PNG bytes.

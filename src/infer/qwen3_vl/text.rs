@@ -1,0 +1,281 @@
+//! The language model: Qwen3 decoder layers (q/k RMS norms, grouped-query attention) with
+//! interleaved multimodal RoPE, deepstack visual features added after the first layers, and a
+//! key/value cache that grows with the sequence (no fixed-size buffer).
+
+use candle_core::{DType, Device, Module, Result, Tensor};
+use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder, embedding, linear_b, linear_no_bias, rms_norm};
+
+use super::config::TextConfig;
+use super::vision::rotate_half;
+
+/// Rotary cosines and sines for a run of tokens: `(tokens, head_dim)`.
+pub struct Rope {
+    pub cos: Tensor,
+    pub sin: Tensor,
+}
+
+/// Interleaved M-RoPE: frequency `i` of the half head follows the height axis when
+/// `i % 3 == 1` (for the first `3 * section[1]`), the width axis when `i % 3 == 2` (for the
+/// first `3 * section[2]`), and the temporal axis otherwise.
+pub fn mrope(cfg: &TextConfig, positions: &[[i64; 3]], dtype: DType, device: &Device) -> Result<Rope> {
+    let half = cfg.head_dim / 2;
+    let inv: Vec<f32> = (0..cfg.head_dim)
+        .step_by(2)
+        .map(|i| 1.0 / (cfg.rope_theta as f32).powf(i as f32 / cfg.head_dim as f32))
+        .collect();
+    let [_, sh, sw] = cfg.mrope_section;
+    let axis: Vec<usize> = (0..half)
+        .map(|i| {
+            if i % 3 == 1 && i < 3 * sh {
+                1
+            } else if i % 3 == 2 && i < 3 * sw {
+                2
+            } else {
+                0
+            }
+        })
+        .collect();
+    let n = positions.len();
+    let mut cos = Vec::with_capacity(n * cfg.head_dim);
+    let mut sin = Vec::with_capacity(n * cfg.head_dim);
+    for p in positions {
+        let angles: Vec<f32> = (0..half).map(|i| p[axis[i]] as f32 * inv[i]).collect();
+        for _ in 0..2 {
+            cos.extend(angles.iter().map(|a| a.cos()));
+            sin.extend(angles.iter().map(|a| a.sin()));
+        }
+    }
+    Ok(Rope {
+        cos: Tensor::from_vec(cos, (n, cfg.head_dim), device)?.to_dtype(dtype)?,
+        sin: Tensor::from_vec(sin, (n, cfg.head_dim), device)?.to_dtype(dtype)?,
+    })
+}
+
+struct Attention {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    q_norm: RmsNorm,
+    k_norm: RmsNorm,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    cache: Option<(Tensor, Tensor)>,
+}
+
+impl Attention {
+    fn new(cfg: &TextConfig, vb: VarBuilder) -> Result<Self> {
+        let (h, d) = (cfg.hidden_size, cfg.head_dim);
+        let b = cfg.attention_bias;
+        Ok(Self {
+            q: linear_b(h, cfg.num_attention_heads * d, b, vb.pp("q_proj"))?,
+            k: linear_b(h, cfg.num_key_value_heads * d, b, vb.pp("k_proj"))?,
+            v: linear_b(h, cfg.num_key_value_heads * d, b, vb.pp("v_proj"))?,
+            o: linear_b(cfg.num_attention_heads * d, h, b, vb.pp("o_proj"))?,
+            q_norm: rms_norm(d, cfg.rms_norm_eps, vb.pp("q_norm"))?,
+            k_norm: rms_norm(d, cfg.rms_norm_eps, vb.pp("k_norm"))?,
+            heads: cfg.num_attention_heads,
+            kv_heads: cfg.num_key_value_heads,
+            head_dim: d,
+            cache: None,
+        })
+    }
+
+    /// `x`: (1, seq, hidden); causal over the cached keys plus this run.
+    fn forward(&mut self, x: &Tensor, rope: &Rope) -> Result<Tensor> {
+        let (b, seq, _) = x.dims3()?;
+        let shape = |t: Tensor, heads: usize| t.reshape((b, seq, heads, self.head_dim));
+        let q = self.q_norm.forward(&shape(self.q.forward(x)?, self.heads)?)?;
+        let k = self.k_norm.forward(&shape(self.k.forward(x)?, self.kv_heads)?)?;
+        let v = shape(self.v.forward(x)?, self.kv_heads)?;
+        // (b, heads, seq, d)
+        let q = q.transpose(1, 2)?;
+        let k = k.transpose(1, 2)?;
+        let v = v.transpose(1, 2)?.contiguous()?;
+        let cos = rope.cos.unsqueeze(0)?.unsqueeze(0)?;
+        let sin = rope.sin.unsqueeze(0)?.unsqueeze(0)?;
+        let q = (q.broadcast_mul(&cos)? + rotate_half(&q)?.broadcast_mul(&sin)?)?.contiguous()?;
+        let k = (k.broadcast_mul(&cos)? + rotate_half(&k)?.broadcast_mul(&sin)?)?.contiguous()?;
+        let (k, v) = match &self.cache {
+            Some((ck, cv)) => (Tensor::cat(&[ck, &k], 2)?, Tensor::cat(&[cv, &v], 2)?),
+            None => (k, v),
+        };
+        self.cache = Some((k.clone(), v.clone()));
+        let total = k.dim(2)?;
+        let past = total - seq;
+        let rep = self.heads / self.kv_heads;
+        let repeat = |t: &Tensor| -> Result<Tensor> {
+            if rep == 1 {
+                return Ok(t.clone());
+            }
+            t.unsqueeze(2)?
+                .expand((b, self.kv_heads, rep, total, self.head_dim))?
+                .reshape((b, self.heads, total, self.head_dim))
+        };
+        let k = repeat(&k)?;
+        let v = repeat(&v)?;
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let mut w = (q.matmul(&k.t()?.contiguous()?)? * scale)?;
+        if seq > 1 {
+            let mask: Vec<f32> = (0..seq)
+                .flat_map(|i| {
+                    (0..total).map(move |j| if j > past + i { f32::NEG_INFINITY } else { 0.0 })
+                })
+                .collect();
+            let mask = Tensor::from_vec(mask, (seq, total), x.device())?.to_dtype(w.dtype())?;
+            w = w.broadcast_add(&mask)?;
+        }
+        let w = candle_nn::ops::softmax_last_dim(&w.to_dtype(DType::F32)?)?.to_dtype(x.dtype())?;
+        let out = w
+            .matmul(&v)?
+            .transpose(1, 2)?
+            .reshape((b, seq, self.heads * self.head_dim))?;
+        self.o.forward(&out)
+    }
+}
+
+struct Layer {
+    attn: Attention,
+    input_norm: RmsNorm,
+    post_norm: RmsNorm,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+}
+
+impl Layer {
+    fn new(cfg: &TextConfig, vb: VarBuilder) -> Result<Self> {
+        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+        Ok(Self {
+            attn: Attention::new(cfg, vb.pp("self_attn"))?,
+            input_norm: rms_norm(h, cfg.rms_norm_eps, vb.pp("input_layernorm"))?,
+            post_norm: rms_norm(h, cfg.rms_norm_eps, vb.pp("post_attention_layernorm"))?,
+            gate: linear_no_bias(h, i, vb.pp("mlp.gate_proj"))?,
+            up: linear_no_bias(h, i, vb.pp("mlp.up_proj"))?,
+            down: linear_no_bias(i, h, vb.pp("mlp.down_proj"))?,
+        })
+    }
+
+    fn forward(&mut self, x: &Tensor, rope: &Rope) -> Result<Tensor> {
+        let x = (x + self.attn.forward(&self.input_norm.forward(x)?, rope)?)?;
+        let h = self.post_norm.forward(&x)?;
+        let mlp = self
+            .down
+            .forward(&(self.gate.forward(&h)?.silu()? * self.up.forward(&h)?)?)?;
+        x + mlp
+    }
+}
+
+/// Visual features to add after the first layers: positions in the sequence and one
+/// `(positions, hidden)` tensor per deepstack level.
+pub struct Deepstack<'a> {
+    pub positions: &'a [usize],
+    pub features: &'a [Tensor],
+}
+
+/// The language model with its cache.
+pub struct TextModel {
+    embed: Embedding,
+    layers: Vec<Layer>,
+    norm: RmsNorm,
+    lm_head: Linear,
+    cfg: TextConfig,
+}
+
+impl TextModel {
+    /// Load from `model.language_model` (and `lm_head`, or the tied embeddings).
+    pub fn new(cfg: &TextConfig, tied: bool, vb: VarBuilder, head: VarBuilder) -> Result<Self> {
+        let embed = embedding(cfg.vocab_size, cfg.hidden_size, vb.pp("embed_tokens"))?;
+        let layers = (0..cfg.num_hidden_layers)
+            .map(|i| Layer::new(cfg, vb.pp(format!("layers.{i}"))))
+            .collect::<Result<Vec<_>>>()?;
+        let norm = rms_norm(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("norm"))?;
+        let lm_head = if tied || !head.contains_tensor("weight") {
+            Linear::new(embed.embeddings().clone(), None)
+        } else {
+            linear_no_bias(cfg.hidden_size, cfg.vocab_size, head)?
+        };
+        Ok(Self {
+            embed,
+            layers,
+            norm,
+            lm_head,
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// Token embeddings, `(1, seq, hidden)`.
+    pub fn embed(&self, ids: &[u32], device: &Device) -> Result<Tensor> {
+        let ids = Tensor::new(ids, device)?.unsqueeze(0)?;
+        self.embed.forward(&ids)
+    }
+
+    /// Forget the cache (a new prompt).
+    pub fn clear_cache(&mut self) {
+        for layer in &mut self.layers {
+            layer.attn.cache = None;
+        }
+    }
+
+    /// Tokens already in the cache.
+    pub fn cached(&self) -> usize {
+        self.layers
+            .first()
+            .and_then(|l| l.attn.cache.as_ref())
+            .and_then(|(k, _)| k.dim(2).ok())
+            .unwrap_or(0)
+    }
+
+    /// Run `embeds` (1, seq, hidden) at `positions` (one `[t, h, w]` per token) after the
+    /// cache; returns the logits of every position, `(seq, vocab)` in f32.
+    pub fn forward(
+        &mut self,
+        embeds: &Tensor,
+        positions: &[[i64; 3]],
+        deepstack: Option<Deepstack>,
+    ) -> Result<Tensor> {
+        let rope = mrope(&self.cfg, positions, embeds.dtype(), embeds.device())?;
+        let mut x = embeds.clone();
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            x = layer.forward(&x, &rope)?;
+            if let Some(ds) = &deepstack
+                && let Some(feat) = ds.features.get(i)
+            {
+                x = add_at(&x, ds.positions, feat)?;
+            }
+        }
+        let x = self.norm.forward(&x)?;
+        self.lm_head.forward(&x)?.squeeze(0)?.to_dtype(DType::F32)
+    }
+
+    /// The hidden size (for callers building embeddings).
+    pub fn hidden_size(&self) -> usize {
+        self.cfg.hidden_size
+    }
+}
+
+/// `x[0, positions[i]] += feat[i]`.
+fn add_at(x: &Tensor, positions: &[usize], feat: &Tensor) -> Result<Tensor> {
+    let (_, seq, hidden) = x.dims3()?;
+    let mut index = vec![0u32; seq];
+    for (i, &p) in positions.iter().enumerate() {
+        index[p] = i as u32 + 1;
+    }
+    let zeros = Tensor::zeros((1, hidden), x.dtype(), x.device())?;
+    let table = Tensor::cat(&[&zeros, &feat.to_dtype(x.dtype())?], 0)?;
+    let index = Tensor::from_vec(index, seq, x.device())?;
+    x + table.index_select(&index, 0)?.unsqueeze(0)?
+}
+
+/// Put `rows` (n, hidden) in place of the tokens at `positions` of `embeds` (1, seq, hidden).
+pub fn scatter_rows(embeds: &Tensor, positions: &[usize], rows: &Tensor) -> Result<Tensor> {
+    let seq = embeds.dim(1)?;
+    let mut index: Vec<u32> = (0..seq as u32).collect();
+    for (i, &p) in positions.iter().enumerate() {
+        index[p] = (seq + i) as u32;
+    }
+    let table = Tensor::cat(&[&embeds.squeeze(0)?, &rows.to_dtype(embeds.dtype())?], 0)?;
+    let index = Tensor::from_vec(index, seq, embeds.device())?;
+    table.index_select(&index, 0)?.unsqueeze(0)
+}

@@ -1,0 +1,148 @@
+//! Qwen3-VL on candle against the reference (`transformers` 5.24, PyTorch 2.15, f32, CPU):
+//! the tiny random-weight checkpoint and the reference's outputs in `tests/data/qwen3vl`
+//! (made by `make_fixtures.py` there). Prompt token ids and pixel values must match, greedy
+//! tokens must be identical, and logits (every prompt position, every decoding step) within
+//! 1e-4.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{Device, Tensor};
+use keyslice::infer::qwen3_vl::prompt::{read_rgb, read_video_dir};
+use keyslice::infer::qwen3_vl::{Qwen3Vl, VisualInput, preprocess};
+use serde_json::Value;
+
+fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/qwen3vl")
+}
+
+fn reference() -> (Value, HashMap<String, Tensor>) {
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(data().join("reference.json")).unwrap())
+            .unwrap();
+    let tensors =
+        candle_core::safetensors::load(data().join("reference.safetensors"), &Device::Cpu).unwrap();
+    (json, tensors)
+}
+
+fn load() -> Qwen3Vl {
+    Qwen3Vl::load(&data().join("tiny"), &Device::Cpu, None).expect("the tiny checkpoint loads")
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "lengths differ");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn check_case(name: &str, visual: VisualInput, prompt_key: &str) {
+    let (json, tensors) = reference();
+    let case = &json[name];
+    let mut model = load();
+    let prompt = model
+        .prompt(visual, json[prompt_key].as_str().unwrap())
+        .unwrap();
+    assert_eq!(prompt.ids, ids(&case["prompt_ids"]), "{name}: prompt token ids");
+    let patches = prompt.patches.as_ref().unwrap();
+    let grid: Vec<usize> = ids(&case["grid_thw"]).iter().map(|&g| g as usize).collect();
+    assert_eq!(patches.grid_thw.to_vec(), grid, "{name}: grid");
+    let reference_pixels = tensors[&format!("{name}.pixel_values")]
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    let d = max_abs_diff(&patches.values, &reference_pixels);
+    assert!(d < 1e-6, "{name}: pixel values differ by {d}");
+
+    let logits = model.prefill(&prompt).unwrap();
+    let reference_logits = &tensors[&format!("{name}.prefill_logits")];
+    assert_eq!(logits.dims(), reference_logits.dims(), "{name}: prefill logits shape");
+    let d = max_abs_diff(
+        &logits.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+        &reference_logits.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+    );
+    assert!(d < 1e-4, "{name}: prefill logits differ by {d}");
+
+    let new = case["greedy_tokens"].as_array().unwrap().len();
+    let out = model.generate(&prompt, new, false, true).unwrap();
+    assert_eq!(out.token_ids, ids(&case["greedy_tokens"]), "{name}: greedy tokens");
+    let steps = tensors[&format!("{name}.step_logits")].to_vec2::<f32>().unwrap();
+    for (i, (ours, theirs)) in out.step_logits.iter().zip(&steps).enumerate() {
+        let d = max_abs_diff(ours, theirs);
+        assert!(d < 1e-4, "{name}: step {i} logits differ by {d}");
+    }
+    assert_eq!(
+        out.text,
+        case["greedy_text"].as_str().unwrap(),
+        "{name}: decoded text"
+    );
+}
+
+#[test]
+fn image_prompt_matches_the_reference() {
+    let image = read_rgb(&data().join("image.png")).unwrap();
+    check_case("image", VisualInput::Image(image), "image_prompt");
+}
+
+#[test]
+fn video_prompt_with_timestamps_matches_the_reference() {
+    let (json, _) = reference();
+    let fps = json["video_fps"].as_f64().unwrap();
+    let video = read_video_dir(&data().join("video"), fps, 768).unwrap();
+    check_case("video", video, "video_prompt");
+}
+
+#[test]
+fn chat_template_renders_as_the_reference() {
+    let (json, _) = reference();
+    let model = load();
+    let prompt = model
+        .prompt(
+            VisualInput::Image(read_rgb(&data().join("image.png")).unwrap()),
+            json["image_prompt"].as_str().unwrap(),
+        )
+        .unwrap();
+    let expected = json["image_chat"]
+        .as_str()
+        .unwrap()
+        .replace("<|image_pad|>", &"<|image_pad|>".repeat(6));
+    assert_eq!(prompt.text, expected);
+}
+
+#[test]
+fn resized_image_is_within_one_grey_level_of_the_reference() {
+    // odd.png is 70x50: bicubic with antialiasing to 64x64 on 8-bit pixels. PIL's fixed-point
+    // algorithm against torchvision's: values may differ by one grey level (2/255 after the
+    // 0.5/0.5 normalisation) at a few pixels.
+    let (json, tensors) = reference();
+    let model = load();
+    let image = read_rgb(&data().join("odd.png")).unwrap();
+    let patches = preprocess::image_patches(&image, &model.image_processor).unwrap();
+    let grid: Vec<usize> = ids(&json["odd"]["grid_thw"]).iter().map(|&g| g as usize).collect();
+    assert_eq!(patches.grid_thw.to_vec(), grid);
+    let theirs = tensors["odd.pixel_values"]
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    let d = max_abs_diff(&patches.values, &theirs);
+    let exact = patches
+        .values
+        .iter()
+        .zip(&theirs)
+        .filter(|(a, b)| (*a - *b).abs() < 1e-6)
+        .count();
+    let share = exact as f64 / theirs.len() as f64;
+    assert!(d <= 2.0 / 255.0 + 1e-6, "largest difference {d}");
+    assert!(share > 0.95, "only {share:.3} of values identical");
+}
