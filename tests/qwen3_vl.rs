@@ -1,4 +1,4 @@
-//! Qwen3-VL on candle against the reference (`transformers` 5.24, PyTorch 2.15, f32, CPU):
+//! Qwen3-VL on candle against the reference (`transformers` 5.24, `PyTorch` 2.15, f32, CPU):
 //! the tiny random-weight checkpoint and the reference's outputs in `tests/data/qwen3vl`
 //! (made by `make_fixtures.py` there). Prompt token ids and pixel values must match, greedy
 //! tokens must be identical, and logits (every prompt position, every decoding step) within
@@ -52,7 +52,11 @@ fn check_case(name: &str, visual: VisualInput, prompt_key: &str) {
     let prompt = model
         .prompt(visual, json[prompt_key].as_str().unwrap())
         .unwrap();
-    assert_eq!(prompt.ids, ids(&case["prompt_ids"]), "{name}: prompt token ids");
+    assert_eq!(
+        prompt.ids,
+        ids(&case["prompt_ids"]),
+        "{name}: prompt token ids"
+    );
     let patches = prompt.patches.as_ref().unwrap();
     let grid: Vec<usize> = ids(&case["grid_thw"]).iter().map(|&g| g as usize).collect();
     assert_eq!(patches.grid_thw.to_vec(), grid, "{name}: grid");
@@ -66,17 +70,31 @@ fn check_case(name: &str, visual: VisualInput, prompt_key: &str) {
 
     let logits = model.prefill(&prompt).unwrap();
     let reference_logits = &tensors[&format!("{name}.prefill_logits")];
-    assert_eq!(logits.dims(), reference_logits.dims(), "{name}: prefill logits shape");
+    assert_eq!(
+        logits.dims(),
+        reference_logits.dims(),
+        "{name}: prefill logits shape"
+    );
     let d = max_abs_diff(
         &logits.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
-        &reference_logits.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+        &reference_logits
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap(),
     );
     assert!(d < 1e-4, "{name}: prefill logits differ by {d}");
 
     let new = case["greedy_tokens"].as_array().unwrap().len();
     let out = model.generate(&prompt, new, false, true).unwrap();
-    assert_eq!(out.token_ids, ids(&case["greedy_tokens"]), "{name}: greedy tokens");
-    let steps = tensors[&format!("{name}.step_logits")].to_vec2::<f32>().unwrap();
+    assert_eq!(
+        out.token_ids,
+        ids(&case["greedy_tokens"]),
+        "{name}: greedy tokens"
+    );
+    let steps = tensors[&format!("{name}.step_logits")]
+        .to_vec2::<f32>()
+        .unwrap();
     for (i, (ours, theirs)) in out.step_logits.iter().zip(&steps).enumerate() {
         let d = max_abs_diff(ours, theirs);
         assert!(d < 1e-4, "{name}: step {i} logits differ by {d}");
@@ -128,7 +146,10 @@ fn resized_image_is_within_one_grey_level_of_the_reference() {
     let model = load();
     let image = read_rgb(&data().join("odd.png")).unwrap();
     let patches = preprocess::image_patches(&image, &model.image_processor).unwrap();
-    let grid: Vec<usize> = ids(&json["odd"]["grid_thw"]).iter().map(|&g| g as usize).collect();
+    let grid: Vec<usize> = ids(&json["odd"]["grid_thw"])
+        .iter()
+        .map(|&g| g as usize)
+        .collect();
     assert_eq!(patches.grid_thw.to_vec(), grid);
     let theirs = tensors["odd.pixel_values"]
         .flatten_all()
@@ -145,4 +166,173 @@ fn resized_image_is_within_one_grey_level_of_the_reference() {
     let share = exact as f64 / theirs.len() as f64;
     assert!(d <= 2.0 / 255.0 + 1e-6, "largest difference {d}");
     assert!(share > 0.95, "only {share:.3} of values identical");
+}
+
+fn keyslice(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_keyslice"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn vlm_command_prints_the_reference_tokens_as_json() {
+    let (json, _) = reference();
+    let d = data();
+    let out = keyslice(&[
+        "vlm",
+        "--model",
+        d.join("tiny").to_str().unwrap(),
+        "--image",
+        d.join("image.png").to_str().unwrap(),
+        "--prompt",
+        json["image_prompt"].as_str().unwrap(),
+        "--max-new-tokens",
+        "12",
+        "--ignore-eos",
+        "--device",
+        "cpu",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ids(&v["token_ids"]), ids(&json["image"]["greedy_tokens"]));
+    assert_eq!(v["text"], json["image"]["greedy_text"]);
+    assert_eq!(v["timings"]["prompt_tokens"], 24);
+
+    // Without --json: the text alone.
+    let out = keyslice(&[
+        "vlm",
+        "--model",
+        d.join("tiny").to_str().unwrap(),
+        "--video",
+        d.join("video").to_str().unwrap(),
+        "--fps",
+        "2",
+        "--prompt",
+        json["video_prompt"].as_str().unwrap(),
+        "--max-new-tokens",
+        "12",
+        "--ignore-eos",
+    ]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end_matches('\n'),
+        json["video"]["greedy_text"].as_str().unwrap()
+    );
+}
+
+#[test]
+fn vlm_command_names_the_wrong_file() {
+    let d = data();
+    // The fixture folder itself is not a checkpoint: config.json is missing there.
+    let out = keyslice(&[
+        "vlm",
+        "--model",
+        d.to_str().unwrap(),
+        "--image",
+        d.join("image.png").to_str().unwrap(),
+        "--prompt",
+        "x",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("config.json") && err.contains("hint:"),
+        "{err}"
+    );
+
+    // A frames folder without frames.
+    let out = keyslice(&[
+        "vlm",
+        "--model",
+        d.join("tiny").to_str().unwrap(),
+        "--video",
+        d.join("tiny").to_str().unwrap(),
+        "--prompt",
+        "x",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("0 frame image(s) found"), "{err}");
+
+    // A checkpoint whose config lacks the M-RoPE sections.
+    let tmp = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(d.join("tiny")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), tmp.path().join(entry.file_name())).unwrap();
+    }
+    let config = tmp.path().join("config.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    v["text_config"]["rope_scaling"]
+        .as_object_mut()
+        .unwrap()
+        .remove("mrope_section");
+    std::fs::write(&config, v.to_string()).unwrap();
+    let err = Qwen3Vl::load(tmp.path(), &Device::Cpu, None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("mrope_section") && err.contains("config.json"),
+        "{err}"
+    );
+}
+
+#[test]
+fn analyze_runs_a_qwen3_vl_checkpoint_as_diagnoser_and_verifier() {
+    // The tiny checkpoint writes gibberish: the pipeline keeps it, flags it and still records a
+    // prediction naming the model.
+    let tmp = tempfile::tempdir().unwrap();
+    let phantom = keyslice(&[
+        "phantom",
+        "--out",
+        tmp.path().to_str().unwrap(),
+        "--cases",
+        "1",
+        "--matrix",
+        "64",
+        "--slice-mm",
+        "8",
+    ]);
+    assert!(phantom.status.success());
+    let ct = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.path().is_dir())
+        .unwrap()
+        .path()
+        .join("ct.nii.gz");
+    let out = keyslice(&[
+        "analyze",
+        ct.to_str().unwrap(),
+        "--backend",
+        "qwen3vl",
+        "--model",
+        data().join("tiny").to_str().unwrap(),
+        "--frames",
+        "6",
+        "--max-new-tokens",
+        "16",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["diagnoser"]["id"], "tiny");
+    assert!(
+        v["diagnoser"]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("qwen3-vl candle")
+    );
+    assert!(!v["report"].as_str().unwrap().is_empty());
+    assert!(!v["warnings"].as_array().unwrap().is_empty());
 }

@@ -73,9 +73,14 @@ fn analyze_one(args: &AnalyzeArgs, model: &Backend, path: &Path) -> Result<(), C
         writeln!(out, "{text}")?;
         return Ok(());
     }
+    let caveat = if matches!(model, Backend::Embedded(_)) {
+        " (synthetic-trained; not for clinical use)"
+    } else {
+        " (research model output; not for clinical use)"
+    };
     writeln!(
         out,
-        "case {case_id}: {} {} (synthetic-trained; not for clinical use)",
+        "case {case_id}: {} {}{caveat}",
         prediction.diagnoser.id, prediction.diagnoser.version
     )?;
     writeln!(out, "\n{}", prediction.report.trim_end())?;

@@ -1,5 +1,6 @@
-//! The backend options shared by `analyze` and `batch`: the embedded keyslice-tiny (or a
-//! checkpoint folder of it), or an `OpenAI`-compatible server.
+//! The backend options shared by `analyze`, `batch`, `workspace analyze` and `view`: the
+//! embedded keyslice-tiny (or a checkpoint folder of it), a Qwen3-VL checkpoint in-process,
+//! or an `OpenAI`-compatible server.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,6 +13,8 @@ use crate::infer::embedded::TinyModel;
 use crate::infer::openai::{
     DIAGNOSE_PROMPT, OpenAiClient, OpenAiDiagnoser, OpenAiVerifier, VERIFY_PROMPT,
 };
+use crate::infer::qwen3_vl::pipeline::Qwen3VlPipeline;
+use crate::infer::qwen3_vl::{Qwen3Vl, pick_device};
 
 /// Which backend runs the model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -21,6 +24,8 @@ pub enum BackendKind {
     Embedded,
     /// An `OpenAI`-compatible chat-completions server (vLLM, `SGLang`, llama.cpp, Ollama).
     Openai,
+    /// A Qwen3-VL checkpoint folder (`--model DIR`) on candle, in this process.
+    Qwen3vl,
 }
 
 /// Backend options.
@@ -30,7 +35,7 @@ pub struct BackendArgs {
     #[arg(long, value_enum, default_value_t = BackendKind::Embedded)]
     pub backend: BackendKind,
     /// Embedded: a keyslice-tiny checkpoint folder (default: the model compiled in).
-    /// With `openai`: the served model name.
+    /// With `openai`: the served model name. With `qwen3vl`: the checkpoint folder.
     #[arg(long)]
     pub model: Option<String>,
     /// With `openai`: the server's base URL, up to `/v1` (`http://gpu-01:8000/v1`).
@@ -39,7 +44,13 @@ pub struct BackendArgs {
     /// With `openai`: the environment variable holding the API key (sent as a bearer token).
     #[arg(long)]
     pub api_key_env: Option<String>,
-    /// With `openai`: axial slices sent per case (evenly spread).
+    /// With `qwen3vl`: auto, cpu, cuda or metal.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// With `qwen3vl`: most new tokens per answer.
+    #[arg(long, default_value_t = 512)]
+    pub max_new_tokens: usize,
+    /// With `openai` and `qwen3vl`: axial slices sent per case (evenly spread).
     #[arg(long, default_value_t = 32)]
     pub frames: usize,
     /// With `openai`: seconds to wait for one answer.
@@ -48,12 +59,24 @@ pub struct BackendArgs {
     /// With `openai`: retries after HTTP 429/5xx or a dropped connection (backoff from 0.5 s, doubling).
     #[arg(long, default_value_t = 4)]
     pub retries: u32,
-    /// With `openai`: the diagnosis prompt file (default: `prompts/diagnose.txt`, compiled in).
+    /// With `openai`/`qwen3vl`: the diagnosis prompt file (default: `prompts/diagnose.txt`, compiled in).
     #[arg(long)]
     pub diagnose_prompt: Option<PathBuf>,
-    /// With `openai`: the verification prompt file (default: `prompts/verify.txt`, compiled in).
+    /// With `openai`/`qwen3vl`: the verification prompt file (default: `prompts/verify.txt`, compiled in).
     #[arg(long)]
     pub verify_prompt: Option<PathBuf>,
+}
+
+fn read_prompt(file: Option<&PathBuf>, default: &str) -> Result<String, CliError> {
+    file.map_or_else(
+        || Ok(default.to_string()),
+        |path| {
+            std::fs::read_to_string(path).map_err(|source| CliError::Input {
+                path: path.clone(),
+                source,
+            })
+        },
+    )
 }
 
 impl BackendArgs {
@@ -87,27 +110,32 @@ impl BackendArgs {
                 let mut client = OpenAiClient::new(url, model, api_key);
                 client.timeout = Duration::from_secs(self.timeout_secs.max(1));
                 client.retries = self.retries;
-                let read = |file: &Option<PathBuf>, default: &str| -> Result<String, CliError> {
-                    file.as_ref().map_or_else(
-                        || Ok(default.to_string()),
-                        |path| {
-                            std::fs::read_to_string(path).map_err(|source| CliError::Input {
-                                path: path.clone(),
-                                source,
-                            })
-                        },
-                    )
-                };
                 let diagnoser = OpenAiDiagnoser {
                     client: client.clone(),
                     frames: self.frames.clamp(1, 512),
-                    prompt: read(&self.diagnose_prompt, DIAGNOSE_PROMPT)?,
+                    prompt: read_prompt(self.diagnose_prompt.as_ref(), DIAGNOSE_PROMPT)?,
                 };
                 let verifier = OpenAiVerifier {
                     client,
-                    prompt: read(&self.verify_prompt, VERIFY_PROMPT)?,
+                    prompt: read_prompt(self.verify_prompt.as_ref(), VERIFY_PROMPT)?,
                 };
                 Ok(Backend::Openai(Box::new((diagnoser, verifier))))
+            }
+            BackendKind::Qwen3vl => {
+                let folder = self.model.as_deref().ok_or_else(|| {
+                    CliError::Argument(
+                        "--backend qwen3vl needs --model (the checkpoint folder)".into(),
+                    )
+                })?;
+                let device = pick_device(&self.device)?;
+                let model = Qwen3Vl::load(&PathBuf::from(folder), &device, None)?;
+                Ok(Backend::Qwen3vl(Box::new(Qwen3VlPipeline::new(
+                    model,
+                    self.frames.clamp(2, 768),
+                    self.max_new_tokens.max(1),
+                    read_prompt(self.diagnose_prompt.as_ref(), DIAGNOSE_PROMPT)?,
+                    read_prompt(self.verify_prompt.as_ref(), VERIFY_PROMPT)?,
+                ))))
             }
         }
     }

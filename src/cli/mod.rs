@@ -15,6 +15,7 @@ pub mod phantom;
 pub mod score;
 pub mod train;
 pub mod view;
+pub mod vlm;
 pub mod workspace;
 
 use clap::{Parser, Subcommand};
@@ -56,6 +57,9 @@ pub enum Command {
     /// Export reviewed cases as de-identified training data (LLaMA-Factory, ms-swift, verl,
     /// key-slice labels).
     Export(export::ExportArgs),
+    /// Ask a Qwen3-VL checkpoint about one image or video (greedy): the first thing to run on
+    /// a new checkpoint.
+    Vlm(vlm::VlmArgs),
 }
 
 /// A failed command, as a user sees it.
@@ -78,6 +82,9 @@ pub enum CliError {
     /// Inference failed.
     #[error(transparent)]
     Infer(#[from] crate::infer::InferError),
+    /// A Qwen3-VL checkpoint or its input is wrong.
+    #[error(transparent)]
+    Vlm(#[from] crate::infer::qwen3_vl::VlmError),
     /// Training failed.
     #[error(transparent)]
     Train(#[from] crate::infer::embedded::train::TrainError),
@@ -119,6 +126,7 @@ impl CliError {
             Self::Workspace(error) => error.hint().into(),
             Self::Export(error) => error.hint().into(),
             Self::Infer(error) => error.hint().into(),
+            Self::Vlm(error) => error.hint().into(),
             Self::Train(_) => "check the --data folder (case folders with ct.nii.gz and segmentations/) and that --out is writable".into(),
             Self::Argument(_) => "see `keyslice help` for the accepted values".into(),
             Self::PartlyFailed { .. } => "fix or leave out the inputs named above".into(),
@@ -166,5 +174,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Workspace(args) => workspace::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Batch(args) => batch::run(&args),
+        Command::Vlm(args) => vlm::run(&args),
     }
 }

@@ -1,9 +1,11 @@
-//! A ready backend: the embedded keyslice-tiny (or a checkpoint of it) or an `OpenAI`-compatible
-//! server, behind one `run` that the CLI's `analyze`/`batch`/`workspace analyze` and the
-//! window's live analysis all call. Shared across threads (`Sync`).
+//! A ready backend: the embedded keyslice-tiny (or a checkpoint of it), a Qwen3-VL checkpoint
+//! in-process, or an `OpenAI`-compatible server, behind one `run` that the CLI's
+//! `analyze`/`batch`/`workspace analyze` and the window's live analysis all call. Shared
+//! across threads (`Sync`).
 
 use super::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
 use super::openai::{OpenAiDiagnoser, OpenAiVerifier};
+use super::qwen3_vl::pipeline::Qwen3VlPipeline;
 use super::{Diagnoser as _, InferError, ModelId, Prediction, Verifier, run_pipeline};
 use crate::volume::Volume;
 
@@ -13,6 +15,8 @@ pub enum Backend {
     Embedded(Box<TinyModel>),
     /// A server.
     Openai(Box<(OpenAiDiagnoser, OpenAiVerifier)>),
+    /// A Qwen3-VL checkpoint in this process.
+    Qwen3vl(Box<Qwen3VlPipeline>),
 }
 
 impl Backend {
@@ -22,6 +26,7 @@ impl Backend {
         match self {
             Self::Embedded(model) => TinyDiagnoser(model).model_id(),
             Self::Openai(pair) => pair.0.model_id(),
+            Self::Qwen3vl(pipeline) => pipeline.diagnoser().model_id(),
         }
     }
 
@@ -48,6 +53,15 @@ impl Backend {
                 &pair.0,
                 verify.then_some(&pair.1 as &dyn Verifier),
             ),
+            Self::Qwen3vl(pipeline) => {
+                let verifier = pipeline.verifier();
+                run_pipeline(
+                    case_id,
+                    volume,
+                    &pipeline.diagnoser(),
+                    verify.then_some(&verifier as &dyn Verifier),
+                )
+            }
         }
     }
 
@@ -59,6 +73,7 @@ impl Backend {
             Self::Openai(pair) => {
                 format!("{} on {} (server)", pair.0.client.model, pair.0.client.url)
             }
+            Self::Qwen3vl(pipeline) => pipeline.describe(),
         }
     }
 

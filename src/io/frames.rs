@@ -61,7 +61,9 @@ pub fn frame_grey(volume: &Volume, slice: usize) -> Vec<u8> {
     let mut pixels = Vec::with_capacity(columns * rows);
     for row in 0..rows {
         for column in 0..columns {
-            pixels.push(window_grey(volume.value([column, row, slice]).unwrap_or(-1000.0)));
+            pixels.push(window_grey(
+                volume.value([column, row, slice]).unwrap_or(-1000.0),
+            ));
         }
     }
     pixels

@@ -89,6 +89,7 @@ fn str_or(obj: &Value, key: &str, default: &str) -> String {
 
 impl Qwen3VlConfig {
     /// Parse a `config.json` value; errors name the field.
+    #[allow(clippy::too_many_lines)] // one field after another, each with its error
     pub fn from_value(v: &Value) -> Result<Self, String> {
         let model_type = v.get("model_type").and_then(Value::as_str).unwrap_or("");
         if model_type != "qwen3_vl" {
@@ -265,6 +266,7 @@ fn default_true() -> bool {
 
 impl ProcessorConfig {
     /// `(min_pixels, max_pixels)`.
+    #[must_use]
     pub fn pixel_bounds(&self, video: bool) -> (usize, usize) {
         let (lo, hi) = if video {
             (128 * 32 * 32, 768 * 32 * 32)

@@ -16,6 +16,10 @@
 //! - [`pipeline`]: the model as a [`Diagnoser`](super::Diagnoser) and
 //!   [`Verifier`](super::Verifier).
 
+// Tensor code reads best with the reference's short names (q, k, v, x, b, h, w), and candle's
+// `VarBuilder` is passed by value by convention.
+#![allow(clippy::many_single_char_names, clippy::needless_pass_by_value)]
+
 pub mod config;
 pub mod pipeline;
 pub mod preprocess;
@@ -43,17 +47,49 @@ pub enum VlmError {
     /// A checkpoint file is missing or wrong.
     #[error("{path}: {detail}")]
     File { path: PathBuf, detail: String },
+    /// An image or frames folder cannot be read.
+    #[error("{path}: {detail}")]
+    InputFile { path: PathBuf, detail: String },
     /// The input (image, video, prompt) cannot be used.
     #[error("{0}")]
     Input(String),
+    /// The asked-for device is not there.
+    #[error("{0}")]
+    Device(String),
     /// The network failed (shapes, device).
     #[error("model run failed: {0}")]
     Run(String),
 }
 
 impl VlmError {
+    /// What the user can do about it.
+    #[must_use]
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Self::File { .. } => {
+                "give a Qwen3-VL checkpoint folder as released (config.json, model.safetensors or its index, tokenizer.json, preprocessor_config.json, chat template)"
+            }
+            Self::InputFile { .. } | Self::Input(_) => {
+                "check the image, the frames folder or the prompt named above"
+            }
+            Self::Device(_) => {
+                "use --device cpu, or a build with --features cuda (or metal) on a machine with that GPU"
+            }
+            Self::Run(_) => {
+                "rerun with KEYSLICE_LOG=debug; on a GPU try --device cpu to rule out the driver"
+            }
+        }
+    }
+
     pub(crate) fn file(path: &Path, detail: impl std::fmt::Display) -> Self {
         Self::File {
+            path: path.to_path_buf(),
+            detail: detail.to_string(),
+        }
+    }
+
+    pub(crate) fn input_file(path: &Path, detail: impl std::fmt::Display) -> Self {
+        Self::InputFile {
             path: path.to_path_buf(),
             detail: detail.to_string(),
         }
@@ -70,16 +106,10 @@ impl From<candle_core::Error> for VlmError {
 pub fn pick_device(name: &str) -> Result<Device, VlmError> {
     match name {
         "cpu" => Ok(Device::Cpu),
-        "cuda" => Device::new_cuda(0).map_err(|e| {
-            VlmError::Input(format!(
-                "no CUDA device ({e}); build with `--features cuda` on a machine with an NVIDIA GPU, or use --device cpu"
-            ))
-        }),
-        "metal" => Device::new_metal(0).map_err(|e| {
-            VlmError::Input(format!(
-                "no Metal device ({e}); build with `--features metal` on a Mac, or use --device cpu"
-            ))
-        }),
+        "cuda" => Device::new_cuda(0).map_err(|e| VlmError::Device(format!("no CUDA device: {e}"))),
+        "metal" => {
+            Device::new_metal(0).map_err(|e| VlmError::Device(format!("no Metal device: {e}")))
+        }
         "auto" => {
             if candle_core::utils::cuda_is_available() {
                 Ok(Device::new_cuda(0)?)
@@ -89,7 +119,7 @@ pub fn pick_device(name: &str) -> Result<Device, VlmError> {
                 Ok(Device::Cpu)
             }
         }
-        other => Err(VlmError::Input(format!(
+        other => Err(VlmError::Device(format!(
             "unknown device {other:?}: use auto, cpu, cuda or metal"
         ))),
     }
@@ -193,8 +223,8 @@ impl Qwen3Vl {
             ));
         }
         let config_path = dir.join("config.json");
-        let text = std::fs::read_to_string(&config_path)
-            .map_err(|e| VlmError::file(&config_path, e))?;
+        let text =
+            std::fs::read_to_string(&config_path).map_err(|e| VlmError::file(&config_path, e))?;
         let raw: Value = serde_json::from_str(&text)
             .map_err(|e| VlmError::file(&config_path, format!("not valid JSON: {e}")))?;
         let config =
@@ -203,7 +233,10 @@ impl Qwen3Vl {
             Some(d) => d,
             None => match config.dtype.as_deref() {
                 Some(name) => parse_dtype(name).ok_or_else(|| {
-                    VlmError::file(&config_path, format!("dtype {name:?} is not float32, bfloat16 or float16"))
+                    VlmError::file(
+                        &config_path,
+                        format!("dtype {name:?} is not float32, bfloat16 or float16"),
+                    )
                 })?,
                 None => DType::F32,
             },
@@ -271,9 +304,10 @@ impl Qwen3Vl {
 
     /// A short name for records: the folder's name.
     pub fn name(&self) -> String {
-        self.dir
-            .file_name()
-            .map_or_else(|| self.dir.display().to_string(), |n| n.to_string_lossy().into_owned())
+        self.dir.file_name().map_or_else(
+            || self.dir.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
     }
 
     /// Build the prompt for one user turn: the image or video first, then `text`.
@@ -373,6 +407,7 @@ impl Qwen3Vl {
 }
 
 /// The first index of the largest value (as `torch.argmax`).
+#[must_use]
 pub fn argmax(v: &[f32]) -> u32 {
     let mut best = 0;
     for (i, &x) in v.iter().enumerate() {

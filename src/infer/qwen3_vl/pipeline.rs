@@ -48,15 +48,25 @@ impl Qwen3VlPipeline {
     }
 
     fn id(&self) -> ModelId {
-        let model = self.model.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let model = self
+            .model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         ModelId {
             id: model.name(),
-            version: format!("qwen3-vl candle {:?} {:?}", model.device.location(), model.dtype),
+            version: format!(
+                "qwen3-vl candle {:?} {:?}",
+                model.device.location(),
+                model.dtype
+            ),
         }
     }
 
     fn ask(&self, visual: VisualInput, text: &str) -> Result<String, InferError> {
-        let mut model = self.model.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut model = self
+            .model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let name = model.name();
         let run = |e: VlmError| InferError::Run {
             model: name.clone(),

@@ -24,6 +24,7 @@ pub struct RgbFrame {
 
 impl RgbFrame {
     /// A grey frame as RGB (each value repeated three times).
+    #[must_use]
     pub fn from_grey(width: usize, height: usize, grey: &[u8]) -> Self {
         let pixels = grey.iter().flat_map(|&g| [g, g, g]).collect();
         Self {
@@ -123,7 +124,9 @@ fn coefficients(in_size: usize, out_size: usize) -> Vec<(usize, Vec<i32>)> {
                 .collect();
             let total: f64 = k.iter().sum();
             if total != 0.0 {
-                k.iter_mut().for_each(|w| *w /= total);
+                for w in &mut k {
+                    *w /= total;
+                }
             }
             let fixed = k
                 .iter()
@@ -147,6 +150,7 @@ fn clip8(v: i64) -> u8 {
 
 /// Bicubic resize with antialiasing (PIL's `Image.resize(BICUBIC)`, 8-bit fixed point, a
 /// horizontal pass then a vertical one).
+#[must_use]
 pub fn resize_rgb(src: &RgbFrame, width: usize, height: usize) -> RgbFrame {
     let mut cur = src.clone();
     if width != cur.width {
@@ -305,7 +309,7 @@ pub fn video_patches(frames: &[RgbFrame], cfg: &ProcessorConfig) -> Result<Patch
         .iter()
         .map(|f| normalised(&resize_rgb(f, w, h), cfg))
         .collect();
-    while planes.len() % tp != 0 {
+    while !planes.len().is_multiple_of(tp) {
         let last = planes[planes.len() - 1].clone();
         planes.push(last);
     }
@@ -315,18 +319,20 @@ pub fn video_patches(frames: &[RgbFrame], cfg: &ProcessorConfig) -> Result<Patch
 /// The timestamp of each temporal patch (seconds, the mean of its first and last frame's
 /// times), for frames sampled at `indices` of a video at `fps`; the prompt shows them as
 /// `<0.2 seconds>`.
+#[must_use]
 pub fn timestamps(indices: &[usize], fps: f64, temporal_patch_size: usize) -> Vec<f64> {
     let mut idx: Vec<usize> = indices.to_vec();
-    while !idx.is_empty() && idx.len() % temporal_patch_size != 0 {
+    while !idx.is_empty() && !idx.len().is_multiple_of(temporal_patch_size) {
         idx.push(idx[idx.len() - 1]);
     }
     idx.chunks(temporal_patch_size)
-        .map(|c| (c[0] as f64 / fps + c[c.len() - 1] as f64 / fps) / 2.0)
+        .map(|c| f64::midpoint(c[0] as f64 / fps, c[c.len() - 1] as f64 / fps))
         .collect()
 }
 
 /// Which of `total` frames to keep when at most `max` are taken: evenly spaced, first and last
 /// included (`numpy.linspace(0, total - 1, n).round()`).
+#[must_use]
 pub fn sample_indices(total: usize, max: usize) -> Vec<usize> {
     if total <= max || max < 2 {
         return (0..total.min(max.max(1))).collect();

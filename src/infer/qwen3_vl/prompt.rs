@@ -5,6 +5,7 @@
 //! tokenizer, and the 3-D (temporal, height, width) position of every token
 //! (`get_rope_index`).
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
@@ -45,6 +46,7 @@ pub struct Prompt {
 
 impl Prompt {
     /// Sequence indices of the image or video placeholder tokens.
+    #[must_use]
     pub fn visual_positions(&self) -> Vec<usize> {
         self.types
             .iter()
@@ -60,7 +62,8 @@ impl Prompt {
 pub fn load_chat_template(dir: &Path) -> Result<String, VlmError> {
     let json_path = dir.join("chat_template.json");
     if json_path.exists() {
-        let text = std::fs::read_to_string(&json_path).map_err(|e| VlmError::file(&json_path, e))?;
+        let text =
+            std::fs::read_to_string(&json_path).map_err(|e| VlmError::file(&json_path, e))?;
         let v: Value = serde_json::from_str(&text)
             .map_err(|e| VlmError::file(&json_path, format!("not valid JSON: {e}")))?;
         return v
@@ -98,7 +101,11 @@ pub fn eos_ids(dir: &Path, tokenizer: &tokenizers::Tokenizer) -> Result<Vec<u32>
         && let Some(v) = gen_cfg.get("eos_token_id")
     {
         let ids: Vec<u32> = match v {
-            Value::Array(a) => a.iter().filter_map(Value::as_u64).map(|i| i as u32).collect(),
+            Value::Array(a) => a
+                .iter()
+                .filter_map(Value::as_u64)
+                .map(|i| i as u32)
+                .collect(),
             other => other.as_u64().map(|i| vec![i as u32]).unwrap_or_default(),
         };
         if !ids.is_empty() {
@@ -160,7 +167,11 @@ const VISION_END: &str = "<|vision_end|>";
 /// `get_rope_index` for one sequence: text tokens advance all three axes together; each run
 /// of visual tokens (an image, or one temporal patch of a video) gets a grid of positions
 /// starting at the current one, and the next text starts after its larger side.
-pub fn positions(types: &[u8], grids: &[[usize; 3]], merge: usize) -> Result<Vec<[i64; 3]>, String> {
+pub fn positions(
+    types: &[u8],
+    grids: &[[usize; 3]],
+    merge: usize,
+) -> Result<Vec<[i64; 3]>, String> {
     let mut out = Vec::with_capacity(types.len());
     let mut grids = grids.iter();
     let mut current: i64 = 0;
@@ -188,11 +199,7 @@ pub fn positions(types: &[u8], grids: &[[usize; 3]], merge: usize) -> Result<Vec
             for tt in 0..t {
                 for y in 0..lh {
                     for x in 0..lw {
-                        out.push([
-                            current + tt as i64,
-                            current + y as i64,
-                            current + x as i64,
-                        ]);
+                        out.push([current + tt as i64, current + y as i64, current + x as i64]);
                     }
                 }
             }
@@ -230,14 +237,11 @@ pub fn build(model: &Qwen3Vl, visual: VisualInput, text: &str) -> Result<Prompt,
                 .map_err(|e| VlmError::Input(format!("video: {e}")))?;
             let [t, h, w] = patches.grid_thw;
             let per_frame = h * w / (merge * merge);
-            let stamps = preprocess::timestamps(
-                &indices,
-                fps,
-                model.video_processor.temporal_patch_size,
-            );
+            let stamps =
+                preprocess::timestamps(&indices, fps, model.video_processor.temporal_patch_size);
             let mut expanded = String::new();
             for stamp in stamps.iter().take(t) {
-                expanded.push_str(&format!("<{stamp:.1} seconds>"));
+                let _ = write!(expanded, "<{stamp:.1} seconds>");
                 expanded.push_str(VISION_START);
                 expanded.push_str(&VIDEO_PAD.repeat(per_frame));
                 expanded.push_str(VISION_END);
@@ -298,7 +302,7 @@ pub fn build(model: &Qwen3Vl, visual: VisualInput, text: &str) -> Result<Prompt,
 /// Read a PNG or JPEG file as RGB.
 pub fn read_rgb(path: &Path) -> Result<RgbFrame, VlmError> {
     let img = image::open(path)
-        .map_err(|e| VlmError::file(path, format!("not a readable PNG or JPEG image: {e}")))?
+        .map_err(|e| VlmError::input_file(path, format!("not a readable PNG or JPEG image: {e}")))?
         .to_rgb8();
     Ok(RgbFrame {
         width: img.width() as usize,
@@ -311,7 +315,7 @@ pub fn read_rgb(path: &Path) -> Result<RgbFrame, VlmError> {
 /// down to `max_frames`.
 pub fn read_video_dir(dir: &Path, fps: f64, max_frames: usize) -> Result<VisualInput, VlmError> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| VlmError::file(dir, e))?
+        .map_err(|e| VlmError::input_file(dir, e))?
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| {
@@ -322,7 +326,7 @@ pub fn read_video_dir(dir: &Path, fps: f64, max_frames: usize) -> Result<VisualI
         .collect();
     files.sort();
     if files.len() < 2 {
-        return Err(VlmError::file(
+        return Err(VlmError::input_file(
             dir,
             format!(
                 "{} frame image(s) found; a video needs at least 2 PNG or JPEG files",

@@ -1,9 +1,11 @@
 //! The language model: Qwen3 decoder layers (q/k RMS norms, grouped-query attention) with
-//! interleaved multimodal RoPE, deepstack visual features added after the first layers, and a
+//! interleaved multimodal `RoPE`, deepstack visual features added after the first layers, and a
 //! key/value cache that grows with the sequence (no fixed-size buffer).
 
 use candle_core::{DType, Device, Module, Result, Tensor};
-use candle_nn::{Embedding, Linear, RmsNorm, VarBuilder, embedding, linear_b, linear_no_bias, rms_norm};
+use candle_nn::{
+    Embedding, Linear, RmsNorm, VarBuilder, embedding, linear_b, linear_no_bias, rms_norm,
+};
 
 use super::config::TextConfig;
 use super::vision::rotate_half;
@@ -17,7 +19,12 @@ pub struct Rope {
 /// Interleaved M-RoPE: frequency `i` of the half head follows the height axis when
 /// `i % 3 == 1` (for the first `3 * section[1]`), the width axis when `i % 3 == 2` (for the
 /// first `3 * section[2]`), and the temporal axis otherwise.
-pub fn mrope(cfg: &TextConfig, positions: &[[i64; 3]], dtype: DType, device: &Device) -> Result<Rope> {
+pub fn mrope(
+    cfg: &TextConfig,
+    positions: &[[i64; 3]],
+    dtype: DType,
+    device: &Device,
+) -> Result<Rope> {
     let half = cfg.head_dim / 2;
     let inv: Vec<f32> = (0..cfg.head_dim)
         .step_by(2)
@@ -51,6 +58,36 @@ pub fn mrope(cfg: &TextConfig, positions: &[[i64; 3]], dtype: DType, device: &De
     })
 }
 
+/// Keys or values of one layer: a buffer with room to grow (doubling when full, so appending
+/// a token copies nothing) and the number of positions filled.
+struct Cache {
+    buf: Tensor,
+    len: usize,
+}
+
+impl Cache {
+    fn append(slot: &mut Option<Self>, t: &Tensor) -> Result<Tensor> {
+        let (b, h, seq, d) = t.dims4()?;
+        let needed = slot.as_ref().map_or(0, |c| c.len) + seq;
+        let grow = slot
+            .as_ref()
+            .is_none_or(|c| c.buf.dim(2).is_ok_and(|cap| cap < needed));
+        if grow {
+            let cap = (needed + 256).max(needed * 2);
+            let buf = Tensor::zeros((b, h, cap, d), t.dtype(), t.device())?;
+            if let Some(old) = slot.as_ref() {
+                buf.slice_set(&old.buf.narrow(2, 0, old.len)?.contiguous()?, 2, 0)?;
+            }
+            let len = slot.as_ref().map_or(0, |c| c.len);
+            *slot = Some(Self { buf, len });
+        }
+        let cache = slot.as_mut().expect("set above");
+        cache.buf.slice_set(&t.contiguous()?, 2, cache.len)?;
+        cache.len += seq;
+        cache.buf.narrow(2, 0, cache.len)
+    }
+}
+
 struct Attention {
     q: Linear,
     k: Linear,
@@ -61,7 +98,8 @@ struct Attention {
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
-    cache: Option<(Tensor, Tensor)>,
+    k_cache: Option<Cache>,
+    v_cache: Option<Cache>,
 }
 
 impl Attention {
@@ -78,57 +116,61 @@ impl Attention {
             heads: cfg.num_attention_heads,
             kv_heads: cfg.num_key_value_heads,
             head_dim: d,
-            cache: None,
+            k_cache: None,
+            v_cache: None,
         })
+    }
+
+    fn cached(&self) -> usize {
+        self.k_cache.as_ref().map_or(0, |c| c.len)
     }
 
     /// `x`: (1, seq, hidden); causal over the cached keys plus this run.
     fn forward(&mut self, x: &Tensor, rope: &Rope) -> Result<Tensor> {
         let (b, seq, _) = x.dims3()?;
         let shape = |t: Tensor, heads: usize| t.reshape((b, seq, heads, self.head_dim));
-        let q = self.q_norm.forward(&shape(self.q.forward(x)?, self.heads)?)?;
-        let k = self.k_norm.forward(&shape(self.k.forward(x)?, self.kv_heads)?)?;
+        let q = self
+            .q_norm
+            .forward(&shape(self.q.forward(x)?, self.heads)?)?;
+        let k = self
+            .k_norm
+            .forward(&shape(self.k.forward(x)?, self.kv_heads)?)?;
         let v = shape(self.v.forward(x)?, self.kv_heads)?;
         // (b, heads, seq, d)
         let q = q.transpose(1, 2)?;
         let k = k.transpose(1, 2)?;
-        let v = v.transpose(1, 2)?.contiguous()?;
+        let v = v.transpose(1, 2)?;
         let cos = rope.cos.unsqueeze(0)?.unsqueeze(0)?;
         let sin = rope.sin.unsqueeze(0)?.unsqueeze(0)?;
-        let q = (q.broadcast_mul(&cos)? + rotate_half(&q)?.broadcast_mul(&sin)?)?.contiguous()?;
-        let k = (k.broadcast_mul(&cos)? + rotate_half(&k)?.broadcast_mul(&sin)?)?.contiguous()?;
-        let (k, v) = match &self.cache {
-            Some((ck, cv)) => (Tensor::cat(&[ck, &k], 2)?, Tensor::cat(&[cv, &v], 2)?),
-            None => (k, v),
-        };
-        self.cache = Some((k.clone(), v.clone()));
-        let total = k.dim(2)?;
-        let past = total - seq;
+        let q = (q.broadcast_mul(&cos)? + rotate_half(&q)?.broadcast_mul(&sin)?)?;
+        let k = (k.broadcast_mul(&cos)? + rotate_half(&k)?.broadcast_mul(&sin)?)?;
+        let past = self.cached();
+        let k = Cache::append(&mut self.k_cache, &k)?;
+        let v = Cache::append(&mut self.v_cache, &v)?;
+        let total = past + seq;
+        // Grouped-query attention without copying keys: the `rep` query heads that share a
+        // key/value head are stacked along the sequence axis, (b, kv, rep * seq, d).
         let rep = self.heads / self.kv_heads;
-        let repeat = |t: &Tensor| -> Result<Tensor> {
-            if rep == 1 {
-                return Ok(t.clone());
-            }
-            t.unsqueeze(2)?
-                .expand((b, self.kv_heads, rep, total, self.head_dim))?
-                .reshape((b, self.heads, total, self.head_dim))
-        };
-        let k = repeat(&k)?;
-        let v = repeat(&v)?;
+        let q = q
+            .contiguous()?
+            .reshape((b, self.kv_heads, rep * seq, self.head_dim))?;
         let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let mut w = (q.matmul(&k.t()?.contiguous()?)? * scale)?;
+        let mut w = (q.matmul(&k.t()?)? * scale)?;
         if seq > 1 {
-            let mask: Vec<f32> = (0..seq)
-                .flat_map(|i| {
+            let mask: Vec<f32> = (0..rep * seq)
+                .flat_map(|row| {
+                    let i = row % seq;
                     (0..total).map(move |j| if j > past + i { f32::NEG_INFINITY } else { 0.0 })
                 })
                 .collect();
-            let mask = Tensor::from_vec(mask, (seq, total), x.device())?.to_dtype(w.dtype())?;
+            let mask =
+                Tensor::from_vec(mask, (rep * seq, total), x.device())?.to_dtype(w.dtype())?;
             w = w.broadcast_add(&mask)?;
         }
         let w = candle_nn::ops::softmax_last_dim(&w.to_dtype(DType::F32)?)?.to_dtype(x.dtype())?;
         let out = w
             .matmul(&v)?
+            .reshape((b, self.heads, seq, self.head_dim))?
             .transpose(1, 2)?
             .reshape((b, seq, self.heads * self.head_dim))?;
         self.o.forward(&out)
@@ -214,17 +256,15 @@ impl TextModel {
     /// Forget the cache (a new prompt).
     pub fn clear_cache(&mut self) {
         for layer in &mut self.layers {
-            layer.attn.cache = None;
+            layer.attn.k_cache = None;
+            layer.attn.v_cache = None;
         }
     }
 
     /// Tokens already in the cache.
+    #[must_use]
     pub fn cached(&self) -> usize {
-        self.layers
-            .first()
-            .and_then(|l| l.attn.cache.as_ref())
-            .and_then(|(k, _)| k.dim(2).ok())
-            .unwrap_or(0)
+        self.layers.first().map_or(0, |l| l.attn.cached())
     }
 
     /// Run `embeds` (1, seq, hidden) at `positions` (one `[t, h, w]` per token) after the
@@ -250,6 +290,7 @@ impl TextModel {
     }
 
     /// The hidden size (for callers building embeddings).
+    #[must_use]
     pub fn hidden_size(&self) -> usize {
         self.cfg.hidden_size
     }

@@ -49,9 +49,15 @@ impl Block {
         })
     }
 
-    /// `x`: (patches, hidden); `cos`/`sin`: (patches, head_dim); attention within each
+    /// `x`: (patches, hidden); `cos`/`sin`: (patches, `head_dim`); attention within each
     /// `segments` run of patches (one frame each).
-    fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, segments: &[usize]) -> Result<Tensor> {
+    fn forward(
+        &self,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        segments: &[usize],
+    ) -> Result<Tensor> {
         let (n, hidden) = x.dims2()?;
         let head_dim = hidden / self.heads;
         let qkv = self
@@ -78,15 +84,17 @@ impl Block {
             let ks = k.narrow(0, start, len)?.transpose(0, 1)?.contiguous()?;
             let vs = v.narrow(0, start, len)?.transpose(0, 1)?.contiguous()?;
             let w = (qs.matmul(&ks.t()?)? * scale)?;
-            let w = candle_nn::ops::softmax_last_dim(&w.to_dtype(DType::F32)?)?.to_dtype(x.dtype())?;
+            let w =
+                candle_nn::ops::softmax_last_dim(&w.to_dtype(DType::F32)?)?.to_dtype(x.dtype())?;
             outs.push(w.matmul(&vs)?.transpose(0, 1)?.reshape((len, hidden))?);
             start += len;
         }
         let attn = self.proj.forward(&Tensor::cat(&outs, 0)?)?;
         let x = (x + attn)?;
-        let mlp = self
-            .fc2
-            .forward(&act(&self.act, &self.fc1.forward(&self.norm2.forward(&x)?)?)?)?;
+        let mlp = self.fc2.forward(&act(
+            &self.act,
+            &self.fc1.forward(&self.norm2.forward(&x)?)?,
+        )?)?;
         x + mlp
     }
 }
@@ -147,8 +155,7 @@ pub struct VisionModel {
 impl VisionModel {
     /// Load from the `model.visual` weights.
     pub fn new(cfg: &VisionConfig, vb: VarBuilder) -> Result<Self> {
-        let patch_len =
-            cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size;
+        let patch_len = cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size;
         let w = vb.get(
             (
                 cfg.hidden_size,

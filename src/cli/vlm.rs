@@ -1,0 +1,103 @@
+//! `keyslice vlm`: one question to a Qwen3-VL checkpoint about an image or a video (a folder of
+//! frames), answered greedily; the text, or with `--json` the text, the new token ids and
+//! timings.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CliError;
+use crate::infer::qwen3_vl::prompt::{read_rgb, read_video_dir};
+use crate::infer::qwen3_vl::{Qwen3Vl, VisualInput, VlmError, pick_device};
+
+/// Arguments of `keyslice vlm`.
+#[derive(Debug, Args)]
+pub struct VlmArgs {
+    /// The checkpoint folder (config.json, model.safetensors or shards, tokenizer.json,
+    /// `preprocessor_config.json`, chat template).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// A PNG or JPEG image.
+    #[arg(long, conflicts_with = "video", required_unless_present = "video")]
+    pub image: Option<PathBuf>,
+    /// A folder of frames (PNG or JPEG, taken in file-name order).
+    #[arg(long)]
+    pub video: Option<PathBuf>,
+    /// Frames per second of the frames folder (timestamps in the prompt are frame / fps);
+    /// default: the checkpoint's `video_preprocessor_config.json` `fps`, else 2.
+    #[arg(long)]
+    pub fps: Option<f64>,
+    /// The question.
+    #[arg(long)]
+    pub prompt: String,
+    /// Most new tokens (generation also stops at the end-of-turn token).
+    #[arg(long, default_value_t = 256)]
+    pub max_new_tokens: usize,
+    /// Generate exactly --max-new-tokens, past the end-of-turn token (for benchmarks).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// auto (a GPU when built with `cuda`/`metal` and present, else the CPU), cpu, cuda, metal.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Override the checkpoint's dtype: f32, bf16 or f16.
+    #[arg(long)]
+    pub dtype: Option<String>,
+    /// Print a JSON object (`text`, `token_ids`, `timings`) instead of the text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `keyslice vlm`.
+pub fn run(args: &VlmArgs) -> Result<(), CliError> {
+    let device = pick_device(&args.device)?;
+    let dtype = match args.dtype.as_deref() {
+        None => None,
+        Some("f32" | "float32") => Some(candle_core::DType::F32),
+        Some("bf16" | "bfloat16") => Some(candle_core::DType::BF16),
+        Some("f16" | "float16") => Some(candle_core::DType::F16),
+        Some(other) => {
+            return Err(CliError::Argument(format!(
+                "--dtype {other}: use f32, bf16 or f16"
+            )));
+        }
+    };
+    if args.max_new_tokens == 0 {
+        return Err(CliError::Argument(
+            "--max-new-tokens must be at least 1".into(),
+        ));
+    }
+    let mut model = Qwen3Vl::load(&args.model, &device, dtype)?;
+    let visual = match (&args.image, &args.video) {
+        (Some(image), _) => VisualInput::Image(read_rgb(image)?),
+        (None, Some(dir)) => {
+            if !dir.is_dir() {
+                return Err(VlmError::input_file(dir, "not a folder of frames").into());
+            }
+            let fps = args.fps.or(model.video_processor.fps).unwrap_or(2.0);
+            if !(fps > 0.0 && fps.is_finite()) {
+                return Err(CliError::Argument(format!("--fps {fps}: must be above 0")));
+            }
+            let max = model.video_processor.max_frames.unwrap_or(768);
+            read_video_dir(dir, fps, max)?
+        }
+        (None, None) => VisualInput::None,
+    };
+    let prompt = model.prompt(visual, &args.prompt)?;
+    let out = model.generate(&prompt, args.max_new_tokens, !args.ignore_eos, false)?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        let value = serde_json::json!({
+            "text": out.text,
+            "token_ids": out.token_ids,
+            "model": model.name(),
+            "device": format!("{:?}", model.device.location()),
+            "dtype": format!("{:?}", model.dtype),
+            "timings": out.timings,
+        });
+        writeln!(stdout, "{value}")?;
+    } else {
+        writeln!(stdout, "{}", out.text)?;
+    }
+    Ok(())
+}
