@@ -21,6 +21,8 @@
 #![allow(clippy::many_single_char_names, clippy::needless_pass_by_value)]
 
 pub mod config;
+pub mod kernels;
+pub mod linear;
 pub mod pipeline;
 pub mod preprocess;
 pub mod prompt;
@@ -175,6 +177,22 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, VlmError> {
         .collect()
 }
 
+/// The weights, memory-mapped: each tensor is copied once, to its own storage on `device`, when
+/// the model is built, so a checkpoint never needs twice its size in memory.
+#[allow(unsafe_code)]
+fn map_weights(
+    files: &[PathBuf],
+    dtype: DType,
+    device: &Device,
+) -> Result<VarBuilder<'static>, VlmError> {
+    // SAFETY: the files are mapped read-only for the duration of loading; the model copies
+    // every tensor it keeps. A checkpoint rewritten while it loads can give wrong weights (not
+    // memory unsafety in this process beyond what `memmap2` documents); users are told to load
+    // finished checkpoints.
+    unsafe { VarBuilder::from_mmaped_safetensors(files, dtype, device) }
+        .map_err(|e| VlmError::file(&files[0], format!("not readable safetensors: {e}")))
+}
+
 /// Timings of one generation, in milliseconds, and token counts.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct GenTimings {
@@ -257,14 +275,7 @@ impl Qwen3Vl {
         let chat_template = prompt::load_chat_template(dir)?;
         let eos_ids = prompt::eos_ids(dir, &tokenizer)?;
         let files = weight_files(dir)?;
-        // Read (not memory-mapped: this crate has no unsafe code); shards merge into one map.
-        let mut tensors = std::collections::HashMap::new();
-        for file in &files {
-            let part = candle_core::safetensors::load(file, device)
-                .map_err(|e| VlmError::file(file, format!("not readable safetensors: {e}")))?;
-            tensors.extend(part);
-        }
-        let vb = VarBuilder::from_tensors(tensors, dtype, device);
+        let vb = map_weights(&files, dtype, device)?;
         let model_vb = vb.pp("model");
         let visual_vb = if model_vb.contains_tensor("visual.patch_embed.proj.weight") {
             model_vb.pp("visual")
@@ -328,7 +339,13 @@ impl Qwen3Vl {
                     &self.device,
                 )?;
                 let grids = [patches.grid_thw];
+                let started = Instant::now();
                 let out = self.vision.forward(&values, &grids)?;
+                tracing::debug!(
+                    "vision tower: {} patches in {:.1} ms",
+                    patches.values.len() / patches.patch_len,
+                    started.elapsed().as_secs_f64() * 1e3
+                );
                 let positions = prompt.visual_positions();
                 if positions.len() != out.embeds.dim(0)? {
                     return Err(VlmError::Run(format!(
@@ -346,7 +363,14 @@ impl Qwen3Vl {
             positions: &visual_positions,
             features: &deepstack,
         });
-        Ok(self.text.forward(&embeds, &prompt.positions, ds)?)
+        let started = Instant::now();
+        let logits = self.text.forward(&embeds, &prompt.positions, ds)?;
+        tracing::debug!(
+            "language model: {} prompt tokens in {:.1} ms",
+            prompt.ids.len(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        Ok(logits)
     }
 
     /// One decoding step after the cache: the logits for the token after `id`.

@@ -3,14 +3,14 @@
 //! key/value cache that grows with the sequence (no fixed-size buffer).
 
 use candle_core::{DType, Device, Module, Result, Tensor};
-use candle_nn::{
-    Embedding, Linear, RmsNorm, VarBuilder, embedding, linear_b, linear_no_bias, rms_norm,
-};
+use candle_nn::{Embedding, RmsNorm, VarBuilder, embedding, rms_norm};
+
+use super::linear::Lin;
 
 use super::config::TextConfig;
-use super::vision::rotate_half;
 
-/// Rotary cosines and sines for a run of tokens: `(tokens, head_dim)`.
+/// Rotary cosines and sines for a run of tokens: `(tokens, head_dim / 2)` (the second half of
+/// the head repeats the first).
 pub struct Rope {
     pub cos: Tensor,
     pub sin: Tensor,
@@ -43,18 +43,18 @@ pub fn mrope(
         })
         .collect();
     let n = positions.len();
-    let mut cos = Vec::with_capacity(n * cfg.head_dim);
-    let mut sin = Vec::with_capacity(n * cfg.head_dim);
+    let mut cos = Vec::with_capacity(n * half);
+    let mut sin = Vec::with_capacity(n * half);
     for p in positions {
-        let angles: Vec<f32> = (0..half).map(|i| p[axis[i]] as f32 * inv[i]).collect();
-        for _ in 0..2 {
-            cos.extend(angles.iter().map(|a| a.cos()));
-            sin.extend(angles.iter().map(|a| a.sin()));
+        for (i, f) in inv.iter().enumerate() {
+            let angle = p[axis[i]] as f32 * f;
+            cos.push(angle.cos());
+            sin.push(angle.sin());
         }
     }
     Ok(Rope {
-        cos: Tensor::from_vec(cos, (n, cfg.head_dim), device)?.to_dtype(dtype)?,
-        sin: Tensor::from_vec(sin, (n, cfg.head_dim), device)?.to_dtype(dtype)?,
+        cos: Tensor::from_vec(cos, (n, half), device)?.to_dtype(dtype)?,
+        sin: Tensor::from_vec(sin, (n, half), device)?.to_dtype(dtype)?,
     })
 }
 
@@ -89,10 +89,10 @@ impl Cache {
 }
 
 struct Attention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
+    q: Lin,
+    k: Lin,
+    v: Lin,
+    o: Lin,
     q_norm: RmsNorm,
     k_norm: RmsNorm,
     heads: usize,
@@ -107,10 +107,10 @@ impl Attention {
         let (h, d) = (cfg.hidden_size, cfg.head_dim);
         let b = cfg.attention_bias;
         Ok(Self {
-            q: linear_b(h, cfg.num_attention_heads * d, b, vb.pp("q_proj"))?,
-            k: linear_b(h, cfg.num_key_value_heads * d, b, vb.pp("k_proj"))?,
-            v: linear_b(h, cfg.num_key_value_heads * d, b, vb.pp("v_proj"))?,
-            o: linear_b(cfg.num_attention_heads * d, h, b, vb.pp("o_proj"))?,
+            q: Lin::new(h, cfg.num_attention_heads * d, b, vb.pp("q_proj"))?,
+            k: Lin::new(h, cfg.num_key_value_heads * d, b, vb.pp("k_proj"))?,
+            v: Lin::new(h, cfg.num_key_value_heads * d, b, vb.pp("v_proj"))?,
+            o: Lin::new(cfg.num_attention_heads * d, h, b, vb.pp("o_proj"))?,
             q_norm: rms_norm(d, cfg.rms_norm_eps, vb.pp("q_norm"))?,
             k_norm: rms_norm(d, cfg.rms_norm_eps, vb.pp("k_norm"))?,
             heads: cfg.num_attention_heads,
@@ -136,14 +136,13 @@ impl Attention {
             .k_norm
             .forward(&shape(self.k.forward(x)?, self.kv_heads)?)?;
         let v = shape(self.v.forward(x)?, self.kv_heads)?;
-        // (b, heads, seq, d)
-        let q = q.transpose(1, 2)?;
-        let k = k.transpose(1, 2)?;
+        // (b, heads, seq, d); the 1/sqrt(d) scale goes on q (not on q·k).
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let q = q.transpose(1, 2)?.contiguous()?;
+        let k = k.transpose(1, 2)?.contiguous()?;
         let v = v.transpose(1, 2)?;
-        let cos = rope.cos.unsqueeze(0)?.unsqueeze(0)?;
-        let sin = rope.sin.unsqueeze(0)?.unsqueeze(0)?;
-        let q = (q.broadcast_mul(&cos)? + rotate_half(&q)?.broadcast_mul(&sin)?)?;
-        let k = (k.broadcast_mul(&cos)? + rotate_half(&k)?.broadcast_mul(&sin)?)?;
+        let q = (candle_nn::rotary_emb::rope(&q, &rope.cos, &rope.sin)? * scale)?;
+        let k = candle_nn::rotary_emb::rope(&k, &rope.cos, &rope.sin)?;
         let past = self.cached();
         let k = Cache::append(&mut self.k_cache, &k)?;
         let v = Cache::append(&mut self.v_cache, &v)?;
@@ -151,11 +150,8 @@ impl Attention {
         // Grouped-query attention without copying keys: the `rep` query heads that share a
         // key/value head are stacked along the sequence axis, (b, kv, rep * seq, d).
         let rep = self.heads / self.kv_heads;
-        let q = q
-            .contiguous()?
-            .reshape((b, self.kv_heads, rep * seq, self.head_dim))?;
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let mut w = (q.matmul(&k.t()?)? * scale)?;
+        let q = q.reshape((b, self.kv_heads, rep * seq, self.head_dim))?;
+        let mut w = q.matmul(&k.t()?)?;
         if seq > 1 {
             let mask: Vec<f32> = (0..rep * seq)
                 .flat_map(|row| {
@@ -181,9 +177,9 @@ struct Layer {
     attn: Attention,
     input_norm: RmsNorm,
     post_norm: RmsNorm,
-    gate: Linear,
-    up: Linear,
-    down: Linear,
+    gate: Lin,
+    up: Lin,
+    down: Lin,
 }
 
 impl Layer {
@@ -193,9 +189,9 @@ impl Layer {
             attn: Attention::new(cfg, vb.pp("self_attn"))?,
             input_norm: rms_norm(h, cfg.rms_norm_eps, vb.pp("input_layernorm"))?,
             post_norm: rms_norm(h, cfg.rms_norm_eps, vb.pp("post_attention_layernorm"))?,
-            gate: linear_no_bias(h, i, vb.pp("mlp.gate_proj"))?,
-            up: linear_no_bias(h, i, vb.pp("mlp.up_proj"))?,
-            down: linear_no_bias(i, h, vb.pp("mlp.down_proj"))?,
+            gate: Lin::new(h, i, false, vb.pp("mlp.gate_proj"))?,
+            up: Lin::new(h, i, false, vb.pp("mlp.up_proj"))?,
+            down: Lin::new(i, h, false, vb.pp("mlp.down_proj"))?,
         })
     }
 
@@ -221,7 +217,7 @@ pub struct TextModel {
     embed: Embedding,
     layers: Vec<Layer>,
     norm: RmsNorm,
-    lm_head: Linear,
+    lm_head: Lin,
     cfg: TextConfig,
 }
 
@@ -234,9 +230,9 @@ impl TextModel {
             .collect::<Result<Vec<_>>>()?;
         let norm = rms_norm(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("norm"))?;
         let lm_head = if tied || !head.contains_tensor("weight") {
-            Linear::new(embed.embeddings().clone(), None)
+            Lin::from_weight(embed.embeddings(), None)?
         } else {
-            linear_no_bias(cfg.hidden_size, cfg.vocab_size, head)?
+            Lin::new(cfg.hidden_size, cfg.vocab_size, false, head)?
         };
         Ok(Self {
             embed,

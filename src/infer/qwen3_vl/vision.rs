@@ -2,8 +2,10 @@
 //! aligned) to each grid, 2-D rotary attention within each frame, the patch merger and the
 //! deepstack mergers whose outputs are added to the language model's first layers.
 
-use candle_core::{D, DType, Module, Result, Tensor};
-use candle_nn::{LayerNorm, Linear, VarBuilder, layer_norm, linear};
+use candle_core::{DType, Module, Result, Tensor};
+use candle_nn::{LayerNorm, VarBuilder, layer_norm};
+
+use super::linear::Lin;
 
 use super::config::VisionConfig;
 
@@ -12,26 +14,19 @@ fn act(name: &str, x: &Tensor) -> Result<Tensor> {
         "gelu" | "gelu_new" => x.gelu_erf(),
         "silu" => x.silu(),
         // gelu_pytorch_tanh and gelu_fast: the tanh approximation.
-        _ => x.gelu(),
+        _ => super::kernels::gelu_tanh(x),
     }
 }
 
 struct Block {
     norm1: LayerNorm,
     norm2: LayerNorm,
-    qkv: Linear,
-    proj: Linear,
-    fc1: Linear,
-    fc2: Linear,
+    qkv: Lin,
+    proj: Lin,
+    fc1: Lin,
+    fc2: Lin,
     heads: usize,
     act: String,
-}
-
-pub(crate) fn rotate_half(x: &Tensor) -> Result<Tensor> {
-    let half = x.dim(D::Minus1)? / 2;
-    let x1 = x.narrow(D::Minus1, 0, half)?;
-    let x2 = x.narrow(D::Minus1, half, half)?;
-    Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)
 }
 
 impl Block {
@@ -40,17 +35,17 @@ impl Block {
         Ok(Self {
             norm1: layer_norm(h, 1e-6, vb.pp("norm1"))?,
             norm2: layer_norm(h, 1e-6, vb.pp("norm2"))?,
-            qkv: linear(h, 3 * h, vb.pp("attn.qkv"))?,
-            proj: linear(h, h, vb.pp("attn.proj"))?,
-            fc1: linear(h, cfg.intermediate_size, vb.pp("mlp.linear_fc1"))?,
-            fc2: linear(cfg.intermediate_size, h, vb.pp("mlp.linear_fc2"))?,
+            qkv: Lin::new(h, 3 * h, true, vb.pp("attn.qkv"))?,
+            proj: Lin::new(h, h, true, vb.pp("attn.proj"))?,
+            fc1: Lin::new(h, cfg.intermediate_size, true, vb.pp("mlp.linear_fc1"))?,
+            fc2: Lin::new(cfg.intermediate_size, h, true, vb.pp("mlp.linear_fc2"))?,
             heads: cfg.num_heads,
             act: cfg.hidden_act.clone(),
         })
     }
 
-    /// `x`: (patches, hidden); `cos`/`sin`: (patches, `head_dim`); attention within each
-    /// `segments` run of patches (one frame each).
+    /// `x`: (patches, hidden); `cos`/`sin`: (patches, `head_dim / 2`), the rotary angles of
+    /// each half; attention within each `segments` run of patches (one frame each).
     fn forward(
         &self,
         x: &Tensor,
@@ -60,33 +55,37 @@ impl Block {
     ) -> Result<Tensor> {
         let (n, hidden) = x.dims2()?;
         let head_dim = hidden / self.heads;
+        // (3, heads, patches, head_dim)
         let qkv = self
             .qkv
             .forward(&self.norm1.forward(x)?)?
-            .reshape((n, 3, self.heads, head_dim))?;
+            .reshape((n, 3, self.heads, head_dim))?
+            .permute((1, 2, 0, 3))?
+            .contiguous()?;
+        // The reference rotates in f32; the 1/sqrt(d) scale goes on q (not on q·k).
         let rope = |t: Tensor| -> Result<Tensor> {
-            let t = t.to_dtype(DType::F32)?;
-            let c = cos.unsqueeze(1)?;
-            let s = sin.unsqueeze(1)?;
-            t.broadcast_mul(&c)?
-                .add(&rotate_half(&t)?.broadcast_mul(&s)?)?
-                .to_dtype(x.dtype())
+            candle_nn::rotary_emb::rope(&t.to_dtype(DType::F32)?, cos, sin)?.to_dtype(x.dtype())
         };
-        let q = rope(qkv.narrow(1, 0, 1)?.squeeze(1)?)?;
-        let k = rope(qkv.narrow(1, 1, 1)?.squeeze(1)?)?;
-        let v = qkv.narrow(1, 2, 1)?.squeeze(1)?;
         let scale = 1.0 / (head_dim as f64).sqrt();
+        let q = (rope(qkv.narrow(0, 0, 1)?)? * scale)?;
+        let k = rope(qkv.narrow(0, 1, 1)?)?;
+        let v = qkv.narrow(0, 2, 1)?;
         let mut outs = Vec::with_capacity(segments.len());
         let mut start = 0;
         for &len in segments {
-            // (heads, len, head_dim)
-            let qs = q.narrow(0, start, len)?.transpose(0, 1)?.contiguous()?;
-            let ks = k.narrow(0, start, len)?.transpose(0, 1)?.contiguous()?;
-            let vs = v.narrow(0, start, len)?.transpose(0, 1)?.contiguous()?;
-            let w = (qs.matmul(&ks.t()?)? * scale)?;
+            // (1, heads, len, head_dim)
+            let qs = q.narrow(2, start, len)?;
+            let ks = k.narrow(2, start, len)?;
+            let vs = v.narrow(2, start, len)?;
+            let w = qs.matmul(&ks.t()?)?;
             let w =
                 candle_nn::ops::softmax_last_dim(&w.to_dtype(DType::F32)?)?.to_dtype(x.dtype())?;
-            outs.push(w.matmul(&vs)?.transpose(0, 1)?.reshape((len, hidden))?);
+            outs.push(
+                w.matmul(&vs)?
+                    .squeeze(0)?
+                    .transpose(0, 1)?
+                    .reshape((len, hidden))?,
+            );
             start += len;
         }
         let attn = self.proj.forward(&Tensor::cat(&outs, 0)?)?;
@@ -101,8 +100,8 @@ impl Block {
 
 struct Merger {
     norm: LayerNorm,
-    fc1: Linear,
-    fc2: Linear,
+    fc1: Lin,
+    fc2: Lin,
     post_shuffle: bool,
     merged: usize,
 }
@@ -117,8 +116,8 @@ impl Merger {
         };
         Ok(Self {
             norm: layer_norm(norm_size, 1e-6, vb.pp("norm"))?,
-            fc1: linear(merged, merged, vb.pp("linear_fc1"))?,
-            fc2: linear(merged, cfg.out_hidden_size, vb.pp("linear_fc2"))?,
+            fc1: Lin::new(merged, merged, true, vb.pp("linear_fc1"))?,
+            fc2: Lin::new(merged, cfg.out_hidden_size, true, vb.pp("linear_fc2"))?,
             post_shuffle,
             merged,
         })
@@ -220,10 +219,9 @@ impl VisionModel {
     }
 
     /// The learned position grid resampled to each patch (bilinear, corners aligned, edges
-    /// clamped), as a (patches x positions) weight matrix.
-    fn position_weights(&self, rc: &[(usize, usize, usize, usize)]) -> Vec<f32> {
+    /// clamped): four table rows and their weights per patch.
+    fn position_taps(&self, rc: &[(usize, usize, usize, usize)]) -> (Vec<u32>, Vec<f32>) {
         let side = (self.cfg.num_position_embeddings as f64).sqrt() as usize;
-        let mut weights = vec![0f32; rc.len() * side * side];
         let taps = |index: usize, size: usize| -> [(usize, f32); 2] {
             let src = (index as f32 * (side as f32 - 1.0)) / ((size as f32 - 1.0).max(1.0));
             let floor = src.floor();
@@ -236,18 +234,21 @@ impl VisionModel {
             }
             out
         };
-        for (p, &(row, col, h, w)) in rc.iter().enumerate() {
+        let mut index = Vec::with_capacity(rc.len() * 4);
+        let mut weight = Vec::with_capacity(rc.len() * 4);
+        for &(row, col, h, w) in rc {
             for (ty, wy) in taps(row, h) {
                 for (tx, wx) in taps(col, w) {
-                    weights[p * side * side + ty * side + tx] += wy * wx;
+                    index.push((ty * side + tx) as u32);
+                    weight.push(wy * wx);
                 }
             }
         }
-        weights
+        (index, weight)
     }
 
-    /// Rotary angles of each patch: `[row * f, col * f, row * f, col * f]` over the
-    /// frequencies `f` of a quarter of the head dimension.
+    /// Rotary angles of each patch, one half of the head (the other half repeats it):
+    /// `[row * f, col * f]` over the frequencies `f` of a quarter of the head dimension.
     fn rotary(&self, rc: &[(usize, usize, usize, usize)]) -> (Vec<f32>, Vec<f32>, usize) {
         let head_dim = self.cfg.hidden_size / self.cfg.num_heads;
         let spatial = head_dim / 2;
@@ -255,20 +256,19 @@ impl VisionModel {
             .step_by(2)
             .map(|i| 1.0 / (self.cfg.rope_theta as f32).powf(i as f32 / spatial as f32))
             .collect();
-        let mut cos = Vec::with_capacity(rc.len() * head_dim);
-        let mut sin = Vec::with_capacity(rc.len() * head_dim);
+        let mut cos = Vec::with_capacity(rc.len() * spatial);
+        let mut sin = Vec::with_capacity(rc.len() * spatial);
         for &(row, col, _, _) in rc {
-            let half: Vec<f32> = inv
+            for angle in inv
                 .iter()
                 .map(|f| row as f32 * f)
                 .chain(inv.iter().map(|f| col as f32 * f))
-                .collect();
-            for _ in 0..2 {
-                cos.extend(half.iter().map(|a| a.cos()));
-                sin.extend(half.iter().map(|a| a.sin()));
+            {
+                cos.push(angle.cos());
+                sin.push(angle.sin());
             }
         }
-        (cos, sin, head_dim)
+        (cos, sin, spatial)
     }
 
     /// Run the tower on the patches of one or more grids (rows in the processors' order).
@@ -287,13 +287,20 @@ impl VisionModel {
             .to_dtype(dtype)?
             .matmul(&self.patch_weight)?
             .broadcast_add(&self.patch_bias)?;
-        let side2 = self.cfg.num_position_embeddings;
-        let pw = Tensor::from_vec(self.position_weights(&rc), (n, side2), device)?;
-        let pos = pw.matmul(&self.pos_embed.to_dtype(DType::F32)?)?;
+        let (index, weight) = self.position_taps(&rc);
+        let index = Tensor::from_vec(index, 4 * n, device)?;
+        let weight = Tensor::from_vec(weight, (n, 4, 1), device)?;
+        let pos = self
+            .pos_embed
+            .to_dtype(DType::F32)?
+            .index_select(&index, 0)?
+            .reshape((n, 4, ()))?
+            .broadcast_mul(&weight)?
+            .sum(1)?;
         let mut x = (x + pos.to_dtype(dtype)?)?;
-        let (cos, sin, head_dim) = self.rotary(&rc);
-        let cos = Tensor::from_vec(cos, (n, head_dim), device)?;
-        let sin = Tensor::from_vec(sin, (n, head_dim), device)?;
+        let (cos, sin, half) = self.rotary(&rc);
+        let cos = Tensor::from_vec(cos, (n, half), device)?;
+        let sin = Tensor::from_vec(sin, (n, half), device)?;
         let segments: Vec<usize> = grids
             .iter()
             .flat_map(|&[t, h, w]| std::iter::repeat_n(h * w, t))
