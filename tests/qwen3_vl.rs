@@ -175,11 +175,22 @@ fn keyslice(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs a command that must succeed and print one JSON value.
+fn keyslice_json(args: &[&str]) -> Value {
+    let out = keyslice(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 #[test]
 fn vlm_command_prints_the_reference_tokens_as_json() {
     let (json, _) = reference();
     let d = data();
-    let out = keyslice(&[
+    let v = keyslice_json(&[
         "vlm",
         "--model",
         d.join("tiny").to_str().unwrap(),
@@ -194,12 +205,6 @@ fn vlm_command_prints_the_reference_tokens_as_json() {
         "cpu",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(ids(&v["token_ids"]), ids(&json["image"]["greedy_tokens"]));
     assert_eq!(v["text"], json["image"]["greedy_text"]);
     assert_eq!(v["timings"]["prompt_tokens"], 24);
@@ -307,7 +312,7 @@ fn analyze_runs_a_qwen3_vl_checkpoint_as_diagnoser_and_verifier() {
         .unwrap()
         .path()
         .join("ct.nii.gz");
-    let out = keyslice(&[
+    let v = keyslice_json(&[
         "analyze",
         ct.to_str().unwrap(),
         "--backend",
@@ -320,12 +325,6 @@ fn analyze_runs_a_qwen3_vl_checkpoint_as_diagnoser_and_verifier() {
         "16",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["diagnoser"]["id"], "tiny");
     assert!(
         v["diagnoser"]["version"]

@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::infer::qwen3_vl::prompt::{read_rgb, read_video_dir};
-use crate::infer::qwen3_vl::{Qwen3Vl, VisualInput, VlmError, pick_device};
+use crate::infer::qwen3_vl::{Qwen3Vl, VisualInput, VlmError, parse_dtype, pick_device};
 
 /// Arguments of `keyslice vlm`.
 #[derive(Debug, Args)]
@@ -51,17 +51,13 @@ pub struct VlmArgs {
 /// Runs `keyslice vlm`.
 pub fn run(args: &VlmArgs) -> Result<(), CliError> {
     let device = pick_device(&args.device)?;
-    let dtype = match args.dtype.as_deref() {
-        None => None,
-        Some("f32" | "float32") => Some(candle_core::DType::F32),
-        Some("bf16" | "bfloat16") => Some(candle_core::DType::BF16),
-        Some("f16" | "float16") => Some(candle_core::DType::F16),
-        Some(other) => {
-            return Err(CliError::Argument(format!(
-                "--dtype {other}: use f32, bf16 or f16"
-            )));
-        }
-    };
+    let dtype =
+        match args.dtype.as_deref() {
+            None => None,
+            Some(name) => Some(parse_dtype(name).ok_or_else(|| {
+                CliError::Argument(format!("--dtype {name}: use f32, bf16 or f16"))
+            })?),
+        };
     if args.max_new_tokens == 0 {
         return Err(CliError::Argument(
             "--max-new-tokens must be at least 1".into(),

@@ -127,7 +127,9 @@ pub fn pick_device(name: &str) -> Result<Device, VlmError> {
     }
 }
 
-fn parse_dtype(name: &str) -> Option<DType> {
+/// A dtype by its checkpoint or command-line name (`bfloat16`, `bf16`, ...).
+#[must_use]
+pub fn parse_dtype(name: &str) -> Option<DType> {
     match name {
         "float32" | "f32" => Some(DType::F32),
         "bfloat16" | "bf16" => Some(DType::BF16),

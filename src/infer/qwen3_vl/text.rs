@@ -284,12 +284,6 @@ impl TextModel {
         let x = self.norm.forward(&x)?;
         self.lm_head.forward(&x)?.squeeze(0)?.to_dtype(DType::F32)
     }
-
-    /// The hidden size (for callers building embeddings).
-    #[must_use]
-    pub fn hidden_size(&self) -> usize {
-        self.cfg.hidden_size
-    }
 }
 
 /// `x[0, positions[i]] += feat[i]`.
