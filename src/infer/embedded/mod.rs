@@ -10,6 +10,7 @@
 //! as a local description. It is honest about what it is: trained only on synthetic phantoms,
 //! not for clinical use (see `MODEL_CARD.md`).
 
+pub mod conv;
 pub mod decode;
 pub mod grid;
 pub mod net;

@@ -8,6 +8,7 @@
 //! pole), the last two meaningful on lesion pixels. Weight names follow the layer tree
 //! (`enc1.conv_a.weight`, …) as candle's `VarBuilder` lays them out.
 
+use super::conv::conv3x3;
 use candle_core::{Module, Result, Tensor};
 use candle_nn::{Conv2d, Conv2dConfig, GroupNorm, VarBuilder, conv2d, group_norm};
 
@@ -22,7 +23,7 @@ pub const LOCATION: std::ops::Range<usize> = 11..24;
 /// All head channels.
 pub const OUTPUTS: usize = 24;
 
-/// Two 3×3 convolutions, each followed by group normalisation (when `groups` > 0) and ReLU.
+/// Two 3×3 convolutions ([`conv3x3`]: the same result as candle's, faster to train), each followed by group normalisation (when `groups` > 0) and ReLU.
 struct Block {
     conv_a: Conv2d,
     norm_a: Option<GroupNorm>,
@@ -56,8 +57,9 @@ impl Block {
             Some(norm) => norm.forward(&x),
             None => Ok(x),
         };
-        let a = normed(self.conv_a.forward(x)?, &self.norm_a)?.relu()?;
-        normed(self.conv_b.forward(&a)?, &self.norm_b)?.relu()
+        let conv = |conv: &Conv2d, x: &Tensor| conv3x3(x, conv.weight(), conv.bias());
+        let a = normed(conv(&self.conv_a, x)?, &self.norm_a)?.relu()?;
+        normed(conv(&self.conv_b, &a)?, &self.norm_b)?.relu()
     }
 }
 

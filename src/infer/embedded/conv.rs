@@ -1,0 +1,212 @@
+//! A 3×3, stride-1, zero-padded convolution for `keyslice-tiny` written as an explicit
+//! `im2col` followed by a matrix product, so that both directions run on candle's GEMM.
+//!
+//! candle's own CPU `conv2d` is fine forwards, but its backward pass computes the input
+//! gradient with a direct `conv_transpose2d` loop and the kernel gradient as a convolution
+//! whose kernel is the whole image; together they made a training step about five times
+//! the forward cost. Here the backward of the product is candle's (two GEMMs) and the
+//! backward of `im2col` is `col2im`, a scatter-add written below. Weights keep candle's
+//! `Conv2d` layout (`[out, in, 3, 3]`), so checkpoints are unchanged.
+
+use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+use rayon::prelude::*;
+
+/// `x` `[batch, channels, height, width]` → columns `[batch, channels · 9 + 1, height · width]`,
+/// row `c · 9 + dy · 3 + dx` holding `x[c, y + dy − 1, x + dx − 1]` (zero outside), and a
+/// last row of ones that carries the bias through the same product (its gradient comes out of
+/// the product too, with no separate reduction).
+struct Im2Col;
+
+fn im2col(input: &[f32], batch: usize, channels: usize, height: usize, width: usize) -> Vec<f32> {
+    let plane = height * width;
+    let per_item = (channels * 9 + 1) * plane;
+    let mut out = vec![0f32; batch * per_item];
+    out.par_chunks_mut(per_item)
+        .enumerate()
+        .for_each(|(item, columns)| {
+            let (taps, ones) = columns.split_at_mut(channels * 9 * plane);
+            ones.fill(1.0);
+            taps.par_chunks_mut(9 * plane)
+                .enumerate()
+                .for_each(|(channel, rows)| {
+                    let at = (item * channels + channel) * plane;
+                    spread(&input[at..at + plane], rows, height, width);
+                });
+        });
+    out
+}
+
+/// One channel's nine shifted copies (`rows`: 9 planes).
+fn spread(source: &[f32], rows: &mut [f32], height: usize, width: usize) {
+    let plane = height * width;
+    for (tap, row) in rows.chunks_mut(plane).enumerate() {
+        let (dy, dx) = (tap / 3, tap % 3);
+        for y in 0..height {
+            let Some(sy) = (y + dy).checked_sub(1).filter(|&sy| sy < height) else {
+                continue;
+            };
+            let out_row = &mut row[y * width..(y + 1) * width];
+            let in_row = &source[sy * width..(sy + 1) * width];
+            match dx {
+                0 => out_row[1..].copy_from_slice(&in_row[..width - 1]),
+                1 => out_row.copy_from_slice(in_row),
+                _ => out_row[..width - 1].copy_from_slice(&in_row[1..]),
+            }
+        }
+    }
+}
+
+/// The adjoint of [`im2col`]: sums every column entry back onto the pixel it came from (the
+/// ones row has no source).
+fn col2im(columns: &[f32], batch: usize, channels: usize, height: usize, width: usize) -> Vec<f32> {
+    let plane = height * width;
+    let per_item = (channels * 9 + 1) * plane;
+    let mut out = vec![0f32; batch * channels * plane];
+    out.par_chunks_mut(plane)
+        .enumerate()
+        .for_each(|(bc, target)| {
+            let (item, channel) = (bc / channels, bc % channels);
+            let at = item * per_item + channel * 9 * plane;
+            let rows = &columns[at..at + 9 * plane];
+            for (tap, row) in rows.chunks(plane).enumerate() {
+                let (dy, dx) = (tap / 3, tap % 3);
+                for y in 0..height {
+                    let Some(sy) = (y + dy).checked_sub(1).filter(|&sy| sy < height) else {
+                        continue;
+                    };
+                    let from = &row[y * width..(y + 1) * width];
+                    let to = &mut target[sy * width..(sy + 1) * width];
+                    let (from, to) = match dx {
+                        0 => (&from[1..], &mut to[..width - 1]),
+                        1 => (from, to),
+                        _ => (&from[..width - 1], &mut to[1..]),
+                    };
+                    for (t, f) in to.iter_mut().zip(from) {
+                        *t += f;
+                    }
+                }
+            }
+        });
+    out
+}
+
+impl CustomOp1 for Im2Col {
+    fn name(&self) -> &'static str {
+        "keyslice-im2col3x3"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (batch, channels, height, width) = layout.shape().dims4()?;
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("im2col input must be contiguous");
+        };
+        let input = &storage.as_slice::<f32>()?[start..end];
+        let out = im2col(input, batch, channels, height, width);
+        Ok((
+            CpuStorage::F32(out),
+            Shape::from((batch, channels * 9 + 1, height * width)),
+        ))
+    }
+
+    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
+        let (batch, channels, height, width) = arg.dims4()?;
+        let grad_res = grad_res.contiguous()?;
+        let (storage, layout) = grad_res.storage_and_layout();
+        let candle_core::Storage::Cpu(storage) = &*storage else {
+            candle_core::bail!("im2col runs on the CPU only");
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("im2col gradient must be contiguous");
+        };
+        let summed = col2im(
+            &storage.as_slice::<f32>()?[start..end],
+            batch,
+            channels,
+            height,
+            width,
+        );
+        Tensor::from_vec(summed, (batch, channels, height, width), arg.device()).map(Some)
+    }
+}
+
+/// 3×3 convolution, stride 1, padding 1: `x` `[batch, in, h, w]`, `weight` `[out, in, 3, 3]`,
+/// `bias` `[out]` → `[batch, out, h, w]`. f32 on the CPU.
+pub fn conv3x3(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let (batch, _, height, width) = x.dims4()?;
+    let (outputs, inputs, kh, kw) = weight.dims4()?;
+    if (kh, kw) != (3, 3) {
+        candle_core::bail!("conv3x3 needs a 3×3 kernel, got {kh}×{kw}");
+    }
+    let columns = x.contiguous()?.apply_op1(Im2Col)?;
+    let bias = match bias {
+        Some(bias) => bias.reshape((outputs, 1))?,
+        None => Tensor::zeros((outputs, 1), weight.dtype(), weight.device())?,
+    };
+    let kernel = Tensor::cat(&[&weight.reshape((outputs, inputs * 9))?, &bias], 1)?
+        .unsqueeze(0)?
+        .broadcast_as((batch, outputs, inputs * 9 + 1))?;
+    kernel
+        .matmul(&columns)?
+        .reshape((batch, outputs, height, width))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Var};
+
+    fn max_difference(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+    }
+
+    /// Forward values and both gradients agree with candle's `conv2d` on odd sizes.
+    #[test]
+    #[allow(clippy::many_single_char_names)]
+    fn matches_candle_conv2d_forward_and_backward() {
+        let device = Device::Cpu;
+        let x =
+            Var::from_tensor(&Tensor::randn(0f32, 1.0, (3, 5, 7, 6), &device).unwrap()).unwrap();
+        let w =
+            Var::from_tensor(&Tensor::randn(0f32, 0.3, (4, 5, 3, 3), &device).unwrap()).unwrap();
+        let b = Var::from_tensor(&Tensor::randn(0f32, 0.3, 4, &device).unwrap()).unwrap();
+        let probe = Tensor::randn(0f32, 1.0, (3, 4, 7, 6), &device).unwrap();
+
+        let reference = x
+            .as_tensor()
+            .conv2d(w.as_tensor(), 1, 1, 1, 1)
+            .unwrap()
+            .broadcast_add(&b.as_tensor().reshape((1, 4, 1, 1)).unwrap())
+            .unwrap();
+        let ours = conv3x3(x.as_tensor(), w.as_tensor(), Some(b.as_tensor())).unwrap();
+        assert!(max_difference(&reference, &ours) < 1e-4);
+
+        let grads_reference = (reference * &probe)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        let grads_ours = (ours * &probe)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        for var in [&x, &w, &b] {
+            let (r, o) = (
+                grads_reference.get(var.as_tensor()).unwrap(),
+                grads_ours.get(var.as_tensor()).unwrap(),
+            );
+            assert!(max_difference(r, o) < 1e-3, "gradient differs");
+        }
+    }
+}
