@@ -2,7 +2,8 @@
 //! the tiny random-weight checkpoint and the reference's outputs in `tests/data/qwen3vl`
 //! (made by `make_fixtures.py` there). Prompt token ids and pixel values must match, greedy
 //! tokens must be identical, and logits (every prompt position, every decoding step) within
-//! 1e-4.
+//! 1e-4. A bfloat16 copy of the checkpoint is held to the reference's bfloat16 run, to
+//! bfloat16 precision.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -334,4 +335,104 @@ fn analyze_runs_a_qwen3_vl_checkpoint_as_diagnoser_and_verifier() {
     );
     assert!(!v["report"].as_str().unwrap().is_empty());
     assert!(!v["warnings"].as_array().unwrap().is_empty());
+}
+
+/// Mean absolute differences of two sets of logit rows, and the largest.
+fn differences(a: &[Vec<f32>], b: &[Vec<f32>]) -> (f64, f32) {
+    assert_eq!(a.len(), b.len(), "positions differ");
+    let (mut sum, mut count, mut worst) = (0f64, 0usize, 0f32);
+    for (x, y) in a.iter().zip(b) {
+        worst = worst.max(max_abs_diff(x, y));
+        sum += x
+            .iter()
+            .zip(y)
+            .map(|(p, q)| f64::from((p - q).abs()))
+            .sum::<f64>();
+        count += x.len();
+    }
+    (sum / count as f64, worst)
+}
+
+/// bfloat16 keeps 8 significant bits: near the largest logits here (|x| ≈ 4) one step is
+/// 1/32. Both sides round every layer's output, at places and in orders that differ (fused
+/// kernels), so they agree to a few steps, not to 1e-4 as in f32: the reference's own bf16
+/// and f32 runs differ by 0.067 at most, 0.012 on average.
+const BF16_MAX: f32 = 5.0 / 32.0;
+const BF16_MEAN: f64 = 0.03;
+
+/// A `"dtype": "bfloat16"` checkpoint runs in bfloat16 (and not silently in f32) and agrees
+/// with the reference run in bfloat16 (`make_fixtures.py --bf16`) to bfloat16 precision: the
+/// prompt's logits, and teacher-forced logits over the f32 run's greedy continuation, whose
+/// top token is the reference's wherever the reference's top two are clearly apart.
+#[test]
+fn bfloat16_checkpoint_matches_the_bfloat16_reference() {
+    let (json, f32_tensors) = reference();
+    let tensors =
+        candle_core::safetensors::load(data().join("reference-bf16.safetensors"), &Device::Cpu)
+            .unwrap();
+    let mut model = Qwen3Vl::load(&data().join("tiny-bf16"), &Device::Cpu, None).unwrap();
+    assert_eq!(
+        model.dtype,
+        candle_core::DType::BF16,
+        "dtype from config.json"
+    );
+    let image = read_rgb(&data().join("image.png")).unwrap();
+    let mut prompt = model
+        .prompt(
+            VisualInput::Image(image),
+            json["image_prompt"].as_str().unwrap(),
+        )
+        .unwrap();
+    let to_rows = |t: &Tensor| {
+        t.to_dtype(candle_core::DType::F32)
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap()
+    };
+    let logits = to_rows(&model.prefill(&prompt).unwrap());
+    let (mean, worst) = differences(&logits, &to_rows(&tensors["image.prefill_logits"]));
+    eprintln!("bf16 prompt logits against the bf16 reference: mean {mean:.4}, max {worst:.4}");
+    assert!(
+        worst < BF16_MAX && mean < BF16_MEAN,
+        "prompt logits differ by {mean} on average, {worst} at most"
+    );
+    let (from_f32, _) = differences(&logits, &to_rows(&f32_tensors["image.prefill_logits"]));
+    assert!(
+        from_f32 > 1e-3,
+        "the logits are f32's ({from_f32}): not run in bf16"
+    );
+
+    // The prompt followed by the f32 run's greedy tokens, as plain text positions.
+    for &token in &ids(&json["image"]["greedy_tokens"]) {
+        let index = prompt.ids.len() as i64;
+        prompt.ids.push(token);
+        prompt.types.push(0);
+        prompt.positions.push([index + prompt.rope_delta; 3]);
+    }
+    let logits = to_rows(&model.prefill(&prompt).unwrap());
+    let reference_logits = to_rows(&tensors["image.forced_logits"]);
+    let (mean, worst) = differences(&logits, &reference_logits);
+    eprintln!("bf16 forced logits: mean {mean:.4}, max {worst:.4}");
+    assert!(worst < BF16_MAX && mean < BF16_MEAN);
+    let mut compared = 0;
+    for (position, (ours, theirs)) in logits.iter().zip(&reference_logits).enumerate() {
+        let mut sorted = theirs.clone();
+        sorted.sort_by(|a, b| b.total_cmp(a));
+        if sorted[0] - sorted[1] > 2.0 * BF16_MAX {
+            assert_eq!(
+                keyslice::infer::qwen3_vl::argmax(ours),
+                keyslice::infer::qwen3_vl::argmax(theirs),
+                "position {position}: top token"
+            );
+            compared += 1;
+        }
+    }
+    eprintln!(
+        "bf16 forced logits: top token compared at {compared} of {} positions",
+        logits.len()
+    );
+    assert!(
+        compared >= 10,
+        "too few positions with a clear top token: {compared}"
+    );
 }

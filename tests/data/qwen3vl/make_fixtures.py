@@ -21,12 +21,18 @@ Writes, next to this script:
   token ids, the processor's pixel values and grid, the logits of every prompt position, the
   greedy tokens (12 new tokens) and the logits at each decoding step; for `odd.png` the resized
   pixel values. All in f32 on CPU, eager attention.
+- `tiny-bf16/`: the same checkpoint with its weights rounded to bfloat16 and `"dtype":
+  "bfloat16"` in `config.json` (as the released checkpoints are), and `reference-bf16.safetensors`
+  + `reference-bf16.json`: the reference run in bfloat16 on the image prompt (prefill logits of
+  every prompt position and of the prompt followed by the f32 run's greedy tokens, as f32).
+  `python3 make_fixtures.py --bf16` remakes only these from the existing `tiny/`.
 """
 
 import json
 import math
 import os
 import shutil
+import sys
 
 import numpy as np
 import torch
@@ -264,7 +270,60 @@ def run_case(model, processor, name, inputs, tensors, record):
     print(name, "prompt", ids.shape[1], "tokens; greedy", new, "margin", round(margin, 4))
 
 
+def bf16_fixture():
+    """`tiny/` in bfloat16 and the reference's bfloat16 logits (see the module docstring)."""
+    out = os.path.join(HERE, "tiny-bf16")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    for name in os.listdir(CKPT):
+        if name not in ("config.json", "model.safetensors"):
+            shutil.copy(os.path.join(CKPT, name), out)
+    with open(os.path.join(CKPT, "config.json")) as f:
+        config = json.load(f)
+    config["dtype"] = "bfloat16"
+    config["text_config"]["dtype"] = "bfloat16"
+    config["vision_config"]["dtype"] = "bfloat16"
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    model = Qwen3VLForConditionalGeneration.from_pretrained(CKPT, dtype=torch.float32)
+    weights = {k: v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
+    save_file(weights, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+
+    processor = AutoProcessor.from_pretrained(out)
+    model = Qwen3VLForConditionalGeneration.from_pretrained(out, attn_implementation="eager")
+    assert model.dtype == torch.bfloat16, model.dtype
+    model.eval()
+    with open(os.path.join(HERE, "reference.json")) as f:
+        f32 = json.load(f)
+    image = Image.open(os.path.join(HERE, "image.png")).convert("RGB")
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": f32["image_prompt"]}]}]
+    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    inputs = processor(text=[text], images=[image], return_tensors="pt")
+    assert inputs["input_ids"][0].tolist() == f32["image"]["prompt_ids"]
+    with torch.no_grad():
+        prompt = model(**inputs, use_cache=False).logits[0].float()
+        # Teacher-forced: the prompt followed by the f32 run's greedy tokens, in one pass.
+        forced = torch.tensor([f32["image"]["prompt_ids"] + f32["image"]["greedy_tokens"]])
+        extra = len(f32["image"]["greedy_tokens"])
+        full = dict(inputs, input_ids=forced, attention_mask=torch.ones_like(forced))
+        if "mm_token_type_ids" in inputs:
+            types = inputs["mm_token_type_ids"]
+            full["mm_token_type_ids"] = torch.cat([types, torch.zeros((1, extra), dtype=types.dtype)], 1)
+        continued = model(**full, use_cache=False).logits[0].float()
+    save_file(
+        {"image.prefill_logits": prompt.contiguous(), "image.forced_logits": continued.contiguous()},
+        os.path.join(HERE, "reference-bf16.safetensors"),
+    )
+    with open(os.path.join(HERE, "reference-bf16.json"), "w") as f:
+        json.dump({"dtype": "bfloat16", "forced_tokens": f32["image"]["greedy_tokens"]}, f, indent=1)
+        f.write("\n")
+    print("bf16: prompt logits", tuple(prompt.shape), "forced", tuple(continued.shape))
+
+
 def main():
+    if "--bf16" in sys.argv:
+        bf16_fixture()
+        return
     torch.manual_seed(0)
     shutil.rmtree(CKPT, ignore_errors=True)
     tokenizer = build_tokenizer()
@@ -338,6 +397,7 @@ def main():
     with open(os.path.join(HERE, "reference.json"), "w") as f:
         json.dump(record, f, indent=1)
         f.write("\n")
+    bf16_fixture()
     print("wrote", CKPT, "and reference.{json,safetensors}")
 
 
