@@ -63,7 +63,9 @@ pub fn run(args: &VlmArgs) -> Result<(), CliError> {
             "--max-new-tokens must be at least 1".into(),
         ));
     }
+    let started = std::time::Instant::now();
     let mut model = Qwen3Vl::load(&args.model, &device, dtype)?;
+    let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let visual = match (&args.image, &args.video) {
         (Some(image), _) => VisualInput::Image(read_rgb(image)?),
         (None, Some(dir)) => {
@@ -90,6 +92,7 @@ pub fn run(args: &VlmArgs) -> Result<(), CliError> {
             "device": format!("{:?}", model.device.location()),
             "dtype": format!("{:?}", model.dtype),
             "timings": out.timings,
+            "load_ms": load_ms,
         });
         writeln!(stdout, "{value}")?;
     } else {

@@ -166,7 +166,7 @@ impl VisionModel {
             "patch_embed.proj.weight",
         )?;
         // A stride-equals-kernel Conv3d over one patch is a matrix product.
-        let patch_weight = w.reshape((cfg.hidden_size, patch_len))?.t()?.contiguous()?;
+        let patch_weight = super::linear::transposed(&w.reshape((cfg.hidden_size, patch_len))?)?;
         let patch_bias = vb.get(cfg.hidden_size, "patch_embed.proj.bias")?;
         let pos_embed = vb.get(
             (cfg.num_position_embeddings, cfg.hidden_size),
