@@ -130,12 +130,20 @@ impl CustomOp1 for Im2Col {
 }
 
 /// 3×3 convolution, stride 1, padding 1: `x` `[batch, in, h, w]`, `weight` `[out, in, 3, 3]`,
-/// `bias` `[out]` → `[batch, out, h, w]`. f32 on the CPU.
+/// `bias` `[out]` → `[batch, out, h, w]`. This op for f32 on the CPU; candle's `conv2d` for
+/// other devices and dtypes (as the other custom kernels of the project fall back).
 pub fn conv3x3(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let (batch, _, height, width) = x.dims4()?;
     let (outputs, inputs, kh, kw) = weight.dims4()?;
     if (kh, kw) != (3, 3) {
         candle_core::bail!("conv3x3 needs a 3×3 kernel, got {kh}×{kw}");
+    }
+    if !(x.device().is_cpu() && x.dtype() == candle_core::DType::F32) {
+        let out = x.conv2d(weight, 1, 1, 1, 1)?;
+        return match bias {
+            Some(bias) => out.broadcast_add(&bias.reshape((1, outputs, 1, 1))?),
+            None => Ok(out),
+        };
     }
     let columns = x.contiguous()?.apply_op1(Im2Col)?;
     let bias = match bias {
@@ -208,5 +216,31 @@ mod tests {
             );
             assert!(max_difference(r, o) < 1e-3, "gradient differs");
         }
+    }
+
+    /// Other dtypes go through candle's `conv2d` (with the bias) and give its result.
+    #[test]
+    fn other_dtypes_fall_back_to_candle() {
+        let device = Device::Cpu;
+        let x = Tensor::randn(0f64, 1.0, (2, 3, 5, 4), &device).unwrap();
+        let w = Tensor::randn(0f64, 0.3, (2, 3, 3, 3), &device).unwrap();
+        let bias = Tensor::new(&[0.5f64, -1.0], &device).unwrap();
+        let ours = conv3x3(&x, &w, Some(&bias)).unwrap();
+        let reference = x
+            .conv2d(&w, 1, 1, 1, 1)
+            .unwrap()
+            .broadcast_add(&bias.reshape((1, 2, 1, 1)).unwrap())
+            .unwrap();
+        let d = (ours - reference)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f64>()
+            .unwrap();
+        assert!(d < 1e-12);
     }
 }

@@ -23,7 +23,8 @@ pub const LOCATION: std::ops::Range<usize> = 11..24;
 /// All head channels.
 pub const OUTPUTS: usize = 24;
 
-/// Two 3×3 convolutions ([`conv3x3`]: the same result as candle's, faster to train), each followed by group normalisation (when `groups` > 0) and ReLU.
+/// Two 3×3 convolutions ([`conv3x3`]: the same result as candle's, faster to train), each
+/// followed by group normalisation (when `groups` > 0) and ReLU.
 struct Block {
     conv_a: Conv2d,
     norm_a: Option<GroupNorm>,
