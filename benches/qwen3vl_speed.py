@@ -11,8 +11,8 @@ tokenizer and processors with a larger body (`small`: text 1024 wide x 8 layers,
 wide x 8 blocks, ~0.2 B parameters; `medium`: text 2048 x 12, vision 1024 x 12). The prompt is
 a 448x448 image (196 visual tokens) and a question. Each side runs the prompt `--repeats`
 times after one warm-up; the medians are printed as a Markdown table. Keyslice's figures come
-from `keyslice vlm --json` (`timings`), measured inside the process like PyTorch's, so
-neither includes loading the weights.
+from `keyslice vlm --json --repeats N` (`runs`): like PyTorch's, measured inside one process
+after a warm-up run, so neither includes loading the weights or first-touch memory.
 """
 
 import argparse
@@ -107,19 +107,24 @@ def reference(ckpt: Path, img: Path, prompt: str, new: int, repeats: int, thread
 
 
 def keyslice(ckpt: Path, img: Path, prompt: str, new: int, repeats: int, threads: int):
+    """Like the reference: one process, the model loaded once, one warm-up run, then
+    `repeats` timed runs of a prefill-only answer and `repeats` of a full one."""
     exe = ROOT / "target/release/keyslice"
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
-    runs = []
-    for i in range(repeats + 1):
+
+    def runs(n_new):
         out = subprocess.run(
             [str(exe), "vlm", "--model", str(ckpt), "--image", str(img), "--prompt", prompt,
-             "--max-new-tokens", str(new), "--device", "cpu", "--json", "--ignore-eos"],
+             "--max-new-tokens", str(n_new), "--device", "cpu", "--json", "--ignore-eos",
+             "--repeats", str(repeats + 1)],
             check=True, capture_output=True, text=True, env=env)
-        if i:
-            runs.append(json.loads(out.stdout)["timings"])
-    return (statistics.median(r["prefill_ms"] for r in runs),
-            statistics.median(r["decode_ms"] for r in runs),
-            runs[0]["prompt_tokens"])
+        return json.loads(out.stdout)["runs"][1:]
+
+    prefill = runs(1)
+    total = runs(new)
+    p = statistics.median(r["prefill_ms"] for r in prefill)
+    t = statistics.median(r["prefill_ms"] + r["decode_ms"] for r in total)
+    return p, t - p, prefill[0]["prompt_tokens"]
 
 
 def main():

@@ -46,6 +46,11 @@ pub struct VlmArgs {
     /// Print a JSON object (`text`, `token_ids`, `timings`) instead of the text.
     #[arg(long)]
     pub json: bool,
+    /// Answer the same question this many times with the model loaded once (for benchmarks:
+    /// the first run pays for first-touch memory, later ones show the steady state a batch
+    /// or the viewer sees); with `--json`, `runs` holds every run's timings.
+    #[arg(long, default_value_t = 1)]
+    pub repeats: usize,
 }
 
 /// Runs `keyslice vlm`.
@@ -58,6 +63,9 @@ pub fn run(args: &VlmArgs) -> Result<(), CliError> {
                 CliError::Argument(format!("--dtype {name}: use f32, bf16 or f16"))
             })?),
         };
+    if args.repeats == 0 {
+        return Err(CliError::Argument("--repeats must be at least 1".into()));
+    }
     if args.max_new_tokens == 0 {
         return Err(CliError::Argument(
             "--max-new-tokens must be at least 1".into(),
@@ -82,7 +90,13 @@ pub fn run(args: &VlmArgs) -> Result<(), CliError> {
         (None, None) => VisualInput::None,
     };
     let prompt = model.prompt(visual, &args.prompt)?;
-    let out = model.generate(&prompt, args.max_new_tokens, !args.ignore_eos, false)?;
+    let mut runs = Vec::with_capacity(args.repeats);
+    let mut out = model.generate(&prompt, args.max_new_tokens, !args.ignore_eos, false)?;
+    runs.push(out.timings);
+    for _ in 1..args.repeats {
+        out = model.generate(&prompt, args.max_new_tokens, !args.ignore_eos, false)?;
+        runs.push(out.timings);
+    }
     let mut stdout = std::io::stdout().lock();
     if args.json {
         let value = serde_json::json!({
@@ -93,6 +107,7 @@ pub fn run(args: &VlmArgs) -> Result<(), CliError> {
             "dtype": format!("{:?}", model.dtype),
             "timings": out.timings,
             "load_ms": load_ms,
+            "runs": runs,
         });
         writeln!(stdout, "{value}")?;
     } else {

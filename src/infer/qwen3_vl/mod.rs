@@ -40,7 +40,7 @@ pub use config::{ProcessorConfig, Qwen3VlConfig};
 pub use preprocess::{Patches, RgbFrame};
 pub use prompt::{Prompt, VisualInput};
 
-use text::{Deepstack, TextModel};
+use text::{Deepstack, Logits, TextModel};
 use vision::VisionModel;
 
 /// What went wrong loading or running a checkpoint; names the file or field.
@@ -331,6 +331,11 @@ impl Qwen3Vl {
     /// Run the whole prompt (clearing the cache first); returns the logits of every prompt
     /// position, `(tokens, vocab)` f32, and leaves the prompt in the cache.
     pub fn prefill(&mut self, prompt: &Prompt) -> Result<Tensor, VlmError> {
+        self.run_prompt(prompt, Logits::All)
+    }
+
+    /// [`Self::prefill`], returning the logits of the positions `which` asks for.
+    fn run_prompt(&mut self, prompt: &Prompt, which: Logits) -> Result<Tensor, VlmError> {
         self.text.clear_cache();
         let embeds = self.text.embed(&prompt.ids, &self.device)?;
         let (embeds, visual_positions, deepstack) = match &prompt.patches {
@@ -366,7 +371,7 @@ impl Qwen3Vl {
             features: &deepstack,
         });
         let started = Instant::now();
-        let logits = self.text.forward(&embeds, &prompt.positions, ds)?;
+        let logits = self.text.forward(&embeds, &prompt.positions, ds, which)?;
         tracing::debug!(
             "language model: {} prompt tokens in {:.1} ms",
             prompt.ids.len(),
@@ -379,7 +384,7 @@ impl Qwen3Vl {
     fn step(&mut self, id: u32, rope_delta: i64) -> Result<Vec<f32>, VlmError> {
         let pos = self.text.cached() as i64 + rope_delta;
         let embeds = self.text.embed(&[id], &self.device)?;
-        let logits = self.text.forward(&embeds, &[[pos; 3]], None)?;
+        let logits = self.text.forward(&embeds, &[[pos; 3]], None, Logits::All)?;
         Ok(logits.squeeze(0)?.to_vec1::<f32>()?)
     }
 
@@ -393,9 +398,12 @@ impl Qwen3Vl {
         keep_logits: bool,
     ) -> Result<Generation, VlmError> {
         let started = Instant::now();
-        let logits = self.prefill(prompt)?;
-        let last = logits.dim(0)? - 1;
-        let mut current = logits.narrow(0, last, 1)?.squeeze(0)?.to_vec1::<f32>()?;
+        // Only the last position's logits: a released checkpoint's vocabulary has 151 936
+        // entries, so all of them would cost a (prompt × 151 936) product (a seventh of a 2B
+        // model's prefill) and 600 KB of memory per prompt token (1.2 GB for a 2 000-token CT
+        // video).
+        let logits = self.run_prompt(prompt, Logits::Last)?;
+        let mut current = logits.squeeze(0)?.to_vec1::<f32>()?;
         let prefill_ms = started.elapsed().as_secs_f64() * 1e3;
         let decode_start = Instant::now();
         let mut ids = Vec::new();

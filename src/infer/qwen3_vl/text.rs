@@ -163,7 +163,8 @@ impl Attention {
                 Tensor::from_vec(mask, (rep * seq, total), x.device())?.to_dtype(w.dtype())?;
             w = w.broadcast_add(&mask)?;
         }
-        let w = candle_nn::ops::softmax_last_dim(&w.to_dtype(DType::F32)?)?.to_dtype(x.dtype())?;
+        let w = super::kernels::softmax_last_dim_in_place(w.to_dtype(DType::F32)?)?
+            .to_dtype(x.dtype())?;
         let out = w
             .matmul(&v)?
             .reshape((b, self.heads, seq, self.head_dim))?
@@ -264,12 +265,14 @@ impl TextModel {
     }
 
     /// Run `embeds` (1, seq, hidden) at `positions` (one `[t, h, w]` per token) after the
-    /// cache; returns the logits of every position, `(seq, vocab)` in f32.
+    /// cache; returns the logits of every position, `(seq, vocab)` in f32, or with
+    /// [`Logits::Last`] of the last one only, `(1, vocab)`.
     pub fn forward(
         &mut self,
         embeds: &Tensor,
         positions: &[[i64; 3]],
         deepstack: Option<Deepstack>,
+        which: Logits,
     ) -> Result<Tensor> {
         let rope = mrope(&self.cfg, positions, embeds.dtype(), embeds.device())?;
         let mut x = embeds.clone();
@@ -281,9 +284,22 @@ impl TextModel {
                 x = add_at(&x, ds.positions, feat)?;
             }
         }
+        let x = match which {
+            Logits::All => x,
+            Logits::Last => x.narrow(1, x.dim(1)? - 1, 1)?,
+        };
         let x = self.norm.forward(&x)?;
         self.lm_head.forward(&x)?.squeeze(0)?.to_dtype(DType::F32)
     }
+}
+
+/// Which positions' logits a forward pass returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Every position (the numeric tests compare them all).
+    All,
+    /// The last position only (generation needs no more).
+    Last,
 }
 
 /// `x[0, positions[i]] += feat[i]`.

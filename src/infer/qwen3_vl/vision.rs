@@ -77,9 +77,10 @@ impl Block {
             let qs = q.narrow(2, start, len)?;
             let ks = k.narrow(2, start, len)?;
             let vs = v.narrow(2, start, len)?;
-            let w = qs.matmul(&ks.t()?)?;
-            let w =
-                candle_nn::ops::softmax_last_dim(&w.to_dtype(DType::F32)?)?.to_dtype(x.dtype())?;
+            // The reference takes the softmax in f32; on the CPU in f32 it overwrites the
+            // fresh product in place (see `kernels`).
+            let w = qs.matmul(&ks.t()?)?.to_dtype(DType::F32)?;
+            let w = super::kernels::softmax_last_dim_in_place(w)?.to_dtype(x.dtype())?;
             outs.push(
                 w.matmul(&vs)?
                     .squeeze(0)?
