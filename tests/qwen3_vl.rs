@@ -205,10 +205,21 @@ fn vlm_command_prints_the_reference_tokens_as_json() {
         "--device",
         "cpu",
         "--json",
+        "--repeats",
+        "3",
     ]);
     assert_eq!(ids(&v["token_ids"]), ids(&json["image"]["greedy_tokens"]));
     assert_eq!(v["text"], json["image"]["greedy_text"]);
     assert_eq!(v["timings"]["prompt_tokens"], 24);
+    // --repeats: the same answer three times with the model loaded once, each run's timings
+    // kept (the cache is cleared between runs, so the last answer is still the reference's).
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    for run in runs {
+        assert_eq!(run["prompt_tokens"], 24);
+        assert_eq!(run["new_tokens"], 12);
+        assert!(run["prefill_ms"].as_f64().unwrap() > 0.0);
+    }
 
     // Without --json: the text alone.
     let out = keyslice(&[
