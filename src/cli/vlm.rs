@@ -91,11 +91,13 @@ pub fn run(args: &VlmArgs) -> Result<(), CliError> {
     };
     let prompt = model.prompt(visual, &args.prompt)?;
     let mut runs = Vec::with_capacity(args.repeats);
-    let mut out = model.generate(&prompt, args.max_new_tokens, !args.ignore_eos, false)?;
-    runs.push(out.timings);
-    for _ in 1..args.repeats {
+    let mut out;
+    loop {
         out = model.generate(&prompt, args.max_new_tokens, !args.ignore_eos, false)?;
         runs.push(out.timings);
+        if runs.len() == args.repeats {
+            break;
+        }
     }
     let mut stdout = std::io::stdout().lock();
     if args.json {
