@@ -54,7 +54,7 @@ fn training_is_reproducible_and_its_checkpoint_analyses() {
         "--out",
         path_str(&data),
         "--cases",
-        "2",
+        "3",
         "--seed",
         "41",
         "--matrix",
@@ -103,6 +103,90 @@ fn training_is_reproducible_and_its_checkpoint_analyses() {
             .as_str()
             .expect("report")
             .starts_with("FINDINGS:")
+    );
+
+    finder_stage(folder.path(), &data, &first, &ct);
+}
+
+/// The finder stage on top of the checkpoint `first`: two cases of `data` train it, the
+/// third chooses its thresholds; again reproducible, and the result analyses `ct`.
+fn finder_stage(folder: &Path, data: &Path, first: &Path, ct: &Path) {
+    let finder_config = folder.join("finder.json");
+    let mut with_finder: serde_json::Value = serde_json::from_str(SMALL_CONFIG).expect("JSON");
+    with_finder["finder"] = serde_json::json!({
+        "grid": { "size": 32, "pixel_mm": 12.0, "slab_mm": 10.0 },
+        "crop": 16,
+        "widths": [4, 4, 8],
+        "thresholds": [0.5, 0.5, 0.5, 0.5]
+    });
+    std::fs::write(&finder_config, with_finder.to_string()).expect("config written");
+    let finder_first = folder.join("finder-first");
+    let finder_second = folder.join("finder-second");
+    for out in [&finder_first, &finder_second] {
+        let result = keyslice(&[
+            "train",
+            "--stage",
+            "finder",
+            "--init",
+            path_str(first),
+            "--data",
+            path_str(data),
+            "--out",
+            path_str(out),
+            "--steps",
+            "3",
+            "--batch",
+            "4",
+            "--calibration",
+            "1",
+            "--version",
+            "test-finder",
+            "--config",
+            path_str(&finder_config),
+        ]);
+        assert!(result.status.success(), "{}", text(&result.stderr));
+        let log = text(&result.stderr);
+        assert!(log.contains("step 3/3: finder loss"), "{log}");
+        assert!(log.contains("thresholds"), "{log}");
+    }
+    let weights = |out: &Path| std::fs::read(out.join("model.safetensors")).expect("weights");
+    assert_eq!(weights(&finder_first), weights(&finder_second));
+    let written: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(finder_first.join("config.json")).expect("config.json"),
+    )
+    .expect("JSON");
+    assert_eq!(written["finder"]["crop"], 16);
+    assert_eq!(
+        written["finder"]["thresholds"].as_array().map(Vec::len),
+        Some(4)
+    );
+    let analysed = keyslice(&[
+        "analyze",
+        path_str(ct),
+        "--model",
+        path_str(&finder_first),
+        "--json",
+    ]);
+    assert!(analysed.status.success(), "{}", text(&analysed.stderr));
+    let prediction: serde_json::Value =
+        serde_json::from_str(text(&analysed.stdout).trim()).expect("one JSON line");
+    assert_eq!(prediction["diagnoser"]["version"], "test-finder");
+
+    // Without --init the finder stage says what it needs.
+    let result = keyslice(&[
+        "train",
+        "--stage",
+        "finder",
+        "--data",
+        path_str(data),
+        "--out",
+        path_str(&folder.join("none")),
+    ]);
+    assert!(!result.status.success());
+    assert!(
+        text(&result.stderr).contains("--init"),
+        "{}",
+        text(&result.stderr)
     );
 }
 

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
+use crate::infer::embedded::TinyConfig;
+use crate::infer::embedded::finder_train::{FinderTrainOptions, train_finder};
 use crate::infer::embedded::train::{TrainOptions, train};
 
 /// Arguments of `train`.
@@ -41,6 +43,26 @@ pub struct TrainArgs {
     /// A config.json to start from (grid, widths, windows) instead of the built-in one.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// What to train: the diagnoser and verifier networks, or the lesion finder on top of
+    /// the checkpoint given by --init.
+    #[arg(long, value_enum, default_value_t = Stage::Networks)]
+    pub stage: Stage,
+    /// The checkpoint folder the finder stage builds on (its diagnoser gives organ masks).
+    #[arg(long)]
+    pub init: Option<PathBuf>,
+    /// Finder stage: cases (the last ones in --data) kept out of training to choose the
+    /// per-organ thresholds.
+    #[arg(long, default_value_t = 80)]
+    pub calibration: usize,
+}
+
+/// A training stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Stage {
+    /// The diagnoser and verifier (per-pixel organ, lesion and class maps).
+    Networks,
+    /// The lesion finder (per organ and slab: is there a tumor, and where).
+    Finder,
 }
 
 /// Runs `train`.
@@ -50,18 +72,36 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
             "--steps and --batch must be at least 1".into(),
         ));
     }
+    if args.stage == Stage::Finder {
+        let Some(init) = &args.init else {
+            return Err(CliError::Argument(
+                "--stage finder needs --init DIR, the checkpoint whose diagnoser gives organ masks (e.g. models/keyslice-tiny)".into(),
+            ));
+        };
+        let options = FinderTrainOptions {
+            steps: args.steps,
+            batch: args.batch,
+            learning_rate: args.lr,
+            seed: args.seed,
+            version: args.version.clone(),
+            calibration: args.calibration,
+            start: match &args.config {
+                None => None,
+                Some(path) => read_config(path)?.finder,
+            },
+        };
+        train_finder(init, &args.data, &args.out, &options, |line| {
+            eprintln!("{line}");
+        })?;
+        println!(
+            "keyslice-tiny with its finder written to {} (config.json, model.safetensors)",
+            args.out.display()
+        );
+        return Ok(());
+    }
     let config = match &args.config {
         None => None,
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| CliError::Argument(format!("{}: {e}", path.display())))?;
-            Some(serde_json::from_str(&text).map_err(|e| {
-                CliError::Argument(format!(
-                    "{}: not a keyslice-tiny config: {e}",
-                    path.display()
-                ))
-            })?)
-        }
+        Some(path) => Some(read_config(path)?),
     };
     let options = TrainOptions {
         config,
@@ -79,4 +119,16 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
         args.out.display()
     );
     Ok(())
+}
+
+/// A keyslice-tiny `config.json`.
+fn read_config(path: &std::path::Path) -> Result<TinyConfig, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::Argument(format!("{}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        CliError::Argument(format!(
+            "{}: not a keyslice-tiny config: {e}",
+            path.display()
+        ))
+    })
 }

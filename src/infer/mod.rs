@@ -119,6 +119,9 @@ pub struct KeySliceImage {
     pub hu: Vec<f32>,
     /// The diagnoser's box, if any.
     pub slice_box: Option<SliceBox>,
+    /// Distance from the slice to the volume's last slice (along its third axis), mm: where
+    /// the slice lies in the scan, for verifiers that use it.
+    pub from_top_mm: f64,
 }
 
 impl KeySliceImage {
@@ -145,6 +148,7 @@ impl KeySliceImage {
             origin_mm: volume.patient_from_voxel().apply([0.0, 0.0, k as f64]),
             hu,
             slice_box,
+            from_top_mm: (nz - 1 - k) as f64 * spacing[2],
         })
     }
 }

@@ -38,6 +38,9 @@ pub struct ModelGrid {
     pub ct_dims: [usize; 3],
     /// Patient z (mm) of the first slab's centre and of the last, for position features.
     pub z_range_mm: (f64, f64),
+    /// How far the scan reaches beyond the last slab, mm: 0 for a whole volume; a key slice
+    /// cut out of a volume sets it, so that its height feature says where the slice lies.
+    pub above_mm: f64,
 }
 
 impl ModelGrid {
@@ -93,6 +96,7 @@ impl ModelGrid {
             slabs,
             hu,
             z_range_mm: (z(0), z(slabs - 1)),
+            above_mm: 0.0,
             centre_slice,
             ct_spacing_mm: spacing,
             ct_dims: dims,
@@ -136,8 +140,9 @@ impl ModelGrid {
     /// 300 mm (phantoms and abdominal CTs end near the liver dome).
     #[must_use]
     pub fn height_feature(&self, s: usize) -> f32 {
-        let from_top =
-            (self.slabs.saturating_sub(1) - s.min(self.slabs - 1)) as f64 * self.spec.slab_mm;
+        let from_top = (self.slabs.saturating_sub(1) - s.min(self.slabs - 1)) as f64
+            * self.spec.slab_mm
+            + self.above_mm;
         (from_top / 300.0) as f32
     }
 }

@@ -7,11 +7,17 @@
 //! and marks organs and lesions per pixel; [`decode`] turns that into findings, a report (the
 //! project's report writer), the key slice and a box. The **verifier** sees only a crop of the
 //! key slice around the box and describes what is visible there, through the same decoding,
-//! as a local description. It is honest about what it is: trained only on synthetic phantoms,
+//! as a local description. From version 2 a third network, the **finder** ([`finder`]),
+//! decides which organs show a tumor and where: for every organ and slab the diagnoser's
+//! organ mask covers, it answers "tumor here?" on a finer grid, and the decoding grows the
+//! lesion from the cell that decided (the diagnoser's lesion masks are then unused). It is honest about what it is: trained only on synthetic phantoms,
 //! not for clinical use (see `MODEL_CARD.md`).
 
+pub mod batch_norm;
 pub mod conv;
 pub mod decode;
+pub mod finder;
+pub mod finder_train;
 pub mod grid;
 pub mod net;
 pub mod train;
@@ -28,6 +34,7 @@ use crate::volume::Volume;
 use decode::{
     DecodeRule, Probabilities, find_lesions, findings_of, key_slab, slab_box, visible_organs,
 };
+use finder::{FinderConfig, FinderNet, SlabAnswer};
 use grid::{GridSpec, ModelGrid};
 use net::{OUTPUTS, SliceNet};
 
@@ -73,6 +80,10 @@ pub struct TinyConfig {
     /// When lesion pixels make a lesion.
     #[serde(default)]
     pub decode: DecodeRule,
+    /// The lesion finder (version 2 on): when present it decides which organs show a tumor
+    /// and where, and the diagnoser's lesion masks are not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finder: Option<FinderConfig>,
 }
 
 impl TinyConfig {
@@ -98,6 +109,7 @@ impl TinyConfig {
             norm_groups: 0,
             train_crop: 64,
             decode: DecodeRule::default(),
+            finder: None,
         }
     }
 
@@ -122,6 +134,8 @@ pub struct TinyModel {
     pub diagnoser: SliceNet,
     /// Reads the key-slice crop.
     pub verifier: SliceNet,
+    /// Decides tumor presence per organ and slab (version 2 on).
+    pub finder: Option<FinderNet>,
     device: Device,
 }
 
@@ -158,7 +172,7 @@ impl TinyModel {
         Self::from_tensors(config, tensors, device).map_err(|e| error(&weights, candle_message(&e)))
     }
 
-    fn from_tensors(
+    pub(crate) fn from_tensors(
         config: TinyConfig,
         tensors: std::collections::HashMap<String, Tensor>,
         device: Device,
@@ -177,6 +191,34 @@ impl TinyModel {
                 config.norm_groups,
                 &vb.pp("verifier"),
             )?,
+            finder: match &config.finder {
+                None => None,
+                Some(finder) => {
+                    if (finder.grid.slab_mm - config.grid.slab_mm).abs() > 1e-9 {
+                        candle_core::bail!(
+                            "the finder's slabs ({} mm) must be the diagnoser's ({} mm)",
+                            finder.grid.slab_mm,
+                            config.grid.slab_mm
+                        );
+                    }
+                    if finder.crop == 0
+                        || !finder.crop.is_multiple_of(finder::STRIDE)
+                        || finder.crop > finder.grid.size
+                    {
+                        candle_core::bail!(
+                            "the finder's crop ({}) must be a multiple of {} and fit its grid",
+                            finder.crop,
+                            finder::STRIDE
+                        );
+                    }
+                    Some(FinderNet::new(
+                        FinderConfig::inputs(config.windows.len()),
+                        finder,
+                        &vb.pp("finder"),
+                        false,
+                    )?)
+                }
+            },
             config,
             device,
         })
@@ -231,6 +273,76 @@ impl TinyModel {
         })
     }
 
+    /// The finder's answer for every organ and slab of `fine` (the finder's grid) where the
+    /// diagnoser's organ mask (`coarse`, on the diagnoser's grid) covers at least 4 pixels,
+    /// and those masks on `fine` (`[slab * 4 + organ][pixel]`). Empty without a finder.
+    pub fn find(
+        &self,
+        fine: &ModelGrid,
+        coarse: &Probabilities,
+    ) -> candle_core::Result<(Vec<SlabAnswer>, Vec<Vec<bool>>)> {
+        let (Some(net), Some(config)) = (&self.finder, &self.config.finder) else {
+            return Ok((Vec::new(), Vec::new()));
+        };
+        let masks = organ_masks_on(fine, coarse, config.mask_thresholds);
+        let n = fine.spec.size;
+        let crop = config.crop.min(n);
+        let mut jobs = Vec::new();
+        for slab in 0..fine.slabs {
+            for organ in 0..4 {
+                let mask = &masks[slab * 4 + organ];
+                if mask.iter().filter(|&&on| on).count() < 4 {
+                    continue;
+                }
+                if let Some(centre) = finder::mask_centre(mask, n) {
+                    jobs.push((slab, organ, finder::crop_corner(centre, crop, n)));
+                }
+            }
+        }
+        let mut answers = Vec::with_capacity(jobs.len());
+        let channels = FinderConfig::inputs(self.config.windows.len());
+        for batch in jobs.chunks(32) {
+            let mut inputs = Vec::with_capacity(batch.len() * channels * crop * crop);
+            let mut crop_masks = Vec::with_capacity(batch.len() * crop * crop);
+            for &(slab, organ, corner) in batch {
+                let (input, made) = finder::finder_input(
+                    fine,
+                    slab,
+                    &masks[slab * 4 + organ],
+                    corner,
+                    crop,
+                    &self.config.windows,
+                );
+                inputs.extend(input);
+                crop_masks.extend(made.mask);
+            }
+            let x = Tensor::from_vec(inputs, (batch.len(), channels, crop, crop), &self.device)?;
+            let m = Tensor::from_vec(crop_masks, (batch.len(), 1, crop, crop), &self.device)?;
+            let organs: Vec<usize> = batch.iter().map(|job| job.1).collect();
+            let cells =
+                finder::organ_cells(&net.forward(&x, false)?, &organs, &m)?.to_vec2::<f32>()?;
+            let per_row = crop / finder::STRIDE;
+            for (&(slab, organ, corner), row) in batch.iter().zip(cells) {
+                let (best, logit) = row
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .max_by(|a, b| a.1.total_cmp(&b.1))
+                    .unwrap_or((0, f32::NEG_INFINITY));
+                answers.push(SlabAnswer {
+                    organ,
+                    slab,
+                    probability: 1.0 / (1.0 + (-logit).exp()),
+                    cell: (
+                        corner.0 + (best % per_row) * finder::STRIDE,
+                        corner.1 + (best / per_row) * finder::STRIDE,
+                    ),
+                });
+            }
+        }
+        Ok((answers, masks))
+    }
+
     /// Per-pixel probabilities (`[channel][pixel]`) of the verifier on one crop, as made by
     /// [`verifier_input`].
     pub fn verify_crop(&self, crop: &[f32]) -> candle_core::Result<Vec<Vec<f32>>> {
@@ -263,6 +375,123 @@ fn probabilities_of(logits: &Tensor) -> candle_core::Result<Vec<Vec<Vec<f32>>>> 
         height * width,
     ))?;
     all.to_vec3::<f32>()
+}
+
+/// The model pixel of `coarse` (a grid of `coarse_size` pixels of `coarse_mm`) nearest the
+/// centre of pixel `index` of a grid of `fine_size` pixels of `fine_mm`, both centred on the
+/// scan.
+fn coarse_index(
+    index: usize,
+    fine_size: usize,
+    fine_mm: f64,
+    coarse_size: usize,
+    coarse_mm: f64,
+) -> usize {
+    let mm = (index as f64 - (fine_size as f64 - 1.0) / 2.0) * fine_mm;
+    (mm / coarse_mm + (coarse_size as f64 - 1.0) / 2.0)
+        .round()
+        .clamp(0.0, (coarse_size - 1) as f64) as usize
+}
+
+/// The diagnoser's organ masks (probability ≥ the organ's threshold) resampled (nearest)
+/// onto `fine`: `[slab * 4 + organ][pixel]`.
+fn organ_masks_on(
+    fine: &ModelGrid,
+    coarse: &Probabilities,
+    thresholds: [f32; 4],
+) -> Vec<Vec<bool>> {
+    let n = fine.spec.size;
+    let lookup: Vec<usize> = (0..n)
+        .map(|i| coarse_index(i, n, fine.spec.pixel_mm, coarse.size, coarse.pixel_mm))
+        .collect();
+    let mut masks = Vec::with_capacity(fine.slabs * 4);
+    for slab in 0..fine.slabs {
+        let values = &coarse.values[slab.min(coarse.values.len().saturating_sub(1))];
+        for organ in 0..4 {
+            let channel = &values[net::ORGAN.start + organ];
+            masks.push(
+                (0..n * n)
+                    .map(|pixel| {
+                        channel[lookup[pixel / n] * coarse.size + lookup[pixel % n]]
+                            >= thresholds[organ]
+                    })
+                    .collect(),
+            );
+        }
+    }
+    masks
+}
+
+/// Probabilities on the finder's grid for the decoding ([`find_lesions`]): organ masks and
+/// location classes from the diagnoser (resampled), lesion pixels grown from each answer at
+/// or above its organ's threshold (none where they touch bone, above 400 HU), with the
+/// attenuation their contrast shows (within 12 HU of the organ: iso).
+fn finder_probabilities(
+    fine: &ModelGrid,
+    coarse: &Probabilities,
+    answers: &[SlabAnswer],
+    masks: &[Vec<bool>],
+    thresholds: [f32; 4],
+) -> Probabilities {
+    let n = fine.spec.size;
+    let plane = n * n;
+    let lookup: Vec<usize> = (0..n)
+        .map(|i| coarse_index(i, n, fine.spec.pixel_mm, coarse.size, coarse.pixel_mm))
+        .collect();
+    let mut values: Vec<Vec<Vec<f32>>> = (0..fine.slabs)
+        .map(|slab| {
+            let source = &coarse.values[slab.min(coarse.values.len().saturating_sub(1))];
+            (0..OUTPUTS)
+                .map(|channel| {
+                    if net::ORGAN.contains(&channel) {
+                        masks[slab * 4 + channel - net::ORGAN.start]
+                            .iter()
+                            .map(|&on| if on { 1.0 } else { 0.0 })
+                            .collect()
+                    } else if net::LOCATION.contains(&channel) {
+                        (0..plane)
+                            .map(|pixel| {
+                                source[channel][lookup[pixel / n] * coarse.size + lookup[pixel % n]]
+                            })
+                            .collect()
+                    } else {
+                        vec![0.0; plane]
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    for answer in answers {
+        if answer.probability < thresholds[answer.organ] {
+            continue;
+        }
+        let (pixels, contrast) =
+            finder::grow_lesion(fine, &masks[answer.slab * 4 + answer.organ], answer);
+        // No tumor of these organs reaches 400 HU; a region that does lies on bone (an organ
+        // mask that strays onto the spine or ribs).
+        let plane_hu = &fine.hu[answer.slab * plane..(answer.slab + 1) * plane];
+        if pixels.iter().any(|&pixel| plane_hu[pixel] > 400.0) {
+            continue;
+        }
+        let attenuation = if contrast <= -12.0 {
+            0
+        } else if contrast >= 12.0 {
+            2
+        } else {
+            1
+        };
+        let slab = &mut values[answer.slab];
+        for pixel in pixels {
+            slab[net::LESION.start + answer.organ][pixel] = 1.0;
+            slab[net::ATTENUATION.start + attenuation][pixel] = 1.0;
+        }
+    }
+    Probabilities {
+        size: n,
+        pixel_mm: fine.spec.pixel_mm,
+        slab_mm: fine.spec.slab_mm,
+        values,
+    }
 }
 
 /// The in-plane box (corner, size as columns × rows) holding every pixel above −500 HU in
@@ -401,9 +630,33 @@ impl Diagnoser for TinyDiagnoser<'_> {
         if volume.dims().contains(&0) {
             return Err(InferError::Volume("it has no voxels".into()));
         }
-        let grid = ModelGrid::from_volume(volume, model.config.grid);
-        let probabilities = model.diagnose_grid(&grid).map_err(run_error)?;
-        let lesions = find_lesions(&probabilities, model.config.decode);
+        let coarse = ModelGrid::from_volume(volume, model.config.grid);
+        let probabilities = model.diagnose_grid(&coarse).map_err(run_error)?;
+        // With a finder, the decoding reads its grid; without, the diagnoser's lesion masks.
+        let (grid, lesions) = match &model.config.finder {
+            Some(finder) => {
+                let fine = if finder.grid == model.config.grid {
+                    coarse
+                } else {
+                    ModelGrid::from_volume(volume, finder.grid)
+                };
+                let (answers, masks) = model.find(&fine, &probabilities).map_err(run_error)?;
+                let decoded = finder_probabilities(
+                    &fine,
+                    &probabilities,
+                    &answers,
+                    &masks,
+                    finder.thresholds,
+                );
+                let rule = DecodeRule {
+                    threshold: 0.5,
+                    min_voxels: 1,
+                };
+                let lesions = find_lesions(&decoded, rule);
+                (fine, lesions)
+            }
+            None => (coarse, find_lesions(&probabilities, model.config.decode)),
+        };
         let mut findings = findings_of(&lesions);
         let key = key_slab(&lesions, grid.slabs);
         let mut slice_box = None;
@@ -481,6 +734,11 @@ impl Verifier for TinyVerifier<'_> {
         };
         // The slice alone, as a one-slab volume on the model grid.
         let volume = slice_volume(slice).map_err(InferError::Volume)?;
+        if let Some(finder) = &model.config.finder {
+            let local = read_slice_with_finder(model, finder, &volume, slice.from_top_mm)
+                .map_err(run_error)?;
+            return Ok(write_local_description(slice.index, &local));
+        }
         // The one-slice volume is 1 mm thick: a 1 mm slab holds exactly that slice.
         let spec = GridSpec {
             slab_mm: 1.0,
@@ -515,6 +773,47 @@ impl Verifier for TinyVerifier<'_> {
         }
         Ok(write_local_description(slice.index, &local))
     }
+}
+
+/// The finder's reading of one slice alone (`volume` holds just that slice, `from_top_mm`
+/// below the top of its scan): the diagnoser's organ masks on it, then the finder per organ,
+/// decoded as for a volume. Organs the slice does not show are not mentioned.
+fn read_slice_with_finder(
+    model: &TinyModel,
+    finder: &FinderConfig,
+    volume: &Volume,
+    from_top_mm: f64,
+) -> candle_core::Result<Findings> {
+    // The one-slice volume is 1 mm thick: a 1 mm slab holds exactly that slice.
+    let slab = |grid: GridSpec| {
+        let mut one = ModelGrid::from_volume(
+            volume,
+            GridSpec {
+                slab_mm: 1.0,
+                ..grid
+            },
+        );
+        one.above_mm = from_top_mm;
+        one
+    };
+    let coarse = slab(model.config.grid);
+    let probabilities = model.diagnose_grid(&coarse)?;
+    let fine = slab(finder.grid);
+    let (answers, masks) = model.find(&fine, &probabilities)?;
+    let decoded = finder_probabilities(&fine, &probabilities, &answers, &masks, finder.thresholds);
+    let rule = DecodeRule {
+        threshold: 0.5,
+        min_voxels: 1,
+    };
+    let mut local = findings_of(&find_lesions(&decoded, rule));
+    let visible = visible_organs(&decoded.values[0], 4);
+    for organ in crate::findings::Organ::ALL {
+        let entry = local.organ_mut(organ);
+        if entry.tumor == TumorPresence::No && !visible.contains(&organ) {
+            entry.tumor = TumorPresence::NotMentioned;
+        }
+    }
+    Ok(local)
 }
 
 /// The model pixel nearest CT pixel (`i`, `j`).

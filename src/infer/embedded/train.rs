@@ -552,7 +552,7 @@ fn verifier_batch_loss(
 
 /// Overwrites every variable of `varmap`: weights He-normal (σ = √(2 / fan-in)), biases 0,
 /// normalisation scales 1.
-fn seeded_init(varmap: &VarMap, seed: u64, device: &Device) -> candle_core::Result<()> {
+pub(crate) fn seeded_init(varmap: &VarMap, seed: u64, device: &Device) -> candle_core::Result<()> {
     let data = varmap
         .data()
         .lock()

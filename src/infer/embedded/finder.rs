@@ -1,0 +1,405 @@
+//! The lesion finder of `keyslice-tiny` (version 2 on): a small CNN asked one question per
+//! organ and slab, "does this organ show a tumor on this slab?", instead of marking lesion
+//! pixels among thousands of others (what version 1's per-pixel lesion masks failed to learn;
+//! see the model card).
+//!
+//! Input: a `crop`² window of the finder's grid (3 mm pixels, 5 mm slabs) centred on the
+//! organ's extent on that slab: the slab and its two neighbours in each window, the organ's
+//! mask (grown by a pixel) and x, y and height position planes. Three blocks of two 3×3
+//! convolutions (batch normalisation, ReLU), max-pooled twice, then a 1×1 head with one
+//! logit per organ and ¼-resolution cell. The answer for an organ is the largest logit of its
+//! channel over the cells its mask touches (multiple-instance pooling): the cell that decides
+//! is where the tumor is, which places the lesion for the decoding.
+
+use candle_core::{Module, Result, Tensor};
+use candle_nn::{Conv2d, Conv2dConfig, VarBuilder, conv2d};
+use serde::{Deserialize, Serialize};
+
+use super::batch_norm::BatchNorm;
+use super::conv::conv3x3;
+use super::grid::{GridSpec, ModelGrid};
+use super::{position_channels, window};
+
+/// Cells of the finder's output per input pixel along a side (two 2× poolings).
+pub const STRIDE: usize = 4;
+
+/// The finder's part of `config.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FinderConfig {
+    /// Its grid (the slab thickness must be the diagnoser's, so that slabs correspond).
+    pub grid: GridSpec,
+    /// Pixels per side of a crop (a multiple of [`STRIDE`]).
+    pub crop: usize,
+    /// Channel widths of the three blocks.
+    pub widths: [usize; 3],
+    /// Probability above which an organ's slab counts as showing a tumor, per organ (liver,
+    /// pancreas, left kidney, right kidney): chosen on calibration cases held out of the
+    /// finder's training, never on the held-out test set.
+    pub thresholds: [f32; 4],
+    /// Organ-mask probability from which a pixel counts as the organ, per organ: the
+    /// diagnoser's small organs can stay below 0.5 (chosen on calibration cases).
+    #[serde(default = "half")]
+    pub mask_thresholds: [f32; 4],
+}
+
+fn half() -> [f32; 4] {
+    [0.5; 4]
+}
+
+impl FinderConfig {
+    /// The configuration a fresh finder starts from.
+    #[must_use]
+    pub fn initial(slab_mm: f64) -> Self {
+        Self {
+            grid: GridSpec {
+                size: 128,
+                pixel_mm: 3.0,
+                slab_mm,
+            },
+            crop: 64,
+            widths: [16, 32, 64],
+            thresholds: [0.5; 4],
+            mask_thresholds: half(),
+        }
+    }
+
+    /// Input channels: three slabs × windows, the organ mask, x, y and height.
+    #[must_use]
+    pub fn inputs(windows: usize) -> usize {
+        3 * windows + 4
+    }
+}
+
+/// Two 3×3 convolutions, each followed by batch normalisation and ReLU.
+struct Block {
+    conv_a: Conv2d,
+    norm_a: BatchNorm,
+    conv_b: Conv2d,
+    norm_b: BatchNorm,
+}
+
+impl Block {
+    fn new(inputs: usize, outputs: usize, vb: &VarBuilder, training: bool) -> Result<Self> {
+        let config = Conv2dConfig {
+            padding: 1,
+            ..Conv2dConfig::default()
+        };
+        Ok(Self {
+            conv_a: conv2d(inputs, outputs, 3, config, vb.pp("conv_a"))?,
+            norm_a: BatchNorm::new(outputs, &vb.pp("norm_a"), training)?,
+            conv_b: conv2d(outputs, outputs, 3, config, vb.pp("conv_b"))?,
+            norm_b: BatchNorm::new(outputs, &vb.pp("norm_b"), training)?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let conv = |conv: &Conv2d, x: &Tensor| conv3x3(x, conv.weight(), conv.bias());
+        let a = self
+            .norm_a
+            .forward(&conv(&self.conv_a, x)?, train)?
+            .relu()?;
+        self.norm_b.forward(&conv(&self.conv_b, &a)?, train)?.relu()
+    }
+}
+
+/// The network.
+pub struct FinderNet {
+    blocks: [Block; 3],
+    head: Conv2d,
+}
+
+impl FinderNet {
+    /// Builds (or loads, through `vb`) the network; `training` starts the batch
+    /// normalisation's running statistics afresh instead of reading them.
+    pub fn new(
+        inputs: usize,
+        config: &FinderConfig,
+        vb: &VarBuilder,
+        training: bool,
+    ) -> Result<Self> {
+        let [w1, w2, w3] = config.widths;
+        Ok(Self {
+            blocks: [
+                Block::new(inputs, w1, &vb.pp("block1"), training)?,
+                Block::new(w1, w2, &vb.pp("block2"), training)?,
+                Block::new(w2, w3, &vb.pp("block3"), training)?,
+            ],
+            head: conv2d(w3, 4, 1, Conv2dConfig::default(), vb.pp("head"))?,
+        })
+    }
+
+    /// `x`: `[batch, inputs, crop, crop]` → logits `[batch, 4, crop / 4, crop / 4]`;
+    /// `train` normalises with the batch's statistics.
+    pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let [first, second, third] = &self.blocks;
+        let a = first.forward(x, train)?;
+        let b = second.forward(&a.max_pool2d(2)?, train)?;
+        let c = third.forward(&b.max_pool2d(2)?, train)?;
+        self.head.forward(&c)
+    }
+
+    /// The batch normalisation's running statistics as named tensors (under `prefix`, e.g.
+    /// `finder`), to be saved with the weights.
+    pub fn running_tensors(&self, prefix: &str) -> Result<Vec<(String, Tensor)>> {
+        let mut out = Vec::new();
+        for (index, block) in self.blocks.iter().enumerate() {
+            for (name, norm) in [("norm_a", &block.norm_a), ("norm_b", &block.norm_b)] {
+                out.extend(norm.running_tensors(&format!("{prefix}.block{}.{name}", index + 1))?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Each sample's logit map for its organ with the cells outside the organ pushed far down:
+/// `logits` `[batch, 4, h, w]`, `organs[b]` the organ index of sample `b`, `masks`
+/// `[batch, 1, h·4, w·4]` (1 on the organ) → `[batch, h·w]`.
+pub fn organ_cells(logits: &Tensor, organs: &[usize], masks: &Tensor) -> Result<Tensor> {
+    let (batch, channels, _, _) = logits.dims4()?;
+    let mut select = vec![0f32; batch * channels];
+    for (b, &organ) in organs.iter().enumerate() {
+        select[b * channels + organ] = 1.0;
+    }
+    let select = Tensor::from_vec(select, (batch, channels, 1, 1), logits.device())?;
+    let map = logits.broadcast_mul(&select)?.sum(1)?;
+    let cells = masks.max_pool2d(STRIDE)?.squeeze(1)?;
+    // Outside the organ: logit − 30 (probability below 1e-13), so the maximum is inside it.
+    let outside = ((cells - 1.0)? * 30.0)?;
+    (map + outside)?.flatten_from(1)
+}
+
+/// One finder crop: where it lies on the grid and its organ mask (crop pixels, 0/1).
+pub struct FinderCrop {
+    /// Grid column and row of the crop's top-left pixel.
+    pub corner: (usize, usize),
+    /// The organ mask inside the crop, row-major.
+    pub mask: Vec<f32>,
+}
+
+/// The crop corner that centres `centre` as far as the grid allows.
+#[must_use]
+pub fn crop_corner(centre: (usize, usize), crop: usize, size: usize) -> (usize, usize) {
+    let corner = |at: usize| at.saturating_sub(crop / 2).min(size.saturating_sub(crop));
+    (corner(centre.0), corner(centre.1))
+}
+
+/// The centre (column, row) of the bounding box of `mask` (one slab of the grid), if any
+/// pixel is set.
+#[must_use]
+pub fn mask_centre(mask: &[bool], size: usize) -> Option<(usize, usize)> {
+    let mut bounds: Option<[usize; 4]> = None;
+    for (pixel, _) in mask.iter().enumerate().filter(|(_, on)| **on) {
+        let (column, row) = (pixel % size, pixel / size);
+        bounds = Some(match bounds {
+            None => [column, row, column, row],
+            Some([c0, r0, c1, r1]) => [c0.min(column), r0.min(row), c1.max(column), r1.max(row)],
+        });
+    }
+    bounds.map(|[c0, r0, c1, r1]| (usize::midpoint(c0, c1), usize::midpoint(r0, r1)))
+}
+
+/// The finder's input for organ mask `mask` (one slab of `grid`, row-major) on `slab`, in a
+/// crop with top-left `corner`; channel-major. Also returns the crop's mask (grown by one
+/// pixel, as the network sees it).
+#[must_use]
+pub fn finder_input(
+    grid: &ModelGrid,
+    slab: usize,
+    mask: &[bool],
+    corner: (usize, usize),
+    crop: usize,
+    windows: &[[f32; 2]],
+) -> (Vec<f32>, FinderCrop) {
+    let n = grid.spec.size;
+    let plane = n * n;
+    let mut input = Vec::with_capacity(FinderConfig::inputs(windows.len()) * crop * crop);
+    let (column0, row0) = corner;
+    for offset in [-1isize, 0, 1] {
+        let s = (slab as isize + offset).clamp(0, grid.slabs as isize - 1) as usize;
+        let values = &grid.hu[s * plane..(s + 1) * plane];
+        for &w in windows {
+            for row in row0..row0 + crop {
+                input.extend(
+                    values[row * n + column0..row * n + column0 + crop]
+                        .iter()
+                        .map(|&hu| window(hu, w)),
+                );
+            }
+        }
+    }
+    let mut grown = vec![0f32; crop * crop];
+    for row in 0..crop {
+        for column in 0..crop {
+            let (gr, gc) = (row0 + row, column0 + column);
+            let near = (gr.saturating_sub(1)..=(gr + 1).min(n - 1))
+                .any(|r| (gc.saturating_sub(1)..=(gc + 1).min(n - 1)).any(|c| mask[r * n + c]));
+            if near {
+                grown[row * crop + column] = 1.0;
+            }
+        }
+    }
+    input.extend_from_slice(&grown);
+    position_channels(
+        grid,
+        grid.height_feature(slab),
+        column0 as isize,
+        row0 as isize,
+        crop,
+        &mut input,
+    );
+    (
+        input,
+        FinderCrop {
+            corner,
+            mask: grown,
+        },
+    )
+}
+
+/// The finder's answer for one organ on one slab.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SlabAnswer {
+    /// Organ index (liver, pancreas, left kidney, right kidney).
+    pub organ: usize,
+    /// Slab.
+    pub slab: usize,
+    /// Probability that the organ shows a tumor on this slab.
+    pub probability: f32,
+    /// Grid column and row of the top-left pixel of the deciding cell ([`STRIDE`]² pixels).
+    pub cell: (usize, usize),
+}
+
+/// Lesion pixels of one positive answer, grown on the grid from the deciding cell: the
+/// pixel of the cell (inside the organ) that differs most from the organ's median on that
+/// slab (3 × 3 mean), then its 4-connected neighbours within 12 pixels that differ the same
+/// way by at least half as much (and 8 HU). A cell with less than 12 HU of contrast (an
+/// isoattenuating tumor shows only by its rim) gives the cell's organ pixels. Returns the
+/// pixels and the region's mean difference from the organ, HU.
+#[must_use]
+pub fn grow_lesion(grid: &ModelGrid, mask: &[bool], answer: &SlabAnswer) -> (Vec<usize>, f32) {
+    let n = grid.spec.size;
+    let plane = n * n;
+    let hu = &grid.hu[answer.slab * plane..(answer.slab + 1) * plane];
+    let mut organ: Vec<f32> = (0..plane).filter(|&p| mask[p]).map(|p| hu[p]).collect();
+    if organ.is_empty() {
+        return (Vec::new(), 0.0);
+    }
+    let middle = organ.len() / 2;
+    let median = *organ.select_nth_unstable_by(middle, f32::total_cmp).1;
+    let smooth = |pixel: usize| {
+        let (column, row) = (pixel % n, pixel / n);
+        let (mut sum, mut count) = (0.0, 0.0);
+        for r in row.saturating_sub(1)..=(row + 1).min(n - 1) {
+            for c in column.saturating_sub(1)..=(column + 1).min(n - 1) {
+                sum += hu[r * n + c];
+                count += 1.0;
+            }
+        }
+        sum / count - median
+    };
+    let (column0, row0) = answer.cell;
+    let cell: Vec<usize> = (row0..(row0 + STRIDE).min(n))
+        .flat_map(|row| (column0..(column0 + STRIDE).min(n)).map(move |column| row * n + column))
+        .filter(|&pixel| mask[pixel])
+        .collect();
+    let Some(&seed) = cell
+        .iter()
+        .max_by(|&&a, &&b| smooth(a).abs().total_cmp(&smooth(b).abs()))
+    else {
+        return (Vec::new(), 0.0);
+    };
+    let contrast = smooth(seed);
+    let region = if contrast.abs() < 12.0 {
+        cell
+    } else {
+        let sign = contrast.signum();
+        let floor = (contrast.abs() / 2.0).max(8.0);
+        let (seed_column, seed_row) = ((seed % n) as isize, (seed / n) as isize);
+        let mut seen = vec![false; plane];
+        let mut region = Vec::new();
+        let mut stack = vec![seed];
+        seen[seed] = true;
+        while let Some(pixel) = stack.pop() {
+            region.push(pixel);
+            let (column, row) = ((pixel % n) as isize, (pixel / n) as isize);
+            for (dc, dr) in [(-1, 0), (1, 0), (0, -1), (0, 1)] {
+                let (c, r) = (column + dc, row + dr);
+                if c < 0 || r < 0 || c >= n as isize || r >= n as isize {
+                    continue;
+                }
+                if (c - seed_column).abs() > 12 || (r - seed_row).abs() > 12 {
+                    continue;
+                }
+                let next = r as usize * n + c as usize;
+                if !seen[next] && mask[next] && sign * smooth(next) >= floor {
+                    seen[next] = true;
+                    stack.push(next);
+                }
+            }
+        }
+        region
+    };
+    let mean = region.iter().map(|&p| hu[p] - median).sum::<f32>() / region.len().max(1) as f32;
+    (region, mean)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+    use candle_nn::VarMap;
+
+    #[test]
+    fn organ_cells_keep_the_organ_channel_inside_the_mask() {
+        let device = Device::Cpu;
+        // Two samples, 4 organ channels, 2 × 2 cells; values encode (sample, channel, cell).
+        let values: Vec<f32> = (0..2 * 4 * 4).map(|v| v as f32).collect();
+        let logits = Tensor::from_vec(values, (2, 4, 2, 2), &device).unwrap();
+        // Sample 0: mask on the top-left cell only; sample 1: everywhere.
+        let mut masks = vec![0f32; 2 * 8 * 8];
+        masks[0] = 1.0;
+        for value in &mut masks[64..] {
+            *value = 1.0;
+        }
+        let masks = Tensor::from_vec(masks, (2, 1, 8, 8), &device).unwrap();
+        let cells = organ_cells(&logits, &[2, 1], &masks)
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap();
+        // Sample 0, channel 2: cells 8..12; only cell 0 is inside.
+        assert_eq!(cells[0], vec![8.0, 9.0 - 30.0, 10.0 - 30.0, 11.0 - 30.0]);
+        // Sample 1, channel 1: values 16 + 4..8.
+        assert_eq!(cells[1], vec![20.0, 21.0, 22.0, 23.0]);
+    }
+
+    #[test]
+    fn the_network_maps_a_crop_to_quarter_resolution_cells() {
+        let device = Device::Cpu;
+        let varmap = VarMap::new();
+        let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
+        let config = FinderConfig {
+            crop: 16,
+            widths: [4, 4, 8],
+            ..FinderConfig::initial(5.0)
+        };
+        let net = FinderNet::new(FinderConfig::inputs(2), &config, &vb, true).unwrap();
+        let x = Tensor::zeros((3, FinderConfig::inputs(2), 16, 16), DType::F32, &device).unwrap();
+        assert_eq!(net.forward(&x, true).unwrap().dims(), &[3, 4, 4, 4]);
+        assert_eq!(net.running_tensors("finder").unwrap().len(), 12);
+    }
+
+    #[test]
+    fn crops_centre_the_organ_and_stay_inside_the_grid() {
+        let size = 16;
+        let mut mask = vec![false; size * size];
+        for row in 2..5 {
+            for column in 10..15 {
+                mask[row * size + column] = true;
+            }
+        }
+        assert_eq!(mask_centre(&mask, size), Some((12, 3)));
+        assert_eq!(mask_centre(&vec![false; size * size], size), None);
+        assert_eq!(crop_corner((12, 3), 8, size), (8, 0));
+        assert_eq!(crop_corner((3, 15), 8, size), (0, 8));
+    }
+}

@@ -1,0 +1,428 @@
+//! Training of the lesion finder ([`super::finder`]) on top of a trained diagnoser:
+//! `keyslice train --stage finder --init DIR`.
+//!
+//! Samples are (case, organ, slab) with the organ on the slab (its true mask); a sample is
+//! positive when a lesion of that organ shows on the slab. Batches are half positive, half
+//! negative (every negative is the same organ without a tumor there: the hard negatives
+//! the per-pixel masks never saw enough of); crops are centred on the organ with ±4 pixels of
+//! jitter. Loss: binary cross-entropy of the organ's largest cell logit. AdamW, the learning
+//! rate ÷ 10 for the last 30 %, everything seeded.
+//!
+//! The last `calibration` cases are left out of training: the whole analysis (the
+//! diagnoser's organ masks, then the finder) runs on them and each organ's threshold is the
+//! one with the best balanced accuracy of "largest slab probability ≥ threshold" there.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use rayon::prelude::*;
+
+use super::finder::{self, FinderConfig, FinderNet};
+use super::grid::ModelGrid;
+use super::train::{CaseTargets, TrainError, case_folders, load_case, seeded_init};
+use super::{TinyConfig, TinyModel};
+use crate::io::nifti::read_nifti;
+use crate::phantom::rng::Rng;
+
+/// Settings of the finder stage.
+#[derive(Clone, Debug)]
+pub struct FinderTrainOptions {
+    /// Optimisation steps.
+    pub steps: usize,
+    /// Crops per step (half of them positive).
+    pub batch: usize,
+    /// AdamW learning rate.
+    pub learning_rate: f64,
+    /// Seed for initialisation and sampling.
+    pub seed: u64,
+    /// Checkpoint version written to `config.json`.
+    pub version: String,
+    /// Cases (the last ones of the data folder) kept out of training to choose thresholds.
+    pub calibration: usize,
+    /// Grid, crop and widths to start from ([`FinderConfig::initial`] when `None`).
+    pub start: Option<FinderConfig>,
+}
+
+/// A training sample: (case, organ, slab).
+type Sample = (usize, usize, usize);
+
+/// The true organ mask of `organ` on `slab` of a case.
+fn true_mask(case: &CaseTargets, organ: usize, slab: usize) -> Vec<bool> {
+    let plane = case.grid.spec.size * case.grid.spec.size;
+    case.organs[slab * plane..(slab + 1) * plane]
+        .iter()
+        .map(|&bits| bits & (1 << organ) != 0)
+        .collect()
+}
+
+/// Every (case, organ, slab) with at least 4 organ pixels, split into (positives, negatives).
+fn samples(cases: &[CaseTargets]) -> (Vec<Sample>, Vec<Sample>) {
+    let (mut positives, mut negatives) = (Vec::new(), Vec::new());
+    for (index, case) in cases.iter().enumerate() {
+        let plane = case.grid.spec.size * case.grid.spec.size;
+        for slab in 0..case.grid.slabs {
+            for organ in 0..4 {
+                let range = slab * plane..(slab + 1) * plane;
+                let count = case.organs[range.clone()]
+                    .iter()
+                    .filter(|&&bits| bits & (1 << organ) != 0)
+                    .count();
+                if count < 4 {
+                    continue;
+                }
+                let code = organ as u8 + 1;
+                if case.lesion[range].contains(&code) {
+                    positives.push((index, organ, slab));
+                } else {
+                    negatives.push((index, organ, slab));
+                }
+            }
+        }
+    }
+    (positives, negatives)
+}
+
+/// The loss of one batch of samples with their labels.
+#[allow(clippy::too_many_arguments)]
+fn batch_loss(
+    net: &FinderNet,
+    cases: &[CaseTargets],
+    batch: &[(Sample, bool)],
+    config: &FinderConfig,
+    windows: &[[f32; 2]],
+    rng: &mut Rng,
+    device: &Device,
+) -> candle_core::Result<Tensor> {
+    let crop = config.crop;
+    let channels = FinderConfig::inputs(windows.len());
+    let mut inputs = Vec::with_capacity(batch.len() * channels * crop * crop);
+    let mut masks = Vec::with_capacity(batch.len() * crop * crop);
+    let mut organs = Vec::with_capacity(batch.len());
+    let mut labels = Vec::with_capacity(batch.len());
+    for &((case, organ, slab), positive) in batch {
+        let grid: &ModelGrid = &cases[case].grid;
+        let n = grid.spec.size;
+        let mask = true_mask(&cases[case], organ, slab);
+        let centre = finder::mask_centre(&mask, n).unwrap_or((n / 2, n / 2));
+        let jitter = |at: usize, rng: &mut Rng| {
+            (at as isize + rng.below(9) as isize - 4).clamp(0, n as isize - 1) as usize
+        };
+        let centre = (jitter(centre.0, rng), jitter(centre.1, rng));
+        let corner = finder::crop_corner(centre, crop, n);
+        let (input, made) = finder::finder_input(grid, slab, &mask, corner, crop, windows);
+        inputs.extend(input);
+        masks.extend(made.mask);
+        organs.push(organ);
+        labels.push(if positive { 1f32 } else { 0.0 });
+    }
+    let x = Tensor::from_vec(inputs, (batch.len(), channels, crop, crop), device)?;
+    let m = Tensor::from_vec(masks, (batch.len(), 1, crop, crop), device)?;
+    let logits = finder::organ_cells(&net.forward(&x, true)?, &organs, &m)?.max(1)?;
+    let labels = Tensor::from_vec(labels, batch.len(), device)?;
+    // Binary cross-entropy with logits, written out stably: max(z, 0) − z·y + ln(1 + e^−|z|).
+    let loss =
+        ((logits.relu()? - (&logits * &labels)?)? + (logits.abs()?.neg()?.exp()? + 1.0)?.log()?)?;
+    loss.mean_all()
+}
+
+/// Per-organ threshold with the best balanced accuracy on `scores` (largest probability,
+/// truth) per organ: the midpoint between neighbouring scores (the higher on a tie), 0.5
+/// when an organ has no positive or no negative case.
+#[must_use]
+pub fn best_thresholds(scores: &[Vec<(f32, bool)>; 4]) -> [f32; 4] {
+    let mut thresholds = [0.5f32; 4];
+    for (organ, list) in scores.iter().enumerate() {
+        let positives = list.iter().filter(|s| s.1).count();
+        let negatives = list.len() - positives;
+        if positives == 0 || negatives == 0 {
+            continue;
+        }
+        let mut values: Vec<f32> = list.iter().map(|s| s.0).collect();
+        values.sort_by(f32::total_cmp);
+        values.dedup();
+        let mut best = (f64::NEG_INFINITY, 0.5f32);
+        let candidates = values
+            .windows(2)
+            .map(|pair| f32::midpoint(pair[0], pair[1]))
+            .chain([
+                values[0] / 2.0,
+                f32::midpoint(values[values.len() - 1], 1.0),
+            ]);
+        for threshold in candidates {
+            let sensitivity =
+                list.iter().filter(|s| s.1 && s.0 >= threshold).count() as f64 / positives as f64;
+            let specificity =
+                list.iter().filter(|s| !s.1 && s.0 < threshold).count() as f64 / negatives as f64;
+            let balanced = f64::midpoint(sensitivity, specificity);
+            // On a tie the higher threshold: no tumor is called without evidence for it.
+            let tie = (balanced - best.0).abs() < 1e-12 && threshold > best.1;
+            if balanced > best.0 + 1e-12 || tie {
+                best = (balanced, threshold);
+            }
+        }
+        thresholds[organ] = best.1;
+    }
+    thresholds
+}
+
+/// The configuration and weights (but any finder's) of the checkpoint in `init`.
+fn base_checkpoint(
+    init: &Path,
+    device: &Device,
+) -> Result<(TinyConfig, HashMap<String, Tensor>), TrainError> {
+    let init_model = TinyModel::load(init).map_err(|error| TrainError::Case {
+        path: init.to_path_buf(),
+        detail: error.to_string(),
+    })?;
+    let weights_path = init.join("model.safetensors");
+    let base = candle_core::safetensors::load(&weights_path, device)
+        .map_err(|error| TrainError::Case {
+            path: weights_path.clone(),
+            detail: super::candle_message(&error),
+        })?
+        .into_iter()
+        .filter(|(name, _)| !name.starts_with("finder."))
+        .collect();
+    Ok((init_model.config, base))
+}
+
+/// Trains a finder on the cases in `data` (but the last `options.calibration`, which choose
+/// the thresholds) on top of the checkpoint in `init`, and writes the checkpoint (the
+/// diagnoser and verifier of `init`, the finder, `config.json` with its settings) to `out`.
+pub fn train_finder(
+    init: &Path,
+    data: &Path,
+    out: &Path,
+    options: &FinderTrainOptions,
+    mut progress: impl FnMut(&str),
+) -> Result<TinyConfig, TrainError> {
+    let started = Instant::now();
+    let device = Device::Cpu;
+    let (mut config, base) = base_checkpoint(init, &device)?;
+    config.version.clone_from(&options.version);
+    let mut finder_config = options
+        .start
+        .clone()
+        .unwrap_or_else(|| FinderConfig::initial(config.grid.slab_mm));
+    let folders = case_folders(data)?;
+    let calibration = options.calibration.min(folders.len().saturating_sub(1));
+    let (train_folders, calibration_folders) = folders.split_at(folders.len() - calibration);
+    progress(&format!(
+        "reading {} training cases from {} ({} more for calibration)",
+        train_folders.len(),
+        data.display(),
+        calibration_folders.len()
+    ));
+    let fine_config = TinyConfig {
+        grid: finder_config.grid,
+        ..config.clone()
+    };
+    let cases: Vec<CaseTargets> = train_folders
+        .par_iter()
+        .map(|folder| load_case(folder, &fine_config))
+        .collect::<Result<_, _>>()?;
+    let (positives, negatives) = samples(&cases);
+    progress(&format!(
+        "{} organ slabs with a tumor, {} without, read in {:.1} s",
+        positives.len(),
+        negatives.len(),
+        started.elapsed().as_secs_f64()
+    ));
+    if positives.is_empty() || negatives.is_empty() {
+        return Err(TrainError::Candle(
+            "the finder needs organ slabs with and without a tumor".into(),
+        ));
+    }
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
+    let net = FinderNet::new(
+        FinderConfig::inputs(config.windows.len()),
+        &finder_config,
+        &vb.pp("finder"),
+        true,
+    )?;
+    seeded_init(&varmap, options.seed, &device)?;
+    optimise(
+        &net,
+        &varmap,
+        &cases,
+        (&positives, &negatives),
+        &finder_config,
+        &config.windows,
+        options,
+        |step, loss| {
+            progress(&format!(
+                "step {step}/{}: finder loss {loss:.4}, {:.0} s",
+                options.steps,
+                started.elapsed().as_secs_f64()
+            ));
+        },
+    )?;
+    drop(cases);
+    // Calibration: the whole analysis on cases the finder never saw.
+    let mut tensors = base;
+    {
+        let data = varmap
+            .data()
+            .lock()
+            .map_err(|_| TrainError::Candle("variables locked".into()))?;
+        for (name, var) in data.iter() {
+            tensors.insert(name.clone(), var.as_tensor().clone());
+        }
+    }
+    tensors.extend(net.running_tensors("finder")?);
+    config.finder = Some(finder_config.clone());
+    let model = TinyModel::from_tensors(config.clone(), tensors.clone(), device.clone())?;
+    let scores = calibration_scores(&model, calibration_folders, &fine_config, |done| {
+        progress(&format!(
+            "calibration: {done}/{} cases, {:.0} s",
+            calibration_folders.len(),
+            started.elapsed().as_secs_f64()
+        ));
+    })?;
+    finder_config.thresholds = best_thresholds(&scores);
+    progress(&format!(
+        "thresholds (liver, pancreas, left kidney, right kidney): {:?}",
+        finder_config.thresholds
+    ));
+    config.finder = Some(finder_config);
+    write(&tensors, &config, out)?;
+    Ok(config)
+}
+
+/// The optimisation loop: `options.steps` AdamW steps on batches half positive, half
+/// negative; `report(step, mean loss)` every 50 steps and at the end.
+#[allow(clippy::too_many_arguments)]
+fn optimise(
+    net: &FinderNet,
+    varmap: &VarMap,
+    cases: &[CaseTargets],
+    (positives, negatives): (&[Sample], &[Sample]),
+    finder_config: &FinderConfig,
+    windows: &[[f32; 2]],
+    options: &FinderTrainOptions,
+    mut report: impl FnMut(usize, f32),
+) -> Result<(), TrainError> {
+    let device = Device::Cpu;
+    let mut optimizer = AdamW::new(
+        varmap.all_vars(),
+        ParamsAdamW {
+            lr: options.learning_rate,
+            weight_decay: 1e-4,
+            ..ParamsAdamW::default()
+        },
+    )?;
+    let mut rng = Rng::new(options.seed);
+    let mut recent = Vec::new();
+    for step in 0..options.steps {
+        if step == options.steps * 7 / 10 {
+            optimizer.set_learning_rate(options.learning_rate / 10.0);
+        }
+        let batch: Vec<(Sample, bool)> = (0..options.batch)
+            .map(|b| {
+                if b % 2 == 0 {
+                    (positives[rng.below(positives.len())], true)
+                } else {
+                    (negatives[rng.below(negatives.len())], false)
+                }
+            })
+            .collect();
+        let loss = batch_loss(
+            net,
+            cases,
+            &batch,
+            finder_config,
+            windows,
+            &mut rng,
+            &device,
+        )?;
+        optimizer.backward_step(&loss)?;
+        recent.push(loss.to_scalar::<f32>()?);
+        if (step + 1) % 50 == 0 || step + 1 == options.steps {
+            report(step + 1, recent.iter().sum::<f32>() / recent.len() as f32);
+            recent.clear();
+        }
+    }
+    Ok(())
+}
+
+/// Each calibration case's largest finder probability per organ and whether the organ has a
+/// tumor, from the whole analysis (the diagnoser's organ masks, then the finder).
+fn calibration_scores(
+    model: &TinyModel,
+    folders: &[std::path::PathBuf],
+    fine_config: &TinyConfig,
+    mut every_20: impl FnMut(usize),
+) -> Result<[Vec<(f32, bool)>; 4], TrainError> {
+    let mut scores: [Vec<(f32, bool)>; 4] = Default::default();
+    for (done, folder) in folders.iter().enumerate() {
+        let case = load_case(folder, fine_config)?;
+        let ct_path = folder.join("ct.nii.gz");
+        let volume = read_nifti(&ct_path).map_err(|error| TrainError::Case {
+            path: ct_path.clone(),
+            detail: error.to_string(),
+        })?;
+        let coarse = ModelGrid::from_volume(&volume, model.config.grid);
+        let probabilities = model.diagnose_grid(&coarse)?;
+        let (answers, _) = model.find(&case.grid, &probabilities)?;
+        for (organ, list) in scores.iter_mut().enumerate() {
+            let largest = answers
+                .iter()
+                .filter(|answer| answer.organ == organ)
+                .map(|answer| answer.probability)
+                .fold(0f32, f32::max);
+            list.push((largest, case.lesion.contains(&(organ as u8 + 1))));
+        }
+        if (done + 1) % 20 == 0 {
+            every_20(done + 1);
+        }
+    }
+    Ok(scores)
+}
+
+/// Writes `model.safetensors` and `config.json` to `out`.
+fn write(
+    tensors: &HashMap<String, Tensor>,
+    config: &TinyConfig,
+    out: &Path,
+) -> Result<(), TrainError> {
+    std::fs::create_dir_all(out).map_err(|source| TrainError::Write {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    let weights = out.join("model.safetensors");
+    candle_core::safetensors::save(tensors, &weights)?;
+    let config_path = out.join("config.json");
+    let text = serde_json::to_string_pretty(config).unwrap_or_default();
+    std::fs::write(&config_path, text + "\n").map_err(|source| TrainError::Write {
+        path: config_path,
+        source,
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_separate_the_calibration_scores() {
+        let scores = [
+            vec![(0.9, true), (0.8, true), (0.3, false), (0.2, false)],
+            vec![(0.4, true), (0.6, false), (0.1, false)],
+            vec![(0.7, false)],
+            // Nothing separates: the highest cut, which calls no tumor.
+            vec![(0.0, true), (0.0, false)],
+        ];
+        let thresholds = best_thresholds(&scores);
+        assert!((thresholds[0] - 0.55).abs() < 1e-6, "{thresholds:?}");
+        // Pancreas: 0.4 positive below a 0.6 negative; the best cut keeps the positive and
+        // loses one negative (balanced 0.75) or drops the positive (0.5): 0.25.
+        assert!(thresholds[1] < 0.4 && thresholds[1] > 0.1, "{thresholds:?}");
+        assert!((thresholds[2] - 0.5).abs() < 1e-6, "{thresholds:?}");
+        assert!((thresholds[3] - 0.5).abs() < 1e-6, "{thresholds:?}");
+    }
+}
