@@ -25,6 +25,19 @@ fn path_str(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
 }
 
+/// `keyslice analyze CT --model MODEL --json`, which must succeed: its prediction.
+fn analyse(ct: &Path, model: &Path) -> serde_json::Value {
+    let analysed = keyslice(&[
+        "analyze",
+        path_str(ct),
+        "--model",
+        path_str(model),
+        "--json",
+    ]);
+    assert!(analysed.status.success(), "{}", text(&analysed.stderr));
+    serde_json::from_str(text(&analysed.stdout).trim()).expect("one JSON line")
+}
+
 fn train(data: &Path, out: &Path, config: &Path) -> std::process::Output {
     keyslice(&[
         "train",
@@ -87,16 +100,7 @@ fn training_is_reproducible_and_its_checkpoint_analyses() {
     assert_eq!(written["norm_groups"], 2);
 
     let ct = data.join("PHANTOM_41_0000").join("ct.nii.gz");
-    let analysed = keyslice(&[
-        "analyze",
-        path_str(&ct),
-        "--model",
-        path_str(&first),
-        "--json",
-    ]);
-    assert!(analysed.status.success(), "{}", text(&analysed.stderr));
-    let prediction: serde_json::Value =
-        serde_json::from_str(text(&analysed.stdout).trim()).expect("one JSON line");
+    let prediction = analyse(&ct, &first);
     assert_eq!(prediction["diagnoser"]["version"], "test");
     assert!(
         prediction["report"]
@@ -160,16 +164,7 @@ fn finder_stage(folder: &Path, data: &Path, first: &Path, ct: &Path) {
         written["finder"]["thresholds"].as_array().map(Vec::len),
         Some(4)
     );
-    let analysed = keyslice(&[
-        "analyze",
-        path_str(ct),
-        "--model",
-        path_str(&finder_first),
-        "--json",
-    ]);
-    assert!(analysed.status.success(), "{}", text(&analysed.stderr));
-    let prediction: serde_json::Value =
-        serde_json::from_str(text(&analysed.stdout).trim()).expect("one JSON line");
+    let prediction = analyse(ct, &finder_first);
     assert_eq!(prediction["diagnoser"]["version"], "test-finder");
 
     // Without --init the finder stage says what it needs.

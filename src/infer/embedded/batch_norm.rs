@@ -285,37 +285,21 @@ mod tests {
             .unwrap()
             .mean_keepdim(3)
             .unwrap();
+        let parameter = |name: &str| {
+            varmap
+                .get(4, name, Init::Const(0.0), DType::F32, &device)
+                .unwrap()
+                .reshape((1, 4, 1, 1))
+                .unwrap()
+        };
         let reference = centred
             .broadcast_div(&(variance + f64::from(EPS)).unwrap().sqrt().unwrap())
             .unwrap()
-            .broadcast_mul(
-                &varmap
-                    .get(4, "weight", Init::Const(1.0), DType::F32, &device)
-                    .unwrap()
-                    .reshape((1, 4, 1, 1))
-                    .unwrap(),
-            )
+            .broadcast_mul(&parameter("weight"))
             .unwrap()
-            .broadcast_add(
-                &varmap
-                    .get(4, "bias", Init::Const(0.0), DType::F32, &device)
-                    .unwrap()
-                    .reshape((1, 4, 1, 1))
-                    .unwrap(),
-            )
+            .broadcast_add(&parameter("bias"))
             .unwrap();
-        let difference = |a: &Tensor, b: &Tensor| {
-            (a - b)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .max(0)
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap()
-        };
+        let difference = super::super::conv::max_difference;
         assert!(difference(&ours, &reference) < 1e-4);
 
         let ours_grads = (ours * &probe)

@@ -158,26 +158,28 @@ pub fn conv3x3(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Ten
         .reshape((batch, outputs, height, width))
 }
 
+/// Largest absolute difference, in f64 whatever the tensors' dtype (for the tests of the
+/// project's kernels against candle's).
+#[cfg(test)]
+pub(crate) fn max_difference(a: &Tensor, b: &Tensor) -> f64 {
+    (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_dtype(candle_core::DType::F64)
+        .unwrap()
+        .to_scalar::<f64>()
+        .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use candle_core::{Device, Var};
-
-    /// Largest absolute difference, in f64 whatever the tensors' dtype.
-    fn max_difference(a: &Tensor, b: &Tensor) -> f64 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_dtype(candle_core::DType::F64)
-            .unwrap()
-            .to_scalar::<f64>()
-            .unwrap()
-    }
 
     /// Forward values and both gradients agree with candle's `conv2d` on odd sizes.
     #[test]

@@ -17,12 +17,12 @@ use std::path::Path;
 use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
-use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use candle_nn::{Optimizer, VarBuilder, VarMap};
 use rayon::prelude::*;
 
 use super::finder::{self, FinderConfig, FinderNet};
 use super::grid::ModelGrid;
-use super::train::{CaseTargets, TrainError, case_folders, load_case, seeded_init};
+use super::train::{CaseTargets, TrainError, adamw, case_folders, load_case, seeded_init};
 use super::{TinyConfig, TinyModel};
 use crate::io::nifti::read_nifti;
 use crate::phantom::rng::Rng;
@@ -307,14 +307,7 @@ fn optimise(
     mut report: impl FnMut(usize, f32),
 ) -> Result<(), TrainError> {
     let device = Device::Cpu;
-    let mut optimizer = AdamW::new(
-        varmap.all_vars(),
-        ParamsAdamW {
-            lr: options.learning_rate,
-            weight_decay: 1e-4,
-            ..ParamsAdamW::default()
-        },
-    )?;
+    let mut optimizer = adamw(varmap, options.learning_rate)?;
     let mut rng = Rng::new(options.seed);
     let mut recent = Vec::new();
     for step in 0..options.steps {

@@ -550,6 +550,18 @@ fn verifier_batch_loss(
     Ok(batch_loss(&verifier.forward(&input)?, &targets, side, weights, device)?.0)
 }
 
+/// AdamW over every variable of `varmap` (weight decay 1e-4), as both training stages use it.
+pub(crate) fn adamw(varmap: &VarMap, learning_rate: f64) -> candle_core::Result<AdamW> {
+    AdamW::new(
+        varmap.all_vars(),
+        ParamsAdamW {
+            lr: learning_rate,
+            weight_decay: 1e-4,
+            ..ParamsAdamW::default()
+        },
+    )
+}
+
 /// Overwrites every variable of `varmap`: weights He-normal (σ = √(2 / fan-in)), biases 0,
 /// normalisation scales 1.
 pub(crate) fn seeded_init(varmap: &VarMap, seed: u64, device: &Device) -> candle_core::Result<()> {
@@ -627,14 +639,7 @@ pub fn train(
     // candle's CPU initialisers cannot be seeded: draw every weight again from our own
     // seeded generator (He-normal weights, zero biases), in name order.
     seeded_init(&varmap, options.seed, &device)?;
-    let mut optimizer = AdamW::new(
-        varmap.all_vars(),
-        ParamsAdamW {
-            lr: options.learning_rate,
-            weight_decay: 1e-4,
-            ..ParamsAdamW::default()
-        },
-    )?;
+    let mut optimizer = adamw(&varmap, options.learning_rate)?;
     let mut sampler = Sampler {
         cases: &cases,
         lesion_slabs: &lesion_slabs,
