@@ -109,11 +109,65 @@ fn training_is_reproducible_and_its_checkpoint_analyses() {
             .starts_with("FINDINGS:")
     );
 
-    finder_stage(folder.path(), &data, &first, &ct);
+    let organs = organ_stage(folder.path(), &data, &first, &ct);
+    finder_stage(folder.path(), &data, &organs, &ct);
 }
 
-/// The finder stage on top of the checkpoint `first`: two cases of `data` train it, the
-/// third chooses its thresholds; again reproducible, and the result analyses `ct`.
+/// The organ stage on top of the checkpoint `first`: two cases of `data` train it, the third
+/// is held out for its Dice; reproducible, and the result analyses `ct`. Returns the
+/// checkpoint folder.
+fn organ_stage(folder: &Path, data: &Path, first: &Path, ct: &Path) -> std::path::PathBuf {
+    let organs_config = folder.join("organs.json");
+    let mut with_organs: serde_json::Value = serde_json::from_str(SMALL_CONFIG).expect("JSON");
+    with_organs["organs"] = serde_json::json!({
+        "grid": { "size": 32, "pixel_mm": 12.0, "slab_mm": 10.0 },
+        "widths": [4, 4, 8, 8],
+        "train_side": 16
+    });
+    std::fs::write(&organs_config, with_organs.to_string()).expect("config written");
+    let outs = [folder.join("organs-first"), folder.join("organs-second")];
+    for out in &outs {
+        let result = keyslice(&[
+            "train",
+            "--stage",
+            "organs",
+            "--init",
+            path_str(first),
+            "--data",
+            path_str(data),
+            "--out",
+            path_str(out),
+            "--steps",
+            "3",
+            "--batch",
+            "2",
+            "--calibration",
+            "1",
+            "--version",
+            "test-organs",
+            "--config",
+            path_str(&organs_config),
+        ]);
+        assert!(result.status.success(), "{}", text(&result.stderr));
+        let log = text(&result.stderr);
+        assert!(log.contains("step 3/3: organ loss"), "{log}");
+        assert!(log.contains("held-out Dice"), "{log}");
+    }
+    let weights = |out: &Path| std::fs::read(out.join("model.safetensors")).expect("weights");
+    assert_eq!(weights(&outs[0]), weights(&outs[1]));
+    let written: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(outs[0].join("config.json")).expect("config.json"),
+    )
+    .expect("JSON");
+    assert_eq!(written["organs"]["widths"][3], 8);
+    let prediction = analyse(ct, &outs[0]);
+    assert_eq!(prediction["diagnoser"]["version"], "test-organs");
+    outs[0].clone()
+}
+
+/// The finder stage on top of the checkpoint `first` (with an organ network, whose masks the
+/// calibration and analysis use): two cases of `data` train it, the third chooses its
+/// thresholds; again reproducible, and the result analyses `ct`.
 fn finder_stage(folder: &Path, data: &Path, first: &Path, ct: &Path) {
     let finder_config = folder.join("finder.json");
     let mut with_finder: serde_json::Value = serde_json::from_str(SMALL_CONFIG).expect("JSON");
@@ -167,6 +221,8 @@ fn finder_stage(folder: &Path, data: &Path, first: &Path, ct: &Path) {
     let prediction = analyse(ct, &finder_first);
     assert_eq!(prediction["diagnoser"]["version"], "test-finder");
 
+    calibrate_stage(folder, data, &finder_first, ct);
+
     // Without --init the finder stage says what it needs.
     let result = keyslice(&[
         "train",
@@ -182,6 +238,60 @@ fn finder_stage(folder: &Path, data: &Path, first: &Path, ct: &Path) {
         text(&result.stderr).contains("--init"),
         "{}",
         text(&result.stderr)
+    );
+}
+
+/// `--stage calibrate` on the finder checkpoint `finder_first`: new thresholds from every
+/// case of `data`, the weights unchanged, and the result analyses `ct`.
+fn calibrate_stage(folder: &Path, data: &Path, finder_first: &Path, ct: &Path) {
+    let calibrated = folder.join("calibrated");
+    let result = keyslice(&[
+        "train",
+        "--stage",
+        "calibrate",
+        "--init",
+        path_str(finder_first),
+        "--data",
+        path_str(data),
+        "--out",
+        path_str(&calibrated),
+        "--version",
+        "test-calibrated",
+    ]);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    assert!(
+        text(&result.stderr).contains("thresholds"),
+        "{}",
+        text(&result.stderr)
+    );
+    let recalibrated: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(calibrated.join("config.json")).expect("config.json"),
+    )
+    .expect("JSON");
+    assert_eq!(recalibrated["version"], "test-calibrated");
+    assert_eq!(recalibrated["finder"]["crop"], 16);
+    let tensors = |out: &Path| {
+        let loaded = candle_core::safetensors::load(
+            out.join("model.safetensors"),
+            &candle_core::Device::Cpu,
+        )
+        .expect("safetensors");
+        let mut named: Vec<(String, Vec<f32>)> = loaded
+            .into_iter()
+            .map(|(name, t)| {
+                (
+                    name,
+                    t.flatten_all().and_then(|t| t.to_vec1()).expect("f32"),
+                )
+            })
+            .collect();
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        named
+    };
+    assert_eq!(tensors(finder_first), tensors(&calibrated));
+    assert_eq!(
+        analyse(ct, &calibrated)["diagnoser"]["version"],
+        "test-calibrated"
     );
 }
 

@@ -7,7 +7,8 @@ use clap::Args;
 
 use super::CliError;
 use crate::infer::embedded::TinyConfig;
-use crate::infer::embedded::finder_train::{FinderTrainOptions, train_finder};
+use crate::infer::embedded::finder_train::{FinderTrainOptions, recalibrate, train_finder};
+use crate::infer::embedded::organs_train::{OrgansTrainOptions, train_organs};
 use crate::infer::embedded::train::{TrainOptions, train};
 
 /// Arguments of `train`.
@@ -43,15 +44,15 @@ pub struct TrainArgs {
     /// A config.json to start from (grid, widths, windows) instead of the built-in one.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// What to train: the diagnoser and verifier networks, or the lesion finder on top of
-    /// the checkpoint given by --init.
+    /// What to train: the diagnoser and verifier networks, or the organ network or the
+    /// lesion finder on top of the checkpoint given by --init.
     #[arg(long, value_enum, default_value_t = Stage::Networks)]
     pub stage: Stage,
-    /// The checkpoint folder the finder stage builds on (its diagnoser gives organ masks).
+    /// The checkpoint folder the organ and finder stages build on.
     #[arg(long)]
     pub init: Option<PathBuf>,
     /// Finder stage: cases (the last ones in --data) kept out of training to choose the
-    /// per-organ thresholds.
+    /// per-organ thresholds; organ stage: cases kept out to measure Dice on.
     #[arg(long, default_value_t = 80)]
     pub calibration: usize,
 }
@@ -61,8 +62,12 @@ pub struct TrainArgs {
 pub enum Stage {
     /// The diagnoser and verifier (per-pixel organ, lesion and class maps).
     Networks,
+    /// The organ network (liver, pancreas and kidney masks on the finder's grid).
+    Organs,
     /// The lesion finder (per organ and slab: is there a tumor, and where).
     Finder,
+    /// No training: the finder's thresholds of --init chosen afresh on every case in --data.
+    Calibrate,
 }
 
 /// Runs `train`.
@@ -72,12 +77,44 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
             "--steps and --batch must be at least 1".into(),
         ));
     }
-    if args.stage == Stage::Finder {
-        let Some(init) = &args.init else {
-            return Err(CliError::Argument(
-                "--stage finder needs --init DIR, the checkpoint whose diagnoser gives organ masks (e.g. models/keyslice-tiny)".into(),
-            ));
+    if args.stage != Stage::Networks && args.init.is_none() {
+        return Err(CliError::Argument(
+            "--stage organs, finder and calibrate need --init DIR, the checkpoint they build on (e.g. models/keyslice-tiny)".into(),
+        ));
+    }
+    if let (Stage::Calibrate, Some(init)) = (args.stage, &args.init) {
+        recalibrate(init, &args.data, &args.out, &args.version, |line| {
+            eprintln!("{line}");
+        })?;
+        println!(
+            "keyslice-tiny with recalibrated finder thresholds written to {} (config.json, model.safetensors)",
+            args.out.display()
+        );
+        return Ok(());
+    }
+    if let (Stage::Organs, Some(init)) = (args.stage, &args.init) {
+        let options = OrgansTrainOptions {
+            steps: args.steps,
+            batch: args.batch,
+            learning_rate: args.lr,
+            seed: args.seed,
+            version: args.version.clone(),
+            held_out: args.calibration,
+            start: match &args.config {
+                None => None,
+                Some(path) => read_config(path)?.organs,
+            },
         };
+        train_organs(init, &args.data, &args.out, &options, |line| {
+            eprintln!("{line}");
+        })?;
+        println!(
+            "keyslice-tiny with its organ network written to {} (config.json, model.safetensors)",
+            args.out.display()
+        );
+        return Ok(());
+    }
+    if let (Stage::Finder, Some(init)) = (args.stage, &args.init) {
         let options = FinderTrainOptions {
             steps: args.steps,
             batch: args.batch,

@@ -15,8 +15,7 @@ use candle_core::{Module, Result, Tensor};
 use candle_nn::{Conv2d, Conv2dConfig, VarBuilder, conv2d};
 use serde::{Deserialize, Serialize};
 
-use super::batch_norm::BatchNorm;
-use super::conv::conv3x3;
+use super::batch_norm::NormBlock;
 use super::grid::{GridSpec, ModelGrid};
 use super::{position_channels, window};
 
@@ -70,41 +69,9 @@ impl FinderConfig {
     }
 }
 
-/// Two 3×3 convolutions, each followed by batch normalisation and ReLU.
-struct Block {
-    conv_a: Conv2d,
-    norm_a: BatchNorm,
-    conv_b: Conv2d,
-    norm_b: BatchNorm,
-}
-
-impl Block {
-    fn new(inputs: usize, outputs: usize, vb: &VarBuilder, training: bool) -> Result<Self> {
-        let config = Conv2dConfig {
-            padding: 1,
-            ..Conv2dConfig::default()
-        };
-        Ok(Self {
-            conv_a: conv2d(inputs, outputs, 3, config, vb.pp("conv_a"))?,
-            norm_a: BatchNorm::new(outputs, &vb.pp("norm_a"), training)?,
-            conv_b: conv2d(outputs, outputs, 3, config, vb.pp("conv_b"))?,
-            norm_b: BatchNorm::new(outputs, &vb.pp("norm_b"), training)?,
-        })
-    }
-
-    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        let conv = |conv: &Conv2d, x: &Tensor| conv3x3(x, conv.weight(), conv.bias());
-        let a = self
-            .norm_a
-            .forward(&conv(&self.conv_a, x)?, train)?
-            .relu()?;
-        self.norm_b.forward(&conv(&self.conv_b, &a)?, train)?.relu()
-    }
-}
-
 /// The network.
 pub struct FinderNet {
-    blocks: [Block; 3],
+    blocks: [NormBlock; 3],
     head: Conv2d,
 }
 
@@ -120,9 +87,9 @@ impl FinderNet {
         let [w1, w2, w3] = config.widths;
         Ok(Self {
             blocks: [
-                Block::new(inputs, w1, &vb.pp("block1"), training)?,
-                Block::new(w1, w2, &vb.pp("block2"), training)?,
-                Block::new(w2, w3, &vb.pp("block3"), training)?,
+                NormBlock::new(inputs, w1, &vb.pp("block1"), training)?,
+                NormBlock::new(w1, w2, &vb.pp("block2"), training)?,
+                NormBlock::new(w2, w3, &vb.pp("block3"), training)?,
             ],
             head: conv2d(w3, 4, 1, Conv2dConfig::default(), vb.pp("head"))?,
         })
@@ -143,9 +110,7 @@ impl FinderNet {
     pub fn running_tensors(&self, prefix: &str) -> Result<Vec<(String, Tensor)>> {
         let mut out = Vec::new();
         for (index, block) in self.blocks.iter().enumerate() {
-            for (name, norm) in [("norm_a", &block.norm_a), ("norm_b", &block.norm_b)] {
-                out.extend(norm.running_tensors(&format!("{prefix}.block{}.{name}", index + 1))?);
-            }
+            out.extend(block.running_tensors(&format!("{prefix}.block{}", index + 1))?);
         }
         Ok(out)
     }

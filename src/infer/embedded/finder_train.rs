@@ -168,9 +168,11 @@ pub fn best_thresholds(scores: &[Vec<(f32, bool)>; 4]) -> [f32; 4] {
     thresholds
 }
 
-/// The configuration and weights (but any finder's) of the checkpoint in `init`.
-fn base_checkpoint(
+/// The configuration and weights of the checkpoint in `init`, but those named under
+/// `replaced` (the part a stage trains afresh, e.g. `finder.`), if any.
+pub(crate) fn base_checkpoint(
     init: &Path,
+    replaced: Option<&str>,
     device: &Device,
 ) -> Result<(TinyConfig, HashMap<String, Tensor>), TrainError> {
     let init_model = TinyModel::load(init).map_err(|error| TrainError::Case {
@@ -184,7 +186,7 @@ fn base_checkpoint(
             detail: super::candle_message(&error),
         })?
         .into_iter()
-        .filter(|(name, _)| !name.starts_with("finder."))
+        .filter(|(name, _)| replaced.is_none_or(|prefix| !name.starts_with(prefix)))
         .collect();
     Ok((init_model.config, base))
 }
@@ -201,7 +203,7 @@ pub fn train_finder(
 ) -> Result<TinyConfig, TrainError> {
     let started = Instant::now();
     let device = Device::Cpu;
-    let (mut config, base) = base_checkpoint(init, &device)?;
+    let (mut config, base) = base_checkpoint(init, Some("finder."), &device)?;
     config.version.clone_from(&options.version);
     let mut finder_config = options
         .start
@@ -280,6 +282,50 @@ pub fn train_finder(
         progress(&format!(
             "calibration: {done}/{} cases, {:.0} s",
             calibration_folders.len(),
+            started.elapsed().as_secs_f64()
+        ));
+    })?;
+    finder_config.thresholds = best_thresholds(&scores);
+    progress(&format!(
+        "thresholds (liver, pancreas, left kidney, right kidney): {:?}",
+        finder_config.thresholds
+    ));
+    config.finder = Some(finder_config);
+    write(&tensors, &config, out)?;
+    Ok(config)
+}
+
+/// Chooses the finder thresholds of the checkpoint in `init` afresh on every case in `data`
+/// (cases neither its training nor a test set used) with the whole analysis, and writes the
+/// checkpoint with them to `out`: what `--stage calibrate` does, and what a new organ
+/// network or a larger calibration set calls for without training the finder again.
+pub fn recalibrate(
+    init: &Path,
+    data: &Path,
+    out: &Path,
+    version: &str,
+    mut progress: impl FnMut(&str),
+) -> Result<TinyConfig, TrainError> {
+    let started = Instant::now();
+    let device = Device::Cpu;
+    let (mut config, tensors) = base_checkpoint(init, None, &device)?;
+    let Some(mut finder_config) = config.finder.clone() else {
+        return Err(TrainError::Case {
+            path: init.to_path_buf(),
+            detail: "the checkpoint has no finder to calibrate".into(),
+        });
+    };
+    config.version = version.to_string();
+    let folders = case_folders(data)?;
+    let fine_config = TinyConfig {
+        grid: finder_config.grid,
+        ..config.clone()
+    };
+    let model = TinyModel::from_tensors(config.clone(), tensors.clone(), device)?;
+    let scores = calibration_scores(&model, &folders, &fine_config, |done| {
+        progress(&format!(
+            "calibration: {done}/{} cases, {:.0} s",
+            folders.len(),
             started.elapsed().as_secs_f64()
         ));
     })?;
@@ -377,7 +423,7 @@ fn calibration_scores(
 }
 
 /// Writes `model.safetensors` and `config.json` to `out`.
-fn write(
+pub(crate) fn write(
     tensors: &HashMap<String, Tensor>,
     config: &TinyConfig,
     out: &Path,

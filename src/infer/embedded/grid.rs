@@ -103,6 +103,43 @@ impl ModelGrid {
         }
     }
 
+    /// This grid averaged over `factor`² blocks of pixels onto `spec` (the same field and
+    /// slabs with pixels `factor` times as large): the box filter of `from_volume` over the
+    /// larger footprint, without reading the CT again. `None` when `spec` is not such a grid.
+    #[must_use]
+    pub fn pooled(&self, spec: GridSpec) -> Option<Self> {
+        let factor = self.spec.size / spec.size.max(1);
+        let same_field = factor >= 1
+            && spec.size * factor == self.spec.size
+            && (spec.pixel_mm - self.spec.pixel_mm * factor as f64).abs() < 1e-9
+            && (spec.slab_mm - self.spec.slab_mm).abs() < 1e-9;
+        if !same_field {
+            return None;
+        }
+        let (n, m) = (self.spec.size, spec.size);
+        let scale = 1.0 / (factor * factor) as f32;
+        let mut hu = vec![0f32; self.slabs * m * m];
+        for (slab, out) in hu.chunks_mut(m * m).enumerate() {
+            let source = &self.hu[slab * n * n..(slab + 1) * n * n];
+            for (pixel, value) in out.iter_mut().enumerate() {
+                let (column, row) = (pixel % m * factor, pixel / m * factor);
+                let mut sum = 0.0;
+                for r in row..row + factor {
+                    sum += source[r * n + column..r * n + column + factor]
+                        .iter()
+                        .sum::<f32>();
+                }
+                *value = sum * scale;
+            }
+        }
+        Some(Self {
+            spec,
+            hu,
+            centre_slice: self.centre_slice.clone(),
+            ..*self
+        })
+    }
+
     /// Samples a label volume on the CT's grid onto the model grid (nearest, at the slab
     /// centre slice).
     #[must_use]

@@ -20,6 +20,8 @@ pub mod finder;
 pub mod finder_train;
 pub mod grid;
 pub mod net;
+pub mod organs;
+pub mod organs_train;
 pub mod train;
 
 use std::path::Path;
@@ -37,6 +39,7 @@ use decode::{
 use finder::{FinderConfig, FinderNet, SlabAnswer};
 use grid::{GridSpec, ModelGrid};
 use net::{OUTPUTS, SliceNet};
+use organs::{OrganNet, OrgansConfig};
 
 /// candle's error text without the backtrace it may carry.
 #[must_use]
@@ -84,6 +87,10 @@ pub struct TinyConfig {
     /// and where, and the diagnoser's lesion masks are not used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finder: Option<FinderConfig>,
+    /// The organ network (version 3 on): when present its masks, on the finder's grid,
+    /// replace the diagnoser's for the finder and the decoding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organs: Option<OrgansConfig>,
 }
 
 impl TinyConfig {
@@ -110,6 +117,7 @@ impl TinyConfig {
             train_crop: 64,
             decode: DecodeRule::default(),
             finder: None,
+            organs: None,
         }
     }
 
@@ -136,6 +144,8 @@ pub struct TinyModel {
     pub verifier: SliceNet,
     /// Decides tumor presence per organ and slab (version 2 on).
     pub finder: Option<FinderNet>,
+    /// The organ network, when the checkpoint has one.
+    pub organs: Option<OrganNet>,
     device: Device,
 }
 
@@ -219,6 +229,32 @@ impl TinyModel {
                     )?)
                 }
             },
+            organs: match &config.organs {
+                None => None,
+                Some(organs) => {
+                    if config
+                        .finder
+                        .as_ref()
+                        .is_some_and(|f| f.grid != organs.grid)
+                    {
+                        candle_core::bail!("the organ network's grid must be the finder's");
+                    }
+                    if (organs.grid.slab_mm - config.grid.slab_mm).abs() > 1e-9
+                        || !organs.grid.size.is_multiple_of(8)
+                    {
+                        candle_core::bail!(
+                            "the organ network's grid needs the diagnoser's slabs ({} mm) and a size divisible by 8",
+                            config.grid.slab_mm
+                        );
+                    }
+                    Some(OrganNet::new(
+                        config.diagnoser_inputs(),
+                        organs.widths,
+                        &vb.pp("organs"),
+                        false,
+                    )?)
+                }
+            },
             config,
             device,
         })
@@ -274,8 +310,9 @@ impl TinyModel {
     }
 
     /// The finder's answer for every organ and slab of `fine` (the finder's grid) where the
-    /// diagnoser's organ mask (`coarse`, on the diagnoser's grid) covers at least 4 pixels,
-    /// and those masks on `fine` (`[slab * 4 + organ][pixel]`). Empty without a finder.
+    /// organ's mask covers at least 4 pixels, and those masks on `fine` (`[slab * 4 +
+    /// organ][pixel]`). The masks are the organ network's when the model has one, else the
+    /// diagnoser's (`coarse`, on the diagnoser's grid). Empty without a finder.
     pub fn find(
         &self,
         fine: &ModelGrid,
@@ -284,7 +321,10 @@ impl TinyModel {
         let (Some(net), Some(config)) = (&self.finder, &self.config.finder) else {
             return Ok((Vec::new(), Vec::new()));
         };
-        let masks = organ_masks_on(fine, coarse, config.mask_thresholds);
+        let masks = match &self.organs {
+            Some(organs) => organs.masks(fine, &self.config.windows, &self.device)?,
+            None => organ_masks_on(fine, coarse, config.mask_thresholds),
+        };
         let n = fine.spec.size;
         let crop = config.crop.min(n);
         let mut jobs = Vec::new();
@@ -461,6 +501,7 @@ fn finder_probabilities(
                 .collect()
         })
         .collect();
+    mask_locations(masks, n, &mut values);
     for answer in answers {
         if answer.probability < thresholds[answer.organ] {
             continue;
@@ -491,6 +532,86 @@ fn finder_probabilities(
         pixel_mm: fine.spec.pixel_mm,
         slab_mm: fine.spec.slab_mm,
         values,
+    }
+}
+
+/// Location classes that follow from the organ masks (`[slab * 4 + organ][pixel]`), as
+/// reports define them, written one-hot into the location channels of `values` on each
+/// organ's pixels: kidney poles are the upper, middle and lower thirds of the kidney's height
+/// (when it spans at least 3 slabs); the pancreas head, body and tail lie along the gland from
+/// the patient's right (head: the first 30 % of its width) to the left (tail: from 65 %), when
+/// it spans at least 5 columns. Elsewhere, and for the liver's segments, the diagnoser's
+/// location channels stay.
+fn mask_locations(masks: &[Vec<bool>], n: usize, values: &mut [Vec<Vec<f32>>]) {
+    let slabs = values.len();
+    let mut write = |slab: usize, pixel: usize, classes: std::ops::Range<usize>, class: usize| {
+        for channel in classes.clone() {
+            values[slab][net::LOCATION.start + channel][pixel] =
+                if channel == class { 1.0 } else { 0.0 };
+        }
+    };
+    let pixels = |slab: usize, organ: usize| {
+        masks[slab * 4 + organ]
+            .iter()
+            .enumerate()
+            .filter(|(_, on)| **on)
+            .map(|(pixel, _)| pixel)
+    };
+    // Pancreas: organ 1, classes 7 (head), 8 (body), 9 (tail); the patient's right is the
+    // grid's low columns.
+    let columns = (0..slabs)
+        .flat_map(|slab| pixels(slab, 1).map(|pixel| pixel % n))
+        .fold(None, |range: Option<(usize, usize)>, column| {
+            Some(range.map_or((column, column), |(lo, hi)| {
+                (lo.min(column), hi.max(column))
+            }))
+        });
+    if let Some((lo, hi)) = columns
+        && hi - lo + 1 >= 5
+    {
+        for slab in 0..slabs {
+            let on: Vec<usize> = pixels(slab, 1).collect();
+            for pixel in on {
+                let position = (pixel % n - lo) as f64 / (hi - lo) as f64;
+                let class = if position < 0.3 {
+                    7
+                } else if position < 0.65 {
+                    8
+                } else {
+                    9
+                };
+                write(slab, pixel, 7..10, class);
+            }
+        }
+    }
+    // Kidneys: organs 2 and 3, classes 10 (upper), 11 (mid), 12 (lower); higher slabs lie
+    // higher in the patient.
+    for organ in [2, 3] {
+        let shown: Vec<usize> = (0..slabs)
+            .filter(|&slab| pixels(slab, organ).nth(3).is_some())
+            .collect();
+        let (Some(&lo), Some(&hi)) = (shown.first(), shown.last()) else {
+            continue;
+        };
+        if hi - lo + 1 < 3 {
+            continue;
+        }
+        let centre = (lo + hi) as f64 / 2.0;
+        let half = (hi - lo + 1) as f64 / 2.0;
+        for slab in lo..=hi {
+            let height = (slab as f64 - centre) / half;
+            let class = if height > 1.0 / 3.0 {
+                10
+            } else if height < -1.0 / 3.0 {
+                12
+            } else {
+                11
+            };
+            let on: Vec<usize> = pixels(slab, organ).collect();
+            for pixel in on {
+                write(slab, pixel, 10..13, class);
+            }
+        }
     }
 }
 
@@ -630,16 +751,21 @@ impl Diagnoser for TinyDiagnoser<'_> {
         if volume.dims().contains(&0) {
             return Err(InferError::Volume("it has no voxels".into()));
         }
-        let coarse = ModelGrid::from_volume(volume, model.config.grid);
+        // With a finder the CT is read once onto its finer grid and the diagnoser's grid is
+        // pooled from it (when it is the same field in larger pixels).
+        let fine = model
+            .config
+            .finder
+            .as_ref()
+            .map(|finder| ModelGrid::from_volume(volume, finder.grid));
+        let coarse = fine
+            .as_ref()
+            .and_then(|fine| fine.pooled(model.config.grid))
+            .unwrap_or_else(|| ModelGrid::from_volume(volume, model.config.grid));
         let probabilities = model.diagnose_grid(&coarse).map_err(run_error)?;
         // With a finder, the decoding reads its grid; without, the diagnoser's lesion masks.
-        let (grid, lesions) = match &model.config.finder {
-            Some(finder) => {
-                let fine = if finder.grid == model.config.grid {
-                    coarse
-                } else {
-                    ModelGrid::from_volume(volume, finder.grid)
-                };
+        let (grid, lesions) = match (&model.config.finder, fine) {
+            (Some(finder), Some(fine)) => {
                 let (answers, masks) = model.find(&fine, &probabilities).map_err(run_error)?;
                 let decoded = finder_probabilities(
                     &fine,
@@ -655,7 +781,7 @@ impl Diagnoser for TinyDiagnoser<'_> {
                 let lesions = find_lesions(&decoded, rule);
                 (fine, lesions)
             }
-            None => (coarse, find_lesions(&probabilities, model.config.decode)),
+            _ => (coarse, find_lesions(&probabilities, model.config.decode)),
         };
         let mut findings = findings_of(&lesions);
         let key = key_slab(&lesions, grid.slabs);
@@ -776,7 +902,7 @@ impl Verifier for TinyVerifier<'_> {
 }
 
 /// The finder's reading of one slice alone (`volume` holds just that slice, `from_top_mm`
-/// below the top of its scan): the diagnoser's organ masks on it, then the finder per organ,
+/// below the top of its scan): the organ masks on it, then the finder per organ,
 /// decoded as for a volume. Organs the slice does not show are not mentioned.
 fn read_slice_with_finder(
     model: &TinyModel,
@@ -846,4 +972,48 @@ fn slice_volume(slice: &KeySliceImage) -> Result<Volume, String> {
         VolumeInfo::default(),
     )
     .map_err(|error| error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kidney_poles_and_pancreas_parts_follow_the_organ_masks() {
+        let n = 32;
+        let slabs = 9;
+        let mut masks = vec![vec![false; n * n]; slabs * 4];
+        // Left kidney (organ 2) on slabs 0–8 at columns 20–23, rows 10–13.
+        for slab in 0..slabs {
+            for row in 10..14 {
+                for column in 20..24 {
+                    masks[slab * 4 + 2][row * n + column] = true;
+                }
+            }
+        }
+        // Pancreas (organ 1) on slab 4 from column 2 (the patient's right) to column 21.
+        for column in 2..22 {
+            masks[4 * 4 + 1][16 * n + column] = true;
+        }
+        let mut values = vec![vec![vec![0.5f32; n * n]; OUTPUTS]; slabs];
+        mask_locations(&masks, n, &mut values);
+        let class = |slab: usize, pixel: usize, classes: std::ops::Range<usize>| {
+            classes
+                .clone()
+                .find(|&c| values[slab][net::LOCATION.start + c][pixel] > 0.99)
+        };
+        let kidney = 11 * n + 21;
+        assert_eq!(class(8, kidney, 10..13), Some(10), "top slab: upper pole");
+        assert_eq!(class(4, kidney, 10..13), Some(11), "middle: mid");
+        assert_eq!(
+            class(0, kidney, 10..13),
+            Some(12),
+            "bottom slab: lower pole"
+        );
+        assert_eq!(class(4, 16 * n + 3, 7..10), Some(7), "right end: head");
+        assert_eq!(class(4, 16 * n + 12, 7..10), Some(8), "middle: body");
+        assert_eq!(class(4, 16 * n + 21, 7..10), Some(9), "left end: tail");
+        // Off the masks the diagnoser's values stay.
+        assert!((values[4][net::LOCATION.start + 7][0] - 0.5).abs() < 1e-6);
+    }
 }

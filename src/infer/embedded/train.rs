@@ -310,7 +310,7 @@ struct LossWeights {
 }
 
 /// Numerically stable binary cross-entropy on logits, positives weighted by `positive`.
-fn bce_with_logits(
+pub(crate) fn bce_with_logits(
     logits: &Tensor,
     targets: &Tensor,
     positive: f64,
@@ -323,7 +323,10 @@ fn bce_with_logits(
 
 /// 1 − soft Dice per channel (over batch and pixels), averaged over channels; a channel with
 /// no target pixels and no predicted mass costs nothing.
-fn soft_dice_loss(probabilities: &Tensor, targets: &Tensor) -> candle_core::Result<Tensor> {
+pub(crate) fn soft_dice_loss(
+    probabilities: &Tensor,
+    targets: &Tensor,
+) -> candle_core::Result<Tensor> {
     let overlap = (probabilities * targets)?.sum((0, 2, 3))?;
     let total = (probabilities.sum((0, 2, 3))? + targets.sum((0, 2, 3))?)?;
     let dice = ((overlap * 2.0)? + 1.0)?.div(&(total + 1.0)?)?;
