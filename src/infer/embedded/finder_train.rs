@@ -205,27 +205,18 @@ pub fn train_finder(
     let device = Device::Cpu;
     let (mut config, base) = base_checkpoint(init, Some("finder."), &device)?;
     config.version.clone_from(&options.version);
-    let mut finder_config = options
+    let finder_config = options
         .start
         .clone()
         .unwrap_or_else(|| FinderConfig::initial(config.grid.slab_mm));
-    let folders = case_folders(data)?;
-    let calibration = options.calibration.min(folders.len().saturating_sub(1));
-    let (train_folders, calibration_folders) = folders.split_at(folders.len() - calibration);
-    progress(&format!(
-        "reading {} training cases from {} ({} more for calibration)",
-        train_folders.len(),
-        data.display(),
-        calibration_folders.len()
-    ));
-    let fine_config = TinyConfig {
-        grid: finder_config.grid,
-        ..config.clone()
-    };
-    let cases: Vec<CaseTargets> = train_folders
-        .par_iter()
-        .map(|folder| load_case(folder, &fine_config))
-        .collect::<Result<_, _>>()?;
+    let (cases, calibration_folders, fine_config) = load_training_cases(
+        data,
+        options.calibration,
+        finder_config.grid,
+        &config,
+        "for calibration",
+        &mut progress,
+    )?;
     let (positives, negatives) = samples(&cases);
     progress(&format!(
         "{} organ slabs with a tumor, {} without, read in {:.1} s",
@@ -266,33 +257,98 @@ pub fn train_finder(
     drop(cases);
     // Calibration: the whole analysis on cases the finder never saw.
     let mut tensors = base;
-    {
-        let data = varmap
-            .data()
-            .lock()
-            .map_err(|_| TrainError::Candle("variables locked".into()))?;
-        for (name, var) in data.iter() {
-            tensors.insert(name.clone(), var.as_tensor().clone());
-        }
+    add_trained(&mut tensors, &varmap, net.running_tensors("finder")?)?;
+    config.finder = Some(finder_config);
+    calibrate_and_write(
+        config,
+        &tensors,
+        &calibration_folders,
+        &fine_config,
+        out,
+        started,
+        &mut progress,
+    )
+}
+
+/// Adds (or replaces) every trained variable of `varmap` and the normalisations' `running`
+/// statistics in `tensors`.
+pub(crate) fn add_trained(
+    tensors: &mut HashMap<String, Tensor>,
+    varmap: &VarMap,
+    running: Vec<(String, Tensor)>,
+) -> Result<(), TrainError> {
+    let data = varmap
+        .data()
+        .lock()
+        .map_err(|_| TrainError::Candle("variables locked".into()))?;
+    for (name, var) in data.iter() {
+        tensors.insert(name.clone(), var.as_tensor().clone());
     }
-    tensors.extend(net.running_tensors("finder")?);
-    config.finder = Some(finder_config.clone());
-    let model = TinyModel::from_tensors(config.clone(), tensors.clone(), device.clone())?;
-    let scores = calibration_scores(&model, calibration_folders, &fine_config, |done| {
+    tensors.extend(running);
+    Ok(())
+}
+
+/// Chooses the finder thresholds of `config` by the whole analysis (with `tensors`) of the
+/// cases in `folders`, read on `fine_config`'s grid, and writes the checkpoint to `out`.
+fn calibrate_and_write(
+    mut config: TinyConfig,
+    tensors: &HashMap<String, Tensor>,
+    folders: &[std::path::PathBuf],
+    fine_config: &TinyConfig,
+    out: &Path,
+    started: Instant,
+    progress: &mut impl FnMut(&str),
+) -> Result<TinyConfig, TrainError> {
+    let model = TinyModel::from_tensors(config.clone(), tensors.clone(), Device::Cpu)?;
+    let scores = calibration_scores(&model, folders, fine_config, |done| {
         progress(&format!(
             "calibration: {done}/{} cases, {:.0} s",
-            calibration_folders.len(),
+            folders.len(),
             started.elapsed().as_secs_f64()
         ));
     })?;
+    let Some(mut finder_config) = config.finder.take() else {
+        return Err(TrainError::Candle("no finder to calibrate".into()));
+    };
     finder_config.thresholds = best_thresholds(&scores);
     progress(&format!(
         "thresholds (liver, pancreas, left kidney, right kidney): {:?}",
         finder_config.thresholds
     ));
     config.finder = Some(finder_config);
-    write(&tensors, &config, out)?;
+    write(tensors, &config, out)?;
     Ok(config)
+}
+
+/// The cases of `data` but the last `held_out` (at most all but one), read onto `grid` with
+/// their targets; those last case folders; and `config` on `grid`. `what` says what the
+/// held-out cases are for, in the progress line.
+pub(crate) fn load_training_cases(
+    data: &Path,
+    held_out: usize,
+    grid: super::grid::GridSpec,
+    config: &TinyConfig,
+    what: &str,
+    progress: &mut impl FnMut(&str),
+) -> Result<(Vec<CaseTargets>, Vec<std::path::PathBuf>, TinyConfig), TrainError> {
+    let folders = case_folders(data)?;
+    let held_out = held_out.min(folders.len().saturating_sub(1));
+    let (train_folders, held_folders) = folders.split_at(folders.len() - held_out);
+    progress(&format!(
+        "reading {} training cases from {} ({} more {what})",
+        train_folders.len(),
+        data.display(),
+        held_folders.len()
+    ));
+    let fine_config = TinyConfig {
+        grid,
+        ..config.clone()
+    };
+    let cases: Vec<CaseTargets> = train_folders
+        .par_iter()
+        .map(|folder| load_case(folder, &fine_config))
+        .collect::<Result<_, _>>()?;
+    Ok((cases, held_folders.to_vec(), fine_config))
 }
 
 /// Chooses the finder thresholds of the checkpoint in `init` afresh on every case in `data`
@@ -309,7 +365,7 @@ pub fn recalibrate(
     let started = Instant::now();
     let device = Device::Cpu;
     let (mut config, tensors) = base_checkpoint(init, None, &device)?;
-    let Some(mut finder_config) = config.finder.clone() else {
+    let Some(finder_grid) = config.finder.as_ref().map(|finder| finder.grid) else {
         return Err(TrainError::Case {
             path: init.to_path_buf(),
             detail: "the checkpoint has no finder to calibrate".into(),
@@ -318,25 +374,18 @@ pub fn recalibrate(
     config.version = version.to_string();
     let folders = case_folders(data)?;
     let fine_config = TinyConfig {
-        grid: finder_config.grid,
+        grid: finder_grid,
         ..config.clone()
     };
-    let model = TinyModel::from_tensors(config.clone(), tensors.clone(), device)?;
-    let scores = calibration_scores(&model, &folders, &fine_config, |done| {
-        progress(&format!(
-            "calibration: {done}/{} cases, {:.0} s",
-            folders.len(),
-            started.elapsed().as_secs_f64()
-        ));
-    })?;
-    finder_config.thresholds = best_thresholds(&scores);
-    progress(&format!(
-        "thresholds (liver, pancreas, left kidney, right kidney): {:?}",
-        finder_config.thresholds
-    ));
-    config.finder = Some(finder_config);
-    write(&tensors, &config, out)?;
-    Ok(config)
+    calibrate_and_write(
+        config,
+        &tensors,
+        &folders,
+        &fine_config,
+        out,
+        started,
+        &mut progress,
+    )
 }
 
 /// The optimisation loop: `options.steps` AdamW steps on batches half positive, half

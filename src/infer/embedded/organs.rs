@@ -34,15 +34,11 @@ pub struct OrgansConfig {
 }
 
 impl OrgansConfig {
-    /// The configuration a fresh organ network starts from.
+    /// The configuration a fresh organ network starts from: on a fresh finder's grid.
     #[must_use]
     pub fn initial(slab_mm: f64) -> Self {
         Self {
-            grid: GridSpec {
-                size: 128,
-                pixel_mm: 3.0,
-                slab_mm,
-            },
+            grid: super::finder::FinderConfig::initial(slab_mm).grid,
             widths: [16, 32, 48, 64],
             train_side: 64,
         }

@@ -15,13 +15,11 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Optimizer, VarBuilder, VarMap};
-use rayon::prelude::*;
 
-use super::finder_train::{base_checkpoint, write};
+use super::finder_train::{add_trained, base_checkpoint, load_training_cases, write};
 use super::organs::{OrganNet, OrgansConfig};
 use super::train::{
-    CaseTargets, TrainError, adamw, bce_with_logits, case_folders, load_case, seeded_init,
-    soft_dice_loss,
+    CaseTargets, TrainError, adamw, bce_with_logits, load_case, seeded_init, soft_dice_loss,
 };
 use super::{TinyConfig, diagnoser_input};
 use crate::phantom::rng::Rng;
@@ -160,23 +158,14 @@ pub fn train_organs(
             "the organ network's grid must be the finder's in the --init checkpoint".into(),
         ));
     }
-    let folders = case_folders(data)?;
-    let held_out = options.held_out.min(folders.len().saturating_sub(1));
-    let (train_folders, held_folders) = folders.split_at(folders.len() - held_out);
-    progress(&format!(
-        "reading {} training cases from {} ({} more held out)",
-        train_folders.len(),
-        data.display(),
-        held_folders.len()
-    ));
-    let fine_config = TinyConfig {
-        grid: organs_config.grid,
-        ..config.clone()
-    };
-    let cases: Vec<CaseTargets> = train_folders
-        .par_iter()
-        .map(|folder| load_case(folder, &fine_config))
-        .collect::<Result<_, _>>()?;
+    let (cases, held_folders, fine_config) = load_training_cases(
+        data,
+        options.held_out,
+        organs_config.grid,
+        &config,
+        "held out",
+        &mut progress,
+    )?;
     progress(&format!("read in {:.1} s", started.elapsed().as_secs_f64()));
     let varmap = VarMap::new();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
@@ -212,17 +201,8 @@ pub fn train_organs(
         }
     }
     drop(cases);
-    {
-        let data = varmap
-            .data()
-            .lock()
-            .map_err(|_| TrainError::Candle("variables locked".into()))?;
-        for (name, var) in data.iter() {
-            tensors.insert(name.clone(), var.as_tensor().clone());
-        }
-    }
-    tensors.extend(net.running_tensors("organs")?);
-    let dice = held_out_dice(&net, held_folders, &fine_config, &device)?;
+    add_trained(&mut tensors, &varmap, net.running_tensors("organs")?)?;
+    let dice = held_out_dice(&net, &held_folders, &fine_config, &device)?;
     progress(&format!(
         "held-out Dice (liver, pancreas, left kidney, right kidney) on {} cases: {}",
         held_folders.len(),
