@@ -8,10 +8,12 @@
 //! project's report writer), the key slice and a box. The **verifier** sees only a crop of the
 //! key slice around the box and describes what is visible there, through the same decoding,
 //! as a local description. From version 2 a third network, the **finder** ([`finder`]),
-//! decides which organs show a tumor and where: for every organ and slab the diagnoser's
-//! organ mask covers, it answers "tumor here?" on a finer grid, and the decoding grows the
-//! lesion from the cell that decided (the diagnoser's lesion masks are then unused). It is honest about what it is: trained only on synthetic phantoms,
-//! not for clinical use (see `MODEL_CARD.md`).
+//! decides which organs show a tumor and where: for every organ and slab an organ mask
+//! covers, it answers "tumor here?" on a finer grid, and the decoding grows the lesion from
+//! the cell that decided (the diagnoser's lesion masks are then unused). From version 3 a
+//! fourth, the **organ network** ([`organs`]), draws those organ masks on the finer grid
+//! (before, they were the diagnoser's). It is honest about what it is: trained only on
+//! synthetic phantoms, not for clinical use (see `MODEL_CARD.md`).
 
 pub mod batch_norm;
 pub mod conv;
