@@ -22,7 +22,10 @@ use rayon::prelude::*;
 
 use super::finder::{self, FinderConfig, FinderNet};
 use super::grid::ModelGrid;
-use super::train::{CaseTargets, TrainError, adamw, case_folders, load_case, seeded_init};
+use super::train::{
+    CaseTargets, TrainError, adamw, add_trained, case_folders, load_case, seeded_init,
+    write_checkpoint,
+};
 use super::{TinyConfig, TinyModel};
 use crate::io::nifti::read_nifti;
 use crate::phantom::rng::Rng;
@@ -270,24 +273,6 @@ pub fn train_finder(
     )
 }
 
-/// Adds (or replaces) every trained variable of `varmap` and the normalisations' `running`
-/// statistics in `tensors`.
-pub(crate) fn add_trained(
-    tensors: &mut HashMap<String, Tensor>,
-    varmap: &VarMap,
-    running: Vec<(String, Tensor)>,
-) -> Result<(), TrainError> {
-    let data = varmap
-        .data()
-        .lock()
-        .map_err(|_| TrainError::Candle("variables locked".into()))?;
-    for (name, var) in data.iter() {
-        tensors.insert(name.clone(), var.as_tensor().clone());
-    }
-    tensors.extend(running);
-    Ok(())
-}
-
 /// Chooses the finder thresholds of `config` by the whole analysis (with `tensors`) of the
 /// cases in `folders`, read on `fine_config`'s grid, and writes the checkpoint to `out`.
 fn calibrate_and_write(
@@ -316,7 +301,7 @@ fn calibrate_and_write(
         finder_config.thresholds
     ));
     config.finder = Some(finder_config);
-    write(tensors, &config, out)?;
+    write_checkpoint(tensors, &config, out)?;
     Ok(config)
 }
 
@@ -469,27 +454,6 @@ fn calibration_scores(
         }
     }
     Ok(scores)
-}
-
-/// Writes `model.safetensors` and `config.json` to `out`.
-pub(crate) fn write(
-    tensors: &HashMap<String, Tensor>,
-    config: &TinyConfig,
-    out: &Path,
-) -> Result<(), TrainError> {
-    std::fs::create_dir_all(out).map_err(|source| TrainError::Write {
-        path: out.to_path_buf(),
-        source,
-    })?;
-    let weights = out.join("model.safetensors");
-    candle_core::safetensors::save(tensors, &weights)?;
-    let config_path = out.join("config.json");
-    let text = serde_json::to_string_pretty(config).unwrap_or_default();
-    std::fs::write(&config_path, text + "\n").map_err(|source| TrainError::Write {
-        path: config_path,
-        source,
-    })?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -16,10 +16,11 @@ use std::time::Instant;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Optimizer, VarBuilder, VarMap};
 
-use super::finder_train::{add_trained, base_checkpoint, load_training_cases, write};
+use super::finder_train::{base_checkpoint, load_training_cases};
 use super::organs::{OrganNet, OrgansConfig};
 use super::train::{
-    CaseTargets, TrainError, adamw, bce_with_logits, load_case, seeded_init, soft_dice_loss,
+    CaseTargets, TrainError, adamw, add_trained, bce_with_logits, load_case, seeded_init,
+    soft_dice_loss, write_checkpoint,
 };
 use super::{TinyConfig, diagnoser_input};
 use crate::phantom::rng::Rng;
@@ -212,7 +213,7 @@ pub fn train_organs(
             .join(", ")
     ));
     config.organs = Some(organs_config);
-    write(&tensors, &config, out)?;
+    write_checkpoint(&tensors, &config, out)?;
     Ok(OrgansReport { config, dice })
 }
 

@@ -687,18 +687,43 @@ pub fn train(
             recent.clear();
         }
     }
-    write_checkpoint(&varmap, &config, out)?;
+    let mut tensors = std::collections::HashMap::new();
+    add_trained(&mut tensors, &varmap, Vec::new())?;
+    write_checkpoint(&tensors, &config, out)?;
     Ok(config)
 }
 
-/// Writes `model.safetensors` and `config.json` to `out`.
-fn write_checkpoint(varmap: &VarMap, config: &TinyConfig, out: &Path) -> Result<(), TrainError> {
+/// Adds (or replaces) every trained variable of `varmap` and the normalisations' `running`
+/// statistics in `tensors`.
+pub(crate) fn add_trained(
+    tensors: &mut std::collections::HashMap<String, Tensor>,
+    varmap: &VarMap,
+    running: Vec<(String, Tensor)>,
+) -> Result<(), TrainError> {
+    let data = varmap
+        .data()
+        .lock()
+        .map_err(|_| TrainError::Candle("variables locked".into()))?;
+    for (name, var) in data.iter() {
+        tensors.insert(name.clone(), var.as_tensor().clone());
+    }
+    tensors.extend(running);
+    Ok(())
+}
+
+/// Writes `model.safetensors` (`tensors`) and `config.json` to `out`: every stage's
+/// checkpoint.
+pub(crate) fn write_checkpoint(
+    tensors: &std::collections::HashMap<String, Tensor>,
+    config: &TinyConfig,
+    out: &Path,
+) -> Result<(), TrainError> {
     std::fs::create_dir_all(out).map_err(|source| TrainError::Write {
         path: out.to_path_buf(),
         source,
     })?;
     let weights = out.join("model.safetensors");
-    varmap.save(&weights)?;
+    candle_core::safetensors::save(tensors, &weights)?;
     let config_path = out.join("config.json");
     let text = serde_json::to_string_pretty(config).unwrap_or_default();
     std::fs::write(&config_path, text + "\n").map_err(|source| TrainError::Write {
