@@ -293,6 +293,104 @@ fn calibrate_stage(folder: &Path, data: &Path, finder_first: &Path, ct: &Path) {
         analyse(ct, &calibrated)["diagnoser"]["version"],
         "test-calibrated"
     );
+    rl_stage(folder, data, &calibrated, ct, tensors);
+}
+
+/// `--stage rl` on the calibrated checkpoint: reproducible, a metrics row per step with
+/// every reward in [0, 1], a reward plot, only the finder's top changed, and the result
+/// analyses `ct`.
+fn rl_stage(
+    folder: &Path,
+    data: &Path,
+    calibrated: &Path,
+    ct: &Path,
+    tensors: impl Fn(&Path) -> Vec<(String, Vec<f32>)>,
+) {
+    let rl = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--stage",
+            "rl",
+            "--init",
+            path_str(calibrated),
+            "--data",
+            path_str(data),
+            "--out",
+            path_str(out),
+            "--steps",
+            "3",
+            "--batch",
+            "2",
+            "--group",
+            "4",
+            "--lr",
+            "0.01",
+            "--updates",
+            "2",
+            "--version",
+            "test-rl",
+        ];
+        args.extend_from_slice(extra);
+        keyslice(&args)
+    };
+    let first = folder.join("rl-first");
+    let second = folder.join("rl-second");
+    for out in [&first, &second] {
+        let result = rl(out, &[]);
+        assert!(result.status.success(), "{}", text(&result.stderr));
+        let log = text(&result.stderr);
+        assert!(log.contains("step 3/3: reward"), "{log}");
+        assert!(log.contains("supervised model's mean reward"), "{log}");
+    }
+    assert_eq!(
+        tensors(&first),
+        tensors(&second),
+        "the same seed, the same bytes"
+    );
+    let before = tensors(calibrated);
+    let after = tensors(&first);
+    assert_eq!(
+        before.iter().map(|t| &t.0).collect::<Vec<_>>(),
+        after.iter().map(|t| &t.0).collect::<Vec<_>>()
+    );
+    for ((name, old), (_, new)) in before.iter().zip(&after) {
+        let trainable = (name.starts_with("finder.block3.") || name.starts_with("finder.head."))
+            && !name.contains("running_");
+        if !trainable {
+            assert_eq!(old, new, "{name} must not change");
+        }
+    }
+    let metrics = std::fs::read_to_string(first.join("rl_metrics.csv")).expect("metrics");
+    let lines: Vec<&str> = metrics.lines().collect();
+    assert!(
+        lines[0].starts_with("step,reward,format,existence"),
+        "{metrics}"
+    );
+    assert_eq!(lines.len(), 4, "{metrics}");
+    for line in &lines[1..] {
+        let reward: f64 = line
+            .split(',')
+            .nth(1)
+            .expect("reward")
+            .parse()
+            .expect("number");
+        assert!((0.0..=1.0).contains(&reward), "{line}");
+    }
+    let plot = image::open(first.join("rl_rewards.png")).expect("a PNG");
+    assert!(plot.width() > 300 && plot.height() > 200);
+    assert_eq!(analyse(ct, &first)["diagnoser"]["version"], "test-rl");
+
+    // A reward weight that names no term is named.
+    let result = rl(
+        &folder.join("rl-bad"),
+        &["--rewards", "existence=1,grounding=2"],
+    );
+    assert!(!result.status.success());
+    assert!(
+        text(&result.stderr).contains("grounding"),
+        "{}",
+        text(&result.stderr)
+    );
 }
 
 #[test]

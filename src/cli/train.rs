@@ -9,7 +9,9 @@ use super::CliError;
 use crate::infer::embedded::TinyConfig;
 use crate::infer::embedded::finder_train::{FinderTrainOptions, recalibrate, train_finder};
 use crate::infer::embedded::organs_train::{OrgansTrainOptions, train_organs};
+use crate::infer::embedded::rl_train::{RlOptions, train_rl};
 use crate::infer::embedded::train::{TrainOptions, train};
+use crate::scoring::RewardWeights;
 
 /// Arguments of `train`.
 #[derive(Debug, Args)]
@@ -20,15 +22,16 @@ pub struct TrainArgs {
     /// Where to write config.json and model.safetensors.
     #[arg(long)]
     pub out: PathBuf,
-    /// Optimisation steps.
-    #[arg(long, default_value_t = 1200)]
-    pub steps: usize,
-    /// Slabs (and verifier crops) per step.
-    #[arg(long, default_value_t = 16)]
-    pub batch: usize,
-    /// AdamW learning rate.
-    #[arg(long, default_value_t = 2e-3)]
-    pub lr: f64,
+    /// Optimisation steps [default: 1200; 300 for --stage rl].
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Slabs (and verifier crops) per step; cases per step for --stage rl [default: 16; 4
+    /// for --stage rl].
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// AdamW learning rate [default: 2e-3; 1e-4 for --stage rl].
+    #[arg(long)]
+    pub lr: Option<f64>,
     /// Seed for initialisation and sampling.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
@@ -55,6 +58,63 @@ pub struct TrainArgs {
     /// per-organ thresholds; organ stage: cases kept out to measure Dice on.
     #[arg(long, default_value_t = 80)]
     pub calibration: usize,
+    /// RL stage: samples per case (GRPO's group size).
+    #[arg(long, default_value_t = 8)]
+    pub group: usize,
+    /// RL stage: KL coefficient against the supervised policy.
+    #[arg(long, default_value_t = 0.01)]
+    pub kl: f64,
+    /// RL stage: clip range of the probability ratio.
+    #[arg(long, default_value_t = 0.2)]
+    pub clip: f64,
+    /// RL stage: optimiser steps per drawn batch (GRPO's μ).
+    #[arg(long, default_value_t = 1)]
+    pub updates: usize,
+    /// RL stage: reward weights, e.g. `format=1,existence=1,attributes=1,localization=1,consistency=1`
+    /// (terms left out keep weight 1; 0 drops a term).
+    #[arg(long)]
+    pub rewards: Option<String>,
+    /// RL stage: train only on cases the supervised model gets wrong on attributes.
+    #[arg(long)]
+    pub hard_only: bool,
+}
+
+/// Reward weights from `name=value` pairs separated by commas.
+fn parse_rewards(text: &str) -> Result<RewardWeights, CliError> {
+    let mut weights = RewardWeights::default();
+    for part in text
+        .split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+    {
+        let (name, value) = part
+            .split_once('=')
+            .ok_or_else(|| CliError::Argument(format!("--rewards: `{part}` is not name=value")))?;
+        let value: f64 = value.trim().parse().map_err(|_| {
+            CliError::Argument(format!(
+                "--rewards: `{value}` is not a number (in `{part}`)"
+            ))
+        })?;
+        if !(value.is_finite() && value >= 0.0) {
+            return Err(CliError::Argument(format!(
+                "--rewards: the weight of {name} must be a number ≥ 0"
+            )));
+        }
+        let slot = match name.trim() {
+            "format" => &mut weights.format,
+            "existence" => &mut weights.existence,
+            "attributes" => &mut weights.attributes,
+            "localization" => &mut weights.localization,
+            "consistency" => &mut weights.consistency,
+            other => {
+                return Err(CliError::Argument(format!(
+                    "--rewards: unknown term `{other}` (format, existence, attributes, localization, consistency)"
+                )));
+            }
+        };
+        *slot = value;
+    }
+    Ok(weights)
 }
 
 /// A training stage.
@@ -68,19 +128,28 @@ pub enum Stage {
     Finder,
     /// No training: the finder's thresholds of --init chosen afresh on every case in --data.
     Calibrate,
+    /// GRPO on the finder of --init with the E-MRL rewards (phantom cases with truth.json).
+    Rl,
 }
 
 /// Runs `train`.
 pub fn run(args: &TrainArgs) -> Result<(), CliError> {
-    if args.steps == 0 || args.batch == 0 {
+    let rl = args.stage == Stage::Rl;
+    let steps = args.steps.unwrap_or(if rl { 300 } else { 1200 });
+    let batch = args.batch.unwrap_or(if rl { 4 } else { 16 });
+    let lr = args.lr.unwrap_or(if rl { 1e-4 } else { 2e-3 });
+    if steps == 0 || batch == 0 {
         return Err(CliError::Argument(
             "--steps and --batch must be at least 1".into(),
         ));
     }
     if args.stage != Stage::Networks && args.init.is_none() {
         return Err(CliError::Argument(
-            "--stage organs, finder and calibrate need --init DIR, the checkpoint they build on (e.g. models/keyslice-tiny)".into(),
+            "--stage organs, finder, calibrate and rl need --init DIR, the checkpoint they build on (e.g. models/keyslice-tiny)".into(),
         ));
+    }
+    if let (Stage::Rl, Some(init)) = (args.stage, &args.init) {
+        return run_rl(args, init, steps, batch, lr);
     }
     if let (Stage::Calibrate, Some(init)) = (args.stage, &args.init) {
         recalibrate(init, &args.data, &args.out, &args.version, |line| {
@@ -94,9 +163,9 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
     }
     if let (Stage::Organs, Some(init)) = (args.stage, &args.init) {
         let options = OrgansTrainOptions {
-            steps: args.steps,
-            batch: args.batch,
-            learning_rate: args.lr,
+            steps,
+            batch,
+            learning_rate: lr,
             seed: args.seed,
             version: args.version.clone(),
             held_out: args.calibration,
@@ -116,9 +185,9 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
     }
     if let (Stage::Finder, Some(init)) = (args.stage, &args.init) {
         let options = FinderTrainOptions {
-            steps: args.steps,
-            batch: args.batch,
-            learning_rate: args.lr,
+            steps,
+            batch,
+            learning_rate: lr,
             seed: args.seed,
             version: args.version.clone(),
             calibration: args.calibration,
@@ -144,15 +213,54 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
         config,
         lesion_weight: args.lesion_weight,
         dice_weight: args.dice_weight,
-        steps: args.steps,
-        batch: args.batch,
-        learning_rate: args.lr,
+        steps,
+        batch,
+        learning_rate: lr,
         seed: args.seed,
         version: args.version.clone(),
     };
     train(&args.data, &args.out, &options, |line| eprintln!("{line}"))?;
     println!(
         "keyslice-tiny written to {} (config.json, model.safetensors)",
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// `train --stage rl`.
+fn run_rl(
+    args: &TrainArgs,
+    init: &std::path::Path,
+    steps: usize,
+    batch: usize,
+    lr: f64,
+) -> Result<(), CliError> {
+    if args.group < 2 || args.updates == 0 {
+        return Err(CliError::Argument(
+            "--group must be at least 2 and --updates at least 1".into(),
+        ));
+    }
+    let options = RlOptions {
+        steps,
+        cases_per_step: batch,
+        group: args.group,
+        learning_rate: lr,
+        kl: args.kl,
+        clip: args.clip,
+        updates: args.updates,
+        weights: match &args.rewards {
+            None => RewardWeights::default(),
+            Some(text) => parse_rewards(text)?,
+        },
+        hard_only: args.hard_only,
+        seed: args.seed,
+        version: args.version.clone(),
+    };
+    train_rl(init, &args.data, &args.out, &options, |line| {
+        eprintln!("{line}");
+    })?;
+    println!(
+        "keyslice-tiny with its RL-trained finder written to {} (config.json, model.safetensors, rl_metrics.csv, rl_rewards.png)",
         args.out.display()
     );
     Ok(())

@@ -433,8 +433,22 @@ pub fn rewards(
     if let Some(value) = consistency {
         weighted.push((weights.consistency, value.score));
     }
+    Rewards {
+        format,
+        existence,
+        attributes,
+        localization,
+        consistency,
+        total: weighted_total(&weighted),
+    }
+}
+
+/// Σ weightᵢ·termᵢ ÷ Σ weightᵢ over `(weight, term)` pairs (the scored terms); 0 when the
+/// weights sum to 0.
+#[must_use]
+pub fn weighted_total(weighted: &[(f64, f64)]) -> f64 {
     let weight_sum: f64 = weighted.iter().map(|(weight, _)| weight).sum();
-    let total = if weight_sum > 0.0 {
+    if weight_sum > 0.0 {
         weighted
             .iter()
             .map(|(weight, value)| weight * value)
@@ -442,13 +456,5 @@ pub fn rewards(
             / weight_sum
     } else {
         0.0
-    };
-    Rewards {
-        format,
-        existence,
-        attributes,
-        localization,
-        consistency,
-        total,
     }
 }

@@ -268,6 +268,20 @@ impl BatchNorm {
     }
 }
 
+/// How a [`NormBlock`] is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormMode {
+    /// Supervised training from scratch: the running statistics start afresh.
+    Train,
+    /// Fine-tuning a trained block (the RL stage): the running statistics are read through
+    /// the builder and kept as they are; the normalisations stay separate from the
+    /// convolutions, so their weights stay trainable.
+    FineTune,
+    /// Analysis: the running statistics are read and each normalisation is folded into the
+    /// convolution before it.
+    Infer,
+}
+
 /// Two 3×3 convolutions ([`conv3x3`]), each followed by batch normalisation and ReLU: the
 /// building block of the finder and the organ network.
 pub struct NormBlock {
@@ -278,11 +292,11 @@ pub struct NormBlock {
 }
 
 impl NormBlock {
-    /// Builds (or loads, through `vb`) a block. `training` starts the running statistics
-    /// afresh instead of reading them; otherwise each normalisation is folded into the
-    /// convolution before it (scaled weights, shifted bias: the same function, one pass
-    /// less over every activation).
-    pub fn new(inputs: usize, outputs: usize, vb: &VarBuilder, training: bool) -> Result<Self> {
+    /// Builds (or loads, through `vb`) a block as `mode` says. Folding a normalisation into
+    /// the convolution before it (scaled weights, shifted bias) computes the same function
+    /// with one pass less over every activation.
+    pub fn new(inputs: usize, outputs: usize, vb: &VarBuilder, mode: NormMode) -> Result<Self> {
+        let training = mode == NormMode::Train;
         let config = Conv2dConfig {
             padding: 1,
             ..Conv2dConfig::default()
@@ -291,7 +305,7 @@ impl NormBlock {
         let norm_a = BatchNorm::new(outputs, &vb.pp("norm_a"), training)?;
         let conv_b = conv2d(outputs, outputs, 3, config, vb.pp("conv_b"))?;
         let norm_b = BatchNorm::new(outputs, &vb.pp("norm_b"), training)?;
-        if training {
+        if mode != NormMode::Infer {
             return Ok(Self {
                 conv_a,
                 norm_a: Some(norm_a),
@@ -467,7 +481,7 @@ mod tests {
         let device = Device::Cpu;
         let varmap = VarMap::new();
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
-        let block = NormBlock::new(3, 4, &vb, true).unwrap();
+        let block = NormBlock::new(3, 4, &vb, NormMode::Train).unwrap();
         // Move the running statistics away from (0, 1) and the affine terms away from (1, 0).
         for shift in [0.5f64, 2.0, -1.0] {
             let x = (Tensor::randn(0f32, 1.5, (2, 3, 6, 5), &device).unwrap() + shift).unwrap();
@@ -497,7 +511,7 @@ mod tests {
             3,
             4,
             &VarBuilder::from_tensors(tensors, DType::F32, &device),
-            false,
+            NormMode::Infer,
         )
         .unwrap();
         assert!(loaded.running_tensors("x").unwrap().is_empty());

@@ -15,7 +15,7 @@ use candle_core::{Module, Result, Tensor};
 use candle_nn::{Conv2d, Conv2dConfig, VarBuilder, conv2d};
 use serde::{Deserialize, Serialize};
 
-use super::batch_norm::NormBlock;
+use super::batch_norm::{NormBlock, NormMode};
 use super::grid::{GridSpec, ModelGrid};
 use super::{position_channels, window};
 
@@ -76,20 +76,19 @@ pub struct FinderNet {
 }
 
 impl FinderNet {
-    /// Builds (or loads, through `vb`) the network; `training` starts the batch
-    /// normalisation's running statistics afresh instead of reading them.
+    /// Builds (or loads, through `vb`) the network, its normalisations as `mode` says.
     pub fn new(
         inputs: usize,
         config: &FinderConfig,
         vb: &VarBuilder,
-        training: bool,
+        mode: NormMode,
     ) -> Result<Self> {
         let [w1, w2, w3] = config.widths;
         Ok(Self {
             blocks: [
-                NormBlock::new(inputs, w1, &vb.pp("block1"), training)?,
-                NormBlock::new(w1, w2, &vb.pp("block2"), training)?,
-                NormBlock::new(w2, w3, &vb.pp("block3"), training)?,
+                NormBlock::new(inputs, w1, &vb.pp("block1"), mode)?,
+                NormBlock::new(w1, w2, &vb.pp("block2"), mode)?,
+                NormBlock::new(w2, w3, &vb.pp("block3"), mode)?,
             ],
             head: conv2d(w3, 4, 1, Conv2dConfig::default(), vb.pp("head"))?,
         })
@@ -98,11 +97,20 @@ impl FinderNet {
     /// `x`: `[batch, inputs, crop, crop]` → logits `[batch, 4, crop / 4, crop / 4]`;
     /// `train` normalises with the batch's statistics.
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        let [first, second, third] = &self.blocks;
+        self.top(&self.trunk(x, train)?, train)
+    }
+
+    /// The first two blocks: `[batch, inputs, crop, crop]` → `[batch, widths[1], crop / 4,
+    /// crop / 4]` (what the RL stage computes once per case and keeps).
+    pub fn trunk(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let [first, second, _] = &self.blocks;
         let a = first.forward(x, train)?;
-        let b = second.forward(&a.max_pool2d(2)?, train)?;
-        let c = third.forward(&b.max_pool2d(2)?, train)?;
-        self.head.forward(&c)
+        second.forward(&a.max_pool2d(2)?, train)?.max_pool2d(2)
+    }
+
+    /// The third block and the head on the trunk's output: the logits.
+    pub fn top(&self, trunk: &Tensor, train: bool) -> Result<Tensor> {
+        self.head.forward(&self.blocks[2].forward(trunk, train)?)
     }
 
     /// The batch normalisation's running statistics as named tensors (under `prefix`, e.g.
@@ -219,6 +227,91 @@ pub fn finder_input(
             mask: grown,
         },
     )
+}
+
+/// A question to the finder: does `organ` show a tumor on `slab` (in the crop with top-left
+/// `corner`)?
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Job {
+    /// Slab.
+    pub slab: usize,
+    /// Organ index.
+    pub organ: usize,
+    /// Grid column and row of the crop's top-left pixel.
+    pub corner: (usize, usize),
+}
+
+/// Every organ and slab where the organ's mask (`masks[slab * 4 + organ]`, on a grid of
+/// `size`² pixels) covers at least 4 pixels, with its crop.
+#[must_use]
+pub fn jobs(masks: &[Vec<bool>], size: usize, crop: usize) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for (index, mask) in masks.iter().enumerate() {
+        if mask.iter().filter(|&&on| on).count() < 4 {
+            continue;
+        }
+        if let Some(centre) = mask_centre(mask, size) {
+            jobs.push(Job {
+                slab: index / 4,
+                organ: index % 4,
+                corner: crop_corner(centre, crop, size),
+            });
+        }
+    }
+    jobs
+}
+
+/// The finder's inputs `[batch, inputs, crop, crop]` and crop masks `[batch, 1, crop,
+/// crop]` of `batch`.
+pub fn batch_inputs(
+    grid: &ModelGrid,
+    masks: &[Vec<bool>],
+    batch: &[Job],
+    crop: usize,
+    windows: &[[f32; 2]],
+    device: &candle_core::Device,
+) -> Result<(Tensor, Tensor)> {
+    let channels = FinderConfig::inputs(windows.len());
+    let mut inputs = Vec::with_capacity(batch.len() * channels * crop * crop);
+    let mut crop_masks = Vec::with_capacity(batch.len() * crop * crop);
+    for job in batch {
+        let (input, made) = finder_input(
+            grid,
+            job.slab,
+            &masks[job.slab * 4 + job.organ],
+            job.corner,
+            crop,
+            windows,
+        );
+        inputs.extend(input);
+        crop_masks.extend(made.mask);
+    }
+    Ok((
+        Tensor::from_vec(inputs, (batch.len(), channels, crop, crop), device)?,
+        Tensor::from_vec(crop_masks, (batch.len(), 1, crop, crop), device)?,
+    ))
+}
+
+/// The answer to `job` from its organ's cell logits (a row of [`organ_cells`]): the largest
+/// logit decides, its cell places the lesion.
+#[must_use]
+pub fn answer(job: &Job, cells: &[f32], crop: usize) -> SlabAnswer {
+    let per_row = crop / STRIDE;
+    let (best, logit) = cells
+        .iter()
+        .copied()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or((0, f32::NEG_INFINITY));
+    SlabAnswer {
+        organ: job.organ,
+        slab: job.slab,
+        probability: 1.0 / (1.0 + (-logit).exp()),
+        cell: (
+            job.corner.0 + (best % per_row) * STRIDE,
+            job.corner.1 + (best / per_row) * STRIDE,
+        ),
+    }
 }
 
 /// The finder's answer for one organ on one slab.
@@ -347,7 +440,7 @@ mod tests {
             widths: [4, 4, 8],
             ..FinderConfig::initial(5.0)
         };
-        let net = FinderNet::new(FinderConfig::inputs(2), &config, &vb, true).unwrap();
+        let net = FinderNet::new(FinderConfig::inputs(2), &config, &vb, NormMode::Train).unwrap();
         let x = Tensor::zeros((3, FinderConfig::inputs(2), 16, 16), DType::F32, &device).unwrap();
         assert_eq!(net.forward(&x, true).unwrap().dims(), &[3, 4, 4, 4]);
         assert_eq!(net.running_tensors("finder").unwrap().len(), 12);

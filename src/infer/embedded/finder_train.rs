@@ -20,6 +20,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::{Optimizer, VarBuilder, VarMap};
 use rayon::prelude::*;
 
+use super::batch_norm::NormMode;
 use super::finder::{self, FinderConfig, FinderNet};
 use super::grid::ModelGrid;
 use super::train::{
@@ -238,7 +239,7 @@ pub fn train_finder(
         FinderConfig::inputs(config.windows.len()),
         &finder_config,
         &vb.pp("finder"),
-        true,
+        NormMode::Train,
     )?;
     seeded_init(&varmap, options.seed, &device)?;
     optimise(

@@ -24,6 +24,8 @@ pub mod grid;
 pub mod net;
 pub mod organs;
 pub mod organs_train;
+pub mod rl_plot;
+pub mod rl_train;
 pub mod train;
 
 use std::path::Path;
@@ -35,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use super::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
 use crate::findings::{Findings, SliceBox, TumorPresence, write_local_description, write_report};
 use crate::volume::Volume;
+use batch_norm::NormMode;
 use decode::{
     DecodeRule, Probabilities, find_lesions, findings_of, key_slab, slab_box, visible_organs,
 };
@@ -227,7 +230,7 @@ impl TinyModel {
                         FinderConfig::inputs(config.windows.len()),
                         finder,
                         &vb.pp("finder"),
-                        false,
+                        NormMode::Infer,
                     )?)
                 }
             },
@@ -253,7 +256,7 @@ impl TinyModel {
                         config.diagnoser_inputs(),
                         organs.widths,
                         &vb.pp("organs"),
-                        false,
+                        NormMode::Infer,
                     )?)
                 }
             },
@@ -323,66 +326,44 @@ impl TinyModel {
         let (Some(net), Some(config)) = (&self.finder, &self.config.finder) else {
             return Ok((Vec::new(), Vec::new()));
         };
-        let masks = match &self.organs {
-            Some(organs) => organs.masks(fine, &self.config.windows, &self.device)?,
-            None => organ_masks_on(fine, coarse, config.mask_thresholds),
-        };
-        let n = fine.spec.size;
-        let crop = config.crop.min(n);
-        let mut jobs = Vec::new();
-        for slab in 0..fine.slabs {
-            for organ in 0..4 {
-                let mask = &masks[slab * 4 + organ];
-                if mask.iter().filter(|&&on| on).count() < 4 {
-                    continue;
-                }
-                if let Some(centre) = finder::mask_centre(mask, n) {
-                    jobs.push((slab, organ, finder::crop_corner(centre, crop, n)));
-                }
-            }
-        }
+        let masks = self.organ_masks(fine, coarse)?;
+        let crop = config.crop.min(fine.spec.size);
+        let jobs = finder::jobs(&masks, fine.spec.size, crop);
         let mut answers = Vec::with_capacity(jobs.len());
-        let channels = FinderConfig::inputs(self.config.windows.len());
         for batch in jobs.chunks(32) {
-            let mut inputs = Vec::with_capacity(batch.len() * channels * crop * crop);
-            let mut crop_masks = Vec::with_capacity(batch.len() * crop * crop);
-            for &(slab, organ, corner) in batch {
-                let (input, made) = finder::finder_input(
-                    fine,
-                    slab,
-                    &masks[slab * 4 + organ],
-                    corner,
-                    crop,
-                    &self.config.windows,
-                );
-                inputs.extend(input);
-                crop_masks.extend(made.mask);
-            }
-            let x = Tensor::from_vec(inputs, (batch.len(), channels, crop, crop), &self.device)?;
-            let m = Tensor::from_vec(crop_masks, (batch.len(), 1, crop, crop), &self.device)?;
-            let organs: Vec<usize> = batch.iter().map(|job| job.1).collect();
+            let (x, m) = finder::batch_inputs(
+                fine,
+                &masks,
+                batch,
+                crop,
+                &self.config.windows,
+                &self.device,
+            )?;
+            let organs: Vec<usize> = batch.iter().map(|job| job.organ).collect();
             let cells =
                 finder::organ_cells(&net.forward(&x, false)?, &organs, &m)?.to_vec2::<f32>()?;
-            let per_row = crop / finder::STRIDE;
-            for (&(slab, organ, corner), row) in batch.iter().zip(cells) {
-                let (best, logit) = row
-                    .iter()
-                    .copied()
-                    .enumerate()
-                    .max_by(|a, b| a.1.total_cmp(&b.1))
-                    .unwrap_or((0, f32::NEG_INFINITY));
-                answers.push(SlabAnswer {
-                    organ,
-                    slab,
-                    probability: 1.0 / (1.0 + (-logit).exp()),
-                    cell: (
-                        corner.0 + (best % per_row) * finder::STRIDE,
-                        corner.1 + (best / per_row) * finder::STRIDE,
-                    ),
-                });
+            for (job, row) in batch.iter().zip(cells) {
+                answers.push(finder::answer(job, &row, crop));
             }
         }
         Ok((answers, masks))
+    }
+
+    /// The organ masks on `fine` (`[slab * 4 + organ][pixel]`) the finder works in: the organ
+    /// network's when the model has one, else the diagnoser's (`coarse`). Empty without a
+    /// finder.
+    pub fn organ_masks(
+        &self,
+        fine: &ModelGrid,
+        coarse: &Probabilities,
+    ) -> candle_core::Result<Vec<Vec<bool>>> {
+        let Some(config) = &self.config.finder else {
+            return Ok(Vec::new());
+        };
+        match &self.organs {
+            Some(organs) => organs.masks(fine, &self.config.windows, &self.device),
+            None => Ok(organ_masks_on(fine, coarse, config.mask_thresholds)),
+        }
     }
 
     /// Per-pixel probabilities (`[channel][pixel]`) of the verifier on one crop, as made by
@@ -766,6 +747,7 @@ impl Diagnoser for TinyDiagnoser<'_> {
             .unwrap_or_else(|| ModelGrid::from_volume(volume, model.config.grid));
         let probabilities = model.diagnose_grid(&coarse).map_err(run_error)?;
         // With a finder, the decoding reads its grid; without, the diagnoser's lesion masks.
+        let mut strongest = None;
         let (grid, lesions) = match (&model.config.finder, fine) {
             (Some(finder), Some(fine)) => {
                 let (answers, masks) = model.find(&fine, &probabilities).map_err(run_error)?;
@@ -781,12 +763,13 @@ impl Diagnoser for TinyDiagnoser<'_> {
                     min_voxels: 1,
                 };
                 let lesions = find_lesions(&decoded, rule);
+                strongest = strongest_slab(&answers, finder.thresholds, &lesions);
                 (fine, lesions)
             }
             _ => (coarse, find_lesions(&probabilities, model.config.decode)),
         };
         let mut findings = findings_of(&lesions);
-        let key = key_slab(&lesions, grid.slabs);
+        let key = strongest.or_else(|| key_slab(&lesions, grid.slabs));
         let mut slice_box = None;
         let mut key_slice = None;
         if let Some(slab) = key {
@@ -816,6 +799,40 @@ impl Diagnoser for TinyDiagnoser<'_> {
             warnings: Vec::new(),
         })
     }
+}
+
+/// The key slab with a finder: that of the strongest answer at or above its organ's
+/// threshold whose lesion was kept (the mode of the policy the RL stage trains), if any; on
+/// a tie (probabilities round to 1), the one with more lesion voxels on its slab.
+fn strongest_slab(
+    answers: &[SlabAnswer],
+    thresholds: [f32; 4],
+    lesions: &[decode::FoundLesion],
+) -> Option<usize> {
+    let voxels = |answer: &SlabAnswer| {
+        lesions
+            .iter()
+            .filter(|found| found.organ as usize == answer.organ)
+            .map(|found| {
+                found
+                    .voxels
+                    .iter()
+                    .filter(|(slab, _)| *slab == answer.slab)
+                    .count()
+            })
+            .sum::<usize>()
+    };
+    answers
+        .iter()
+        .filter(|answer| answer.probability >= thresholds[answer.organ])
+        .map(|answer| (answer, voxels(answer)))
+        .filter(|(_, count)| *count > 0)
+        .max_by(|a, b| {
+            a.0.probability
+                .total_cmp(&b.0.probability)
+                .then(a.1.cmp(&b.1))
+        })
+        .map(|(answer, _)| answer.slab)
 }
 
 /// A model-pixel box on the key slice as CT voxels (outer edges of the model pixels) and mm.

@@ -14,7 +14,7 @@ use candle_core::{Device, Module, Result, Tensor};
 use candle_nn::{Conv2d, Conv2dConfig, VarBuilder, conv2d};
 use serde::{Deserialize, Serialize};
 
-use super::batch_norm::NormBlock;
+use super::batch_norm::{NormBlock, NormMode};
 use super::grid::{GridSpec, ModelGrid};
 use super::{body_box, diagnoser_input};
 
@@ -54,11 +54,11 @@ pub struct OrganNet {
 }
 
 impl OrganNet {
-    /// Builds (or loads, through `vb`) the network for `inputs` channels; `training` starts
-    /// the running statistics of the normalisations afresh instead of reading them.
-    pub fn new(inputs: usize, widths: [usize; 4], vb: &VarBuilder, training: bool) -> Result<Self> {
+    /// Builds (or loads, through `vb`) the network for `inputs` channels, its
+    /// normalisations as `mode` says.
+    pub fn new(inputs: usize, widths: [usize; 4], vb: &VarBuilder, mode: NormMode) -> Result<Self> {
         let [w1, w2, w3, w4] = widths;
-        let block = |i, o, name: &str| NormBlock::new(i, o, &vb.pp(name), training);
+        let block = |i, o, name: &str| NormBlock::new(i, o, &vb.pp(name), mode);
         Ok(Self {
             down: [
                 block(inputs, w1, "down1")?,

@@ -16,6 +16,7 @@ use std::time::Instant;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Optimizer, VarBuilder, VarMap};
 
+use super::batch_norm::NormMode;
 use super::finder_train::{base_checkpoint, load_training_cases};
 use super::organs::{OrganNet, OrgansConfig};
 use super::train::{
@@ -174,7 +175,7 @@ pub fn train_organs(
         config.diagnoser_inputs(),
         organs_config.widths,
         &vb.pp("organs"),
-        true,
+        NormMode::Train,
     )?;
     seeded_init(&varmap, options.seed, &device)?;
     let mut optimizer = adamw(&varmap, options.learning_rate)?;
