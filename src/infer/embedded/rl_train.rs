@@ -51,8 +51,8 @@ use crate::io::nifti::read_nifti;
 use crate::phantom::PhantomTruth;
 use crate::phantom::rng::Rng;
 use crate::scoring::{
-    LesionExtent, Prediction, Reference, RewardWeights, SizeTolerance, consistency, rewards,
-    weighted_total,
+    LesionExtent, Prediction, Reference, RewardWeights, Rewards, SizeTolerance, consistency,
+    rewards, weighted_total,
 };
 
 /// Settings of the RL stage.
@@ -100,26 +100,10 @@ impl Default for RlOptions {
     }
 }
 
-/// Rewards of one sample, per term (`None` where a term is not scored).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct SampleReward {
-    /// Format term.
-    pub format: f64,
-    /// Existence term.
-    pub existence: f64,
-    /// Attributes term.
-    pub attributes: f64,
-    /// Localization term (when the truth has lesions).
-    pub localization: Option<f64>,
-    /// Consistency of the truth with the local description of the key slice.
-    pub consistency: Option<f64>,
-    /// Weighted mean of the scored terms.
-    pub total: f64,
-}
-
 /// The E-MRL reward of a report (`report`, `key_slice`) with the verifier's reading `local`
 /// of its key slice, against the truth: the terms of [`rewards`], with consistency taken
-/// between the truth and the local description (the cross-view term of training).
+/// between the truth and the local description (the cross-view term of training) and the
+/// total weighted accordingly.
 #[must_use]
 pub fn sample_reward(
     report: &Findings,
@@ -128,7 +112,7 @@ pub fn sample_reward(
     truth: &Findings,
     extents: &[LesionExtent],
     weights: &RewardWeights,
-) -> SampleReward {
+) -> Rewards {
     let tolerance = SizeTolerance::default();
     let scored = rewards(
         &Prediction {
@@ -143,21 +127,18 @@ pub fn sample_reward(
         weights,
         tolerance,
     );
-    let cross = local.map(|local| consistency(truth, local, tolerance).score);
+    let cross = local.map(|local| consistency(truth, local, tolerance));
     let mut weighted = vec![
         (weights.format, scored.format),
         (weights.existence, scored.existence),
         (weights.attributes, scored.attributes),
     ];
     weighted.extend(scored.localization.map(|v| (weights.localization, v)));
-    weighted.extend(cross.map(|v| (weights.consistency, v)));
-    SampleReward {
-        format: scored.format,
-        existence: scored.existence,
-        attributes: scored.attributes,
-        localization: scored.localization,
+    weighted.extend(cross.map(|c| (weights.consistency, c.score)));
+    Rewards {
         consistency: cross,
         total: weighted_total(&weighted),
+        ..scored
     }
 }
 
@@ -234,7 +215,7 @@ impl RlCase {
     }
 
     /// The reward of a sample: jobs `yes`, key job `key`.
-    fn reward(&self, yes: &[bool], key: Option<usize>, weights: &RewardWeights) -> SampleReward {
+    fn reward(&self, yes: &[bool], key: Option<usize>, weights: &RewardWeights) -> Rewards {
         let report = self.report(yes);
         let key_slab = key.map(|job| self.jobs[job].slab);
         sample_reward(
@@ -427,7 +408,7 @@ struct Drawn {
     case: usize,
     samples: Vec<Sample>,
     advantages: Vec<f64>,
-    rewards: Vec<SampleReward>,
+    rewards: Vec<Rewards>,
     old: Tensor,
 }
 
@@ -635,7 +616,7 @@ fn prepare_cases(
         .par_iter()
         .map(|folder| prepare_case(model, net, finder_config, folder))
         .collect::<Result<_, _>>()?;
-    let greedy_rewards: Vec<SampleReward> = prepared
+    let greedy_rewards: Vec<Rewards> = prepared
         .iter()
         .map(|case| {
             let sample = greedy(&case.reference, &case.centres, &case.organs);
@@ -696,14 +677,14 @@ fn update(
             optimizer.backward_step(&total)?;
         }
     }
-    let all: Vec<&SampleReward> = drawn.iter().flat_map(|group| &group.rewards).collect();
+    let all: Vec<&Rewards> = drawn.iter().flat_map(|group| &group.rewards).collect();
     figures.reward = mean_of(all.iter().map(|r| Some(r.total))).unwrap_or(0.0);
     figures.terms = [
         mean_of(all.iter().map(|r| Some(r.format))),
         mean_of(all.iter().map(|r| Some(r.existence))),
         mean_of(all.iter().map(|r| Some(r.attributes))),
         mean_of(all.iter().map(|r| r.localization)),
-        mean_of(all.iter().map(|r| r.consistency)),
+        mean_of(all.iter().map(|r| r.consistency.map(|c| c.score))),
     ];
     figures.advantage_spread = mean_of(
         drawn
@@ -771,7 +752,7 @@ fn draw_group(
     let samples: Vec<Sample> = (0..options.group)
         .map(|_| draw(&values, &case.centres, &case.organs, rng))
         .collect();
-    let rewards: Vec<SampleReward> = samples
+    let rewards: Vec<Rewards> = samples
         .par_iter()
         .map(|sample| case.reward(&sample.yes, sample.key, &options.weights))
         .collect();
