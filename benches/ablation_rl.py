@@ -92,7 +92,8 @@ def main():
             pred_path.write_text(run(command))
         predictions = [l for l in pred_path.read_text().splitlines() if l.strip()]
         for name, subset in (("all", folders), ("hard", hard)):
-            s = score(args.keyslice, predictions, subset, out)
+            with tempfile.TemporaryDirectory() as scratch:
+                s = score(args.keyslice, predictions, subset, scratch)
             tables[name].append(f"| {label} | " + " | ".join(row_cells(s)) + " |")
 
     print(f"All {len(folders)} held-out phantoms (balanced accuracy per organ; attributes: mean "

@@ -1,7 +1,8 @@
 //! From the network's per-pixel probabilities to findings: lesions are connected components
 //! of each organ's lesion mask; size from the component's largest cross-section, attenuation
 //! and location by the component's mean class probabilities; the key slice is the slab with
-//! the most lesion pixels, the box the lesion pixels' extent on it.
+//! the most lesion pixels (with a finder: the slab of its strongest answer, see
+//! `strongest_slab` in the parent module), the box the lesion pixels' extent on it.
 
 use crate::findings::{
     Attenuation, Findings, KidneyPole, Lesion, LesionSize, LesionSpans, Location, Organ,
