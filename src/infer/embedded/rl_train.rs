@@ -3,13 +3,16 @@
 //! finder, rewarded by the E-MRL terms of [`crate::scoring`].
 //!
 //! **Policy.** For a case the finder answers every (organ, slab) job with a logit ℓⱼ (its
-//! organ's largest cell logit, [`finder::organ_cells`]). A sample is a report: each job says
-//! "tumor on this slab" with probability σ(ℓⱼ − tₒ), tₒ the logit of its organ's calibrated
-//! threshold, so the most likely sample is what analysis reports; the key slice is drawn
-//! among the "yes" jobs with probabilities softmax(ℓ) (analysis takes the strongest). The
-//! report is decoded as analysis decodes it: lesions grown from each "yes" job's deciding
-//! cell, their size, location and attenuation measured on the image. Attributes are not
-//! drawn; they follow from which slabs the policy marks.
+//! organ's largest cell logit, [`finder::organ_cells`]). A sample is a report: each organ is
+//! present with probability σ(Lₒ − tₒ), Lₒ its strongest job's logit and tₒ the logit of
+//! its calibrated threshold, so the most likely sample is what analysis reports. A present
+//! organ's report describes its jobs above the threshold (at least the strongest), decoded
+//! as analysis decodes them: lesions grown from each job's deciding cell, their size,
+//! location and attenuation measured on the image. The key slice is drawn among the
+//! described jobs with probabilities softmax(ℓ) (analysis takes the strongest). Attributes
+//! are not drawn; they follow from which organs and slabs the policy marks. (Drawing each
+//! job on its own was tried first: with some 30 slabs an organ, one of them nearly always
+//! fired, and the samples called tumors everywhere.)
 //!
 //! **Reward.** Per sample, the weighted mean ([`weighted_total`]) of format, existence,
 //! attributes and localization against the truth, and cross-view consistency between the
@@ -17,7 +20,7 @@
 //! supervised model, frozen: its reading of every slab is computed once per case.
 //!
 //! **Update.** Advantages are group-relative: (r − mean) ÷ (std + 10⁻⁶) over the G samples
-//! of a case. Every action (each job's yes/no, the key slice) is a token: the objective per
+//! of a case. Every action (each organ's presence, the key slice) is a token: the objective per
 //! sample is the mean over its tokens of min(ρA, clip(ρ, 1 ± ε)·A) − β·KL, ρ the probability
 //! ratio to the policy that drew the sample and KL the k3 estimator (e^d − d − 1, d the log
 //! ratio reference ÷ policy) against the frozen supervised policy. Each drawn batch gives
