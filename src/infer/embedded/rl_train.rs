@@ -820,18 +820,11 @@ fn prepare_case(
         detail,
     };
     let truth_path = folder.join("truth.json");
+    let needs = "the RL stage needs phantom truth: findings and lesion extents";
     let truth: PhantomTruth = std::fs::read_to_string(&truth_path)
-        .map_err(|error| case_error(&truth_path, error.to_string()))
-        .and_then(|text| {
-            serde_json::from_str(&text).map_err(|error| {
-                case_error(
-                    &truth_path,
-                    format!(
-                        "{error} (the RL stage needs phantom truth: findings and lesion extents)"
-                    ),
-                )
-            })
-        })?;
+        .map_err(|error| error.to_string())
+        .and_then(|text| serde_json::from_str(&text).map_err(|error| error.to_string()))
+        .map_err(|error| case_error(&truth_path, format!("{error} ({needs})")))?;
     let ct_path = folder.join("ct.nii.gz");
     let volume = read_nifti(&ct_path).map_err(|error| case_error(&ct_path, error.to_string()))?;
     let fine = ModelGrid::from_volume(&volume, finder_config.grid);
