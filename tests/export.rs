@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 use dicom_core::{DataElement, PrimitiveValue, VR};
 use dicom_dictionary_std::tags;
 use dicom_object::{FileMetaTableBuilder, InMemDicomObject};
+use keyslice::export::read::read_training_cases;
 use keyslice::export::{ExportError, ExportFormat, ExportOptions, export_workspace};
+use keyslice::findings::{Organ, TumorPresence};
+use keyslice::io::nifti::read_nifti;
+use keyslice::io::{LoadOptions, load_study};
 use keyslice::review::workspace::Workspace;
 use keyslice::review::{CaseReview, ReviewStatus};
 use serde_json::json;
@@ -191,7 +195,12 @@ fn no_identifying_value_leaves_in_any_format_and_exports_repeat_byte_for_byte() 
         ExportFormat::Keyslices,
     ] {
         let out = folder.path().join(format!("export-{format:?}"));
-        let summary = export_workspace(&workspace, &options(format), &out).expect("exported");
+        // With the CTs too: the NIfTI volumes must carry no identifier either.
+        let with_volumes = ExportOptions {
+            volumes: true,
+            ..options(format)
+        };
+        let summary = export_workspace(&workspace, &with_volumes, &out).expect("exported");
         assert_eq!((summary.train, summary.val, summary.left_out), (1, 0, 0));
         let exported = files(&out);
         assert!(exported.len() >= 2, "{format:?}: {:?}", exported.keys());
@@ -209,7 +218,7 @@ fn no_identifying_value_leaves_in_any_format_and_exports_repeat_byte_for_byte() 
         }
         // The same workspace exports to the same bytes.
         let again = folder.path().join(format!("again-{format:?}"));
-        export_workspace(&workspace, &options(format), &again).expect("exported again");
+        export_workspace(&workspace, &with_volumes, &again).expect("exported again");
         assert!(files(&again) == exported, "{format:?} differs between runs");
     }
 }
@@ -409,4 +418,83 @@ fn a_failed_export_leaves_the_earlier_one_and_no_half_dataset() {
     let error = export_workspace(&workspace, &options(ExportFormat::Keyslices), &mine)
         .expect_err("refused");
     assert!(matches!(error, ExportError::NotAnExport(_)), "{error}");
+}
+
+#[test]
+fn an_export_with_volumes_reads_back_as_training_cases() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, series) = reviewed_workspace(&folder.path().join("workspace"));
+    let source = load_study(&series, &LoadOptions::default())
+        .expect("series")
+        .volume;
+    for format in [ExportFormat::Swift, ExportFormat::Verl] {
+        let out = folder.path().join(format!("{format:?}"));
+        let with_volumes = ExportOptions {
+            volumes: true,
+            ..options(format)
+        };
+        export_workspace(&workspace, &with_volumes, &out).expect("exported");
+        let cases = read_training_cases(&out).expect("read back");
+        assert_eq!(cases.len(), 1, "{format:?}");
+        let case = &cases[0];
+        assert!(case.case.starts_with("case-"), "{}", case.case);
+        assert!(!case.hard, "no prediction to differ from");
+        assert_eq!(case.findings.key_slice.as_ref().map(|k| k.index), Some(6));
+        assert_eq!(case.findings.organ(Organ::Liver).tumor, TumorPresence::Yes);
+        assert_eq!(
+            case.findings.organ(Organ::Liver).lesions[0]
+                .size
+                .map(|size| size.long_cm),
+            Some(2.1)
+        );
+        // The CT comes back voxel for voxel, on the same grid: slice 6 is the key slice.
+        let volume = read_nifti(&case.volume).expect("NIfTI");
+        assert_eq!(volume.dims(), source.dims());
+        for (read, made) in volume.spacing_mm().iter().zip(source.spacing_mm()) {
+            assert!((read - made).abs() < 1e-6, "spacing {read} ≠ {made}");
+        }
+        let [columns, rows, slices] = source.dims();
+        for k in 0..slices {
+            for j in 0..rows {
+                for i in 0..columns {
+                    assert_eq!(volume.value([i, j, k]), source.value([i, j, k]));
+                }
+            }
+        }
+        let manifest: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join("export.json")).expect("manifest"),
+        )
+        .expect("JSON");
+        assert_eq!(
+            manifest["cases"][0]["volume"],
+            format!("volumes/{}.nii.gz", case.case)
+        );
+    }
+
+    // Without volumes, or in a format without answers to train on, the reason is named.
+    let plain = folder.path().join("plain");
+    export_workspace(&workspace, &options(ExportFormat::Swift), &plain).expect("exported");
+    let error = read_training_cases(&plain).expect_err("no volumes");
+    assert!(error.path.ends_with("export.json"), "{error}");
+    assert!(error.to_string().contains("--volumes"), "{error}");
+    assert!(error.hint.contains("--volumes"), "{}", error.hint);
+    let sharegpt = folder.path().join("sharegpt");
+    let with_volumes = ExportOptions {
+        volumes: true,
+        ..options(ExportFormat::Llamafactory)
+    };
+    export_workspace(&workspace, &with_volumes, &sharegpt).expect("exported");
+    let error = read_training_cases(&sharegpt).expect_err("not swift or verl");
+    assert!(error.to_string().contains("swift or verl"), "{error}");
+    // A volume gone missing is named.
+    let swift = folder.path().join("Swift");
+    let volume = read_training_cases(&swift).expect("read")[0].volume.clone();
+    std::fs::remove_file(&volume).expect("removed");
+    let error = read_training_cases(&swift).expect_err("missing volume");
+    assert_eq!(error.path, volume, "{error}");
+    let error = read_training_cases(&folder.path().join("workspace")).expect_err("not an export");
+    assert!(
+        error.to_string().contains("not a Keyslice export"),
+        "{error}"
+    );
 }

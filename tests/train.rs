@@ -6,6 +6,9 @@ mod common;
 use std::path::Path;
 
 use common::{keyslice, text};
+use keyslice::review::workspace::Workspace;
+use keyslice::review::{CaseReview, ReviewStatus};
+use serde_json::json;
 
 /// A configuration small enough to train in seconds in a debug build (same code paths as the
 /// shipped one: group normalisation, training windows smaller than the grid).
@@ -391,6 +394,85 @@ fn rl_stage(
         "{}",
         text(&result.stderr)
     );
+
+    // The presences' own KL coefficient: a stronger anchor moves the weights differently; a
+    // negative one is named.
+    let anchored = folder.join("rl-anchored");
+    let result = rl(&anchored, &["--presence-kl", "5"]);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    assert_ne!(tensors(&anchored), tensors(&first));
+    let result = rl(&folder.join("rl-bad-kl"), &["--presence-kl=-1"]);
+    assert!(!result.status.success());
+    assert!(
+        text(&result.stderr).contains("--presence-kl -1"),
+        "{}",
+        text(&result.stderr)
+    );
+
+    rl_from_export(folder, data, calibrated);
+}
+
+/// `--stage rl --from-export`: the phantoms become a reviewed workspace (each case's
+/// truth entered as a reviewer would, and accepted), exported as swift with `--volumes`; the
+/// RL stage trains on that export. An export without volumes is refused with what to do.
+fn rl_from_export(folder: &Path, data: &Path, calibrated: &Path) {
+    let root = folder.join("workspace");
+    reviewed_phantom_workspace(&root, data);
+    let export = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "export",
+            path_str(&root),
+            "--format",
+            "swift",
+            "--frames",
+            "4",
+            "--out",
+            path_str(out),
+        ];
+        args.extend_from_slice(extra);
+        let result = keyslice(&args);
+        assert!(result.status.success(), "{}", text(&result.stderr));
+    };
+    let with_volumes = folder.join("export-volumes");
+    export(&with_volumes, &["--volumes"]);
+    let rl = |export: &Path, out: &Path| {
+        keyslice(&[
+            "train",
+            "--stage",
+            "rl",
+            "--init",
+            path_str(calibrated),
+            "--from-export",
+            path_str(export),
+            "--out",
+            path_str(out),
+            "--steps",
+            "2",
+            "--batch",
+            "2",
+            "--group",
+            "4",
+            "--version",
+            "test-rl-export",
+        ])
+    };
+    let out = folder.join("rl-export");
+    let result = rl(&with_volumes, &out);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let log = text(&result.stderr);
+    assert!(log.contains("the train split of the export"), "{log}");
+    assert!(log.contains("step 2/2: reward"), "{log}");
+    let metrics = std::fs::read_to_string(out.join("rl_metrics.csv")).expect("metrics");
+    assert_eq!(metrics.lines().count(), 3, "{metrics}");
+    assert!(out.join("rl_rewards.png").is_file());
+
+    let without = folder.join("export-frames-only");
+    export(&without, &[]);
+    let result = rl(&without, &folder.join("rl-refused"));
+    assert!(!result.status.success());
+    let message = text(&result.stderr);
+    assert!(message.contains("export.json"), "{message}");
+    assert!(message.contains("--volumes"), "{message}");
 }
 
 #[test]
@@ -412,4 +494,55 @@ fn training_names_a_bad_config_and_a_folder_without_cases() {
     assert!(stderr.contains("no case folders"), "{stderr}");
     assert!(stderr.contains("hint:"), "{stderr}");
     assert!(!out.exists(), "nothing written when nothing was trained");
+}
+
+/// A workspace of the phantoms in `data`, each case's truth entered as a reviewer would
+/// (presence, lesions, key slice) and accepted.
+fn reviewed_phantom_workspace(root: &Path, data: &Path) {
+    let mut cts: Vec<std::path::PathBuf> = std::fs::read_dir(data)
+        .expect("cases")
+        .map(|entry| entry.expect("entry").path().join("ct.nii.gz"))
+        .filter(|path| path.is_file())
+        .collect();
+    cts.sort();
+    let (workspace, added) = Workspace::create_or_extend(root, &cts).expect("workspace");
+    assert_eq!(added, cts.len());
+    for entry in &workspace.manifest.cases {
+        let truth_path = entry
+            .volume
+            .parent()
+            .expect("case folder")
+            .join("truth.json");
+        let truth: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&truth_path).expect("truth"))
+                .expect("JSON");
+        let findings = &truth["findings"];
+        let mut review =
+            CaseReview::open(&workspace.database_path(), &entry.case_id, "dr. test", None)
+                .expect("review");
+        for (organ, found) in findings["organs"].as_object().expect("organs") {
+            review
+                .set(&format!("{organ}.tumor"), found["tumor"].clone())
+                .expect("presence");
+            for (index, lesion) in found["lesions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                review
+                    .set(&format!("{organ}.lesions.{index}"), lesion.clone())
+                    .expect("lesion");
+            }
+        }
+        if !findings["key_slice"].is_null() {
+            review
+                .set(
+                    "key_slice",
+                    json!({"index": findings["key_slice"]["index"]}),
+                )
+                .expect("key slice");
+        }
+        review.set_status(ReviewStatus::Done).expect("accepted");
+    }
 }

@@ -35,6 +35,10 @@ pub struct ExportArgs {
     /// Frames per case (axial slices, evenly spread, the key slice always among them).
     #[arg(long, default_value_t = 32)]
     pub frames: usize,
+    /// Also write each case's CT (`volumes/<case>.nii.gz`: HU and geometry, no DICOM
+    /// field), so `keyslice train --stage rl --from-export` can train on the reviewed cases.
+    #[arg(long)]
+    pub volumes: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -85,6 +89,7 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
         val_fraction: args.split,
         seed: args.seed,
         frames: args.frames,
+        volumes: args.volumes,
     };
     let summary = export_workspace(&workspace, &options, &args.out)?;
     super::print_summary(args.json, &summary, || {

@@ -127,6 +127,9 @@ impl CliError {
             Self::Export(error) => error.hint().into(),
             Self::Infer(error) => error.hint().into(),
             Self::Vlm(error) => error.hint().into(),
+            Self::Train(crate::infer::embedded::train::TrainError::Export(error)) => {
+                error.hint.into()
+            }
             Self::Train(_) => "check the --data folder (case folders with ct.nii.gz and segmentations/), the --init checkpoint folder (config.json, model.safetensors) for --stage organs, finder, calibrate and rl, each case's truth.json for --stage rl, and that --out is writable".into(),
             Self::Argument(_) => "see `keyslice help` for the accepted values".into(),
             Self::PartlyFailed { .. } => "fix or leave out the inputs named above".into(),

@@ -9,7 +9,7 @@ use super::CliError;
 use crate::infer::embedded::TinyConfig;
 use crate::infer::embedded::finder_train::{FinderTrainOptions, recalibrate, train_finder};
 use crate::infer::embedded::organs_train::{OrgansTrainOptions, train_organs};
-use crate::infer::embedded::rl_train::{RlOptions, train_rl};
+use crate::infer::embedded::rl_train::{RlData, RlOptions, train_rl};
 use crate::infer::embedded::train::{TrainOptions, train};
 use crate::scoring::RewardWeights;
 
@@ -17,8 +17,16 @@ use crate::scoring::RewardWeights;
 #[derive(Debug, Args)]
 pub struct TrainArgs {
     /// Folder of case folders (ct.nii.gz + segmentations/, truth.json where known).
+    #[arg(
+        long,
+        required_unless_present = "from_export",
+        conflicts_with = "from_export"
+    )]
+    pub data: Option<PathBuf>,
+    /// RL stage: train on a reviewed workspace's `swift` or `verl` export made with
+    /// `--volumes` (its train split; the reviewed findings are the truth) instead of --data.
     #[arg(long)]
-    pub data: PathBuf,
+    pub from_export: Option<PathBuf>,
     /// Where to write config.json and model.safetensors.
     #[arg(long)]
     pub out: PathBuf,
@@ -64,6 +72,10 @@ pub struct TrainArgs {
     /// RL stage: KL coefficient against the supervised policy.
     #[arg(long, default_value_t = 0.01)]
     pub kl: f64,
+    /// RL stage: KL coefficient of the per-organ presence decisions [default: --kl]; a
+    /// larger one anchors tumor detection to the supervised model while the key slice learns.
+    #[arg(long)]
+    pub presence_kl: Option<f64>,
     /// RL stage: clip range of the probability ratio.
     #[arg(long, default_value_t = 0.2)]
     pub clip: f64,
@@ -74,7 +86,8 @@ pub struct TrainArgs {
     /// (terms left out keep weight 1; 0 drops a term).
     #[arg(long)]
     pub rewards: Option<String>,
-    /// RL stage: train only on cases the supervised model gets wrong on attributes.
+    /// RL stage: train only on cases the supervised model gets wrong on attributes (and,
+    /// from an export, the cases the reviewer corrected).
     #[arg(long)]
     pub hard_only: bool,
 }
@@ -151,8 +164,13 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
     if let (Stage::Rl, Some(init)) = (args.stage, &args.init) {
         return run_rl(args, init, steps, batch, lr);
     }
+    let Some(data) = &args.data else {
+        return Err(CliError::Argument(
+            "--from-export is for --stage rl; the other stages read case folders with masks (--data DIR)".into(),
+        ));
+    };
     if let (Stage::Calibrate, Some(init)) = (args.stage, &args.init) {
-        recalibrate(init, &args.data, &args.out, &args.version, |line| {
+        recalibrate(init, data, &args.out, &args.version, |line| {
             eprintln!("{line}");
         })?;
         println!(
@@ -174,7 +192,7 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
                 Some(path) => read_config(path)?.organs,
             },
         };
-        train_organs(init, &args.data, &args.out, &options, |line| {
+        train_organs(init, data, &args.out, &options, |line| {
             eprintln!("{line}");
         })?;
         println!(
@@ -196,7 +214,7 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
                 Some(path) => read_config(path)?.finder,
             },
         };
-        train_finder(init, &args.data, &args.out, &options, |line| {
+        train_finder(init, data, &args.out, &options, |line| {
             eprintln!("{line}");
         })?;
         println!(
@@ -219,7 +237,7 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
         seed: args.seed,
         version: args.version.clone(),
     };
-    train(&args.data, &args.out, &options, |line| eprintln!("{line}"))?;
+    train(data, &args.out, &options, |line| eprintln!("{line}"))?;
     println!(
         "keyslice-tiny written to {} (config.json, model.safetensors)",
         args.out.display()
@@ -235,6 +253,15 @@ fn run_rl(
     batch: usize,
     lr: f64,
 ) -> Result<(), CliError> {
+    for (name, value) in [("--kl", Some(args.kl)), ("--presence-kl", args.presence_kl)] {
+        if let Some(value) = value
+            && !(value.is_finite() && value >= 0.0)
+        {
+            return Err(CliError::Argument(format!(
+                "{name} {value} must be a number ≥ 0"
+            )));
+        }
+    }
     if args.group < 2 || args.updates == 0 {
         return Err(CliError::Argument(
             "--group must be at least 2 and --updates at least 1".into(),
@@ -246,6 +273,7 @@ fn run_rl(
         group: args.group,
         learning_rate: lr,
         kl: args.kl,
+        presence_kl: args.presence_kl,
         clip: args.clip,
         updates: args.updates,
         weights: match &args.rewards {
@@ -256,7 +284,16 @@ fn run_rl(
         seed: args.seed,
         version: args.version.clone(),
     };
-    train_rl(init, &args.data, &args.out, &options, |line| {
+    let data = match (&args.from_export, &args.data) {
+        (Some(export), _) => RlData::Export(export.clone()),
+        (None, Some(data)) => RlData::Phantoms(data.clone()),
+        (None, None) => {
+            return Err(CliError::Argument(
+                "--stage rl needs --data DIR (phantoms) or --from-export DIR".into(),
+            ));
+        }
+    };
+    train_rl(init, &data, &args.out, &options, |line| {
         eprintln!("{line}");
     })?;
     println!(

@@ -5,7 +5,8 @@
 //! the model's findings ([`crate::review::ReviewedCase`]); mark as *hard* the cases whose
 //! corrected findings differ from the prediction (the paper trains its RL stage on those);
 //! split train/val by a seeded hash of the case; pseudonymise ([`deid`]); sample and write
-//! frames ([`crate::io::frames`]); write the format's files ([`formats`]); then move the finished folder
+//! frames ([`crate::io::frames`]) and, when asked, the CT as NIfTI (`volumes/`, for the RL
+//! stage's `--from-export`); write the format's files ([`formats`]); then move the finished folder
 //! into place. The export is built in a temporary sibling folder, so an interrupted export
 //! never leaves a half dataset where a good one was; the same workspace and options give
 //! byte-identical files.
@@ -14,6 +15,7 @@
 
 pub mod deid;
 pub mod formats;
+pub mod read;
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +23,7 @@ use serde::Serialize;
 
 use crate::findings::Findings;
 use crate::io::frames;
+use crate::io::nifti::{WriteOptions, write_nifti};
 use crate::io::{LoadOptions, load_study};
 use crate::review::workspace::{Workspace, WorkspaceError, stable_hash};
 use crate::review::{ReviewStatus, ReviewStore, ReviewedCase, StoreError, model_findings};
@@ -57,6 +60,9 @@ pub struct ExportOptions {
     pub seed: u64,
     /// Frames per case.
     pub frames: usize,
+    /// Also write each case's CT as `volumes/<pseudonym>.nii.gz` (HU and geometry only), so
+    /// `keyslice train --stage rl --from-export` can train on the reviewed cases.
+    pub volumes: bool,
 }
 
 impl Default for ExportOptions {
@@ -67,6 +73,7 @@ impl Default for ExportOptions {
             val_fraction: 0.0,
             seed: 0,
             frames: 32,
+            volumes: false,
         }
     }
 }
@@ -170,6 +177,12 @@ impl ExportCase {
             .and_then(|key| frames::frame_of(&self.frames, key as usize))
     }
 
+    /// Relative path of the case's CT in an export with volumes.
+    #[must_use]
+    pub fn volume_file(&self) -> String {
+        volume_file(&self.pseudonym)
+    }
+
     /// Relative paths of the frames (`frames/case-…/000.png`).
     #[must_use]
     pub fn frame_paths(&self) -> Vec<String> {
@@ -231,17 +244,10 @@ pub fn export_workspace(
     }
     std::fs::create_dir_all(&partial).map_err(io_error(&partial))?;
     let written = (|| -> Result<usize, ExportError> {
-        // Key-slice rows need no frames.
-        if options.format == ExportFormat::Keyslices {
-            for case in &mut cases {
-                case.frames.clear();
-            }
-        } else {
-            write_all_frames(&mut cases, options, &partial)?;
-        }
+        let volumes = write_case_files(&mut cases, options, &partial)?;
         let mut files = formats::write(options, &cases, &partial)?;
         files += write_manifest(options, &cases, &partial)?;
-        Ok(files + cases.iter().map(|c| c.frames.len()).sum::<usize>())
+        Ok(files + volumes + cases.iter().map(|c| c.frames.len()).sum::<usize>())
     })();
     let files = match written {
         Ok(files) => files,
@@ -377,26 +383,57 @@ fn assign_splits(cases: &mut [ExportCase], options: &ExportOptions) {
     }
 }
 
-/// Loads each case's CT, samples its frames and writes them; fills in the key slice's z and
-/// UID from the volume where the findings lack them.
-fn write_all_frames(
+/// The relative path of a case's CT in an export with volumes (`volumes/case-….nii.gz`).
+#[must_use]
+pub fn volume_file(pseudonym: &str) -> String {
+    format!("volumes/{pseudonym}.nii.gz")
+}
+
+/// Loads each case's CT where the export needs it: samples and writes its frames (every
+/// format but `keyslices`, whose rows need none) and, with `options.volumes`, writes the CT
+/// itself. Returns how many volumes were written.
+fn write_case_files(
     cases: &mut [ExportCase],
     options: &ExportOptions,
     folder: &Path,
-) -> Result<(), ExportError> {
+) -> Result<usize, ExportError> {
+    let frames_wanted = options.format != ExportFormat::Keyslices;
+    let mut volumes = 0;
     for case in cases {
+        case.frames.clear();
+        if !frames_wanted && !options.volumes {
+            continue;
+        }
         let volume = load_volume(case)?;
-        let slices = volume.dims()[2];
-        case.frames =
-            frames::sample_slices(slices, options.frames, case.key_slice().map(|k| k as usize));
-        let frame_folder = folder.join("frames").join(&case.pseudonym);
-        std::fs::create_dir_all(&frame_folder).map_err(io_error(&frame_folder))?;
-        for (f, &slice) in case.frames.iter().enumerate() {
-            let path = frame_folder.join(format!("{f:03}.png"));
-            frames::write_frame(&volume, slice, &path).map_err(io_error(&path))?;
+        if frames_wanted {
+            let slices = volume.dims()[2];
+            case.frames =
+                frames::sample_slices(slices, options.frames, case.key_slice().map(|k| k as usize));
+            let frame_folder = folder.join("frames").join(&case.pseudonym);
+            std::fs::create_dir_all(&frame_folder).map_err(io_error(&frame_folder))?;
+            for (f, &slice) in case.frames.iter().enumerate() {
+                let path = frame_folder.join(format!("{f:03}.png"));
+                frames::write_frame(&volume, slice, &path).map_err(io_error(&path))?;
+            }
+        }
+        if options.volumes {
+            write_volume(&volume, &folder.join(case.volume_file()))?;
+            volumes += 1;
         }
     }
-    Ok(())
+    Ok(volumes)
+}
+
+/// Writes a CT as NIfTI-1: voxels in HU and the patient geometry, nothing else (the
+/// header's description is "Keyslice"; no DICOM field is carried over).
+fn write_volume(volume: &Volume, path: &Path) -> Result<(), ExportError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io_error(parent))?;
+    }
+    write_nifti(volume, path, WriteOptions::default()).map_err(|error| ExportError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(error.to_string()),
+    })
 }
 
 fn load_volume(case: &ExportCase) -> Result<Volume, ExportError> {
@@ -424,6 +461,8 @@ fn write_manifest(
         key_slice: Option<u32>,
         key_frame: Option<usize>,
         frame_slices: &'a [usize],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        volume: Option<String>,
     }
     let manifest = serde_json::json!({
         "keyslice_export": 1,
@@ -433,6 +472,7 @@ fn write_manifest(
         "val_fraction": options.val_fraction,
         "seed": options.seed,
         "frames_per_case": options.frames,
+        "volumes": options.volumes.then_some("volumes/<case>.nii.gz: the CT in HU with its geometry (NIfTI-1), no other field"),
         "frame_sampling": "evenly from the first to the last axial slice, the frame nearest the key slice moved onto it; grey PNG, window 400/40 HU",
         "cases": cases.iter().map(|case| CaseIndex {
             case: &case.pseudonym,
@@ -442,6 +482,7 @@ fn write_manifest(
             key_slice: case.key_slice(),
             key_frame: case.key_frame(),
             frame_slices: &case.frames,
+            volume: options.volumes.then(|| case.volume_file()),
         }).collect::<Vec<_>>(),
     });
     let path = folder.join(EXPORT_MANIFEST);

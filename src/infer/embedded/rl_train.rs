@@ -26,6 +26,11 @@
 //! ratio reference ÷ policy) against the frozen supervised policy. Each drawn batch gives
 //! `updates` AdamW steps (ρ = 1 at the first; the clip acts from the second).
 //!
+//! **Data** ([`RlData`]). Phantom folders give the truth and every lesion's slice extent.
+//! A reviewed workspace's `swift` or `verl` export with volumes (`--from-export`) gives the
+//! reviewer's corrected findings as the truth and one extent around the reviewer's key slice
+//! ([`reviewed_extents`]): the loop from corrections back into the model.
+//!
 //! Only the finder's top (its third block and head) trains: the trunk's features are
 //! computed once per case, which makes a step about twenty times cheaper on a CPU. The
 //! batch normalisations keep their supervised running statistics.
@@ -48,7 +53,7 @@ use super::grid::ModelGrid;
 use super::net;
 use super::train::{TrainError, add_trained, case_folders, write_checkpoint};
 use super::{TinyConfig, TinyModel, TinyVerifier, finder_probabilities};
-use crate::findings::{Findings, read_report};
+use crate::findings::{Findings, TumorPresence, read_report};
 use crate::infer::{KeySliceImage, Verifier};
 use crate::io::nifti::read_nifti;
 use crate::phantom::PhantomTruth;
@@ -71,6 +76,9 @@ pub struct RlOptions {
     pub learning_rate: f64,
     /// KL coefficient β against the supervised policy.
     pub kl: f64,
+    /// KL coefficient of the four presence tokens when it differs from `kl` (a larger one
+    /// keeps tumor detection near the supervised model's while the key slice learns).
+    pub presence_kl: Option<f64>,
     /// Clip range ε of the probability ratio.
     pub clip: f64,
     /// AdamW steps per drawn batch (GRPO's μ).
@@ -93,6 +101,7 @@ impl Default for RlOptions {
             group: 8,
             learning_rate: 1e-4,
             kl: 0.01,
+            presence_kl: None,
             clip: 0.2,
             updates: 1,
             weights: RewardWeights::default(),
@@ -158,9 +167,12 @@ pub fn advantages(rewards: &[f64]) -> Vec<f64> {
 /// One case, prepared once: the finder trunk's features per job, what the decoding needs,
 /// the verifier's reading of every slab, and the truth.
 struct RlCase {
-    folder: PathBuf,
+    /// The case folder (phantoms) or CT (exports), for messages.
+    path: PathBuf,
     truth: Findings,
     extents: Vec<LesionExtent>,
+    /// The reviewer corrected the model's findings (exports only).
+    hard: Option<bool>,
     jobs: Vec<Job>,
     /// `[jobs, widths[1], crop / 4, crop / 4]`.
     features: Tensor,
@@ -453,12 +465,12 @@ fn mean_of(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
     (count > 0).then(|| sum / count as f64)
 }
 
-/// Trains the finder of the checkpoint in `init` by GRPO on the cases in `data` and writes
+/// Trains the finder of the checkpoint in `init` by GRPO on the cases of `data` and writes
 /// the checkpoint, `rl_metrics.csv` (a row per step) and `rl_rewards.png` (the reward
 /// curves) to `out`.
 pub fn train_rl(
     init: &Path,
-    data: &Path,
+    data: &RlData,
     out: &Path,
     options: &RlOptions,
     mut progress: impl FnMut(&str),
@@ -604,20 +616,20 @@ fn prepare_cases(
     model: &TinyModel,
     net: &FinderNet,
     finder_config: &FinderConfig,
-    data: &Path,
+    data: &RlData,
     options: &RlOptions,
     started: Instant,
     progress: &mut impl FnMut(&str),
 ) -> Result<Vec<RlCase>, TrainError> {
-    let folders = case_folders(data)?;
+    let sources = case_sources(data)?;
     progress(&format!(
         "preparing {} cases from {} (the supervised model's analysis and the verifier's reading of every slab)",
-        folders.len(),
-        data.display()
+        sources.len(),
+        data.describe()
     ));
-    let prepared: Vec<RlCase> = folders
+    let prepared: Vec<RlCase> = sources
         .par_iter()
-        .map(|folder| prepare_case(model, net, finder_config, folder))
+        .map(|source| prepare_case(model, net, finder_config, source))
         .collect::<Result<_, _>>()?;
     let greedy_rewards: Vec<Rewards> = prepared
         .iter()
@@ -631,7 +643,8 @@ fn prepare_cases(
         .into_iter()
         .zip(&greedy_rewards)
         .filter(|(case, reward)| {
-            !case.jobs.is_empty() && (!options.hard_only || reward.attributes < 1.0)
+            !case.jobs.is_empty()
+                && (!options.hard_only || reward.attributes < 1.0 || case.hard == Some(true))
         })
         .map(|(case, _)| case)
         .collect();
@@ -640,13 +653,13 @@ fn prepare_cases(
         cases.len(),
         started.elapsed().as_secs_f64(),
         if options.hard_only {
-            " (hard only: the supervised model misses an attribute)"
+            " (hard only: the supervised model misses an attribute, or the reviewer corrected it)"
         } else {
             ""
         }
     ));
     if cases.is_empty() {
-        return Err(TrainError::NoCases(data.to_path_buf()));
+        return Err(TrainError::NoCases(data.folder().to_path_buf()));
     }
     Ok(cases)
 }
@@ -798,7 +811,18 @@ fn group_loss(
     let surrogate = unclipped.minimum(&clipped)?;
     let d = (reference - &current)?;
     let kl = ((d.exp()? - &d)? - 1.0)?;
-    let per_token = ((surrogate - (&kl * options.kl)?)? * &mask)?;
+    let presence_kl = options.presence_kl.unwrap_or(options.kl) as f32;
+    let betas = Tensor::new(
+        &[[
+            presence_kl,
+            presence_kl,
+            presence_kl,
+            presence_kl,
+            options.kl as f32,
+        ]],
+        device,
+    )?;
+    let per_token = ((surrogate - kl.broadcast_mul(&betas)?)? * &mask)?;
     let tokens = mask.sum(1)?;
     let per_sample = (per_token.sum(1)? / &tokens)?;
     let loss = per_sample.mean(0)?.neg()?;
@@ -808,25 +832,148 @@ fn group_loss(
     Ok((loss, f64::from(kl_mean)))
 }
 
+/// Where the RL stage's cases come from.
+#[derive(Clone, Debug)]
+pub enum RlData {
+    /// Phantom case folders (`ct.nii.gz` and `truth.json` with findings and lesion extents).
+    Phantoms(PathBuf),
+    /// A `swift` or `verl` export made with `--volumes`: its reviewed findings are the
+    /// truth ([`crate::export::read`]).
+    Export(PathBuf),
+}
+
+impl RlData {
+    /// The folder.
+    #[must_use]
+    pub fn folder(&self) -> &Path {
+        match self {
+            Self::Phantoms(folder) | Self::Export(folder) => folder,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::Phantoms(folder) => folder.display().to_string(),
+            Self::Export(folder) => format!("the train split of the export {}", folder.display()),
+        }
+    }
+}
+
+/// A case before preparation: its CT and its truth.
+struct CaseSource {
+    /// The case folder or the CT, for messages.
+    path: PathBuf,
+    ct: PathBuf,
+    truth: Findings,
+    /// The lesions' slice extents; `None`: taken around the key slice once the CT is read
+    /// ([`reviewed_extents`]).
+    extents: Option<Vec<LesionExtent>>,
+    hard: Option<bool>,
+}
+
+/// The cases of `data`, their truth read.
+fn case_sources(data: &RlData) -> Result<Vec<CaseSource>, TrainError> {
+    match data {
+        RlData::Phantoms(folder) => case_folders(folder)?
+            .into_iter()
+            .map(|folder| {
+                let truth_path = folder.join("truth.json");
+                let needs = "the RL stage needs phantom truth (findings and lesion extents), or \
+                             a reviewed export through --from-export";
+                let truth: PhantomTruth = std::fs::read_to_string(&truth_path)
+                    .map_err(|error| error.to_string())
+                    .and_then(|text| serde_json::from_str(&text).map_err(|error| error.to_string()))
+                    .map_err(|error| TrainError::Case {
+                        path: truth_path.clone(),
+                        detail: format!("{error} ({needs})"),
+                    })?;
+                Ok(CaseSource {
+                    ct: folder.join("ct.nii.gz"),
+                    path: folder,
+                    truth: truth.findings,
+                    extents: Some(truth.lesion_extents),
+                    hard: None,
+                })
+            })
+            .collect(),
+        RlData::Export(folder) => {
+            let cases = crate::export::read::read_training_cases(folder)?;
+            if cases.is_empty() {
+                return Err(TrainError::NoCases(folder.clone()));
+            }
+            Ok(cases
+                .into_iter()
+                .map(|case| CaseSource {
+                    path: case.volume.clone(),
+                    ct: case.volume,
+                    truth: case.findings,
+                    extents: None,
+                    hard: Some(case.hard),
+                })
+                .collect())
+        }
+    }
+}
+
+/// Lesion extents from reviewed findings, which name a key slice but not every lesion's
+/// slices: one extent centred on the key slice, as tall as the largest lesion of an organ
+/// with a tumor is long (1 cm when no size is stated), at least a slice either side. The
+/// localization reward then rewards key slices near the reviewer's. Empty without a key
+/// slice or a tumor.
+#[must_use]
+pub fn reviewed_extents(truth: &Findings, slice_mm: f64, slices: usize) -> Vec<LesionExtent> {
+    let Some(key) = truth.key_slice.as_ref() else {
+        return Vec::new();
+    };
+    let tumors = truth
+        .organs
+        .iter()
+        .filter(|(_, found)| found.tumor == TumorPresence::Yes);
+    let Some((organ, long_cm)) = tumors
+        .map(|(organ, found)| {
+            let long = found
+                .lesions
+                .iter()
+                .filter_map(|lesion| lesion.size.map(|size| size.long_cm))
+                .fold(None, |best: Option<f64>, v| {
+                    Some(best.map_or(v, |b| b.max(v)))
+                });
+            (*organ, long.unwrap_or(1.0))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+    else {
+        return Vec::new();
+    };
+    let last = u32::try_from(slices.saturating_sub(1)).unwrap_or(u32::MAX);
+    let key_index = key.index.min(last);
+    let half = (long_cm * 10.0 / 2.0 / slice_mm.max(1e-3)).ceil().max(1.0);
+    let half = if half >= f64::from(u32::MAX) {
+        u32::MAX
+    } else {
+        half as u32
+    };
+    vec![LesionExtent {
+        organ,
+        first_slice: key_index.saturating_sub(half),
+        last_slice: key_index.saturating_add(half).min(last),
+        largest_slice: key_index,
+    }]
+}
+
 /// Reads and prepares one case.
 fn prepare_case(
     model: &TinyModel,
     net: &FinderNet,
     finder_config: &FinderConfig,
-    folder: &Path,
+    source: &CaseSource,
 ) -> Result<RlCase, TrainError> {
-    let case_error = |path: &Path, detail: String| TrainError::Case {
-        path: path.to_path_buf(),
-        detail,
-    };
-    let truth_path = folder.join("truth.json");
-    let needs = "the RL stage needs phantom truth: findings and lesion extents";
-    let truth: PhantomTruth = std::fs::read_to_string(&truth_path)
-        .map_err(|error| error.to_string())
-        .and_then(|text| serde_json::from_str(&text).map_err(|error| error.to_string()))
-        .map_err(|error| case_error(&truth_path, format!("{error} ({needs})")))?;
-    let ct_path = folder.join("ct.nii.gz");
-    let volume = read_nifti(&ct_path).map_err(|error| case_error(&ct_path, error.to_string()))?;
+    let volume = read_nifti(&source.ct).map_err(|error| TrainError::Case {
+        path: source.ct.clone(),
+        detail: error.to_string(),
+    })?;
+    let extents = source.extents.clone().unwrap_or_else(|| {
+        reviewed_extents(&source.truth, volume.spacing_mm()[2], volume.dims()[2])
+    });
     let fine = ModelGrid::from_volume(&volume, finder_config.grid);
     let coarse_grid = fine
         .pooled(model.config.grid)
@@ -854,10 +1001,11 @@ fn prepare_case(
         .map(|job| threshold_logit(finder_config.thresholds[job.organ]))
         .collect();
     let mut case = RlCase {
-        folder: folder.to_path_buf(),
+        path: source.path.clone(),
         organs: jobs.iter().map(|job| job.organ).collect(),
-        truth: truth.findings,
-        extents: truth.lesion_extents,
+        truth: source.truth.clone(),
+        extents,
+        hard: source.hard,
         jobs,
         features,
         selection,
@@ -944,7 +1092,7 @@ fn local_readings(
         let text = verifier
             .describe(&image)
             .map_err(|error| TrainError::Case {
-                path: case.folder.clone(),
+                path: case.path.clone(),
                 detail: error.to_string(),
             })?;
         local.insert(slab, read_report(&text).findings);
@@ -999,6 +1147,51 @@ impl MetricsFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reviewed findings give one extent around the key slice, as tall as the largest lesion
+    /// is long; nothing without a key slice or a tumor.
+    #[test]
+    fn reviewed_extents_surround_the_key_slice() {
+        use crate::findings::{Lesion, LesionSize, Organ};
+        let mut truth = Findings::default();
+        assert!(reviewed_extents(&truth, 2.0, 100).is_empty());
+        truth.key_slice = Some(crate::findings::KeySlice {
+            index: 40,
+            z_mm: None,
+            sop_instance_uid: None,
+            span: None,
+        });
+        assert!(reviewed_extents(&truth, 2.0, 100).is_empty(), "no tumor");
+        let kidney = truth.organ_mut(Organ::KidneyLeft);
+        kidney.tumor = TumorPresence::Yes;
+        kidney.lesions.push(Lesion {
+            size: Some(LesionSize {
+                long_cm: 3.0,
+                short_cm: None,
+            }),
+            ..Lesion::default()
+        });
+        truth.organ_mut(Organ::Liver).tumor = TumorPresence::Yes;
+        // 3 cm at 2 mm slices: 8 slices either side (15 mm ÷ 2 mm, rounded up).
+        let extents = reviewed_extents(&truth, 2.0, 100);
+        assert_eq!(extents.len(), 1);
+        let extent = extents[0];
+        assert_eq!(extent.organ, Organ::KidneyLeft);
+        assert_eq!(
+            (extent.first_slice, extent.largest_slice, extent.last_slice),
+            (32, 40, 48)
+        );
+        // Clipped to the volume; a key slice past the end is moved onto the last slice.
+        let extent = reviewed_extents(&truth, 2.0, 44)[0];
+        assert_eq!((extent.largest_slice, extent.last_slice), (40, 43));
+        let extent = reviewed_extents(&truth, 2.0, 30)[0];
+        assert_eq!((extent.first_slice, extent.largest_slice), (21, 29));
+        // Without a stated size, 1 cm; thick slices still give a slice either side.
+        truth.organ_mut(Organ::KidneyLeft).tumor = TumorPresence::No;
+        let extent = reviewed_extents(&truth, 10.0, 100)[0];
+        assert_eq!(extent.organ, Organ::Liver);
+        assert_eq!((extent.first_slice, extent.last_slice), (39, 41));
+    }
 
     #[test]
     fn advantages_are_relative_to_the_group() {

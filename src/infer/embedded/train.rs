@@ -38,6 +38,9 @@ pub enum TrainError {
         /// What is wrong.
         detail: String,
     },
+    /// A reviewed export could not be read (`--from-export`).
+    #[error(transparent)]
+    Export(#[from] crate::export::read::ReadError),
     /// No usable case in the data folder.
     #[error("no case folders with ct.nii.gz and segmentations/ in {0}")]
     NoCases(PathBuf),
