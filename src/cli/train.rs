@@ -69,13 +69,14 @@ pub struct TrainArgs {
     /// RL stage: samples per case (GRPO's group size).
     #[arg(long, default_value_t = 8)]
     pub group: usize,
-    /// RL stage: KL coefficient against the supervised policy.
+    /// RL stage: KL coefficient of the key-slice choice against the supervised policy.
     #[arg(long, default_value_t = 0.01)]
     pub kl: f64,
-    /// RL stage: KL coefficient of the per-organ presence decisions [default: --kl]; a
-    /// larger one anchors tumor detection to the supervised model while the key slice learns.
-    #[arg(long)]
-    pub presence_kl: Option<f64>,
+    /// RL stage: KL coefficient of the per-organ presence decisions (the key-slice choice
+    /// takes --kl); the larger one keeps tumor detection near the supervised model's while
+    /// the key slice learns.
+    #[arg(long, default_value_t = 1.0)]
+    pub presence_kl: f64,
     /// RL stage: clip range of the probability ratio.
     #[arg(long, default_value_t = 0.2)]
     pub clip: f64,
@@ -253,10 +254,8 @@ fn run_rl(
     batch: usize,
     lr: f64,
 ) -> Result<(), CliError> {
-    for (name, value) in [("--kl", Some(args.kl)), ("--presence-kl", args.presence_kl)] {
-        if let Some(value) = value
-            && !(value.is_finite() && value >= 0.0)
-        {
+    for (name, value) in [("--kl", args.kl), ("--presence-kl", args.presence_kl)] {
+        if !(value.is_finite() && value >= 0.0) {
             return Err(CliError::Argument(format!(
                 "{name} {value} must be a number ≥ 0"
             )));
