@@ -177,12 +177,6 @@ impl ExportCase {
             .and_then(|key| frames::frame_of(&self.frames, key as usize))
     }
 
-    /// Relative path of the case's CT in an export with volumes.
-    #[must_use]
-    pub fn volume_file(&self) -> String {
-        volume_file(&self.pseudonym)
-    }
-
     /// Relative paths of the frames (`frames/case-…/000.png`).
     #[must_use]
     pub fn frame_paths(&self) -> Vec<String> {
@@ -417,7 +411,7 @@ fn write_case_files(
             }
         }
         if options.volumes {
-            write_volume(&volume, &folder.join(case.volume_file()))?;
+            write_volume(&volume, &folder.join(volume_file(&case.pseudonym)))?;
             volumes += 1;
         }
     }
@@ -482,7 +476,7 @@ fn write_manifest(
             key_slice: case.key_slice(),
             key_frame: case.key_frame(),
             frame_slices: &case.frames,
-            volume: options.volumes.then(|| case.volume_file()),
+            volume: options.volumes.then(|| volume_file(&case.pseudonym)),
         }).collect::<Vec<_>>(),
     });
     let path = folder.join(EXPORT_MANIFEST);
