@@ -5,6 +5,7 @@
 
 use keyslice::infer::embedded::TinyModel;
 use keyslice::infer::embedded::grid::ModelGrid;
+use keyslice::infer::embedded::organs::Reading;
 use keyslice::infer::embedded::train::{case_folders, load_case};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -28,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let volume = keyslice::io::nifti::read_nifti(&folder.join("ct.nii.gz"))?;
         let coarse = ModelGrid::from_volume(&volume, model.config.grid);
         let probabilities = model.diagnose_grid(&coarse)?;
-        let (answers, _) = model.find(&case.grid, &probabilities)?;
+        let (answers, _) = model.find(&case.grid, &probabilities, Reading::Alternate)?;
         let plane = case.grid.spec.size * case.grid.spec.size;
         for organ in 0..4 {
             let mine: Vec<_> = answers.iter().filter(|a| a.organ == organ).collect();

@@ -130,8 +130,9 @@ impl CustomOp1 for Im2Col {
 }
 
 /// 3×3 convolution, stride 1, padding 1: `x` `[batch, in, h, w]`, `weight` `[out, in, 3, 3]`,
-/// `bias` `[out]` → `[batch, out, h, w]`. This op for f32 on the CPU; candle's `conv2d` for
-/// other devices and dtypes (as the other custom kernels of the project fall back).
+/// `bias` `[out]` → `[batch, out, h, w]`. This op for f32 on the CPU (in strips when no
+/// gradient is wanted); candle's `conv2d` for other devices and dtypes (as the other custom
+/// kernels of the project fall back).
 pub fn conv3x3(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     let (batch, _, height, width) = x.dims4()?;
     let (outputs, inputs, kh, kw) = weight.dims4()?;
@@ -145,6 +146,9 @@ pub fn conv3x3(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Ten
             None => Ok(out),
         };
     }
+    if !x.track_op() && !weight.track_op() {
+        return conv3x3_strips(x, weight, bias, STRIP_PIXELS);
+    }
     let columns = x.contiguous()?.apply_op1(Im2Col)?;
     let bias = match bias {
         Some(bias) => bias.reshape((outputs, 1))?,
@@ -156,6 +160,90 @@ pub fn conv3x3(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Ten
     kernel
         .matmul(&columns)?
         .reshape((batch, outputs, height, width))
+}
+
+/// Pixels per strip of [`conv3x3_strips`]: the columns of a 48-channel input then take 7 MB.
+const STRIP_PIXELS: usize = 4096;
+
+/// Inference (no gradient wanted): the image in strips of rows, each `im2col`-ed into a
+/// buffer that stays in the cache and multiplied at once, written without zero-filling it
+/// first. Against one buffer for the whole image (what training needs, for the backward
+/// pass): the organ network 8 % and the finder 30 % faster on a 512² × 300 CT.
+fn conv3x3_strips(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    strip_px: usize,
+) -> Result<Tensor> {
+    let (batch, channels, height, width) = x.dims4()?;
+    let outputs = weight.dim(0)?;
+    let bias = match bias {
+        Some(bias) => bias.reshape((outputs, 1))?,
+        None => Tensor::zeros((outputs, 1), weight.dtype(), weight.device())?,
+    };
+    let kernel = Tensor::cat(&[&weight.reshape((outputs, channels * 9))?, &bias], 1)?;
+    let input = x.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+    let plane = height * width;
+    let rows = (strip_px / width.max(1)).clamp(1, height);
+    let mut out = vec![0f32; batch * outputs * plane];
+    for item in 0..batch {
+        let source = &input[item * channels * plane..(item + 1) * channels * plane];
+        let mut y0 = 0;
+        while y0 < height {
+            let y1 = (y0 + rows).min(height);
+            let n = (y1 - y0) * width;
+            let columns = strip_columns(source, channels, height, width, y0, y1);
+            let columns = Tensor::from_vec(columns, (channels * 9 + 1, n), x.device())?;
+            let product = kernel.matmul(&columns)?.flatten_all()?.to_vec1::<f32>()?;
+            for (o, values) in product.chunks(n).enumerate() {
+                let at = (item * outputs + o) * plane + y0 * width;
+                out[at..at + n].copy_from_slice(values);
+            }
+            y0 = y1;
+        }
+    }
+    Tensor::from_vec(out, (batch, outputs, height, width), x.device())
+}
+
+/// Columns of rows `y0..y1` of one item (`source`: `[channels, height, width]`), as [`im2col`]
+/// lays them out, built by appending (no zero fill first).
+fn strip_columns(
+    source: &[f32],
+    channels: usize,
+    height: usize,
+    width: usize,
+    y0: usize,
+    y1: usize,
+) -> Vec<f32> {
+    let plane = height * width;
+    let n = (y1 - y0) * width;
+    let mut columns = Vec::with_capacity((channels * 9 + 1) * n);
+    for channel in 0..channels {
+        let image = &source[channel * plane..(channel + 1) * plane];
+        for tap in 0..9 {
+            let (dy, dx) = (tap / 3, tap % 3);
+            for y in y0..y1 {
+                let Some(sy) = (y + dy).checked_sub(1).filter(|&sy| sy < height) else {
+                    columns.resize(columns.len() + width, 0.0);
+                    continue;
+                };
+                let row = &image[sy * width..(sy + 1) * width];
+                match dx {
+                    0 => {
+                        columns.push(0.0);
+                        columns.extend_from_slice(&row[..width - 1]);
+                    }
+                    1 => columns.extend_from_slice(row),
+                    _ => {
+                        columns.extend_from_slice(&row[1..]);
+                        columns.push(0.0);
+                    }
+                }
+            }
+        }
+    }
+    columns.resize(columns.len() + n, 1.0);
+    columns
 }
 
 /// Largest absolute difference, in f64 whatever the tensors' dtype (for the tests of the
@@ -221,6 +309,46 @@ mod tests {
             );
             assert!(max_difference(r, o) < 1e-3, "gradient differs");
         }
+    }
+
+    /// Without gradients the strip path gives candle's result, on strips that split the
+    /// image unevenly and on strips of one row.
+    #[test]
+    fn strips_match_candle_conv2d() {
+        let device = Device::Cpu;
+        let x = Tensor::randn(0f32, 1.0, (2, 5, 9, 7), &device).unwrap();
+        let w = Tensor::randn(0f32, 0.3, (4, 5, 3, 3), &device).unwrap();
+        let bias = Tensor::randn(0f32, 0.3, 4, &device).unwrap();
+        let reference = x
+            .conv2d(&w, 1, 1, 1, 1)
+            .unwrap()
+            .broadcast_add(&bias.reshape((1, 4, 1, 1)).unwrap())
+            .unwrap();
+        for strip in [1, 7, 20, 63, 1000] {
+            let ours = conv3x3_strips(&x, &w, Some(&bias), strip).unwrap();
+            assert!(
+                max_difference(&reference, &ours) < 1e-4,
+                "strip of {strip} pixels"
+            );
+        }
+        // Bit for bit the whole-image product's values (training's path, taken for a
+        // variable), so that training, whose frozen parts take the strip path, reproduces.
+        let wide = Tensor::randn(0f32, 1.0, (1, 48, 24, 40), &device).unwrap();
+        let kernel = Tensor::randn(0f32, 0.1, (16, 48, 3, 3), &device).unwrap();
+        let tracked = Var::from_tensor(&wide).unwrap();
+        let wide_bias = bias.repeat(4).unwrap();
+        let whole = conv3x3(tracked.as_tensor(), &kernel, Some(&wide_bias)).unwrap();
+        for strip in [STRIP_PIXELS, 200] {
+            let ours = conv3x3_strips(&wide, &kernel, Some(&wide_bias), strip).unwrap();
+            assert!(
+                max_difference(&whole, &ours) <= 0.0,
+                "strip of {strip} pixels"
+            );
+        }
+        // The public entry takes this path for tensors that track no gradient.
+        let ours = conv3x3(&x, &w, None).unwrap();
+        let without_bias = x.conv2d(&w, 1, 1, 1, 1).unwrap();
+        assert!(max_difference(&without_bias, &ours) < 1e-4);
     }
 
     /// Other dtypes go through candle's `conv2d` (with the bias) and give its result.

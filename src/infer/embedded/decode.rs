@@ -19,7 +19,8 @@ pub struct Probabilities {
     pub pixel_mm: f64,
     /// Slab thickness, mm.
     pub slab_mm: f64,
-    /// `[slab][channel][pixel]`.
+    /// `[slab][channel][pixel]`; an empty channel is all zeros (the finder's decoding leaves
+    /// the lesion, attenuation and location channels of slabs without a lesion empty).
     pub values: Vec<Vec<Vec<f32>>>,
 }
 
@@ -116,7 +117,9 @@ pub fn find_lesions(probabilities: &Probabilities, rule: DecodeRule) -> Vec<Foun
     for (organ_index, organ) in Organ::ALL.into_iter().enumerate() {
         let channel = super::net::LESION.start + organ_index;
         let on = |slab: usize, pixel: usize| {
-            probabilities.values[slab][channel][pixel] >= rule.threshold
+            probabilities.values[slab][channel]
+                .get(pixel)
+                .is_some_and(|&p| p >= rule.threshold)
         };
         let mut seen = vec![false; slabs * plane];
         for slab in 0..slabs {
@@ -174,6 +177,11 @@ pub fn find_lesions(probabilities: &Probabilities, rule: DecodeRule) -> Vec<Foun
     found
 }
 
+/// A channel's value at `pixel` (0 in an empty channel).
+fn value(channel: &[f32], pixel: usize) -> f32 {
+    channel.get(pixel).copied().unwrap_or(0.0)
+}
+
 fn describe(
     probabilities: &Probabilities,
     organ: Organ,
@@ -206,10 +214,13 @@ fn describe(
     for (slab, pixel) in &voxels {
         let values = &probabilities.values[*slab];
         for (n, sum) in attenuation.iter_mut().enumerate() {
-            *sum += f64::from(values[super::net::ATTENUATION.start + n][*pixel]);
+            *sum += f64::from(value(&values[super::net::ATTENUATION.start + n], *pixel));
         }
         for (n, sum) in location.iter_mut().enumerate() {
-            *sum += f64::from(values[super::net::LOCATION.start + locations.start + n][*pixel]);
+            *sum += f64::from(value(
+                &values[super::net::LOCATION.start + locations.start + n],
+                *pixel,
+            ));
         }
     }
     let best = |scores: &[f64]| {

@@ -23,6 +23,7 @@ use rayon::prelude::*;
 use super::batch_norm::NormMode;
 use super::finder::{self, FinderConfig, FinderNet};
 use super::grid::ModelGrid;
+use super::organs::Reading;
 use super::train::{
     CaseTargets, TrainError, adamw, add_trained, case_folders, load_case, seeded_init,
     write_checkpoint,
@@ -441,7 +442,7 @@ fn calibration_scores(
         })?;
         let coarse = ModelGrid::from_volume(&volume, model.config.grid);
         let probabilities = model.diagnose_grid(&coarse)?;
-        let (answers, _) = model.find(&case.grid, &probabilities)?;
+        let (answers, _) = model.find(&case.grid, &probabilities, Reading::Stretch)?;
         for (organ, list) in scores.iter_mut().enumerate() {
             let largest = answers
                 .iter()

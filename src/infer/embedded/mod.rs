@@ -44,7 +44,7 @@ use decode::{
 use finder::{FinderConfig, FinderNet, SlabAnswer};
 use grid::{GridSpec, ModelGrid};
 use net::{OUTPUTS, SliceNet};
-use organs::{OrganNet, OrgansConfig};
+use organs::{OrganNet, OrgansConfig, Reading};
 
 /// candle's error text without the backtrace it may carry.
 #[must_use]
@@ -271,12 +271,24 @@ impl TinyModel {
     /// and the position planes keep their values, so the result is that of the whole slab
     /// up to the network's border effects. Outside the box every probability is 0.
     pub fn diagnose_grid(&self, grid: &ModelGrid) -> candle_core::Result<Probabilities> {
+        self.diagnose_slabs(grid, &vec![true; grid.slabs])
+    }
+
+    /// [`Self::diagnose_grid`] on the slabs where `wanted` is true; every probability of the
+    /// others is 0.
+    pub fn diagnose_slabs(
+        &self,
+        grid: &ModelGrid,
+        wanted: &[bool],
+    ) -> candle_core::Result<Probabilities> {
         let n = grid.spec.size;
         let plane = n * n;
         let ([column0, row0], [width, height]) = body_box(grid);
         let channels = self.config.diagnoser_inputs();
-        let mut values = Vec::with_capacity(grid.slabs);
-        let slabs: Vec<usize> = (0..grid.slabs).collect();
+        let mut values = vec![vec![vec![0f32; plane]; OUTPUTS]; grid.slabs];
+        let slabs: Vec<usize> = (0..grid.slabs)
+            .filter(|&slab| wanted.get(slab).copied().unwrap_or(false))
+            .collect();
         for batch in slabs.chunks(16) {
             let mut inputs = Vec::with_capacity(batch.len() * channels * width * height);
             for &slab in batch {
@@ -290,8 +302,8 @@ impl TinyModel {
             }
             let x = Tensor::from_vec(inputs, (batch.len(), channels, height, width), &self.device)?;
             let logits = self.diagnoser.forward(&x)?;
-            for cropped in probabilities_of(&logits)? {
-                let slab: Vec<Vec<f32>> = cropped
+            for (&slab, cropped) in batch.iter().zip(probabilities_of(&logits)?) {
+                values[slab] = cropped
                     .into_iter()
                     .map(|channel| {
                         let mut whole = vec![0f32; plane];
@@ -303,7 +315,6 @@ impl TinyModel {
                         whole
                     })
                     .collect();
-                values.push(slab);
             }
         }
         Ok(Probabilities {
@@ -322,23 +333,32 @@ impl TinyModel {
         &self,
         fine: &ModelGrid,
         coarse: &Probabilities,
+        reading: Reading,
     ) -> candle_core::Result<(Vec<SlabAnswer>, Vec<Vec<bool>>)> {
-        let (Some(net), Some(config)) = (&self.finder, &self.config.finder) else {
+        if self.finder.is_none() {
             return Ok((Vec::new(), Vec::new()));
+        }
+        let masks = self.organ_masks(fine, coarse, reading)?;
+        Ok((self.answers(fine, &masks)?, masks))
+    }
+
+    /// The finder's answer for every organ and slab of `fine` where the organ's mask in
+    /// `masks` (`[slab * 4 + organ][pixel]`) covers at least 4 pixels. Empty without a
+    /// finder.
+    pub fn answers(
+        &self,
+        fine: &ModelGrid,
+        masks: &[Vec<bool>],
+    ) -> candle_core::Result<Vec<SlabAnswer>> {
+        let (Some(net), Some(config)) = (&self.finder, &self.config.finder) else {
+            return Ok(Vec::new());
         };
-        let masks = self.organ_masks(fine, coarse)?;
         let crop = config.crop.min(fine.spec.size);
-        let jobs = finder::jobs(&masks, fine.spec.size, crop);
+        let jobs = finder::jobs(masks, fine.spec.size, crop);
         let mut answers = Vec::with_capacity(jobs.len());
         for batch in jobs.chunks(32) {
-            let (x, m) = finder::batch_inputs(
-                fine,
-                &masks,
-                batch,
-                crop,
-                &self.config.windows,
-                &self.device,
-            )?;
+            let (x, m) =
+                finder::batch_inputs(fine, masks, batch, crop, &self.config.windows, &self.device)?;
             let organs: Vec<usize> = batch.iter().map(|job| job.organ).collect();
             let cells =
                 finder::organ_cells(&net.forward(&x, false)?, &organs, &m)?.to_vec2::<f32>()?;
@@ -346,7 +366,52 @@ impl TinyModel {
                 answers.push(finder::answer(job, &row, crop));
             }
         }
-        Ok((answers, masks))
+        Ok(answers)
+    }
+
+    /// An analysis with a finder: the lesions on `fine` (the finder's grid) and the key slab
+    /// (that of the strongest answer kept). With an organ network the diagnoser (on
+    /// `coarse`) runs last, and only on the slabs that hold a lesion: from version 3 the
+    /// decoding reads nothing of it but location classes on lesion pixels. `lap` marks the
+    /// end of each stage (for the debug log).
+    fn finder_lesions(
+        &self,
+        fine: &ModelGrid,
+        coarse: &ModelGrid,
+        finder: &FinderConfig,
+        lap: &mut dyn FnMut(&str),
+    ) -> candle_core::Result<(Vec<decode::FoundLesion>, Option<usize>)> {
+        let (masks, diagnosed) = if let Some(organs) = &self.organs {
+            let masks =
+                organs.masks(fine, &self.config.windows, &self.device, Reading::Alternate)?;
+            (masks, None)
+        } else {
+            let probabilities = self.diagnose_grid(coarse)?;
+            let masks = self.organ_masks(fine, &probabilities, Reading::Alternate)?;
+            (masks, Some(probabilities))
+        };
+        lap("organ masks");
+        let answers = self.answers(fine, &masks)?;
+        lap("finder");
+        let grown = grown_lesions(fine, &answers, &masks, finder.thresholds);
+        let probabilities = if let Some(probabilities) = diagnosed {
+            probabilities
+        } else {
+            let mut wanted = vec![false; coarse.slabs];
+            for lesion in &grown {
+                wanted[lesion.slab.min(coarse.slabs.saturating_sub(1))] = true;
+            }
+            self.diagnose_slabs(coarse, &wanted)?
+        };
+        lap("diagnoser network");
+        let decoded = probabilities_with(fine, &probabilities, &grown, &masks);
+        let rule = DecodeRule {
+            threshold: 0.5,
+            min_voxels: 1,
+        };
+        let lesions = find_lesions(&decoded, rule);
+        let strongest = strongest_slab(&answers, finder.thresholds, &lesions);
+        Ok((lesions, strongest))
     }
 
     /// The organ masks on `fine` (`[slab * 4 + organ][pixel]`) the finder works in: the organ
@@ -356,12 +421,13 @@ impl TinyModel {
         &self,
         fine: &ModelGrid,
         coarse: &Probabilities,
+        reading: Reading,
     ) -> candle_core::Result<Vec<Vec<bool>>> {
         let Some(config) = &self.config.finder else {
             return Ok(Vec::new());
         };
         match &self.organs {
-            Some(organs) => organs.masks(fine, &self.config.windows, &self.device),
+            Some(organs) => organs.masks(fine, &self.config.windows, &self.device, reading),
             None => Ok(organ_masks_on(fine, coarse, config.mask_thresholds)),
         }
     }
@@ -445,46 +511,26 @@ fn organ_masks_on(
     masks
 }
 
-/// Probabilities on the finder's grid for the decoding ([`find_lesions`]): organ masks and
-/// location classes from the diagnoser (resampled), lesion pixels grown from each answer at
-/// or above its organ's threshold (none where they touch bone, above 400 HU), with the
-/// attenuation their contrast shows (within 12 HU of the organ: iso).
-fn finder_probabilities(
+/// A lesion grown on the finder's grid from one answer: its slab, organ, pixels and
+/// attenuation class (0 hypo, 1 iso, 2 hyper).
+struct GrownLesion {
+    slab: usize,
+    organ: usize,
+    pixels: Vec<usize>,
+    attenuation: usize,
+}
+
+/// The lesion pixels grown from each answer at or above its organ's threshold (none where
+/// they touch bone, above 400 HU), with the attenuation their contrast shows (within 12 HU
+/// of the organ: iso).
+fn grown_lesions(
     fine: &ModelGrid,
-    coarse: &Probabilities,
     answers: &[SlabAnswer],
     masks: &[Vec<bool>],
     thresholds: [f32; 4],
-) -> Probabilities {
-    let n = fine.spec.size;
-    let plane = n * n;
-    let lookup: Vec<usize> = (0..n)
-        .map(|i| coarse_index(i, n, fine.spec.pixel_mm, coarse.size, coarse.pixel_mm))
-        .collect();
-    let mut values: Vec<Vec<Vec<f32>>> = (0..fine.slabs)
-        .map(|slab| {
-            let source = &coarse.values[slab.min(coarse.values.len().saturating_sub(1))];
-            (0..OUTPUTS)
-                .map(|channel| {
-                    if net::ORGAN.contains(&channel) {
-                        masks[slab * 4 + channel - net::ORGAN.start]
-                            .iter()
-                            .map(|&on| if on { 1.0 } else { 0.0 })
-                            .collect()
-                    } else if net::LOCATION.contains(&channel) {
-                        (0..plane)
-                            .map(|pixel| {
-                                source[channel][lookup[pixel / n] * coarse.size + lookup[pixel % n]]
-                            })
-                            .collect()
-                    } else {
-                        vec![0.0; plane]
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    mask_locations(masks, n, &mut values);
+) -> Vec<GrownLesion> {
+    let plane = fine.spec.size * fine.spec.size;
+    let mut grown = Vec::new();
     for answer in answers {
         if answer.probability < thresholds[answer.organ] {
             continue;
@@ -504,10 +550,80 @@ fn finder_probabilities(
         } else {
             1
         };
-        let slab = &mut values[answer.slab];
-        for pixel in pixels {
-            slab[net::LESION.start + answer.organ][pixel] = 1.0;
-            slab[net::ATTENUATION.start + attenuation][pixel] = 1.0;
+        grown.push(GrownLesion {
+            slab: answer.slab,
+            organ: answer.organ,
+            pixels,
+            attenuation,
+        });
+    }
+    grown
+}
+
+/// Probabilities on the finder's grid for the decoding ([`find_lesions`]): organ masks and
+/// location classes from the diagnoser (resampled), and the lesions [`grown_lesions`] grows
+/// from the finder's answers.
+fn finder_probabilities(
+    fine: &ModelGrid,
+    coarse: &Probabilities,
+    answers: &[SlabAnswer],
+    masks: &[Vec<bool>],
+    thresholds: [f32; 4],
+) -> Probabilities {
+    let grown = grown_lesions(fine, answers, masks, thresholds);
+    probabilities_with(fine, coarse, &grown, masks)
+}
+
+/// [`finder_probabilities`] with the lesions already grown. On slabs without a lesion only
+/// the organ channels are filled, the others left empty (all zeros): the decoding reads
+/// lesion, attenuation and location channels only on lesion pixels.
+fn probabilities_with(
+    fine: &ModelGrid,
+    coarse: &Probabilities,
+    grown: &[GrownLesion],
+    masks: &[Vec<bool>],
+) -> Probabilities {
+    let n = fine.spec.size;
+    let plane = n * n;
+    let lookup: Vec<usize> = (0..n)
+        .map(|i| coarse_index(i, n, fine.spec.pixel_mm, coarse.size, coarse.pixel_mm))
+        .collect();
+    let mut with_lesion = vec![false; fine.slabs];
+    for lesion in grown {
+        with_lesion[lesion.slab] = true;
+    }
+    let mut values: Vec<Vec<Vec<f32>>> = (0..fine.slabs)
+        .map(|slab| {
+            let source = &coarse.values[slab.min(coarse.values.len().saturating_sub(1))];
+            (0..OUTPUTS)
+                .map(|channel| {
+                    if net::ORGAN.contains(&channel) {
+                        masks[slab * 4 + channel - net::ORGAN.start]
+                            .iter()
+                            .map(|&on| if on { 1.0 } else { 0.0 })
+                            .collect()
+                    } else if !with_lesion[slab] {
+                        // All zeros: nothing of a slab without a lesion but its organs is read.
+                        Vec::new()
+                    } else if net::LOCATION.contains(&channel) {
+                        (0..plane)
+                            .map(|pixel| {
+                                source[channel][lookup[pixel / n] * coarse.size + lookup[pixel % n]]
+                            })
+                            .collect()
+                    } else {
+                        vec![0.0; plane]
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    mask_locations(masks, n, &mut values);
+    for lesion in grown {
+        let slab = &mut values[lesion.slab];
+        for &pixel in &lesion.pixels {
+            slab[net::LESION.start + lesion.organ][pixel] = 1.0;
+            slab[net::ATTENUATION.start + lesion.attenuation][pixel] = 1.0;
         }
     }
     Probabilities {
@@ -529,8 +645,10 @@ fn mask_locations(masks: &[Vec<bool>], n: usize, values: &mut [Vec<Vec<f32>>]) {
     let slabs = values.len();
     let mut write = |slab: usize, pixel: usize, classes: std::ops::Range<usize>, class: usize| {
         for channel in classes.clone() {
-            values[slab][net::LOCATION.start + channel][pixel] =
-                if channel == class { 1.0 } else { 0.0 };
+            // Slabs without a lesion have empty location channels: nothing reads them.
+            if let Some(value) = values[slab][net::LOCATION.start + channel].get_mut(pixel) {
+                *value = if channel == class { 1.0 } else { 0.0 };
+            }
         }
     };
     let pixels = |slab: usize, organ: usize| {
@@ -734,6 +852,17 @@ impl Diagnoser for TinyDiagnoser<'_> {
         if volume.dims().contains(&0) {
             return Err(InferError::Volume("it has no voxels".into()));
         }
+        // Stage times go to the debug log (`KEYSLICE_LOG=debug`): what `benches/analyze.rs`
+        // measures as a whole, split.
+        let mut clock = std::time::Instant::now();
+        let mut lap = |stage: &str| {
+            tracing::debug!(
+                stage,
+                ms = clock.elapsed().as_secs_f64() * 1e3,
+                "diagnoser stage"
+            );
+            clock = std::time::Instant::now();
+        };
         // With a finder the CT is read once onto its finer grid and the diagnoser's grid is
         // pooled from it (when it is the same field in larger pixels).
         let fine = model
@@ -745,29 +874,21 @@ impl Diagnoser for TinyDiagnoser<'_> {
             .as_ref()
             .and_then(|fine| fine.pooled(model.config.grid))
             .unwrap_or_else(|| ModelGrid::from_volume(volume, model.config.grid));
-        let probabilities = model.diagnose_grid(&coarse).map_err(run_error)?;
+        lap("grid");
         // With a finder, the decoding reads its grid; without, the diagnoser's lesion masks.
-        let mut strongest = None;
-        let (grid, lesions) = match (&model.config.finder, fine) {
-            (Some(finder), Some(fine)) => {
-                let (answers, masks) = model.find(&fine, &probabilities).map_err(run_error)?;
-                let decoded = finder_probabilities(
-                    &fine,
-                    &probabilities,
-                    &answers,
-                    &masks,
-                    finder.thresholds,
-                );
-                let rule = DecodeRule {
-                    threshold: 0.5,
-                    min_voxels: 1,
-                };
-                let lesions = find_lesions(&decoded, rule);
-                strongest = strongest_slab(&answers, finder.thresholds, &lesions);
-                (fine, lesions)
-            }
-            _ => (coarse, find_lesions(&probabilities, model.config.decode)),
-        };
+        let (grid, lesions, strongest) =
+            if let (Some(finder), Some(fine)) = (&model.config.finder, fine) {
+                let (lesions, strongest) = model
+                    .finder_lesions(&fine, &coarse, finder, &mut lap)
+                    .map_err(run_error)?;
+                (fine, lesions, strongest)
+            } else {
+                let probabilities = model.diagnose_grid(&coarse).map_err(run_error)?;
+                lap("diagnoser network");
+                let lesions = find_lesions(&probabilities, model.config.decode);
+                (coarse, lesions, None)
+            };
+        lap("decoding");
         let mut findings = findings_of(&lesions);
         let key = strongest.or_else(|| key_slab(&lesions, grid.slabs));
         let mut slice_box = None;
@@ -944,7 +1065,7 @@ fn read_slice_with_finder(
     let coarse = slab(model.config.grid);
     let probabilities = model.diagnose_grid(&coarse)?;
     let fine = slab(finder.grid);
-    let (answers, masks) = model.find(&fine, &probabilities)?;
+    let (answers, masks) = model.find(&fine, &probabilities, Reading::Alternate)?;
     let decoded = finder_probabilities(&fine, &probabilities, &answers, &masks, finder.thresholds);
     let rule = DecodeRule {
         threshold: 0.5,

@@ -18,7 +18,7 @@ use candle_nn::{Optimizer, VarBuilder, VarMap};
 
 use super::batch_norm::NormMode;
 use super::finder_train::{base_checkpoint, load_training_cases};
-use super::organs::{OrganNet, OrgansConfig};
+use super::organs::{OrganNet, OrgansConfig, Reading};
 use super::train::{
     CaseTargets, TrainError, adamw, add_trained, bce_with_logits, load_case, seeded_init,
     soft_dice_loss, write_checkpoint,
@@ -230,7 +230,7 @@ fn held_out_dice(
     let mut total = [0usize; 4];
     for folder in folders {
         let case = load_case(folder, fine_config)?;
-        let masks = net.masks(&case.grid, &fine_config.windows, device)?;
+        let masks = net.masks(&case.grid, &fine_config.windows, device, Reading::Stretch)?;
         let plane = case.grid.spec.size * case.grid.spec.size;
         for (index, mask) in masks.iter().enumerate() {
             let (slab, organ) = (index / 4, index % 4);

@@ -54,6 +54,7 @@ use super::finder::{self, FinderConfig, FinderNet, Job, SlabAnswer};
 use super::finder_train::base_checkpoint;
 use super::grid::ModelGrid;
 use super::net;
+use super::organs::Reading;
 use super::train::{TrainError, add_trained, case_folders, write_checkpoint};
 use super::{TinyConfig, TinyModel, TinyVerifier, finder_probabilities};
 use crate::findings::{Findings, TumorPresence, read_report};
@@ -982,7 +983,7 @@ fn prepare_case(
         .pooled(model.config.grid)
         .unwrap_or_else(|| ModelGrid::from_volume(&volume, model.config.grid));
     let mut coarse = model.diagnose_grid(&coarse_grid)?;
-    let masks = model.organ_masks(&fine, &coarse)?;
+    let masks = model.organ_masks(&fine, &coarse, Reading::Stretch)?;
     // The decoding reads only the diagnoser's location channels: keep just those.
     for slab in &mut coarse.values {
         for (channel, values) in slab.iter_mut().enumerate() {
