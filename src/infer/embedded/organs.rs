@@ -201,23 +201,11 @@ impl OrganNet {
         windows: &[[f32; 2]],
         device: &Device,
     ) -> Result<Vec<Option<Vec<Vec<f32>>>>> {
-        let slabs = grid.slabs;
-        let mut logits = vec![None; slabs];
-        for slab in (0..slabs).filter(|&slab| slab % 2 == 0 || slab + 1 == slabs) {
+        let mut logits = vec![None; grid.slabs];
+        for slab in alternate_slabs(grid.slabs) {
             logits[slab] = Some(self.slab_logits(grid, slab, body, windows, device)?);
         }
-        for slab in (1..slabs.saturating_sub(1)).step_by(2) {
-            if let (Some(before), Some(after)) = (&logits[slab - 1], &logits[slab + 1]) {
-                let mean: Vec<Vec<f32>> = before
-                    .iter()
-                    .zip(after)
-                    .map(|(a, b): (&Vec<f32>, &Vec<f32>)| {
-                        a.iter().zip(b).map(|(a, b)| 0.5 * (a + b)).collect()
-                    })
-                    .collect();
-                logits[slab] = Some(mean);
-            }
-        }
+        fill_between(&mut logits);
         Ok(logits)
     }
 
@@ -248,5 +236,60 @@ impl OrganNet {
             .flatten_from(2)?
             .squeeze(0)?
             .to_vec2::<f32>()
+    }
+}
+
+/// The slabs [`Reading::Alternate`] reads: 0, 2, 4, … and the last.
+fn alternate_slabs(slabs: usize) -> Vec<usize> {
+    (0..slabs)
+        .filter(|&slab| slab % 2 == 0 || slab + 1 == slabs)
+        .collect()
+}
+
+/// Gives every unread slab (`None`) whose two neighbours were read the mean of their logits.
+fn fill_between(logits: &mut [Option<Vec<Vec<f32>>>]) {
+    for slab in 1..logits.len().saturating_sub(1) {
+        if logits[slab].is_some() {
+            continue;
+        }
+        if let (Some(before), Some(after)) = (&logits[slab - 1], &logits[slab + 1]) {
+            let mean = before
+                .iter()
+                .zip(after)
+                .map(|(a, b)| a.iter().zip(b).map(|(a, b)| 0.5 * (a + b)).collect())
+                .collect();
+            logits[slab] = Some(mean);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every other slab and the last are read; every slab between two read ones gets their
+    /// mean, channel by channel and pixel by pixel.
+    #[test]
+    fn alternate_reading_fills_the_slabs_between() {
+        assert_eq!(alternate_slabs(1), vec![0]);
+        assert_eq!(alternate_slabs(4), vec![0, 2, 3]);
+        assert_eq!(alternate_slabs(5), vec![0, 2, 4]);
+        let slab = |value: f32| Some(vec![vec![value, -value], vec![2.0 * value, 0.0]]);
+        let mut logits = vec![None; 5];
+        for read in alternate_slabs(5) {
+            logits[read] = slab(read as f32 - 2.0);
+        }
+        fill_between(&mut logits);
+        assert_eq!(logits[1], slab(-1.0));
+        assert_eq!(logits[3], slab(1.0));
+        assert_eq!(logits[2], slab(0.0));
+        // With an even count the last slab is read, so none is left unfilled.
+        let mut even = vec![None; 4];
+        for read in alternate_slabs(4) {
+            even[read] = slab(read as f32);
+        }
+        fill_between(&mut even);
+        assert_eq!(even[1], slab(1.0));
+        assert!(even.iter().all(Option::is_some));
     }
 }
