@@ -274,8 +274,8 @@ impl TinyModel {
         self.diagnose_slabs(grid, &vec![true; grid.slabs])
     }
 
-    /// [`Self::diagnose_grid`] on the slabs where `wanted` is true; every probability of the
-    /// others is 0.
+    /// [`Self::diagnose_grid`] on the slabs where `wanted` is true; the others' channels are
+    /// left empty (all zeros, as [`Probabilities`] reads an empty channel).
     pub fn diagnose_slabs(
         &self,
         grid: &ModelGrid,
@@ -285,7 +285,7 @@ impl TinyModel {
         let plane = n * n;
         let ([column0, row0], [width, height]) = body_box(grid);
         let channels = self.config.diagnoser_inputs();
-        let mut values = vec![vec![vec![0f32; plane]; OUTPUTS]; grid.slabs];
+        let mut values = vec![vec![Vec::new(); OUTPUTS]; grid.slabs];
         let slabs: Vec<usize> = (0..grid.slabs)
             .filter(|&slab| wanted.get(slab).copied().unwrap_or(false))
             .collect();
@@ -606,9 +606,12 @@ fn probabilities_with(
                         // All zeros: nothing of a slab without a lesion but its organs is read.
                         Vec::new()
                     } else if net::LOCATION.contains(&channel) {
+                        // An empty channel (a slab the diagnoser did not read) is all zeros.
+                        let channel = &source[channel];
                         (0..plane)
                             .map(|pixel| {
-                                source[channel][lookup[pixel / n] * coarse.size + lookup[pixel % n]]
+                                let at = lookup[pixel / n] * coarse.size + lookup[pixel % n];
+                                channel.get(at).copied().unwrap_or(0.0)
                             })
                             .collect()
                     } else {

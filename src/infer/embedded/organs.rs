@@ -136,10 +136,37 @@ impl OrganNet {
         reading: Reading,
     ) -> Result<Vec<Vec<bool>>> {
         let body = body_box(grid);
-        let logits = match reading {
-            Reading::Stretch => self.stretch_logits(grid, body, windows, device)?,
-            Reading::Alternate => self.alternate_logits(grid, body, windows, device)?,
-        };
+        let read = |slab| self.slab_logits(grid, slab, body, windows, device);
+        // Logits (`[organ][pixel of the body box]`) of each slab; `None` where none was read
+        // (no organ there).
+        let mut logits = vec![None; grid.slabs];
+        match reading {
+            Reading::Stretch => {
+                let mut shown = Vec::new();
+                for slab in (0..grid.slabs).step_by(3) {
+                    let found = read(slab)?;
+                    if found
+                        .iter()
+                        .any(|channel| channel.iter().filter(|&&logit| logit >= 0.0).count() >= 4)
+                    {
+                        shown.push(slab);
+                    }
+                    logits[slab] = Some(found);
+                }
+                if let (Some(&first), Some(&last)) = (shown.first(), shown.last()) {
+                    let stretch = first.saturating_sub(REACH)..=(last + REACH).min(grid.slabs - 1);
+                    for slab in stretch.filter(|slab| slab % 3 != 0) {
+                        logits[slab] = Some(read(slab)?);
+                    }
+                }
+            }
+            Reading::Alternate => {
+                for slab in alternate_slabs(grid.slabs) {
+                    logits[slab] = Some(read(slab)?);
+                }
+                fill_between(&mut logits);
+            }
+        }
         let n = grid.spec.size;
         let ([column0, row0], [width, height]) = body;
         let mut masks = Vec::with_capacity(grid.slabs * 4);
@@ -159,54 +186,6 @@ impl OrganNet {
             }
         }
         Ok(masks)
-    }
-
-    /// [`Reading::Stretch`]: logits (`[organ][pixel of the body box]`) of the slabs read;
-    /// `None` where no slab was read (no organ there).
-    fn stretch_logits(
-        &self,
-        grid: &ModelGrid,
-        body: ([usize; 2], [usize; 2]),
-        windows: &[[f32; 2]],
-        device: &Device,
-    ) -> Result<Vec<Option<Vec<Vec<f32>>>>> {
-        let mut logits = vec![None; grid.slabs];
-        let mut shown = Vec::new();
-        for slab in (0..grid.slabs).step_by(3) {
-            let found = self.slab_logits(grid, slab, body, windows, device)?;
-            if found
-                .iter()
-                .any(|channel| channel.iter().filter(|&&logit| logit >= 0.0).count() >= 4)
-            {
-                shown.push(slab);
-            }
-            logits[slab] = Some(found);
-        }
-        let (Some(&first), Some(&last)) = (shown.first(), shown.last()) else {
-            return Ok(logits);
-        };
-        let stretch = first.saturating_sub(REACH)..=(last + REACH).min(grid.slabs - 1);
-        for slab in stretch.filter(|slab| slab % 3 != 0) {
-            logits[slab] = Some(self.slab_logits(grid, slab, body, windows, device)?);
-        }
-        Ok(logits)
-    }
-
-    /// [`Reading::Alternate`]: the network reads slabs 0, 2, 4, … and the last; every other
-    /// slab gets the mean of its two neighbours' logits.
-    fn alternate_logits(
-        &self,
-        grid: &ModelGrid,
-        body: ([usize; 2], [usize; 2]),
-        windows: &[[f32; 2]],
-        device: &Device,
-    ) -> Result<Vec<Option<Vec<Vec<f32>>>>> {
-        let mut logits = vec![None; grid.slabs];
-        for slab in alternate_slabs(grid.slabs) {
-            logits[slab] = Some(self.slab_logits(grid, slab, body, windows, device)?);
-        }
-        fill_between(&mut logits);
-        Ok(logits)
     }
 
     /// The four organ logits of one slab on the body box `body` (`[organ][pixel]`). One slab
