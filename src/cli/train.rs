@@ -66,6 +66,14 @@ pub struct TrainArgs {
     /// per-organ thresholds; organ stage: cases kept out to measure Dice on.
     #[arg(long, default_value_t = 80)]
     pub calibration: usize,
+    /// Organ stage: share of the training windows centred on a lesion voxel (tumors belong
+    /// to their organ's mask; without such windows the network draws the organ around them).
+    #[arg(long, default_value_t = 0.0)]
+    pub lesion_windows: f64,
+    /// Finder stage: share of the negatives drawn from the hardest tenth, scored afresh at
+    /// 30, 50 and 70 % of the steps (0: uniform negatives throughout).
+    #[arg(long, default_value_t = 0.0)]
+    pub hard_negatives: f64,
     /// RL stage: samples per case (GRPO's group size).
     #[arg(long, default_value_t = 8)]
     pub group: usize,
@@ -146,6 +154,21 @@ pub enum Stage {
     Rl,
 }
 
+/// `--lesion-windows` and `--hard-negatives` are shares, from 0 to 1.
+fn check_shares(args: &TrainArgs) -> Result<(), CliError> {
+    for (flag, share) in [
+        ("--lesion-windows", args.lesion_windows),
+        ("--hard-negatives", args.hard_negatives),
+    ] {
+        if !(0.0..=1.0).contains(&share) {
+            return Err(CliError::Argument(format!(
+                "{flag} is a share, from 0 to 1 (got {share})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Runs `train`.
 pub fn run(args: &TrainArgs) -> Result<(), CliError> {
     let rl = args.stage == Stage::Rl;
@@ -157,6 +180,7 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
             "--steps and --batch must be at least 1".into(),
         ));
     }
+    check_shares(args)?;
     if args.stage != Stage::Networks && args.init.is_none() {
         return Err(CliError::Argument(
             "--stage organs, finder, calibrate and rl need --init DIR, the checkpoint they build on (e.g. models/keyslice-tiny)".into(),
@@ -192,6 +216,7 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
                 None => None,
                 Some(path) => read_config(path)?.organs,
             },
+            lesion_share: args.lesion_windows,
         };
         train_organs(init, data, &args.out, &options, |line| {
             eprintln!("{line}");
@@ -214,6 +239,7 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
                 None => None,
                 Some(path) => read_config(path)?.finder,
             },
+            hard_negatives: args.hard_negatives,
         };
         train_finder(init, data, &args.out, &options, |line| {
             eprintln!("{line}");

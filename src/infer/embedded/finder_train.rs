@@ -49,6 +49,12 @@ pub struct FinderTrainOptions {
     pub calibration: usize,
     /// Grid, crop and widths to start from ([`FinderConfig::initial`] when `None`).
     pub start: Option<FinderConfig>,
+    /// Share of each batch's negatives drawn from the hardest ones (0: none, as for
+    /// version 2). The finder's answer for an organ is its largest over 20–60 slabs, so the
+    /// few negatives it scores highest decide its false alarms; from 30 % of the steps on,
+    /// every negative is scored afresh at 30, 50 and 70 % and this share of the negatives
+    /// comes from the top tenth.
+    pub hard_negatives: f64,
 }
 
 /// A training sample: (case, organ, slab).
@@ -90,6 +96,78 @@ fn samples(cases: &[CaseTargets]) -> (Vec<Sample>, Vec<Sample>) {
     (positives, negatives)
 }
 
+/// The organ's largest cell logit for each sample `[samples]`: crops centred on the true
+/// organ mask, with ±4 pixels of jitter when `rng` is given; `train` normalises with the
+/// batch's statistics.
+#[allow(clippy::too_many_arguments)]
+fn sample_logits(
+    net: &FinderNet,
+    cases: &[CaseTargets],
+    samples: &[Sample],
+    config: &FinderConfig,
+    windows: &[[f32; 2]],
+    mut rng: Option<&mut Rng>,
+    train: bool,
+    device: &Device,
+) -> candle_core::Result<Tensor> {
+    let crop = config.crop;
+    let channels = FinderConfig::inputs(windows.len());
+    let mut inputs = Vec::with_capacity(samples.len() * channels * crop * crop);
+    let mut masks = Vec::with_capacity(samples.len() * crop * crop);
+    let mut organs = Vec::with_capacity(samples.len());
+    for &(case, organ, slab) in samples {
+        let grid: &ModelGrid = &cases[case].grid;
+        let n = grid.spec.size;
+        let mask = true_mask(&cases[case], organ, slab);
+        let mut centre = finder::mask_centre(&mask, n).unwrap_or((n / 2, n / 2));
+        if let Some(rng) = rng.as_deref_mut() {
+            let mut jitter = |at: usize| {
+                (at as isize + rng.below(9) as isize - 4).clamp(0, n as isize - 1) as usize
+            };
+            centre = (jitter(centre.0), jitter(centre.1));
+        }
+        let corner = finder::crop_corner(centre, crop, n);
+        let (input, made) = finder::finder_input(grid, slab, &mask, corner, crop, windows);
+        inputs.extend(input);
+        masks.extend(made.mask);
+        organs.push(organ);
+    }
+    let x = Tensor::from_vec(inputs, (samples.len(), channels, crop, crop), device)?;
+    let m = Tensor::from_vec(masks, (samples.len(), 1, crop, crop), device)?;
+    finder::organ_cells(&net.forward(&x, train)?, &organs, &m)?.max(1)
+}
+
+/// The hardest tenth of `negatives` (at least one): those the network, in inference mode,
+/// scores highest.
+fn hardest_negatives(
+    net: &FinderNet,
+    cases: &[CaseTargets],
+    negatives: &[Sample],
+    config: &FinderConfig,
+    windows: &[[f32; 2]],
+    device: &Device,
+) -> candle_core::Result<Vec<Sample>> {
+    let mut scored = Vec::with_capacity(negatives.len());
+    for chunk in negatives.chunks(64) {
+        let logits = sample_logits(net, cases, chunk, config, windows, None, false, device)?
+            .to_vec1::<f32>()?;
+        scored.extend(chunk.iter().copied().zip(logits));
+    }
+    Ok(top_tenth(scored))
+}
+
+/// The tenth of `scored` (at least one) with the highest scores, highest first (ties in
+/// sample order, so that the result is deterministic).
+fn top_tenth(mut scored: Vec<(Sample, f32)>) -> Vec<Sample> {
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let keep = (scored.len() / 10).max(1);
+    scored
+        .into_iter()
+        .take(keep)
+        .map(|(sample, _)| sample)
+        .collect()
+}
+
 /// The loss of one batch of samples with their labels.
 #[allow(clippy::too_many_arguments)]
 fn batch_loss(
@@ -101,31 +179,21 @@ fn batch_loss(
     rng: &mut Rng,
     device: &Device,
 ) -> candle_core::Result<Tensor> {
-    let crop = config.crop;
-    let channels = FinderConfig::inputs(windows.len());
-    let mut inputs = Vec::with_capacity(batch.len() * channels * crop * crop);
-    let mut masks = Vec::with_capacity(batch.len() * crop * crop);
-    let mut organs = Vec::with_capacity(batch.len());
-    let mut labels = Vec::with_capacity(batch.len());
-    for &((case, organ, slab), positive) in batch {
-        let grid: &ModelGrid = &cases[case].grid;
-        let n = grid.spec.size;
-        let mask = true_mask(&cases[case], organ, slab);
-        let centre = finder::mask_centre(&mask, n).unwrap_or((n / 2, n / 2));
-        let jitter = |at: usize, rng: &mut Rng| {
-            (at as isize + rng.below(9) as isize - 4).clamp(0, n as isize - 1) as usize
-        };
-        let centre = (jitter(centre.0, rng), jitter(centre.1, rng));
-        let corner = finder::crop_corner(centre, crop, n);
-        let (input, made) = finder::finder_input(grid, slab, &mask, corner, crop, windows);
-        inputs.extend(input);
-        masks.extend(made.mask);
-        organs.push(organ);
-        labels.push(if positive { 1f32 } else { 0.0 });
-    }
-    let x = Tensor::from_vec(inputs, (batch.len(), channels, crop, crop), device)?;
-    let m = Tensor::from_vec(masks, (batch.len(), 1, crop, crop), device)?;
-    let logits = finder::organ_cells(&net.forward(&x, true)?, &organs, &m)?.max(1)?;
+    let samples: Vec<Sample> = batch.iter().map(|&(sample, _)| sample).collect();
+    let logits = sample_logits(
+        net,
+        cases,
+        &samples,
+        config,
+        windows,
+        Some(rng),
+        true,
+        device,
+    )?;
+    let labels: Vec<f32> = batch
+        .iter()
+        .map(|&(_, positive)| if positive { 1.0 } else { 0.0 })
+        .collect();
     let labels = Tensor::from_vec(labels, batch.len(), device)?;
     // Binary cross-entropy with logits, written out stably: max(z, 0) − z·y + ln(1 + e^−|z|).
     let loss =
@@ -392,14 +460,22 @@ fn optimise(
     let mut optimizer = adamw(varmap, options.learning_rate)?;
     let mut rng = Rng::new(options.seed);
     let mut recent = Vec::new();
+    let mining = options.hard_negatives > 0.0;
+    let mine_at = [3, 5, 7].map(|tenths| options.steps * tenths / 10);
+    let mut hard: Vec<Sample> = Vec::new();
     for step in 0..options.steps {
         if step == options.steps * 7 / 10 {
             optimizer.set_learning_rate(options.learning_rate / 10.0);
+        }
+        if mining && mine_at.contains(&step) {
+            hard = hardest_negatives(net, cases, negatives, finder_config, windows, &device)?;
         }
         let batch: Vec<(Sample, bool)> = (0..options.batch)
             .map(|b| {
                 if b % 2 == 0 {
                     (positives[rng.below(positives.len())], true)
+                } else if !hard.is_empty() && rng.unit() < options.hard_negatives {
+                    (hard[rng.below(hard.len())], false)
                 } else {
                     (negatives[rng.below(negatives.len())], false)
                 }
@@ -461,6 +537,17 @@ fn calibration_scores(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hardest_negatives_are_the_top_tenth_by_score() {
+        let scored: Vec<(Sample, f32)> = (0..30)
+            .map(|i| ((i, i % 4, 0), ((i * 7) % 30) as f32))
+            .collect();
+        // Scores 29, 28 and 27 belong to samples 17, 4 and 21 (7 i mod 30).
+        assert_eq!(top_tenth(scored), vec![(17, 1, 0), (4, 0, 0), (21, 1, 0)]);
+        assert_eq!(top_tenth(vec![((0, 0, 0), 1.0)]), vec![(0, 0, 0)]);
+        assert!(top_tenth(Vec::new()).is_empty());
+    }
 
     #[test]
     fn thresholds_separate_the_calibration_scores() {

@@ -3,7 +3,10 @@
 //!
 //! Samples are `train_side`² windows of a random slab of a random case: four in five
 //! centred on a random organ pixel (± 16 pixels), the rest anywhere in the middle of the
-//! slab. Loss: binary cross-entropy plus soft Dice per organ over the batch (the pancreas
+//! slab. With `lesion_share` above 0, that share of the windows is centred instead on a
+//! random lesion voxel (± 16 pixels): tumors are part of their organ's mask, but so rare
+//! among organ pixels that a network trained without them draws the organ around them, and
+//! the finder, which looks only inside the mask, cannot see them. Loss: binary cross-entropy plus soft Dice per organ over the batch (the pancreas
 //! covers a few hundred pixels of a slab: without the Dice term "no pancreas" is nearly
 //! free). AdamW, the learning rate ÷ 10 for the last 30 %, everything seeded.
 //!
@@ -43,6 +46,8 @@ pub struct OrgansTrainOptions {
     pub held_out: usize,
     /// Grid, widths and window side to start from ([`OrgansConfig::initial`] when `None`).
     pub start: Option<OrgansConfig>,
+    /// Share of the windows centred on a lesion voxel (0: none, as for version 3).
+    pub lesion_share: f64,
 }
 
 /// What the organ stage wrote and measured.
@@ -52,11 +57,93 @@ pub struct OrgansReport {
     pub config: TinyConfig,
     /// Dice of each organ (liver, pancreas, left kidney, right kidney) on the held-out cases;
     /// `None` when no case was held out or an organ is absent from all of them.
-    pub dice: [Option<f64>; 4],
+    pub dice: PerOrgan,
+    /// Share of each organ's lesion voxels inside its predicted mask on the held-out cases
+    /// (what the finder can see); `None` when no held-out case has a lesion there.
+    pub lesion_cover: PerOrgan,
 }
+
+/// A figure per organ (liver, pancreas, left kidney, right kidney), `None` where undefined.
+type PerOrgan = [Option<f64>; 4];
 
 /// A training window: (case, slab, top-left column, top-left row).
 type Window = (usize, usize, usize, usize);
+
+/// Every lesion voxel of the training cases as (case, voxel index).
+fn lesion_voxels(cases: &[CaseTargets]) -> Vec<(usize, usize)> {
+    cases
+        .iter()
+        .enumerate()
+        .flat_map(|(index, case)| {
+            case.lesion
+                .iter()
+                .enumerate()
+                .filter(|(_, code)| **code != 0)
+                .map(move |(voxel, _)| (index, voxel))
+        })
+        .collect()
+}
+
+/// A window centred near the lesion voxel `(case, voxel)` (± 16 pixels).
+fn draw_near_lesion(
+    cases: &[CaseTargets],
+    (case, voxel): (usize, usize),
+    side: usize,
+    rng: &mut Rng,
+) -> Window {
+    let n = cases[case].grid.spec.size;
+    let (slab, pixel) = (voxel / (n * n), voxel % (n * n));
+    let jitter = |at: usize, rng: &mut Rng| {
+        (at as isize + rng.below(33) as isize - 16).clamp(0, n as isize - 1) as usize
+    };
+    let column = jitter(pixel % n, rng);
+    let row = jitter(pixel / n, rng);
+    let corner = |at: usize| at.saturating_sub(side / 2).min(n - side);
+    (case, slab, corner(column), corner(row))
+}
+
+/// How a batch's windows are drawn.
+struct Sampler {
+    /// Window side, pixels.
+    side: usize,
+    /// Every lesion voxel of the training cases (empty unless some windows go there).
+    lesions: Vec<(usize, usize)>,
+    /// Windows per batch centred on a lesion: the first ones, the same count every step.
+    on_lesions: usize,
+}
+
+impl Sampler {
+    fn new(cases: &[CaseTargets], side: usize, options: &OrgansTrainOptions) -> Self {
+        let lesions = if options.lesion_share > 0.0 {
+            lesion_voxels(cases)
+        } else {
+            Vec::new()
+        };
+        let on_lesions = if lesions.is_empty() {
+            0
+        } else {
+            ((options.batch as f64 * options.lesion_share).round() as usize).min(options.batch)
+        };
+        Self {
+            side,
+            lesions,
+            on_lesions,
+        }
+    }
+
+    fn batch(&self, cases: &[CaseTargets], size: usize, rng: &mut Rng) -> Vec<Window> {
+        (0..size)
+            .map(|b| {
+                if b < self.on_lesions {
+                    let at = self.lesions[rng.below(self.lesions.len())];
+                    draw_near_lesion(cases, at, self.side, rng)
+                } else {
+                    draw(cases, self.side, rng)
+                }
+            })
+            .collect()
+    }
+}
 
 /// Draws a window: four in five centred near an organ pixel of the slab (when it has one).
 fn draw(cases: &[CaseTargets], side: usize, rng: &mut Rng) -> Window {
@@ -181,13 +268,12 @@ pub fn train_organs(
     let mut optimizer = adamw(&varmap, options.learning_rate)?;
     let mut rng = Rng::new(options.seed);
     let mut recent = Vec::new();
+    let sampler = Sampler::new(&cases, side, options);
     for step in 0..options.steps {
         if step == options.steps * 7 / 10 {
             optimizer.set_learning_rate(options.learning_rate / 10.0);
         }
-        let windows: Vec<Window> = (0..options.batch)
-            .map(|_| draw(&cases, side, &mut rng))
-            .collect();
+        let windows = sampler.batch(&cases, options.batch, &mut rng);
         let loss = batch_loss(&net, &cases, &windows, side, &fine_config, &device)?;
         optimizer.backward_step(&loss)?;
         recent.push(loss.to_scalar::<f32>()?);
@@ -204,30 +290,42 @@ pub fn train_organs(
     }
     drop(cases);
     add_trained(&mut tensors, &varmap, net.running_tensors("organs")?)?;
-    let dice = held_out_dice(&net, &held_folders, &fine_config, &device)?;
-    progress(&format!(
-        "held-out Dice (liver, pancreas, left kidney, right kidney) on {} cases: {}",
-        held_folders.len(),
-        dice.iter()
-            .map(|d: &Option<f64>| d.map_or("-".into(), |d| format!("{d:.3}")))
+    let (dice, lesion_cover) = held_out_dice(&net, &held_folders, &fine_config, &device)?;
+    let shown = |values: &PerOrgan| {
+        values
+            .iter()
+            .map(|d| d.map_or("-".into(), |d| format!("{d:.3}")))
             .collect::<Vec<_>>()
             .join(", ")
+    };
+    progress(&format!(
+        "held-out Dice (liver, pancreas, left kidney, right kidney) on {} cases: {}; lesion voxels inside the mask: {}",
+        held_folders.len(),
+        shown(&dice),
+        shown(&lesion_cover)
     ));
     config.organs = Some(organs_config);
     write_checkpoint(&tensors, &config, out)?;
-    Ok(OrgansReport { config, dice })
+    Ok(OrgansReport {
+        config,
+        dice,
+        lesion_cover,
+    })
 }
 
-/// Dice of each organ's mask from `net` against the true masks, over the cases in `folders`;
-/// `None` for an organ neither shows.
+/// Dice of each organ's mask from `net` against the true masks, over the cases in `folders`
+/// (`None` for an organ neither shows), and the share of each organ's lesion voxels inside
+/// its predicted mask (`None` for an organ with no lesion there).
 fn held_out_dice(
     net: &OrganNet,
     folders: &[std::path::PathBuf],
     fine_config: &TinyConfig,
     device: &Device,
-) -> Result<[Option<f64>; 4], TrainError> {
+) -> Result<(PerOrgan, PerOrgan), TrainError> {
     let mut overlap = [0usize; 4];
     let mut total = [0usize; 4];
+    let mut covered = [0usize; 4];
+    let mut lesion = [0usize; 4];
     for folder in folders {
         let case = load_case(folder, fine_config)?;
         let masks = net.masks(&case.grid, &fine_config.windows, device, Reading::Stretch)?;
@@ -235,14 +333,90 @@ fn held_out_dice(
         for (index, mask) in masks.iter().enumerate() {
             let (slab, organ) = (index / 4, index % 4);
             let truth = &case.organs[slab * plane..(slab + 1) * plane];
-            for (&predicted, &bits) in mask.iter().zip(truth) {
+            let lesions = &case.lesion[slab * plane..(slab + 1) * plane];
+            for ((&predicted, &bits), &code) in mask.iter().zip(truth).zip(lesions) {
                 let actual = bits >> organ & 1 == 1;
                 overlap[organ] += usize::from(predicted && actual);
                 total[organ] += usize::from(predicted) + usize::from(actual);
+                if usize::from(code) == organ + 1 {
+                    lesion[organ] += 1;
+                    covered[organ] += usize::from(predicted);
+                }
             }
         }
     }
-    Ok(std::array::from_fn(|organ| {
-        (total[organ] > 0).then(|| 2.0 * overlap[organ] as f64 / total[organ] as f64)
-    }))
+    let share = |part: [usize; 4], whole: [usize; 4], scale: f64| -> PerOrgan {
+        std::array::from_fn(|organ| {
+            (whole[organ] > 0).then(|| scale * part[organ] as f64 / whole[organ] as f64)
+        })
+    };
+    Ok((share(overlap, total, 2.0), share(covered, lesion, 1.0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infer::embedded::grid::{GridSpec, ModelGrid};
+
+    /// A blank case of `slabs` slabs of `n`² pixels with lesion codes at `lesions`.
+    fn case_with(n: usize, slabs: usize, lesions: &[(usize, u8)]) -> CaseTargets {
+        let voxels = slabs * n * n;
+        let mut lesion = vec![0u8; voxels];
+        for &(voxel, code) in lesions {
+            lesion[voxel] = code;
+        }
+        CaseTargets {
+            case_id: "test".into(),
+            grid: ModelGrid {
+                spec: GridSpec {
+                    size: n,
+                    pixel_mm: 3.0,
+                    slab_mm: 5.0,
+                },
+                slabs,
+                hu: vec![0.0; voxels],
+                centre_slice: (0..slabs as u32).collect(),
+                ct_spacing_mm: [3.0, 3.0, 5.0],
+                ct_dims: [n, n, slabs],
+                z_range_mm: (0.0, 5.0 * slabs as f64),
+                above_mm: 0.0,
+            },
+            organs: vec![0; voxels],
+            lesion,
+            attenuation: vec![255; voxels],
+            location: vec![255; voxels],
+        }
+    }
+
+    #[test]
+    fn lesion_windows_hold_their_lesion_voxel_and_stay_on_the_grid() {
+        let n = 96;
+        // A lesion voxel near a corner of slab 2 of the second case, one mid-slab in the first.
+        let corner = 2 * n * n + 90 * n + 2;
+        let middle = n * n + 40 * n + 50;
+        let cases = [
+            case_with(n, 3, &[(middle, 1)]),
+            case_with(n, 3, &[(corner, 3)]),
+        ];
+        let voxels = lesion_voxels(&cases);
+        assert_eq!(voxels, vec![(0, middle), (1, corner)]);
+        let side = 64;
+        let mut rng = Rng::new(5);
+        for draw in 0..200 {
+            let (case, voxel) = voxels[draw % 2];
+            let (at_case, slab, column0, row0) =
+                draw_near_lesion(&cases, (case, voxel), side, &mut rng);
+            assert_eq!(at_case, case);
+            assert_eq!(slab, voxel / (n * n));
+            let (column, row) = (voxel % n, voxel % (n * n) / n);
+            assert!(
+                column0 + side <= n && row0 + side <= n,
+                "window off the grid"
+            );
+            assert!(
+                (column0..column0 + side).contains(&column) && (row0..row0 + side).contains(&row),
+                "window ({column0}, {row0}) misses the lesion at ({column}, {row})"
+            );
+        }
+    }
 }
