@@ -11,7 +11,17 @@ use keyslice::infer::embedded::grid::ModelGrid;
 use keyslice::infer::embedded::organs::Reading;
 use keyslice::infer::embedded::train::{case_folders, load_case};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(model_dir), Some(cases_dir)) = (args.get(1), args.get(2)) else {
         return Err("usage: finder_dump MODEL_DIR CASES_DIR".into());
