@@ -7,7 +7,9 @@ use clap::Args;
 
 use super::CliError;
 use crate::infer::embedded::TinyConfig;
-use crate::infer::embedded::finder_train::{FinderTrainOptions, recalibrate, train_finder};
+use crate::infer::embedded::finder_train::{
+    FinderTrainOptions, MaskSource, recalibrate, train_finder,
+};
 use crate::infer::embedded::organs_train::{OrgansTrainOptions, train_organs};
 use crate::infer::embedded::rl_train::{RlData, RlOptions, train_rl};
 use crate::infer::embedded::train::{TrainOptions, train};
@@ -74,6 +76,10 @@ pub struct TrainArgs {
     /// 30, 50 and 70 % of the steps (0: uniform negatives throughout).
     #[arg(long, default_value_t = 0.0)]
     pub hard_negatives: f64,
+    /// Finder stage: the organ masks its crops stand on: the true ones, or those the organ
+    /// network of --init draws (what the finder is given at analysis time).
+    #[arg(long, value_enum, default_value_t = FinderMasks::Truth)]
+    pub finder_masks: FinderMasks,
     /// RL stage: samples per case (GRPO's group size).
     #[arg(long, default_value_t = 8)]
     pub group: usize,
@@ -99,6 +105,42 @@ pub struct TrainArgs {
     /// from an export, the cases the reviewer corrected).
     #[arg(long)]
     pub hard_only: bool,
+}
+
+/// The finder stage: `train_finder` with the options of `args`.
+fn run_finder(
+    args: &TrainArgs,
+    init: &std::path::Path,
+    data: &std::path::Path,
+    steps: usize,
+    batch: usize,
+    lr: f64,
+) -> Result<(), CliError> {
+    let options = FinderTrainOptions {
+        steps,
+        batch,
+        learning_rate: lr,
+        seed: args.seed,
+        version: args.version.clone(),
+        calibration: args.calibration,
+        start: match &args.config {
+            None => None,
+            Some(path) => read_config(path)?.finder,
+        },
+        hard_negatives: args.hard_negatives,
+        masks: match args.finder_masks {
+            FinderMasks::Truth => MaskSource::Truth,
+            FinderMasks::OrganNetwork => MaskSource::OrganNetwork,
+        },
+    };
+    train_finder(init, data, &args.out, &options, |line| {
+        eprintln!("{line}");
+    })?;
+    println!(
+        "keyslice-tiny with its finder written to {} (config.json, model.safetensors)",
+        args.out.display()
+    );
+    Ok(())
 }
 
 /// Reward weights from `name=value` pairs separated by commas.
@@ -152,6 +194,15 @@ pub enum Stage {
     Calibrate,
     /// GRPO on the finder of --init with the E-MRL rewards (phantom cases with truth.json).
     Rl,
+}
+
+/// The finder stage's organ masks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FinderMasks {
+    /// The cases' true organ masks.
+    Truth,
+    /// The masks of the organ network of --init.
+    OrganNetwork,
 }
 
 /// `--lesion-windows` and `--hard-negatives` are shares, from 0 to 1.
@@ -228,27 +279,7 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
         return Ok(());
     }
     if let (Stage::Finder, Some(init)) = (args.stage, &args.init) {
-        let options = FinderTrainOptions {
-            steps,
-            batch,
-            learning_rate: lr,
-            seed: args.seed,
-            version: args.version.clone(),
-            calibration: args.calibration,
-            start: match &args.config {
-                None => None,
-                Some(path) => read_config(path)?.finder,
-            },
-            hard_negatives: args.hard_negatives,
-        };
-        train_finder(init, data, &args.out, &options, |line| {
-            eprintln!("{line}");
-        })?;
-        println!(
-            "keyslice-tiny with its finder written to {} (config.json, model.safetensors)",
-            args.out.display()
-        );
-        return Ok(());
+        return run_finder(args, init, data, steps, batch, lr);
     }
     let config = match &args.config {
         None => None,

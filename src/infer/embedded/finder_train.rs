@@ -1,8 +1,10 @@
 //! Training of the lesion finder ([`super::finder`]) on top of a trained diagnoser:
 //! `keyslice train --stage finder --init DIR`.
 //!
-//! Samples are (case, organ, slab) with the organ on the slab (its true mask); a sample is
-//! positive when a lesion of that organ shows on the slab. Batches are half positive, half
+//! Samples are (case, organ, slab) with the organ on the slab (its true mask, or with
+//! `--finder-masks organ-network` the mask the organ network of `--init` draws, which is what
+//! the finder is given at analysis time); a sample is positive when a lesion of that organ
+//! shows on the slab (inside the network's mask, with those masks). Batches are half positive, half
 //! negative (every negative is the same organ without a tumor there: the hard negatives
 //! the per-pixel masks never saw enough of); crops are centred on the organ with ±4 pixels of
 //! jitter. Loss: binary cross-entropy of the organ's largest cell logit. AdamW, the learning
@@ -55,13 +57,30 @@ pub struct FinderTrainOptions {
     /// every negative is scored afresh at 30, 50 and 70 % and this share of the negatives
     /// comes from the top tenth.
     pub hard_negatives: f64,
+    /// Which organ masks the crops stand on: the true ones (as for versions 2 to 4), or the
+    /// masks the organ network of `init` draws, which the finder is given at analysis time.
+    pub masks: MaskSource,
+}
+
+/// Where the finder stage's organ masks come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MaskSource {
+    /// The case's true organ masks (which hold their tumors).
+    #[default]
+    Truth,
+    /// The masks of the organ network of `init`, read as `keyslice analyze` reads them
+    /// (every other slab). They take in some neighbouring tissue and leave out part of
+    /// some tumors: a slab whose tumor lies wholly outside the mask is left out of
+    /// training (the finder cannot see it there, and it is no negative either).
+    OrganNetwork,
 }
 
 /// A training sample: (case, organ, slab).
 type Sample = (usize, usize, usize);
 
-/// The true organ mask of `organ` on `slab` of a case.
-fn true_mask(case: &CaseTargets, organ: usize, slab: usize) -> Vec<bool> {
+/// The organ mask of `organ` on `slab` of a case (the true one, or the organ network's
+/// when [`MaskSource::OrganNetwork`] put it in `case.organs`).
+fn organ_mask(case: &CaseTargets, organ: usize, slab: usize) -> Vec<bool> {
     let plane = case.grid.spec.size * case.grid.spec.size;
     case.organs[slab * plane..(slab + 1) * plane]
         .iter()
@@ -69,11 +88,16 @@ fn true_mask(case: &CaseTargets, organ: usize, slab: usize) -> Vec<bool> {
         .collect()
 }
 
-/// Every (case, organ, slab) with at least 4 organ pixels, split into (positives, negatives).
-fn samples(cases: &[CaseTargets]) -> (Vec<Sample>, Vec<Sample>) {
+/// Every (case, organ, slab) with at least 4 organ pixels, split into (positives,
+/// negatives). With `inside` a slab counts as positive only when a lesion voxel of the organ
+/// lies inside its mask grown by one pixel (what the finder sees), and a slab whose lesion
+/// lies wholly outside is in neither list; without it any lesion voxel of the organ on the
+/// slab makes it positive (true masks hold their tumors).
+fn samples(cases: &[CaseTargets], inside: bool) -> (Vec<Sample>, Vec<Sample>) {
     let (mut positives, mut negatives) = (Vec::new(), Vec::new());
     for (index, case) in cases.iter().enumerate() {
-        let plane = case.grid.spec.size * case.grid.spec.size;
+        let n = case.grid.spec.size;
+        let plane = n * n;
         for slab in 0..case.grid.slabs {
             for organ in 0..4 {
                 let range = slab * plane..(slab + 1) * plane;
@@ -85,10 +109,11 @@ fn samples(cases: &[CaseTargets]) -> (Vec<Sample>, Vec<Sample>) {
                     continue;
                 }
                 let code = organ as u8 + 1;
-                if case.lesion[range].contains(&code) {
-                    positives.push((index, organ, slab));
-                } else {
+                let lesion = &case.lesion[range];
+                if !lesion.contains(&code) {
                     negatives.push((index, organ, slab));
+                } else if !inside || lesion_inside(case, organ, slab) {
+                    positives.push((index, organ, slab));
                 }
             }
         }
@@ -96,8 +121,52 @@ fn samples(cases: &[CaseTargets]) -> (Vec<Sample>, Vec<Sample>) {
     (positives, negatives)
 }
 
-/// The organ's largest cell logit for each sample `[samples]`: crops centred on the true
-/// organ mask, with ±4 pixels of jitter when `rng` is given; `train` normalises with the
+/// Whether a lesion voxel of `organ` on `slab` lies inside the organ's mask grown by one
+/// pixel (the mask channel the finder sees, [`finder::finder_input`]).
+fn lesion_inside(case: &CaseTargets, organ: usize, slab: usize) -> bool {
+    let n = case.grid.spec.size;
+    let plane = n * n;
+    let code = organ as u8 + 1;
+    let lesion = &case.lesion[slab * plane..(slab + 1) * plane];
+    let organs = &case.organs[slab * plane..(slab + 1) * plane];
+    lesion.iter().enumerate().any(|(pixel, &at)| {
+        let (row, column) = (pixel / n, pixel % n);
+        at == code
+            && (row.saturating_sub(1)..=(row + 1).min(n - 1)).any(|r| {
+                (column.saturating_sub(1)..=(column + 1).min(n - 1))
+                    .any(|c| organs[r * n + c] & (1 << organ) != 0)
+            })
+    })
+}
+
+/// Replaces each case's organ bits by the masks `organs` draws on its grid (read every
+/// other slab, as the analysis reads them).
+fn use_network_masks(
+    organs: &super::organs::OrganNet,
+    windows: &[[f32; 2]],
+    cases: &mut [CaseTargets],
+) -> candle_core::Result<()> {
+    for case in cases {
+        let masks = organs.masks(&case.grid, windows, &Device::Cpu, Reading::Alternate)?;
+        case.organs = organ_bits(&masks, case.grid.spec.size * case.grid.spec.size);
+    }
+    Ok(())
+}
+
+/// Masks `[slab * 4 + organ][pixel]` (`plane` pixels a slab) as organ bits per voxel.
+fn organ_bits(masks: &[Vec<bool>], plane: usize) -> Vec<u8> {
+    let mut bits = vec![0u8; masks.len() / 4 * plane];
+    for (index, mask) in masks.iter().enumerate() {
+        let (slab, organ) = (index / 4, index % 4);
+        for (pixel, _) in mask.iter().enumerate().filter(|(_, on)| **on) {
+            bits[slab * plane + pixel] |= 1 << organ;
+        }
+    }
+    bits
+}
+
+/// The organ's largest cell logit for each sample `[samples]`: crops centred on the organ
+/// mask, with ±4 pixels of jitter when `rng` is given; `train` normalises with the
 /// batch's statistics.
 #[allow(clippy::too_many_arguments)]
 fn sample_logits(
@@ -118,7 +187,7 @@ fn sample_logits(
     for &(case, organ, slab) in samples {
         let grid: &ModelGrid = &cases[case].grid;
         let n = grid.spec.size;
-        let mask = true_mask(&cases[case], organ, slab);
+        let mask = organ_mask(&cases[case], organ, slab);
         let mut centre = finder::mask_centre(&mask, n).unwrap_or((n / 2, n / 2));
         if let Some(rng) = rng.as_deref_mut() {
             let mut jitter = |at: usize| {
@@ -290,11 +359,36 @@ pub fn train_finder(
         "for calibration",
         &mut progress,
     )?;
-    let (positives, negatives) = samples(&cases);
+    let (mut cases, inside) = (cases, options.masks == MaskSource::OrganNetwork);
+    if inside {
+        let model = TinyModel::load(init).map_err(|error| TrainError::Case {
+            path: init.to_path_buf(),
+            detail: error.to_string(),
+        })?;
+        let Some(organs) = &model.organs else {
+            return Err(TrainError::Case {
+                path: init.to_path_buf(),
+                detail: "--finder-masks organ-network needs a checkpoint with an organ network (version 3 on)".into(),
+            });
+        };
+        use_network_masks(organs, &config.windows, &mut cases)?;
+        progress(&format!(
+            "organ masks drawn by the organ network of {}, {:.1} s",
+            init.display(),
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    let (positives, negatives) = samples(&cases, inside);
+    let outside = if inside {
+        samples(&cases, false).0.len() - positives.len()
+    } else {
+        0
+    };
     progress(&format!(
-        "{} organ slabs with a tumor, {} without, read in {:.1} s",
+        "{} organ slabs with a tumor, {} without ({} more whose tumor lies outside the mask, left out), read in {:.1} s",
         positives.len(),
         negatives.len(),
+        outside,
         started.elapsed().as_secs_f64()
     ));
     if positives.is_empty() || negatives.is_empty() {
@@ -565,5 +659,74 @@ mod tests {
         assert!(thresholds[1] < 0.4 && thresholds[1] > 0.1, "{thresholds:?}");
         assert!((thresholds[2] - 0.5).abs() < 1e-6, "{thresholds:?}");
         assert!((thresholds[3] - 0.5).abs() < 1e-6, "{thresholds:?}");
+    }
+
+    /// A case of 3 slabs of 8² pixels: on every slab the liver (organ 0) covers columns
+    /// 0–3, and a liver lesion lies at column 3 of slab 0 (inside), column 4 of slab 1 (next
+    /// to the mask: the finder's grown mask takes it in) and column 7 of slab 2 (outside).
+    fn liver_case() -> CaseTargets {
+        use crate::infer::embedded::grid::GridSpec;
+        let (n, slabs) = (8, 3);
+        let voxels = slabs * n * n;
+        let mut organs = vec![0u8; voxels];
+        let mut lesion = vec![0u8; voxels];
+        for slab in 0..slabs {
+            for row in 0..n {
+                for column in 0..4 {
+                    organs[slab * n * n + row * n + column] = 1;
+                }
+            }
+        }
+        for (slab, column) in [(0, 3), (1, 4), (2, 7)] {
+            lesion[slab * n * n + 4 * n + column] = 1;
+        }
+        CaseTargets {
+            case_id: "liver".into(),
+            grid: ModelGrid {
+                spec: GridSpec {
+                    size: n,
+                    pixel_mm: 3.0,
+                    slab_mm: 5.0,
+                },
+                slabs,
+                hu: vec![0.0; voxels],
+                centre_slice: (0..slabs as u32).collect(),
+                ct_spacing_mm: [3.0, 3.0, 5.0],
+                ct_dims: [n, n, slabs],
+                z_range_mm: (0.0, 15.0),
+                above_mm: 0.0,
+            },
+            organs,
+            lesion,
+            attenuation: vec![255; voxels],
+            location: vec![255; voxels],
+        }
+    }
+
+    #[test]
+    fn a_tumor_outside_the_network_mask_is_neither_positive_nor_negative() {
+        let cases = [liver_case()];
+        // True masks: every slab with a liver lesion is positive.
+        let (positives, negatives) = samples(&cases, false);
+        assert_eq!(positives, vec![(0, 0, 0), (0, 0, 1), (0, 0, 2)]);
+        assert!(negatives.is_empty());
+        // Network masks: the lesion of slab 2 lies outside the grown mask; that slab is left
+        // out.
+        let (positives, negatives) = samples(&cases, true);
+        assert_eq!(positives, vec![(0, 0, 0), (0, 0, 1)]);
+        assert!(negatives.is_empty());
+    }
+
+    #[test]
+    fn network_masks_become_organ_bits_per_voxel() {
+        let plane = 4;
+        // Two slabs; liver on pixels 0 and 1 of slab 0, right kidney (organ 3) on pixel 1 of
+        // slab 0 too, pancreas on pixel 3 of slab 1.
+        let mut masks = vec![vec![false; plane]; 8];
+        masks[0][0] = true;
+        masks[0][1] = true;
+        masks[3][1] = true;
+        masks[4 + 1][3] = true;
+        assert_eq!(organ_bits(&masks, plane), vec![1, 9, 0, 0, 0, 0, 0, 2]);
     }
 }
