@@ -20,11 +20,32 @@ import random
 ORGANS = ["liver", "pancreas", "kidney_left", "kidney_right"]
 
 
+def fail(message):
+    raise SystemExit(f"error: {message}")
+
+
+def read_json(path, text=None):
+    """One JSON value from `path` (or from `text`, a line of it); a clear error otherwise."""
+    try:
+        return json.loads(pathlib.Path(path).read_text() if text is None else text)
+    except OSError as error:
+        fail(f"{path}: {error.strerror}")
+    except json.JSONDecodeError as error:
+        fail(f"{path}: not JSON ({error.msg}); expected `keyslice analyze --json` output "
+             "and a phantom's truth.json")
+
+
 def read(path):
     rows = {}
-    for line in pathlib.Path(path).read_text().splitlines():
+    try:
+        lines = pathlib.Path(path).read_text().splitlines()
+    except OSError as error:
+        fail(f"{path}: {error.strerror}")
+    for number, line in enumerate(lines, 1):
         if line.strip():
-            prediction = json.loads(line)
+            prediction = read_json(f"{path} line {number}", line)
+            if not isinstance(prediction, dict) or "case_id" not in prediction:
+                fail(f"{path} line {number}: not a prediction (no case_id)")
             rows[prediction["case_id"]] = prediction
     return rows
 
@@ -70,11 +91,11 @@ def main():
     base, new = read(args.base), read(args.new)
     ids = sorted(set(base) & set(new))
     if not ids:
-        raise SystemExit("error: the two files share no case id")
+        fail("the two files share no case id")
     cases = pathlib.Path(args.cases)
     pairs = []
     for case_id in ids:
-        truth = json.loads((cases / case_id / "truth.json").read_text())
+        truth = read_json(cases / case_id / "truth.json")
         pairs.append((outcome(base[case_id], truth), outcome(new[case_id], truth)))
     names = ["mean balanced accuracy"] + [f"balanced accuracy {o}" for o in ORGANS] + [
         "key-slice hit"]

@@ -89,12 +89,12 @@ fn organ_mask(case: &CaseTargets, organ: usize, slab: usize) -> Vec<bool> {
 }
 
 /// Every (case, organ, slab) with at least 4 organ pixels, split into (positives,
-/// negatives). With `inside` a slab counts as positive only when a lesion voxel of the organ
-/// lies inside its mask grown by one pixel (what the finder sees), and a slab whose lesion
-/// lies wholly outside is in neither list; without it any lesion voxel of the organ on the
-/// slab makes it positive (true masks hold their tumors).
-fn samples(cases: &[CaseTargets], inside: bool) -> (Vec<Sample>, Vec<Sample>) {
-    let (mut positives, mut negatives) = (Vec::new(), Vec::new());
+/// negatives), and the number left out. With `inside` a slab counts as positive only when a
+/// lesion voxel of the organ lies inside its mask grown by one pixel (what the finder sees),
+/// and a slab whose lesion lies wholly outside is left out (in neither list); without it any
+/// lesion voxel of the organ on the slab makes it positive (true masks hold their tumors).
+fn samples(cases: &[CaseTargets], inside: bool) -> (Vec<Sample>, Vec<Sample>, usize) {
+    let (mut positives, mut negatives, mut outside) = (Vec::new(), Vec::new(), 0);
     for (index, case) in cases.iter().enumerate() {
         let n = case.grid.spec.size;
         let plane = n * n;
@@ -114,11 +114,13 @@ fn samples(cases: &[CaseTargets], inside: bool) -> (Vec<Sample>, Vec<Sample>) {
                     negatives.push((index, organ, slab));
                 } else if !inside || lesion_inside(case, organ, slab) {
                     positives.push((index, organ, slab));
+                } else {
+                    outside += 1;
                 }
             }
         }
     }
-    (positives, negatives)
+    (positives, negatives, outside)
 }
 
 /// Whether a lesion voxel of `organ` on `slab` lies inside the organ's mask grown by one
@@ -351,7 +353,25 @@ pub fn train_finder(
         .start
         .clone()
         .unwrap_or_else(|| FinderConfig::initial(config.grid.slab_mm));
-    let (cases, calibration_folders, fine_config) = load_training_cases(
+    // The organ network first, so that a checkpoint without one fails before the cases
+    // are read.
+    let inside = options.masks == MaskSource::OrganNetwork;
+    let network = if inside {
+        let model = TinyModel::load(init).map_err(|error| TrainError::Case {
+            path: init.to_path_buf(),
+            detail: error.to_string(),
+        })?;
+        if model.organs.is_none() {
+            return Err(TrainError::Case {
+                path: init.to_path_buf(),
+                detail: "--finder-masks organ-network needs a checkpoint with an organ network (version 3 on)".into(),
+            });
+        }
+        Some(model)
+    } else {
+        None
+    };
+    let (mut cases, calibration_folders, fine_config) = load_training_cases(
         data,
         options.calibration,
         finder_config.grid,
@@ -359,18 +379,7 @@ pub fn train_finder(
         "for calibration",
         &mut progress,
     )?;
-    let (mut cases, inside) = (cases, options.masks == MaskSource::OrganNetwork);
-    if inside {
-        let model = TinyModel::load(init).map_err(|error| TrainError::Case {
-            path: init.to_path_buf(),
-            detail: error.to_string(),
-        })?;
-        let Some(organs) = &model.organs else {
-            return Err(TrainError::Case {
-                path: init.to_path_buf(),
-                detail: "--finder-masks organ-network needs a checkpoint with an organ network (version 3 on)".into(),
-            });
-        };
+    if let Some(organs) = network.as_ref().and_then(|model| model.organs.as_ref()) {
         use_network_masks(organs, &config.windows, &mut cases)?;
         progress(&format!(
             "organ masks drawn by the organ network of {}, {:.1} s",
@@ -378,12 +387,8 @@ pub fn train_finder(
             started.elapsed().as_secs_f64()
         ));
     }
-    let (positives, negatives) = samples(&cases, inside);
-    let outside = if inside {
-        samples(&cases, false).0.len() - positives.len()
-    } else {
-        0
-    };
+    drop(network);
+    let (positives, negatives, outside) = samples(&cases, inside);
     progress(&format!(
         "{} organ slabs with a tumor, {} without ({} more whose tumor lies outside the mask, left out), read in {:.1} s",
         positives.len(),
@@ -665,56 +670,34 @@ mod tests {
     /// 0–3, and a liver lesion lies at column 3 of slab 0 (inside), column 4 of slab 1 (next
     /// to the mask: the finder's grown mask takes it in) and column 7 of slab 2 (outside).
     fn liver_case() -> CaseTargets {
-        use crate::infer::embedded::grid::GridSpec;
-        let (n, slabs) = (8, 3);
-        let voxels = slabs * n * n;
-        let mut organs = vec![0u8; voxels];
-        let mut lesion = vec![0u8; voxels];
-        for slab in 0..slabs {
-            for row in 0..n {
-                for column in 0..4 {
-                    organs[slab * n * n + row * n + column] = 1;
-                }
+        let n = 8;
+        let lesions: Vec<(usize, u8)> = [(0, 3), (1, 4), (2, 7)]
+            .iter()
+            .map(|&(slab, column)| (slab * n * n + 4 * n + column, 1))
+            .collect();
+        let mut case = crate::infer::embedded::train::case_with(n, 3, &lesions);
+        for (voxel, bits) in case.organs.iter_mut().enumerate() {
+            if voxel % n < 4 {
+                *bits = 1;
             }
         }
-        for (slab, column) in [(0, 3), (1, 4), (2, 7)] {
-            lesion[slab * n * n + 4 * n + column] = 1;
-        }
-        CaseTargets {
-            case_id: "liver".into(),
-            grid: ModelGrid {
-                spec: GridSpec {
-                    size: n,
-                    pixel_mm: 3.0,
-                    slab_mm: 5.0,
-                },
-                slabs,
-                hu: vec![0.0; voxels],
-                centre_slice: (0..slabs as u32).collect(),
-                ct_spacing_mm: [3.0, 3.0, 5.0],
-                ct_dims: [n, n, slabs],
-                z_range_mm: (0.0, 15.0),
-                above_mm: 0.0,
-            },
-            organs,
-            lesion,
-            attenuation: vec![255; voxels],
-            location: vec![255; voxels],
-        }
+        case
     }
 
     #[test]
     fn a_tumor_outside_the_network_mask_is_neither_positive_nor_negative() {
         let cases = [liver_case()];
         // True masks: every slab with a liver lesion is positive.
-        let (positives, negatives) = samples(&cases, false);
+        let (positives, negatives, outside) = samples(&cases, false);
         assert_eq!(positives, vec![(0, 0, 0), (0, 0, 1), (0, 0, 2)]);
         assert!(negatives.is_empty());
+        assert_eq!(outside, 0);
         // Network masks: the lesion of slab 2 lies outside the grown mask; that slab is left
         // out.
-        let (positives, negatives) = samples(&cases, true);
+        let (positives, negatives, outside) = samples(&cases, true);
         assert_eq!(positives, vec![(0, 0, 0), (0, 0, 1)]);
         assert!(negatives.is_empty());
+        assert_eq!(outside, 1);
     }
 
     #[test]

@@ -100,6 +100,37 @@ pub struct CaseTargets {
     pub location: Vec<u8>,
 }
 
+/// A blank case of `slabs` slabs of `n`² pixels with lesion codes at `lesions`.
+#[cfg(test)]
+pub(crate) fn case_with(n: usize, slabs: usize, lesions: &[(usize, u8)]) -> CaseTargets {
+    let voxels = slabs * n * n;
+    let mut lesion = vec![0u8; voxels];
+    for &(voxel, code) in lesions {
+        lesion[voxel] = code;
+    }
+    CaseTargets {
+        case_id: "test".into(),
+        grid: ModelGrid {
+            spec: super::grid::GridSpec {
+                size: n,
+                pixel_mm: 3.0,
+                slab_mm: 5.0,
+            },
+            slabs,
+            hu: vec![0.0; voxels],
+            centre_slice: (0..slabs as u32).collect(),
+            ct_spacing_mm: [3.0, 3.0, 5.0],
+            ct_dims: [n, n, slabs],
+            z_range_mm: (0.0, 5.0 * slabs as f64),
+            above_mm: 0.0,
+        },
+        organs: vec![0; voxels],
+        lesion,
+        attenuation: vec![255; voxels],
+        location: vec![255; voxels],
+    }
+}
+
 /// Case folders under `data` (sorted), each with `ct.nii.gz` and `segmentations/`.
 pub fn case_folders(data: &Path) -> Result<Vec<PathBuf>, TrainError> {
     let entries = std::fs::read_dir(data).map_err(|error| TrainError::Case {
