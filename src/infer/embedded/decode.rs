@@ -45,6 +45,18 @@ pub struct DecodeRule {
     pub threshold: f32,
     /// Components with fewer voxels are noise.
     pub min_voxels: usize,
+    /// Lesion voxels on slabs up to this many apart join one lesion (1: only neighbouring
+    /// slabs, the 6-connected components of earlier checkpoints).
+    #[serde(default = "one")]
+    pub link_slabs: usize,
+    /// How far apart in-plane (pixels, in either direction) lesion voxels on different slabs
+    /// may lie and still join (0: straight above one another).
+    #[serde(default)]
+    pub link_pixels: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Default for DecodeRule {
@@ -52,9 +64,24 @@ impl Default for DecodeRule {
         Self {
             threshold: 0.5,
             min_voxels: 2,
+            link_slabs: 1,
+            link_pixels: 0,
         }
     }
 }
+
+/// The decoding of a finder's grown lesions: every grown pixel is a lesion pixel, and the
+/// regions grown on nearby slabs join one lesion. A finder answers slab by slab, and one
+/// tumor's regions need not overlap from one slab to the next (a tumor's edge slab grows a
+/// few pixels from a different cell), nor does every slab through it pass the threshold: with
+/// only 6-connected components, version 5 reported 311 lesions in 184 positive organs where
+/// there were 214 in 187.
+pub const FINDER_RULE: DecodeRule = DecodeRule {
+    threshold: 0.5,
+    min_voxels: 1,
+    link_slabs: 2,
+    link_pixels: 2,
+};
 
 /// The liver segments, pancreas parts and kidney poles, in location-channel order.
 fn location_class(index: usize) -> Location {
@@ -107,7 +134,8 @@ pub fn attenuation_index(attenuation: Attenuation) -> usize {
 
 const ATTENUATIONS: [Attenuation; 3] = [Attenuation::Hypo, Attenuation::Iso, Attenuation::Hyper];
 
-/// Finds the lesions: 3D components (6-connected) of each organ's lesion mask.
+/// Finds the lesions: 3D components of each organ's lesion mask, 4-connected in-plane and
+/// joined across slabs as `rule` says (6-connected with the default rule).
 #[must_use]
 pub fn find_lesions(probabilities: &Probabilities, rule: DecodeRule) -> Vec<FoundLesion> {
     let size = probabilities.size;
@@ -133,7 +161,7 @@ pub fn find_lesions(probabilities: &Probabilities, rule: DecodeRule) -> Vec<Foun
                 while let Some((s, p)) = stack.pop() {
                     component.push((s, p));
                     let (column, row) = (p % size, p / size);
-                    let mut neighbours = Vec::with_capacity(6);
+                    let mut neighbours = Vec::with_capacity(4);
                     if column > 0 {
                         neighbours.push((s, p - 1));
                     }
@@ -146,11 +174,17 @@ pub fn find_lesions(probabilities: &Probabilities, rule: DecodeRule) -> Vec<Foun
                     if row + 1 < size {
                         neighbours.push((s, p + size));
                     }
-                    if s > 0 {
-                        neighbours.push((s - 1, p));
-                    }
-                    if s + 1 < slabs {
-                        neighbours.push((s + 1, p));
+                    let reach = rule.link_pixels;
+                    let columns = column.saturating_sub(reach)..=(column + reach).min(size - 1);
+                    let rows = row.saturating_sub(reach)..=(row + reach).min(size - 1);
+                    let near =
+                        s.saturating_sub(rule.link_slabs)..=(s + rule.link_slabs).min(slabs - 1);
+                    for ns in near.filter(|&ns| ns != s) {
+                        for r in rows.clone() {
+                            for c in columns.clone() {
+                                neighbours.push((ns, r * size + c));
+                            }
+                        }
                     }
                     for (ns, np) in neighbours {
                         if !seen[ns * plane + np] && on(ns, np) {
@@ -363,6 +397,36 @@ mod tests {
         assert_eq!(findings.organ(Organ::Pancreas).tumor, TumorPresence::No);
         assert_eq!(key_slab(&lesions, 4), Some(2));
         assert_eq!(slab_box(&lesions, 2, 16), Some([4, 6, 8, 8]));
+    }
+
+    #[test]
+    fn the_finder_rule_joins_regions_on_nearby_slabs_that_do_not_overlap() {
+        let mut p = empty(6, 16);
+        let liver_lesion = super::super::net::LESION.start;
+        // Slab 1: columns 4–6; slab 2: columns 8–10, two pixels right of it; slab 4 (slab 3
+        // missed): columns 8–9; slab 5 nothing. Row 6 throughout.
+        for (slab, columns) in [(1, 4..7), (2, 8..11), (4, 8..10)] {
+            for column in columns {
+                p.values[slab][liver_lesion][column + 16 * 6] = 1.0;
+            }
+        }
+        // Far off on slab 2: another tumor.
+        p.values[2][liver_lesion][14 + 16 * 14] = 1.0;
+        assert_eq!(
+            find_lesions(
+                &p,
+                DecodeRule {
+                    min_voxels: 1,
+                    ..DecodeRule::default()
+                }
+            )
+            .len(),
+            4
+        );
+        let joined = find_lesions(&p, FINDER_RULE);
+        assert_eq!(joined.len(), 2);
+        assert_eq!(joined[0].voxels.len(), 8);
+        assert_eq!(joined[1].voxels, vec![(2, 14 + 16 * 14)]);
     }
 
     #[test]

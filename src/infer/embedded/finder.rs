@@ -327,11 +327,169 @@ pub struct SlabAnswer {
     pub cell: (usize, usize),
 }
 
+/// Pixels of closing ([`closed_area`]) before a lesion grows: gaps in an organ mask up to
+/// twice this wide close.
+const CLOSING: usize = 3;
+
+/// Difference from the organ (HU) from which a pixel is no tumor of it but fat or air.
+const CEILING: f32 = 110.0;
+
+/// `mask` (`n`² pixels, row-major) closed by a square of `radius` pixels and with its holes
+/// filled: where an organ's tumor may lie though the mask left it out.
+#[must_use]
+pub fn closed_area(mask: &[bool], n: usize, radius: usize) -> Vec<bool> {
+    // A square's dilation is a row pass then a column pass; erosion is dilation of the
+    // complement.
+    let spread = |input: &[bool], value: bool| {
+        let mut rows = input.to_vec();
+        for row in 0..n {
+            for column in 0..n {
+                let lo = column.saturating_sub(radius);
+                let hi = (column + radius).min(n - 1);
+                if (lo..=hi).any(|c| input[row * n + c] == value) {
+                    rows[row * n + column] = value;
+                }
+            }
+        }
+        let mut out = rows.clone();
+        for row in 0..n {
+            for column in 0..n {
+                let lo = row.saturating_sub(radius);
+                let hi = (row + radius).min(n - 1);
+                if (lo..=hi).any(|r| rows[r * n + column] == value) {
+                    out[row * n + column] = value;
+                }
+            }
+        }
+        out
+    };
+    let mut area = spread(&spread(mask, true), false);
+    // Holes: pixels outside the area that no path outside it joins to the grid's border.
+    let mut outside = vec![false; n * n];
+    let mut stack: Vec<usize> = (0..n * n)
+        .filter(|&p| {
+            let (column, row) = (p % n, p / n);
+            (column == 0 || row == 0 || column == n - 1 || row == n - 1) && !area[p]
+        })
+        .collect();
+    for &p in &stack {
+        outside[p] = true;
+    }
+    while let Some(p) = stack.pop() {
+        let (column, row) = (p % n, p / n);
+        let mut visit = |next: usize| {
+            if !area[next] && !outside[next] {
+                outside[next] = true;
+                stack.push(next);
+            }
+        };
+        if column > 0 {
+            visit(p - 1);
+        }
+        if column + 1 < n {
+            visit(p + 1);
+        }
+        if row > 0 {
+            visit(p - n);
+        }
+        if row + 1 < n {
+            visit(p + n);
+        }
+    }
+    for (on, out) in area.iter_mut().zip(outside) {
+        *on = !out;
+    }
+    area
+}
+
+/// The compact part of `region` (pixels of an `n`² grid) that holds `seed`: its opening by a
+/// 3 × 3 square (what remains of pixels whose whole 3 × 3 neighbourhood is in the region,
+/// grown back by one pixel), the 4-connected part nearest `seed`. A region too thin to
+/// survive the opening anywhere (a tumor under three pixels across) stays as it is.
+#[must_use]
+pub fn compact_core(region: &[usize], seed: usize, n: usize) -> Vec<usize> {
+    let mut inside = vec![false; n * n];
+    for &pixel in region {
+        inside[pixel] = true;
+    }
+    let square = |pixel: usize| {
+        let (column, row) = (pixel % n, pixel / n);
+        (row.saturating_sub(1)..=(row + 1).min(n - 1)).flat_map(move |r| {
+            (column.saturating_sub(1)..=(column + 1).min(n - 1)).map(move |c| r * n + c)
+        })
+    };
+    let centres: Vec<usize> = region
+        .iter()
+        .copied()
+        .filter(|&pixel| square(pixel).count() == 9 && square(pixel).all(|at| inside[at]))
+        .collect();
+    if centres.is_empty() {
+        return region.to_vec();
+    }
+    let mut opened = vec![false; n * n];
+    for &centre in &centres {
+        for at in square(centre) {
+            opened[at] = true;
+        }
+    }
+    // The part nearest the seed: flood from the opened pixel closest to it.
+    let distance = |pixel: usize| {
+        let (dc, dr) = (
+            (pixel % n).abs_diff(seed % n),
+            (pixel / n).abs_diff(seed / n),
+        );
+        dc * dc + dr * dr
+    };
+    let Some(start) = (0..n * n)
+        .filter(|&p| opened[p])
+        .min_by_key(|&p| distance(p))
+    else {
+        return region.to_vec();
+    };
+    let mut part = Vec::new();
+    let mut stack = vec![start];
+    opened[start] = false;
+    while let Some(pixel) = stack.pop() {
+        part.push(pixel);
+        let (column, row) = (pixel % n, pixel / n);
+        let mut next = Vec::with_capacity(4);
+        if column > 0 {
+            next.push(pixel - 1);
+        }
+        if column + 1 < n {
+            next.push(pixel + 1);
+        }
+        if row > 0 {
+            next.push(pixel - n);
+        }
+        if row + 1 < n {
+            next.push(pixel + n);
+        }
+        for at in next {
+            if opened[at] {
+                opened[at] = false;
+                stack.push(at);
+            }
+        }
+    }
+    part.sort_unstable();
+    part
+}
+
 /// Lesion pixels of one positive answer, grown on the grid from the deciding cell: the
-/// pixel of the cell (inside the organ) that differs most from the organ's median on that
-/// slab (3 × 3 mean), then its 4-connected neighbours within 12 pixels that differ the same
-/// way by at least half as much (and 8 HU). A cell with less than 12 HU of contrast (an
-/// isoattenuating tumor shows only by its rim) gives the cell's organ pixels. Returns the
+/// pixel of the cell (inside the organ, away from its edge where it can be) that differs most
+/// from the organ's median on that slab, then its 4-connected neighbours within 12 pixels that
+/// differ the same way by at least half as much (and 8 HU), and by less than 110 HU (fat
+/// beside a 60 HU organ differs by 160).
+///
+/// The region may grow over the organ mask closed and with its holes filled
+/// ([`closed_area`]): an organ network can leave a dark tumor out of the organ, and a region
+/// kept to the mask would then be only the rim around the hole, a long thin strip that
+/// measures nothing like the tumor. Differences are 3 × 3 means over that area only: a mean
+/// that reached outside it would read the fat beside the organ as tumor and grow a strip
+/// along its edge. A cell with less than 12 HU of contrast (an isoattenuating tumor shows only
+/// by its rim) gives the cell's organ pixels. Tumors are compact: what the region holds
+/// beyond its [`compact_core`] (strips along an organ's edge or a vessel) goes. Returns the
 /// pixels and the region's mean difference from the organ, HU.
 #[must_use]
 pub fn grow_lesion(grid: &ModelGrid, mask: &[bool], answer: &SlabAnswer) -> (Vec<usize>, f32) {
@@ -344,23 +502,39 @@ pub fn grow_lesion(grid: &ModelGrid, mask: &[bool], answer: &SlabAnswer) -> (Vec
     }
     let middle = organ.len() / 2;
     let median = *organ.select_nth_unstable_by(middle, f32::total_cmp).1;
-    let smooth = |pixel: usize| {
+    let neighbours = |pixel: usize| {
         let (column, row) = (pixel % n, pixel / n);
-        let (mut sum, mut count) = (0.0, 0.0);
-        for r in row.saturating_sub(1)..=(row + 1).min(n - 1) {
-            for c in column.saturating_sub(1)..=(column + 1).min(n - 1) {
-                sum += hu[r * n + c];
-                count += 1.0;
-            }
-        }
-        sum / count - median
+        (row.saturating_sub(1)..=(row + 1).min(n - 1)).flat_map(move |r| {
+            (column.saturating_sub(1)..=(column + 1).min(n - 1)).map(move |c| r * n + c)
+        })
     };
+    let area = closed_area(mask, n, CLOSING);
+    let smooth = |pixel: usize| {
+        let (mut sum, mut count) = (0.0, 0.0);
+        for at in neighbours(pixel).filter(|&at| area[at]) {
+            sum += hu[at];
+            count += 1.0;
+        }
+        if count == 0.0 {
+            0.0
+        } else {
+            sum / count - median
+        }
+    };
+    let interior =
+        |pixel: usize| neighbours(pixel).count() == 9 && neighbours(pixel).all(|at| mask[at]);
     let (column0, row0) = answer.cell;
     let cell: Vec<usize> = (row0..(row0 + STRIDE).min(n))
         .flat_map(|row| (column0..(column0 + STRIDE).min(n)).map(move |column| row * n + column))
-        .filter(|&pixel| mask[pixel])
+        .filter(|&pixel| area[pixel])
         .collect();
-    let Some(&seed) = cell
+    let inner: Vec<usize> = cell
+        .iter()
+        .copied()
+        .filter(|&pixel| interior(pixel))
+        .collect();
+    let candidates = if inner.is_empty() { &cell } else { &inner };
+    let Some(&seed) = candidates
         .iter()
         .max_by(|&&a, &&b| smooth(a).abs().total_cmp(&smooth(b).abs()))
     else {
@@ -389,13 +563,13 @@ pub fn grow_lesion(grid: &ModelGrid, mask: &[bool], answer: &SlabAnswer) -> (Vec
                     continue;
                 }
                 let next = r as usize * n + c as usize;
-                if !seen[next] && mask[next] && sign * smooth(next) >= floor {
+                if !seen[next] && area[next] && (floor..CEILING).contains(&(sign * smooth(next))) {
                     seen[next] = true;
                     stack.push(next);
                 }
             }
         }
-        region
+        compact_core(&region, seed, n)
     };
     let mean = region.iter().map(|&p| hu[p] - median).sum::<f32>() / region.len().max(1) as f32;
     (region, mean)
@@ -444,6 +618,47 @@ mod tests {
         let x = Tensor::zeros((3, FinderConfig::inputs(2), 16, 16), DType::F32, &device).unwrap();
         assert_eq!(net.forward(&x, true).unwrap().dims(), &[3, 4, 4, 4]);
         assert_eq!(net.running_tensors("finder").unwrap().len(), 12);
+    }
+
+    #[test]
+    fn the_growth_area_fills_holes_and_narrow_gaps_but_not_the_outside() {
+        let n = 20;
+        // A ring 4..16 with a hole 8..12 and a notch two pixels wide at columns 9..11, rows
+        // 4..6 of its top edge.
+        let mut mask = vec![false; n * n];
+        for row in 4..16 {
+            for column in 4..16 {
+                let hole = (8..12).contains(&row) && (8..12).contains(&column);
+                let notch = (4..6).contains(&row) && (9..11).contains(&column);
+                mask[row * n + column] = !hole && !notch;
+            }
+        }
+        let area = closed_area(&mask, n, 2);
+        for row in 0..n {
+            for column in 0..n {
+                let inside = (4..16).contains(&row) && (4..16).contains(&column);
+                assert_eq!(area[row * n + column], inside, "pixel ({column}, {row})");
+            }
+        }
+    }
+
+    #[test]
+    fn the_compact_core_drops_a_strip_along_the_blob() {
+        let n = 16;
+        // A 4 × 4 blob at columns 2–5, rows 2–5, and a strip one pixel high from column 6 to
+        // 14 on row 3.
+        let mut region: Vec<usize> = (2..6)
+            .flat_map(|row| (2..6).map(move |column| row * n + column))
+            .collect();
+        region.extend((6..15).map(|column| 3 * n + column));
+        let core = compact_core(&region, 3 * n + 12, n);
+        let blob: Vec<usize> = (2..6)
+            .flat_map(|row| (2..6).map(move |column| row * n + column))
+            .collect();
+        assert_eq!(core, blob);
+        // A strip alone is too thin for the opening and stays.
+        let strip: Vec<usize> = (6..15).map(|column| 3 * n + column).collect();
+        assert_eq!(compact_core(&strip, 3 * n + 6, n), strip);
     }
 
     #[test]

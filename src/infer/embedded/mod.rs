@@ -39,7 +39,8 @@ use crate::findings::{Findings, SliceBox, TumorPresence, write_local_description
 use crate::volume::Volume;
 use batch_norm::NormMode;
 use decode::{
-    DecodeRule, Probabilities, find_lesions, findings_of, key_slab, slab_box, visible_organs,
+    DecodeRule, FINDER_RULE, Probabilities, find_lesions, findings_of, key_slab, slab_box,
+    visible_organs,
 };
 use finder::{FinderConfig, FinderNet, SlabAnswer};
 use grid::{GridSpec, ModelGrid};
@@ -405,11 +406,7 @@ impl TinyModel {
         };
         lap("diagnoser network");
         let decoded = probabilities_with(fine, &probabilities, &grown, &masks);
-        let rule = DecodeRule {
-            threshold: 0.5,
-            min_voxels: 1,
-        };
-        let lesions = find_lesions(&decoded, rule);
+        let lesions = find_lesions(&decoded, FINDER_RULE);
         let strongest = strongest_slab(&answers, finder.thresholds, &lesions);
         Ok((lesions, strongest))
     }
@@ -1070,11 +1067,7 @@ fn read_slice_with_finder(
     let fine = slab(finder.grid);
     let (answers, masks) = model.find(&fine, &probabilities, Reading::Alternate)?;
     let decoded = finder_probabilities(&fine, &probabilities, &answers, &masks, finder.thresholds);
-    let rule = DecodeRule {
-        threshold: 0.5,
-        min_voxels: 1,
-    };
-    let mut local = findings_of(&find_lesions(&decoded, rule));
+    let mut local = findings_of(&find_lesions(&decoded, FINDER_RULE));
     let visible = visible_organs(&decoded.values[0], 4);
     for organ in crate::findings::Organ::ALL {
         let entry = local.organ_mut(organ);

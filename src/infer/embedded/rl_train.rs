@@ -49,7 +49,7 @@ use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use rayon::prelude::*;
 
 use super::batch_norm::NormMode;
-use super::decode::{DecodeRule, Probabilities, find_lesions, findings_of};
+use super::decode::{FINDER_RULE, Probabilities, find_lesions, findings_of};
 use super::finder::{self, FinderConfig, FinderNet, Job, SlabAnswer};
 use super::finder_train::base_checkpoint;
 use super::grid::ModelGrid;
@@ -222,11 +222,7 @@ impl RlCase {
             .collect();
         let decoded =
             finder_probabilities(&self.fine, &self.coarse, &chosen, &self.masks, [0.5; 4]);
-        let rule = DecodeRule {
-            threshold: 0.5,
-            min_voxels: 1,
-        };
-        let findings = findings_of(&find_lesions(&decoded, rule));
+        let findings = findings_of(&find_lesions(&decoded, FINDER_RULE));
         if let Ok(mut cache) = self.decoded.lock() {
             cache.insert(yes.to_vec(), findings.clone());
         }
