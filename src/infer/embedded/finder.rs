@@ -334,6 +334,40 @@ const CLOSING: usize = 3;
 /// Difference from the organ (HU) from which a pixel is no tumor of it but fat or air.
 const CEILING: f32 = 110.0;
 
+/// The pixels of the 3 × 3 square around `pixel` on an `n`² grid that lie on the grid.
+fn square(pixel: usize, n: usize) -> impl Iterator<Item = usize> {
+    let (column, row) = (pixel % n, pixel / n);
+    (row.saturating_sub(1)..=(row + 1).min(n - 1)).flat_map(move |r| {
+        (column.saturating_sub(1)..=(column + 1).min(n - 1)).map(move |c| r * n + c)
+    })
+}
+
+/// Flood fill on an `n`² grid: `starts`, then every pixel 4-connected to what is reached for
+/// which `passes` holds, each once, in the order reached (depth first).
+fn flood(starts: Vec<usize>, n: usize, mut passes: impl FnMut(usize) -> bool) -> Vec<usize> {
+    let mut seen = vec![false; n * n];
+    for &start in &starts {
+        seen[start] = true;
+    }
+    let mut stack = starts;
+    let mut reached = Vec::new();
+    while let Some(pixel) = stack.pop() {
+        reached.push(pixel);
+        let (column, row) = (pixel % n, pixel / n);
+        let left = (column > 0).then(|| pixel - 1);
+        let right = (column + 1 < n).then(|| pixel + 1);
+        let up = (row > 0).then(|| pixel - n);
+        let down = (row + 1 < n).then(|| pixel + n);
+        for next in [left, right, up, down].into_iter().flatten() {
+            if !seen[next] && passes(next) {
+                seen[next] = true;
+                stack.push(next);
+            }
+        }
+    }
+    reached
+}
+
 /// `mask` (`n`² pixels, row-major) closed by a square of `radius` pixels and with its holes
 /// filled: where an organ's tumor may lie though the mask left it out.
 #[must_use]
@@ -365,39 +399,16 @@ pub fn closed_area(mask: &[bool], n: usize, radius: usize) -> Vec<bool> {
     };
     let mut area = spread(&spread(mask, true), false);
     // Holes: pixels outside the area that no path outside it joins to the grid's border.
-    let mut outside = vec![false; n * n];
-    let mut stack: Vec<usize> = (0..n * n)
+    let border: Vec<usize> = (0..n * n)
         .filter(|&p| {
             let (column, row) = (p % n, p / n);
             (column == 0 || row == 0 || column == n - 1 || row == n - 1) && !area[p]
         })
         .collect();
-    for &p in &stack {
-        outside[p] = true;
-    }
-    while let Some(p) = stack.pop() {
-        let (column, row) = (p % n, p / n);
-        let mut visit = |next: usize| {
-            if !area[next] && !outside[next] {
-                outside[next] = true;
-                stack.push(next);
-            }
-        };
-        if column > 0 {
-            visit(p - 1);
-        }
-        if column + 1 < n {
-            visit(p + 1);
-        }
-        if row > 0 {
-            visit(p - n);
-        }
-        if row + 1 < n {
-            visit(p + n);
-        }
-    }
-    for (on, out) in area.iter_mut().zip(outside) {
-        *on = !out;
+    let outside = flood(border, n, |p| !area[p]);
+    area.fill(true);
+    for p in outside {
+        area[p] = false;
     }
     area
 }
@@ -412,23 +423,17 @@ pub fn compact_core(region: &[usize], seed: usize, n: usize) -> Vec<usize> {
     for &pixel in region {
         inside[pixel] = true;
     }
-    let square = |pixel: usize| {
-        let (column, row) = (pixel % n, pixel / n);
-        (row.saturating_sub(1)..=(row + 1).min(n - 1)).flat_map(move |r| {
-            (column.saturating_sub(1)..=(column + 1).min(n - 1)).map(move |c| r * n + c)
-        })
-    };
     let centres: Vec<usize> = region
         .iter()
         .copied()
-        .filter(|&pixel| square(pixel).count() == 9 && square(pixel).all(|at| inside[at]))
+        .filter(|&pixel| square(pixel, n).count() == 9 && square(pixel, n).all(|at| inside[at]))
         .collect();
     if centres.is_empty() {
         return region.to_vec();
     }
     let mut opened = vec![false; n * n];
     for &centre in &centres {
-        for at in square(centre) {
+        for at in square(centre, n) {
             opened[at] = true;
         }
     }
@@ -446,32 +451,7 @@ pub fn compact_core(region: &[usize], seed: usize, n: usize) -> Vec<usize> {
     else {
         return region.to_vec();
     };
-    let mut part = Vec::new();
-    let mut stack = vec![start];
-    opened[start] = false;
-    while let Some(pixel) = stack.pop() {
-        part.push(pixel);
-        let (column, row) = (pixel % n, pixel / n);
-        let mut next = Vec::with_capacity(4);
-        if column > 0 {
-            next.push(pixel - 1);
-        }
-        if column + 1 < n {
-            next.push(pixel + 1);
-        }
-        if row > 0 {
-            next.push(pixel - n);
-        }
-        if row + 1 < n {
-            next.push(pixel + n);
-        }
-        for at in next {
-            if opened[at] {
-                opened[at] = false;
-                stack.push(at);
-            }
-        }
-    }
+    let mut part = flood(vec![start], n, |at| opened[at]);
     part.sort_unstable();
     part
 }
@@ -502,16 +482,10 @@ pub fn grow_lesion(grid: &ModelGrid, mask: &[bool], answer: &SlabAnswer) -> (Vec
     }
     let middle = organ.len() / 2;
     let median = *organ.select_nth_unstable_by(middle, f32::total_cmp).1;
-    let neighbours = |pixel: usize| {
-        let (column, row) = (pixel % n, pixel / n);
-        (row.saturating_sub(1)..=(row + 1).min(n - 1)).flat_map(move |r| {
-            (column.saturating_sub(1)..=(column + 1).min(n - 1)).map(move |c| r * n + c)
-        })
-    };
     let area = closed_area(mask, n, CLOSING);
     let smooth = |pixel: usize| {
         let (mut sum, mut count) = (0.0, 0.0);
-        for at in neighbours(pixel).filter(|&at| area[at]) {
+        for at in square(pixel, n).filter(|&at| area[at]) {
             sum += hu[at];
             count += 1.0;
         }
@@ -522,7 +496,7 @@ pub fn grow_lesion(grid: &ModelGrid, mask: &[bool], answer: &SlabAnswer) -> (Vec
         }
     };
     let interior =
-        |pixel: usize| neighbours(pixel).count() == 9 && neighbours(pixel).all(|at| mask[at]);
+        |pixel: usize| square(pixel, n).count() == 9 && square(pixel, n).all(|at| mask[at]);
     let (column0, row0) = answer.cell;
     let cell: Vec<usize> = (row0..(row0 + STRIDE).min(n))
         .flat_map(|row| (column0..(column0 + STRIDE).min(n)).map(move |column| row * n + column))
@@ -546,29 +520,10 @@ pub fn grow_lesion(grid: &ModelGrid, mask: &[bool], answer: &SlabAnswer) -> (Vec
     } else {
         let sign = contrast.signum();
         let floor = (contrast.abs() / 2.0).max(8.0);
-        let (seed_column, seed_row) = ((seed % n) as isize, (seed / n) as isize);
-        let mut seen = vec![false; plane];
-        let mut region = Vec::new();
-        let mut stack = vec![seed];
-        seen[seed] = true;
-        while let Some(pixel) = stack.pop() {
-            region.push(pixel);
-            let (column, row) = ((pixel % n) as isize, (pixel / n) as isize);
-            for (dc, dr) in [(-1, 0), (1, 0), (0, -1), (0, 1)] {
-                let (c, r) = (column + dc, row + dr);
-                if c < 0 || r < 0 || c >= n as isize || r >= n as isize {
-                    continue;
-                }
-                if (c - seed_column).abs() > 12 || (r - seed_row).abs() > 12 {
-                    continue;
-                }
-                let next = r as usize * n + c as usize;
-                if !seen[next] && area[next] && (floor..CEILING).contains(&(sign * smooth(next))) {
-                    seen[next] = true;
-                    stack.push(next);
-                }
-            }
-        }
+        let region = flood(vec![seed], n, |next| {
+            let near = (next % n).abs_diff(seed % n) <= 12 && (next / n).abs_diff(seed / n) <= 12;
+            near && area[next] && (floor..CEILING).contains(&(sign * smooth(next)))
+        });
         compact_core(&region, seed, n)
     };
     let mean = region.iter().map(|&p| hu[p] - median).sum::<f32>() / region.len().max(1) as f32;
@@ -647,15 +602,12 @@ mod tests {
         let n = 16;
         // A 4 × 4 blob at columns 2–5, rows 2–5, and a strip one pixel high from column 6 to
         // 14 on row 3.
-        let mut region: Vec<usize> = (2..6)
-            .flat_map(|row| (2..6).map(move |column| row * n + column))
-            .collect();
-        region.extend((6..15).map(|column| 3 * n + column));
-        let core = compact_core(&region, 3 * n + 12, n);
         let blob: Vec<usize> = (2..6)
             .flat_map(|row| (2..6).map(move |column| row * n + column))
             .collect();
-        assert_eq!(core, blob);
+        let mut region = blob.clone();
+        region.extend((6..15).map(|column| 3 * n + column));
+        assert_eq!(compact_core(&region, 3 * n + 12, n), blob);
         // A strip alone is too thin for the opening and stays.
         let strip: Vec<usize> = (6..15).map(|column| 3 * n + column).collect();
         assert_eq!(compact_core(&strip, 3 * n + 6, n), strip);
