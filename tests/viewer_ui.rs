@@ -484,7 +484,7 @@ fn analysis_panels_show_the_embedded_models_evidence_and_report() {
     if !gpu_available() {
         return;
     }
-    // A phantom with a 4 cm liver tumor, analysed by the embedded model for real (version 5
+    // A phantom with a 4 cm liver tumor, analysed by the embedded model for real (version 6
     // finds it, one lesion of 4.9 × 3.7 cm: a key slice, a verifier reading and a consistency
     // to show).
     let case = keyslice::phantom::generate(
