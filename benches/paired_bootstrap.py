@@ -7,9 +7,11 @@
 BASE and NEW are `keyslice analyze --json` outputs on the same held-out cases (the
 `pred.jsonl` that `benches/eval_tiny.py` writes). Resamples the cases with replacement
 (the same draw for both models) and prints, for the mean balanced accuracy of the four
-organs, each organ's balanced accuracy and the key-slice hit rate (the key slice inside a
-true lesion's slice extent, as `keyslice score` counts it), NEW − BASE on all cases with
-its 95 % percentile interval. Standard library only.
+organs, each organ's balanced accuracy, the key-slice hit rate (the key slice inside a
+true lesion's slice extent, as `keyslice score` counts it) and the attributes (the score's
+attribute term, and size, location and attenuation right over all true lesions, matched as
+`keyslice score` matches them: best pairs first within each organ), NEW − BASE on all cases
+with its 95 % percentile interval. Standard library only.
 """
 
 import argparse
@@ -50,8 +52,57 @@ def read(path):
     return rows
 
 
+def size_agrees(predicted, truth):
+    """`keyslice score`'s default size tolerance: within 0.5 cm or 20 % on each axis given."""
+    def close(p, t):
+        return abs(p - t) <= max(0.5, 0.2 * abs(t))
+    if predicted is None or truth is None:
+        return False
+    short = predicted.get("short_cm"), truth.get("short_cm")
+    return close(predicted["long_cm"], truth["long_cm"]) and (
+        None in short or close(*short))
+
+
+def location_agrees(predicted, truth):
+    """Same kidney pole or pancreas part; overlapping liver segments."""
+    if not predicted or not truth or set(predicted) != set(truth):
+        return False
+    key = next(iter(truth))
+    if key == "liver_segments":
+        return bool(set(predicted[key]) & set(truth[key]))
+    return predicted[key] == truth[key]
+
+
+def attributes(prediction, truth):
+    """(attribute-term numerator, its denominator, [size, location, attenuation] right,
+    true lesions): lesions matched within each organ, best pairs first."""
+    numerator, denominator, right, total = 0.0, 0, [0, 0, 0], 0
+    for organ in ORGANS:
+        truths = truth["findings"]["organs"][organ].get("lesions", [])
+        found = prediction["findings"]["organs"][organ].get("lesions", [])
+        denominator += max(len(truths), len(found))
+        total += len(truths)
+        pairs = []
+        for ti, t in enumerate(truths):
+            for pi, p in enumerate(found):
+                checks = [size_agrees(p.get("size"), t.get("size")),
+                          location_agrees(p.get("location"), t.get("location")),
+                          p.get("attenuation") == t.get("attenuation")]
+                pairs.append((sum(checks) / 3, ti, pi, checks))
+        pairs.sort(key=lambda pair: (-pair[0], pair[1], pair[2]))
+        used_truth, used_found = set(), set()
+        for score, ti, pi, checks in pairs:
+            if ti in used_truth or pi in used_found:
+                continue
+            used_truth.add(ti)
+            used_found.add(pi)
+            numerator += score
+            right = [r + c for r, c in zip(right, checks)]
+    return numerator, denominator, right, total
+
+
 def outcome(prediction, truth):
-    """(per-organ (truth, predicted) presences, hit or None without a tumor)."""
+    """(per-organ (truth, predicted) presences, hit or None without a tumor, attributes)."""
     presences = [
         (truth["findings"]["organs"][o]["tumor"] == "yes",
          prediction["findings"]["organs"][o]["tumor"] == "yes")
@@ -59,14 +110,14 @@ def outcome(prediction, truth):
     ]
     extents = truth["lesion_extents"]
     if not extents:
-        return presences, None
+        return presences, None, attributes(prediction, truth)
     key = (prediction.get("key_slice") or {}).get("index")
     hit = key is not None and any(e["first_slice"] <= key <= e["last_slice"] for e in extents)
-    return presences, hit
+    return presences, hit, attributes(prediction, truth)
 
 
 def figures(outcomes):
-    """Per-organ balanced accuracy, their mean, and the hit rate."""
+    """Per-organ balanced accuracy, their mean, the hit rate and the attributes."""
     balanced = []
     for organ in range(len(ORGANS)):
         pairs = [o[0][organ] for o in outcomes]
@@ -77,7 +128,12 @@ def figures(outcomes):
         balanced.append((sensitivity + specificity) / 2)
     hits = [o[1] for o in outcomes if o[1] is not None]
     hit = sum(hits) / len(hits) if hits else 0.0
-    return [sum(balanced) / len(balanced)] + balanced + [hit]
+    numerator = sum(o[2][0] for o in outcomes)
+    denominator = sum(o[2][1] for o in outcomes)
+    total = sum(o[2][3] for o in outcomes)
+    term = numerator / denominator if denominator else 1.0
+    right = [sum(o[2][2][k] for o in outcomes) / total if total else 0.0 for k in range(3)]
+    return [sum(balanced) / len(balanced)] + balanced + [hit, term] + right
 
 
 def main():
@@ -98,7 +154,8 @@ def main():
         truth = read_json(cases / case_id / "truth.json")
         pairs.append((outcome(base[case_id], truth), outcome(new[case_id], truth)))
     names = ["mean balanced accuracy"] + [f"balanced accuracy {o}" for o in ORGANS] + [
-        "key-slice hit"]
+        "key-slice hit", "attribute term", "size right", "location right",
+        "attenuation right"]
     point = [n - b for b, n in zip(figures([p[0] for p in pairs]),
                                    figures([p[1] for p in pairs]))]
     rng = random.Random(args.seed)

@@ -485,8 +485,8 @@ fn analysis_panels_show_the_embedded_models_evidence_and_report() {
         return;
     }
     // A phantom with a 4 cm liver tumor, analysed by the embedded model for real (version 6
-    // finds it, one lesion of 4.9 × 3.7 cm: a key slice, a verifier reading and a consistency
-    // to show).
+    // with session 18's decoding finds it, one lesion of 4.0 × 3.4 cm: a key slice, a
+    // verifier reading and a consistency to show).
     let case = keyslice::phantom::generate(
         5,
         2,

@@ -334,6 +334,9 @@ const CLOSING: usize = 3;
 /// Difference from the organ (HU) from which a pixel is no tumor of it but fat or air.
 const CEILING: f32 = 110.0;
 
+/// How far (pixels) around the deciding cell a lesion's seed may lie ([`grow_lesion`]).
+const SEED_REACH: usize = 2;
+
 /// The pixels of the 3 × 3 square around `pixel` on an `n`² grid that lie on the grid.
 fn square(pixel: usize, n: usize) -> impl Iterator<Item = usize> {
     let (column, row) = (pixel % n, pixel / n);
@@ -416,7 +419,9 @@ pub fn closed_area(mask: &[bool], n: usize, radius: usize) -> Vec<bool> {
 /// The compact part of `region` (pixels of an `n`² grid) that holds `seed`: its opening by a
 /// 3 × 3 square (what remains of pixels whose whole 3 × 3 neighbourhood is in the region,
 /// grown back by one pixel), the 4-connected part nearest `seed`. A region too thin to
-/// survive the opening anywhere (a tumor under three pixels across) stays as it is.
+/// survive the opening anywhere is a tumor under three pixels across or a strip along an
+/// organ's edge (partial volume with the fat beside it): what of it lies in the seed's 3 × 3
+/// square stays, so that a strip does not measure as a lesion several centimetres long.
 #[must_use]
 pub fn compact_core(region: &[usize], seed: usize, n: usize) -> Vec<usize> {
     let mut inside = vec![false; n * n];
@@ -429,7 +434,11 @@ pub fn compact_core(region: &[usize], seed: usize, n: usize) -> Vec<usize> {
         .filter(|&pixel| square(pixel, n).count() == 9 && square(pixel, n).all(|at| inside[at]))
         .collect();
     if centres.is_empty() {
-        return region.to_vec();
+        return region
+            .iter()
+            .copied()
+            .filter(|&pixel| square(seed, n).any(|at| at == pixel))
+            .collect();
     }
     let mut opened = vec![false; n * n];
     for &centre in &centres {
@@ -456,38 +465,68 @@ pub fn compact_core(region: &[usize], seed: usize, n: usize) -> Vec<usize> {
     part
 }
 
-/// Lesion pixels of one positive answer, grown on the grid from the deciding cell: the
-/// pixel of the cell (inside the organ, away from its edge where it can be) that differs most
-/// from the organ's median on that slab, then its 4-connected neighbours within 12 pixels that
-/// differ the same way by at least half as much (and 8 HU), and by less than 110 HU (fat
+/// Lesion pixels of one positive answer, grown on the grid from its deciding cell.
+///
+/// The organ's HU is `reference` (the median of its interior across the scan, see
+/// `organ_references` in the module above) where given, else the median of the mask on the
+/// slab: a tumor that fills most of a kidney's cross-section is most of that slab's median
+/// and would show no contrast against it.
+///
+/// The seed is the pixel within [`SEED_REACH`] pixels of the cell (with its 3 × 3 square in
+/// the growth area) whose 5 × 5 mean differs most from the organ: the finder's cell often sits
+/// beside a small tumor rather than on it, and a 5 × 5 mean favours a blob over the
+/// partial-volume rim along the organ's edge. Where no such mean reaches 12 HU, the pixel of
+/// the cell itself (away from the mask's edge where it can be) whose 3 × 3 mean differs most.
+/// From there the seed climbs to the neighbour whose 3 × 3 mean differs most the same way
+/// until none differs more (the tumor's middle, so that half its contrast is half the
+/// tumor's). The region is then the seed's 4-connected neighbours within 12 pixels whose 3 × 3 mean
+/// differs the same way by at least half as much (and 8 HU), and by less than 110 HU (fat
 /// beside a 60 HU organ differs by 160).
 ///
 /// The region may grow over the organ mask closed and with its holes filled
 /// ([`closed_area`]): an organ network can leave a dark tumor out of the organ, and a region
 /// kept to the mask would then be only the rim around the hole, a long thin strip that
-/// measures nothing like the tumor. Differences are 3 × 3 means over that area only: a mean
-/// that reached outside it would read the fat beside the organ as tumor and grow a strip
-/// along its edge. A cell with less than 12 HU of contrast (an isoattenuating tumor shows only
-/// by its rim) gives the cell's organ pixels. Tumors are compact: what the region holds
-/// beyond its [`compact_core`] (strips along an organ's edge or a vessel) goes. Returns the
-/// pixels and the region's mean difference from the organ, HU.
+/// measures nothing like the tumor. Means are taken over that area only: a mean that reached
+/// outside it would read the fat beside the organ as tumor and grow a strip along its edge. A
+/// seed with less than 12 HU of contrast (an isoattenuating tumor shows only by its rim)
+/// gives the cell's organ pixels. Tumors are compact: what the region holds beyond its
+/// [`compact_core`] (strips along an organ's edge or a vessel) goes. Returns the pixels and
+/// the region's mean difference from the organ, HU.
 #[must_use]
-pub fn grow_lesion(grid: &ModelGrid, mask: &[bool], answer: &SlabAnswer) -> (Vec<usize>, f32) {
+pub fn grow_lesion(
+    grid: &ModelGrid,
+    mask: &[bool],
+    answer: &SlabAnswer,
+    reference: Option<f32>,
+) -> (Vec<usize>, f32) {
     let n = grid.spec.size;
     let plane = n * n;
     let hu = &grid.hu[answer.slab * plane..(answer.slab + 1) * plane];
-    let mut organ: Vec<f32> = (0..plane).filter(|&p| mask[p]).map(|p| hu[p]).collect();
-    if organ.is_empty() {
+    let median = if let Some(reference) = reference {
+        reference
+    } else {
+        let mut organ: Vec<f32> = (0..plane).filter(|&p| mask[p]).map(|p| hu[p]).collect();
+        if organ.is_empty() {
+            return (Vec::new(), 0.0);
+        }
+        let middle = organ.len() / 2;
+        *organ.select_nth_unstable_by(middle, f32::total_cmp).1
+    };
+    if !mask.iter().any(|&on| on) {
         return (Vec::new(), 0.0);
     }
-    let middle = organ.len() / 2;
-    let median = *organ.select_nth_unstable_by(middle, f32::total_cmp).1;
     let area = closed_area(mask, n, CLOSING);
-    let smooth = |pixel: usize| {
+    // The mean of the pixels within `radius` of `pixel` that lie in the area, less the organ.
+    let mean = |pixel: usize, radius: usize| {
+        let (column, row) = (pixel % n, pixel / n);
         let (mut sum, mut count) = (0.0, 0.0);
-        for at in square(pixel, n).filter(|&at| area[at]) {
-            sum += hu[at];
-            count += 1.0;
+        for r in row.saturating_sub(radius)..=(row + radius).min(n - 1) {
+            for c in column.saturating_sub(radius)..=(column + radius).min(n - 1) {
+                if area[r * n + c] {
+                    sum += hu[r * n + c];
+                    count += 1.0;
+                }
+            }
         }
         if count == 0.0 {
             0.0
@@ -495,9 +534,24 @@ pub fn grow_lesion(grid: &ModelGrid, mask: &[bool], answer: &SlabAnswer) -> (Vec
             sum / count - median
         }
     };
+    let smooth = |pixel: usize| mean(pixel, 1);
     let interior =
         |pixel: usize| square(pixel, n).count() == 9 && square(pixel, n).all(|at| mask[at]);
     let (column0, row0) = answer.cell;
+    let around: Vec<usize> = (row0.saturating_sub(SEED_REACH)..(row0 + STRIDE + SEED_REACH).min(n))
+        .flat_map(|row| {
+            (column0.saturating_sub(SEED_REACH)..(column0 + STRIDE + SEED_REACH).min(n))
+                .map(move |column| row * n + column)
+        })
+        .filter(|&pixel| square(pixel, n).count() == 9 && square(pixel, n).all(|at| area[at]))
+        .collect();
+    let blob = around
+        .iter()
+        .copied()
+        .map(|pixel| (pixel, mean(pixel, 2).abs()))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .filter(|&(_, contrast)| contrast >= 12.0)
+        .map(|(pixel, _)| pixel);
     let cell: Vec<usize> = (row0..(row0 + STRIDE).min(n))
         .flat_map(|row| (column0..(column0 + STRIDE).min(n)).map(move |column| row * n + column))
         .filter(|&pixel| area[pixel])
@@ -508,12 +562,27 @@ pub fn grow_lesion(grid: &ModelGrid, mask: &[bool], answer: &SlabAnswer) -> (Vec
         .filter(|&pixel| interior(pixel))
         .collect();
     let candidates = if inner.is_empty() { &cell } else { &inner };
-    let Some(&seed) = candidates
-        .iter()
-        .max_by(|&&a, &&b| smooth(a).abs().total_cmp(&smooth(b).abs()))
-    else {
+    let Some(start) = blob.or_else(|| {
+        candidates
+            .iter()
+            .copied()
+            .max_by(|&a, &b| smooth(a).abs().total_cmp(&smooth(b).abs()))
+    }) else {
         return (Vec::new(), 0.0);
     };
+    // Uphill to the strongest 3 × 3 mean of the same sign: a seed on the tumor's edge would
+    // halve its contrast and let the region take in the ring around it.
+    let sign = smooth(start).signum();
+    let mut seed = start;
+    while let Some(next) = square(seed, n)
+        .filter(|&at| area[at])
+        .max_by(|&a, &b| (sign * smooth(a)).total_cmp(&(sign * smooth(b))))
+    {
+        if sign * smooth(next) <= sign * smooth(seed) {
+            break;
+        }
+        seed = next;
+    }
     let contrast = smooth(seed);
     let region = if contrast.abs() < 12.0 {
         cell
@@ -526,8 +595,9 @@ pub fn grow_lesion(grid: &ModelGrid, mask: &[bool], answer: &SlabAnswer) -> (Vec
         });
         compact_core(&region, seed, n)
     };
-    let mean = region.iter().map(|&p| hu[p] - median).sum::<f32>() / region.len().max(1) as f32;
-    (region, mean)
+    let difference =
+        region.iter().map(|&p| hu[p] - median).sum::<f32>() / region.len().max(1) as f32;
+    (region, difference)
 }
 
 #[cfg(test)]
@@ -608,9 +678,108 @@ mod tests {
         let mut region = blob.clone();
         region.extend((6..15).map(|column| 3 * n + column));
         assert_eq!(compact_core(&region, 3 * n + 12, n), blob);
-        // A strip alone is too thin for the opening and stays.
+        // A strip alone is too thin for the opening: what of it lies around the seed stays.
         let strip: Vec<usize> = (6..15).map(|column| 3 * n + column).collect();
-        assert_eq!(compact_core(&strip, 3 * n + 6, n), strip);
+        assert_eq!(
+            compact_core(&strip, 3 * n + 9, n),
+            vec![3 * n + 8, 3 * n + 9, 3 * n + 10]
+        );
+    }
+
+    /// One slab of `n`² pixels at `hu` everywhere (a 3 mm grid), with `organ` HU in the mask.
+    fn one_slab(n: usize, hu: Vec<f32>) -> ModelGrid {
+        ModelGrid {
+            spec: GridSpec {
+                size: n,
+                pixel_mm: 3.0,
+                slab_mm: 5.0,
+            },
+            slabs: 1,
+            hu,
+            centre_slice: vec![0],
+            ct_spacing_mm: [3.0, 3.0, 5.0],
+            ct_dims: [n, n, 1],
+            z_range_mm: (0.0, 0.0),
+            above_mm: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_lesion_grows_on_the_blob_beside_the_cell_not_on_the_organ_edge() {
+        let n = 32;
+        // An organ at 110 HU over rows 4–27 and columns 4–27 in fat; its top two rows are
+        // darker (partial volume with the fat above: 70 HU), and a 5 × 5 tumor at 50 HU lies at
+        // rows 11–15, columns 12–16.
+        let mut mask = vec![false; n * n];
+        let mut hu = vec![-95f32; n * n];
+        for row in 4..28 {
+            for column in 4..28 {
+                mask[row * n + column] = true;
+                hu[row * n + column] = if row < 6 { 70.0 } else { 110.0 };
+            }
+        }
+        let tumor: Vec<usize> = (11..16)
+            .flat_map(|row| (12..17).map(move |column| row * n + column))
+            .collect();
+        for &pixel in &tumor {
+            hu[pixel] = 50.0;
+        }
+        let grid = one_slab(n, hu);
+        // The finder's cell (columns 12–15, rows 5–8) touches the dark edge and stops two
+        // rows short of the tumor.
+        let answer = SlabAnswer {
+            organ: 0,
+            slab: 0,
+            probability: 0.9,
+            cell: (12, 5),
+        };
+        let (region, contrast) = grow_lesion(&grid, &mask, &answer, None);
+        // The tumor but its four corners, whose 3 × 3 means are mostly organ (half the
+        // tumor's contrast is the edge, as on a blurred image).
+        let corners = [11 * n + 12, 11 * n + 16, 15 * n + 12, 15 * n + 16];
+        let expected: Vec<usize> = tumor
+            .iter()
+            .copied()
+            .filter(|p| !corners.contains(p))
+            .collect();
+        assert_eq!(region, expected);
+        assert!((contrast + 60.0).abs() < 0.01, "{contrast}");
+    }
+
+    #[test]
+    fn a_tumor_filling_the_slab_shows_against_the_organ_across_the_scan() {
+        let n = 24;
+        // A kidney section (rows and columns 4–19) almost wholly taken by a 120 HU tumor
+        // (rows and columns 6–17), the cortex at 175 HU around it: the slab's median is the
+        // tumor's.
+        let mut mask = vec![false; n * n];
+        let mut hu = vec![-95f32; n * n];
+        for row in 4..20 {
+            for column in 4..20 {
+                mask[row * n + column] = true;
+                let inside = (6..18).contains(&row) && (6..18).contains(&column);
+                hu[row * n + column] = if inside { 120.0 } else { 175.0 };
+            }
+        }
+        let grid = one_slab(n, hu);
+        let answer = SlabAnswer {
+            organ: 3,
+            slab: 0,
+            probability: 0.9,
+            cell: (8, 8),
+        };
+        // Against the slab's median (120 HU) the tumor is the organ and the cortex around it
+        // reads as a hyperattenuating lesion.
+        let (region, contrast) = grow_lesion(&grid, &mask, &answer, None);
+        assert!(contrast > 12.0, "{contrast}");
+        assert!(!region.is_empty());
+        // Against the kidney's HU across the scan the tumor is the region, hypoattenuating.
+        let (region, contrast) = grow_lesion(&grid, &mask, &answer, Some(175.0));
+        let in_tumor = |p: usize| (6..18).contains(&(p / n)) && (6..18).contains(&(p % n));
+        assert!(region.iter().all(|&p| in_tumor(p)));
+        // All of it but the four corners, whose 3 × 3 means are mostly cortex.
+        assert_eq!(region.len(), 12 * 12 - 4);
+        assert!((contrast + 55.0).abs() < 0.01, "{contrast}");
     }
 
     #[test]

@@ -527,13 +527,18 @@ fn grown_lesions(
     thresholds: [f32; 4],
 ) -> Vec<GrownLesion> {
     let plane = fine.spec.size * fine.spec.size;
+    let references = organ_references(fine, masks);
     let mut grown = Vec::new();
     for answer in answers {
         if answer.probability < thresholds[answer.organ] {
             continue;
         }
-        let (pixels, contrast) =
-            finder::grow_lesion(fine, &masks[answer.slab * 4 + answer.organ], answer);
+        let (pixels, contrast) = finder::grow_lesion(
+            fine,
+            &masks[answer.slab * 4 + answer.organ],
+            answer,
+            references[answer.slab * 4 + answer.organ],
+        );
         // No tumor of these organs reaches 400 HU; a region that does lies on bone (an organ
         // mask that strays onto the spine or ribs).
         let plane_hu = &fine.hu[answer.slab * plane..(answer.slab + 1) * plane];
@@ -555,6 +560,58 @@ fn grown_lesions(
         });
     }
     grown
+}
+
+/// Per slab and organ (`[slab * 4 + organ]`), the organ's HU across the scan where the slab
+/// shows at least half of the organ's largest cross-section: the median of its interior
+/// pixels (all eight neighbours in the mask) on those slabs. `None` on smaller sections (an
+/// organ's tip, darker by partial volume along the scan, keeps its own slab's median; see
+/// [`finder::grow_lesion`]).
+#[must_use]
+pub fn organ_references(fine: &ModelGrid, masks: &[Vec<bool>]) -> Vec<Option<f32>> {
+    let n = fine.spec.size;
+    let plane = n * n;
+    let mut references = vec![None; fine.slabs * 4];
+    for organ in 0..4 {
+        let areas: Vec<usize> = (0..fine.slabs)
+            .map(|slab| {
+                masks
+                    .get(slab * 4 + organ)
+                    .map_or(0, |m| m.iter().filter(|&&on| on).count())
+            })
+            .collect();
+        let largest = areas.iter().copied().max().unwrap_or(0);
+        if largest == 0 {
+            continue;
+        }
+        let broad: Vec<usize> = (0..fine.slabs)
+            .filter(|&s| areas[s] * 2 >= largest)
+            .collect();
+        let mut values = Vec::new();
+        for &slab in &broad {
+            let mask = &masks[slab * 4 + organ];
+            let hu = &fine.hu[slab * plane..(slab + 1) * plane];
+            for row in 1..n.saturating_sub(1) {
+                for column in 1..n - 1 {
+                    let p = row * n + column;
+                    if (row - 1..=row + 1)
+                        .all(|r| (column - 1..=column + 1).all(|c| mask[r * n + c]))
+                    {
+                        values.push(hu[p]);
+                    }
+                }
+            }
+        }
+        if values.is_empty() {
+            continue;
+        }
+        let middle = values.len() / 2;
+        let median = *values.select_nth_unstable_by(middle, f32::total_cmp).1;
+        for &slab in &broad {
+            references[slab * 4 + organ] = Some(median);
+        }
+    }
+    references
 }
 
 /// Probabilities on the finder's grid for the decoding ([`find_lesions`]): organ masks and
@@ -1113,6 +1170,53 @@ fn slice_volume(slice: &KeySliceImage) -> Result<Volume, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn organ_references_are_the_interior_median_over_the_broad_sections() {
+        let n = 16;
+        let slabs = 4;
+        let spec = GridSpec {
+            size: n,
+            pixel_mm: 3.0,
+            slab_mm: 5.0,
+        };
+        // Liver (organ 0): 8 × 8 at 100 HU on slabs 0–2, but slab 1 at 60 HU (a tumor filling
+        // it), and a 3 × 3 tip at 40 HU on slab 3 (under half the largest section).
+        let mut hu = vec![-95f32; slabs * n * n];
+        let mut masks = vec![vec![false; n * n]; slabs * 4];
+        for slab in 0..slabs {
+            let (side, value) = match slab {
+                1 => (8, 60.0),
+                3 => (3, 40.0),
+                _ => (8, 100.0),
+            };
+            for row in 4..4 + side {
+                for column in 4..4 + side {
+                    masks[slab * 4][row * n + column] = true;
+                    hu[slab * n * n + row * n + column] = value;
+                }
+            }
+        }
+        let grid = ModelGrid {
+            spec,
+            slabs,
+            hu,
+            centre_slice: (0..slabs as u32).collect(),
+            ct_spacing_mm: [3.0, 3.0, 5.0],
+            ct_dims: [n, n, slabs],
+            z_range_mm: (0.0, 15.0),
+            above_mm: 0.0,
+        };
+        let references = organ_references(&grid, &masks);
+        for slab in 0..3 {
+            assert_eq!(references[slab * 4], Some(100.0), "slab {slab}");
+        }
+        assert_eq!(references[3 * 4], None, "the tip keeps its own median");
+        assert!(
+            (1..4).all(|organ| references[organ].is_none()),
+            "no other organ"
+        );
+    }
 
     #[test]
     fn kidney_poles_and_pancreas_parts_follow_the_organ_masks() {
