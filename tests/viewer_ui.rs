@@ -484,9 +484,9 @@ fn analysis_panels_show_the_embedded_models_evidence_and_report() {
     if !gpu_available() {
         return;
     }
-    // A phantom with a 4 cm liver tumor, analysed by the embedded model for real (version 6
-    // with session 18's decoding finds it, one lesion of 4.0 × 3.4 cm: a key slice, a
-    // verifier reading and a consistency to show).
+    // A phantom with a 4.2 × 4.1 cm liver tumor in segment II, analysed by the embedded model
+    // for real (version 6 with session 18's decoding finds it, one lesion of 4.0 × 3.4 cm in
+    // segment II: a key slice, a verifier reading and a consistency to show).
     let case = keyslice::phantom::generate(
         5,
         2,

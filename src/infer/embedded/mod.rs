@@ -696,7 +696,8 @@ fn probabilities_with(
 /// organ's pixels: kidney poles are the upper, middle and lower thirds of the kidney's height
 /// (when it spans at least 3 slabs); the pancreas head, body and tail lie along the gland from
 /// the patient's right (head: the first 30 % of its width) to the left (tail: from 65 %), when
-/// it spans at least 5 columns. Elsewhere, and for the liver's segments, the diagnoser's
+/// it spans at least 5 columns. Liver segments (since session 18, see [`liver_segment`])
+/// follow the liver's width and its right and left parts' middles. Elsewhere the diagnoser's
 /// location channels stay.
 fn mask_locations(masks: &[Vec<bool>], n: usize, values: &mut [Vec<Vec<f32>>]) {
     let slabs = values.len();
@@ -742,6 +743,16 @@ fn mask_locations(masks: &[Vec<bool>], n: usize, values: &mut [Vec<Vec<f32>>]) {
             }
         }
     }
+    // Liver: organ 0, classes 0–6 (segments 2–8).
+    if let Some(parts) = LiverParts::of(masks, n, slabs) {
+        for slab in 0..slabs {
+            let on: Vec<usize> = pixels(slab, 0).collect();
+            for pixel in on {
+                let segment = parts.segment(slab, pixel % n, pixel / n);
+                write(slab, pixel, 0..7, usize::from(segment) - 2);
+            }
+        }
+    }
     // Kidneys: organs 2 and 3, classes 10 (upper), 11 (mid), 12 (lower); higher slabs lie
     // higher in the patient.
     for organ in [2, 3] {
@@ -769,6 +780,96 @@ fn mask_locations(masks: &[Vec<bool>], n: usize, values: &mut [Vec<Vec<f32>>]) {
             for pixel in on {
                 write(slab, pixel, 10..13, class);
             }
+        }
+    }
+}
+
+/// Share of the liver's width, from the patient's right, where segment IV begins (the
+/// gallbladder fossa, Cantlie's line) and where the left lateral segments II and III begin
+/// (the falciform ligament). Chosen on the true liver masks of the seed-13 calibration
+/// phantoms (a liver segment right for 63 of their 67 single liver tumors, 94 %; 120 of
+/// the 125 in the first 400 training phantoms), not on the held-out ones.
+const CANTLIE_SHARE: f64 = 0.525;
+const FALCIFORM_SHARE: f64 = 0.7;
+
+/// What the liver's segments are read from: its width in columns, and the middles of its
+/// right part (segments V–VIII, split by the middle's slab and row) and of its left lateral
+/// part (II above the middle's slab, III below).
+struct LiverParts {
+    lo: usize,
+    hi: usize,
+    right_slab: f64,
+    right_row: f64,
+    left_slab: f64,
+}
+
+impl LiverParts {
+    /// From the liver masks (`[slab * 4][pixel]`); `None` when the liver spans fewer than 5
+    /// columns or either part is empty.
+    fn of(masks: &[Vec<bool>], n: usize, slabs: usize) -> Option<Self> {
+        let on = || {
+            (0..slabs).flat_map(move |slab| {
+                masks[slab * 4]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, on)| **on)
+                    .map(move |(pixel, _)| (slab, pixel % n, pixel / n))
+            })
+        };
+        let lo = on().map(|(_, column, _)| column).min()?;
+        let hi = on().map(|(_, column, _)| column).max()?;
+        if hi - lo + 1 < 5 {
+            return None;
+        }
+        let share = |column: usize| (column - lo) as f64 / (hi - lo) as f64;
+        let (mut right, mut left) = ([0.0f64; 3], [0.0f64; 2]);
+        for (slab, column, row) in on() {
+            if share(column) < CANTLIE_SHARE {
+                right[0] += slab as f64;
+                right[1] += row as f64;
+                right[2] += 1.0;
+            } else if share(column) >= FALCIFORM_SHARE {
+                left[0] += slab as f64;
+                left[1] += 1.0;
+            }
+        }
+        (right[2] > 0.0 && left[1] > 0.0).then(|| Self {
+            lo,
+            hi,
+            right_slab: right[0] / right[2],
+            right_row: right[1] / right[2],
+            left_slab: left[0] / left[1],
+        })
+    }
+
+    /// The segment (2–8) of the liver pixel at `column`, `row` on `slab` (higher slabs lie
+    /// higher in the patient, higher rows further back).
+    fn segment(&self, slab: usize, column: usize, row: usize) -> u8 {
+        liver_segment(
+            (column.clamp(self.lo, self.hi) - self.lo) as f64 / (self.hi - self.lo) as f64,
+            slab as f64 >= self.right_slab,
+            (row as f64) < self.right_row,
+            slab as f64 >= self.left_slab,
+        )
+    }
+}
+
+/// Couinaud segment from a point's share of the liver's width from the patient's right and
+/// where it lies against the middle of the right part (`superior`, `anterior`) and of the
+/// left lateral part (`above_left`): II/III left of the falciform ligament, IV between it and
+/// Cantlie's line, V–VIII to the right (VIII anterior superior, V anterior inferior, VII
+/// posterior superior, VI posterior inferior).
+fn liver_segment(share: f64, superior: bool, anterior: bool, above_left: bool) -> u8 {
+    if share >= FALCIFORM_SHARE {
+        if above_left { 2 } else { 3 }
+    } else if share >= CANTLIE_SHARE {
+        4
+    } else {
+        match (anterior, superior) {
+            (true, true) => 8,
+            (true, false) => 5,
+            (false, true) => 7,
+            (false, false) => 6,
         }
     }
 }
@@ -1125,6 +1226,14 @@ fn read_slice_with_finder(
     let (answers, masks) = model.find(&fine, &probabilities, Reading::Alternate)?;
     let decoded = finder_probabilities(&fine, &probabilities, &answers, &masks, finder.thresholds);
     let mut local = findings_of(&find_lesions(&decoded, FINDER_RULE));
+    // One slice shows which side of the falciform ligament and of Cantlie's line a liver
+    // lesion lies and whether it is anterior or posterior, not whether it lies above or below
+    // the right part's middle (the whole liver's business): the segment pair it can name.
+    for lesion in &mut local.organ_mut(crate::findings::Organ::Liver).lesions {
+        if let Some(crate::findings::Location::LiverSegments(segments)) = &mut lesion.location {
+            *segments = one_slice_segments(segments);
+        }
+    }
     let visible = visible_organs(&decoded.values[0], 4);
     for organ in crate::findings::Organ::ALL {
         let entry = local.organ_mut(organ);
@@ -1133,6 +1242,22 @@ fn read_slice_with_finder(
         }
     }
     Ok(local)
+}
+
+/// The liver segments one slice can tell apart from `segments`: II/III, IV, V/VIII, VI/VII.
+fn one_slice_segments(segments: &[u8]) -> Vec<u8> {
+    let mut pairs: Vec<u8> = segments
+        .iter()
+        .flat_map(|&segment| match segment {
+            2 | 3 => vec![2, 3],
+            5 | 8 => vec![5, 8],
+            6 | 7 => vec![6, 7],
+            other => vec![other],
+        })
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs
 }
 
 /// The model pixel nearest CT pixel (`i`, `j`).
@@ -1216,6 +1341,52 @@ mod tests {
             (1..4).all(|organ| references[organ].is_none()),
             "no other organ"
         );
+    }
+
+    #[test]
+    fn one_slice_names_the_segment_pairs_it_can_tell_apart() {
+        assert_eq!(one_slice_segments(&[8]), vec![5, 8]);
+        assert_eq!(one_slice_segments(&[6]), vec![6, 7]);
+        assert_eq!(one_slice_segments(&[3]), vec![2, 3]);
+        assert_eq!(one_slice_segments(&[4]), vec![4]);
+        assert_eq!(one_slice_segments(&[5, 8]), vec![5, 8]);
+    }
+
+    #[test]
+    fn liver_segments_follow_the_livers_width_and_its_parts_middles() {
+        let n = 32;
+        let slabs = 9;
+        // A liver box over columns 2–22, rows 4–12 and slabs 0–8: the left lateral part
+        // (columns from 2 + 0.7 × 20 = 16) and the right part (below 2 + 0.525 × 20 = 12.5)
+        // both centre on slab 4 and row 8.
+        let mut masks = vec![vec![false; n * n]; slabs * 4];
+        for slab in 0..slabs {
+            for row in 4..13 {
+                for column in 2..23 {
+                    masks[slab * 4][row * n + column] = true;
+                }
+            }
+        }
+        let mut values = vec![vec![vec![0.5f32; n * n]; OUTPUTS]; slabs];
+        mask_locations(&masks, n, &mut values);
+        let segment = |slab: usize, column: usize, row: usize| {
+            (0..7)
+                .find(|&c| values[slab][net::LOCATION.start + c][row * n + column] > 0.99)
+                .map(|class| class + 2)
+        };
+        assert_eq!(segment(7, 20, 8), Some(2), "left lateral, upper");
+        assert_eq!(segment(1, 20, 8), Some(3), "left lateral, lower");
+        assert_eq!(
+            segment(4, 14, 8),
+            Some(4),
+            "between the ligament and Cantlie's line"
+        );
+        assert_eq!(segment(7, 4, 5), Some(8), "right, anterior superior");
+        assert_eq!(segment(1, 4, 5), Some(5), "right, anterior inferior");
+        assert_eq!(segment(7, 4, 11), Some(7), "right, posterior superior");
+        assert_eq!(segment(1, 4, 11), Some(6), "right, posterior inferior");
+        // Outside the liver the diagnoser's channels stay.
+        assert!((values[4][net::LOCATION.start][20 * n + 4] - 0.5).abs() < 1e-6);
     }
 
     #[test]
