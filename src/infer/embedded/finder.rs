@@ -704,20 +704,41 @@ mod tests {
         }
     }
 
+    /// An organ mask over rows and columns `side` of an `n`² slab in fat (-95 HU), its pixels
+    /// at `hu(row, column)`.
+    fn organ_square(
+        n: usize,
+        side: std::ops::Range<usize>,
+        hu: impl Fn(usize, usize) -> f32,
+    ) -> (Vec<bool>, Vec<f32>) {
+        let mut mask = vec![false; n * n];
+        let mut values = vec![-95f32; n * n];
+        for row in side.clone() {
+            for column in side.clone() {
+                mask[row * n + column] = true;
+                values[row * n + column] = hu(row, column);
+            }
+        }
+        (mask, values)
+    }
+
+    /// A positive answer for `organ` on slab 0 with its deciding cell at `cell`.
+    fn positive(organ: usize, cell: (usize, usize)) -> SlabAnswer {
+        SlabAnswer {
+            organ,
+            slab: 0,
+            probability: 0.9,
+            cell,
+        }
+    }
+
     #[test]
     fn a_lesion_grows_on_the_blob_beside_the_cell_not_on_the_organ_edge() {
         let n = 32;
         // An organ at 110 HU over rows 4–27 and columns 4–27 in fat; its top two rows are
         // darker (partial volume with the fat above: 70 HU), and a 5 × 5 tumor at 50 HU lies at
         // rows 11–15, columns 12–16.
-        let mut mask = vec![false; n * n];
-        let mut hu = vec![-95f32; n * n];
-        for row in 4..28 {
-            for column in 4..28 {
-                mask[row * n + column] = true;
-                hu[row * n + column] = if row < 6 { 70.0 } else { 110.0 };
-            }
-        }
+        let (mask, mut hu) = organ_square(n, 4..28, |row, _| if row < 6 { 70.0 } else { 110.0 });
         let tumor: Vec<usize> = (11..16)
             .flat_map(|row| (12..17).map(move |column| row * n + column))
             .collect();
@@ -727,12 +748,7 @@ mod tests {
         let grid = one_slab(n, hu);
         // The finder's cell (columns 12–15, rows 5–8) touches the dark edge and stops two
         // rows short of the tumor.
-        let answer = SlabAnswer {
-            organ: 0,
-            slab: 0,
-            probability: 0.9,
-            cell: (12, 5),
-        };
+        let answer = positive(0, (12, 5));
         let (region, contrast) = grow_lesion(&grid, &mask, &answer, None);
         // The tumor but its four corners, whose 3 × 3 means are mostly organ (half the
         // tumor's contrast is the edge, as on a blurred image).
@@ -752,22 +768,15 @@ mod tests {
         // A kidney section (rows and columns 4–19) almost wholly taken by a 120 HU tumor
         // (rows and columns 6–17), the cortex at 175 HU around it: the slab's median is the
         // tumor's.
-        let mut mask = vec![false; n * n];
-        let mut hu = vec![-95f32; n * n];
-        for row in 4..20 {
-            for column in 4..20 {
-                mask[row * n + column] = true;
-                let inside = (6..18).contains(&row) && (6..18).contains(&column);
-                hu[row * n + column] = if inside { 120.0 } else { 175.0 };
+        let (mask, hu) = organ_square(n, 4..20, |row, column| {
+            if (6..18).contains(&row) && (6..18).contains(&column) {
+                120.0
+            } else {
+                175.0
             }
-        }
+        });
         let grid = one_slab(n, hu);
-        let answer = SlabAnswer {
-            organ: 3,
-            slab: 0,
-            probability: 0.9,
-            cell: (8, 8),
-        };
+        let answer = positive(3, (8, 8));
         // Against the slab's median (120 HU) the tumor is the organ and the cortex around it
         // reads as a hyperattenuating lesion.
         let (region, contrast) = grow_lesion(&grid, &mask, &answer, None);
