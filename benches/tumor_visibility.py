@@ -32,6 +32,46 @@ LESION_MASK = {"liver": "liver_lesion", "pancreas": "pancreatic_lesion",
 BANDS = [0.0, 1.0, 2.0, 3.0, float("inf")]
 
 
+def fail(message):
+    raise SystemExit(f"error: {message}")
+
+
+def read_predictions(path):
+    """`keyslice analyze --json` lines by case id; a clear error for a missing or bad file."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as error:
+        fail(f"{path}: {error.strerror}; pass the pred.jsonl that benches/eval_tiny.py wrote")
+    predictions = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            prediction = json.loads(line)
+        except json.JSONDecodeError as error:
+            fail(f"{path} line {number}: not JSON ({error.msg}); expected `keyslice analyze "
+                 "--json` output")
+        if not isinstance(prediction, dict) or "case_id" not in prediction:
+            fail(f"{path} line {number}: not a prediction (no case_id)")
+        predictions[prediction["case_id"]] = prediction
+    return predictions
+
+
+def load(path, what):
+    """A case file: `truth.json` parsed, or a NIfTI image as (image, voxel array); a clear
+    error naming the file otherwise (missing, truncated, not NIfTI)."""
+    try:
+        if what == "truth":
+            return json.loads(path.read_text())
+        image = nib.load(str(path))
+        return image, np.asarray(image.dataobj)
+    except FileNotFoundError:
+        fail(f"{path}: not found; --cases must be the phantom folder the predictions were "
+             "made on (a `keyslice phantom` output with truth.json and segmentations/)")
+    except (OSError, EOFError, ValueError, nib.filebasedimages.ImageFileError) as error:
+        fail(f"{path}: cannot be read ({error}); regenerate the case with `keyslice phantom`")
+
+
 def slab(volume, centre, spacing_z, slab_mm=5.0):
     """Slices whose centres lie within half a slab of slice `centre`, averaged."""
     reach = int(np.floor((slab_mm / 2) / spacing_z + 1e-9))
@@ -44,18 +84,14 @@ def main():
     parser.add_argument("--cases", required=True, type=pathlib.Path)
     parser.add_argument("--pred", required=True, type=pathlib.Path)
     args = parser.parse_args()
-    predictions = {}
-    for line in args.pred.read_text().splitlines():
-        prediction = json.loads(line)
-        predictions[prediction["case_id"]] = prediction
+    predictions = read_predictions(args.pred)
     counts = {}
     for case_id, prediction in sorted(predictions.items()):
         folder = args.cases / case_id
-        truth = json.loads((folder / "truth.json").read_text())
+        truth = load(folder / "truth.json", "truth")
         if not truth["lesions"]:
             continue
-        ct = nib.load(str(folder / "ct.nii.gz"))
-        hu = np.asarray(ct.dataobj)
+        ct, hu = load(folder / "ct.nii.gz", "image")
         spacing_z = float(ct.header.get_zooms()[2])
         for organ in ORGANS:
             lesions = [lesion for lesion in truth["lesions"] if lesion["organ"] == organ]
@@ -64,9 +100,9 @@ def main():
             largest = max(lesions, key=lambda lesion: lesion["size"]["long_cm"])
             k = largest["largest_slice"]
             seg = folder / "segmentations"
-            tumor = slab(np.asarray(nib.load(str(seg / f"{LESION_MASK[organ]}.nii.gz")).dataobj) > 0,
+            tumor = slab(load(seg / f"{LESION_MASK[organ]}.nii.gz", "image")[1] > 0,
                          k, spacing_z)
-            organ_mask = slab(np.asarray(nib.load(str(seg / f"{organ}.nii.gz")).dataobj) > 0,
+            organ_mask = slab(load(seg / f"{organ}.nii.gz", "image")[1] > 0,
                               k, spacing_z)
             image = slab(hu, k, spacing_z)
             core = tumor >= 0.999

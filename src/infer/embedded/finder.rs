@@ -345,6 +345,11 @@ fn square(pixel: usize, n: usize) -> impl Iterator<Item = usize> {
     })
 }
 
+/// Whether the whole 3 × 3 square around `pixel` (none of it off the `n`² grid) lies in `set`.
+pub(super) fn surrounded(pixel: usize, n: usize, set: &[bool]) -> bool {
+    square(pixel, n).count() == 9 && square(pixel, n).all(|at| set[at])
+}
+
 /// Flood fill on an `n`² grid: `starts`, then every pixel 4-connected to what is reached for
 /// which `passes` holds, each once, in the order reached (depth first).
 fn flood(starts: Vec<usize>, n: usize, mut passes: impl FnMut(usize) -> bool) -> Vec<usize> {
@@ -431,7 +436,7 @@ pub fn compact_core(region: &[usize], seed: usize, n: usize) -> Vec<usize> {
     let centres: Vec<usize> = region
         .iter()
         .copied()
-        .filter(|&pixel| square(pixel, n).count() == 9 && square(pixel, n).all(|at| inside[at]))
+        .filter(|&pixel| surrounded(pixel, n, &inside))
         .collect();
     if centres.is_empty() {
         return region
@@ -535,15 +540,13 @@ pub fn grow_lesion(
         }
     };
     let smooth = |pixel: usize| mean(pixel, 1);
-    let interior =
-        |pixel: usize| square(pixel, n).count() == 9 && square(pixel, n).all(|at| mask[at]);
     let (column0, row0) = answer.cell;
     let around: Vec<usize> = (row0.saturating_sub(SEED_REACH)..(row0 + STRIDE + SEED_REACH).min(n))
         .flat_map(|row| {
             (column0.saturating_sub(SEED_REACH)..(column0 + STRIDE + SEED_REACH).min(n))
                 .map(move |column| row * n + column)
         })
-        .filter(|&pixel| square(pixel, n).count() == 9 && square(pixel, n).all(|at| area[at]))
+        .filter(|&pixel| surrounded(pixel, n, &area))
         .collect();
     let blob = around
         .iter()
@@ -559,7 +562,7 @@ pub fn grow_lesion(
     let inner: Vec<usize> = cell
         .iter()
         .copied()
-        .filter(|&pixel| interior(pixel))
+        .filter(|&pixel| surrounded(pixel, n, mask))
         .collect();
     let candidates = if inner.is_empty() { &cell } else { &inner };
     let Some(start) = blob.or_else(|| {

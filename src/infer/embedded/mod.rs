@@ -527,7 +527,11 @@ fn grown_lesions(
     thresholds: [f32; 4],
 ) -> Vec<GrownLesion> {
     let plane = fine.spec.size * fine.spec.size;
-    let references = organ_references(fine, masks);
+    let mut positive = [false; 4];
+    for answer in answers {
+        positive[answer.organ] |= answer.probability >= thresholds[answer.organ];
+    }
+    let references = organ_references(fine, masks, positive);
     let mut grown = Vec::new();
     for answer in answers {
         if answer.probability < thresholds[answer.organ] {
@@ -566,13 +570,18 @@ fn grown_lesions(
 /// shows at least half of the organ's largest cross-section: the median of its interior
 /// pixels (all eight neighbours in the mask) on those slabs. `None` on smaller sections (an
 /// organ's tip, darker by partial volume along the scan, keeps its own slab's median; see
-/// [`finder::grow_lesion`]).
+/// [`finder::grow_lesion`]) and for the organs `wanted` leaves out (only organs with a lesion
+/// to grow need it).
 #[must_use]
-pub fn organ_references(fine: &ModelGrid, masks: &[Vec<bool>]) -> Vec<Option<f32>> {
+pub fn organ_references(
+    fine: &ModelGrid,
+    masks: &[Vec<bool>],
+    wanted: [bool; 4],
+) -> Vec<Option<f32>> {
     let n = fine.spec.size;
     let plane = n * n;
     let mut references = vec![None; fine.slabs * 4];
-    for organ in 0..4 {
+    for organ in (0..4).filter(|&organ| wanted[organ]) {
         let areas: Vec<usize> = (0..fine.slabs)
             .map(|slab| {
                 masks
@@ -591,16 +600,11 @@ pub fn organ_references(fine: &ModelGrid, masks: &[Vec<bool>]) -> Vec<Option<f32
         for &slab in &broad {
             let mask = &masks[slab * 4 + organ];
             let hu = &fine.hu[slab * plane..(slab + 1) * plane];
-            for row in 1..n.saturating_sub(1) {
-                for column in 1..n - 1 {
-                    let p = row * n + column;
-                    if (row - 1..=row + 1)
-                        .all(|r| (column - 1..=column + 1).all(|c| mask[r * n + c]))
-                    {
-                        values.push(hu[p]);
-                    }
-                }
-            }
+            values.extend(
+                (0..plane)
+                    .filter(|&pixel| mask[pixel] && finder::surrounded(pixel, n, mask))
+                    .map(|pixel| hu[pixel]),
+            );
         }
         if values.is_empty() {
             continue;
@@ -1332,7 +1336,7 @@ mod tests {
             z_range_mm: (0.0, 15.0),
             above_mm: 0.0,
         };
-        let references = organ_references(&grid, &masks);
+        let references = organ_references(&grid, &masks, [true; 4]);
         for slab in 0..3 {
             assert_eq!(references[slab * 4], Some(100.0), "slab {slab}");
         }
@@ -1340,6 +1344,11 @@ mod tests {
         assert!(
             (1..4).all(|organ| references[organ].is_none()),
             "no other organ"
+        );
+        let unwanted = organ_references(&grid, &masks, [false, true, true, true]);
+        assert!(
+            unwanted.iter().all(Option::is_none),
+            "the liver was not asked for"
         );
     }
 
