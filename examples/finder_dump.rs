@@ -52,7 +52,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             })
             .collect();
         let true_answers = model.answers(&case.grid, &true_masks)?;
-        let references = keyslice::infer::embedded::organ_references(&case.grid, &masks, [true; 4]);
+        let references =
+            keyslice::infer::embedded::organ_references(&case.grid, &masks, [true; 4], &[]);
         for slab in 0..case.grid.slabs {
             for organ in 0..4 {
                 let p = |list: &[keyslice::infer::embedded::finder::SlabAnswer]| {

@@ -528,10 +528,13 @@ fn grown_lesions(
 ) -> Vec<GrownLesion> {
     let plane = fine.spec.size * fine.spec.size;
     let mut positive = [false; 4];
+    let mut called = vec![false; fine.slabs * 4];
     for answer in answers {
-        positive[answer.organ] |= answer.probability >= thresholds[answer.organ];
+        let tumor = answer.probability >= thresholds[answer.organ];
+        positive[answer.organ] |= tumor;
+        called[answer.slab * 4 + answer.organ] = tumor;
     }
-    let references = organ_references(fine, masks, positive);
+    let references = organ_references(fine, masks, positive, &called);
     let mut grown = Vec::new();
     for answer in answers {
         if answer.probability < thresholds[answer.organ] {
@@ -566,17 +569,27 @@ fn grown_lesions(
     grown
 }
 
+/// Interior pixels the broad slabs without a tumor call must hold to give an organ's
+/// reference alone (a kidney's interior on one 5 mm slab is about 100 pixels of 3 mm).
+const MIN_REFERENCE_PIXELS: usize = 30;
+
 /// Per slab and organ (`[slab * 4 + organ]`), the organ's HU across the scan where the slab
 /// shows at least half of the organ's largest cross-section: the median of its interior
-/// pixels (all eight neighbours in the mask) on those slabs. `None` on smaller sections (an
-/// organ's tip, darker by partial volume along the scan, keeps its own slab's median; see
-/// [`finder::grow_lesion`]) and for the organs `wanted` leaves out (only organs with a lesion
-/// to grow need it).
+/// pixels (all eight neighbours in the mask) on those of these slabs where the finder called
+/// no tumor (`called[slab * 4 + organ]` false or absent), or on all of them when those hold
+/// fewer than [`MIN_REFERENCE_PIXELS`]. `None` on smaller sections (an organ's tip, darker by
+/// partial volume along the scan, keeps its own slab's median; see [`finder::grow_lesion`])
+/// and for the organs `wanted` leaves out (only organs with a lesion to grow need it).
+///
+/// A large tumor can fill most of an organ's mask on every broad slab: a 4.7 cm
+/// hyperattenuating kidney tumor was the median of the kidney's interior there, showed no
+/// contrast, and the cortex and medulla around it grew as "hypoattenuating lesions".
 #[must_use]
 pub fn organ_references(
     fine: &ModelGrid,
     masks: &[Vec<bool>],
     wanted: [bool; 4],
+    called: &[bool],
 ) -> Vec<Option<f32>> {
     let n = fine.spec.size;
     let plane = n * n;
@@ -589,23 +602,52 @@ pub fn organ_references(
                     .map_or(0, |m| m.iter().filter(|&&on| on).count())
             })
             .collect();
-        let largest = areas.iter().copied().max().unwrap_or(0);
+        let interior = |slabs: &[usize]| {
+            let mut values = Vec::new();
+            for &slab in slabs {
+                let mask = &masks[slab * 4 + organ];
+                let hu = &fine.hu[slab * plane..(slab + 1) * plane];
+                values.extend(
+                    (0..plane)
+                        .filter(|&pixel| mask[pixel] && finder::surrounded(pixel, n, mask))
+                        .map(|pixel| hu[pixel]),
+                );
+            }
+            values
+        };
+        // The slabs at least half as broad as the broadest of `slabs`.
+        let broad_among = |slabs: &mut dyn Iterator<Item = usize>| {
+            let slabs: Vec<usize> = slabs.filter(|&slab| areas[slab] > 0).collect();
+            let largest = slabs.iter().map(|&slab| areas[slab]).max().unwrap_or(0);
+            let broad: Vec<usize> = slabs
+                .into_iter()
+                .filter(|&slab| areas[slab] * 2 >= largest)
+                .collect();
+            (broad, largest)
+        };
+        let (broad, largest) = broad_among(&mut (0..fine.slabs));
         if largest == 0 {
             continue;
         }
-        let broad: Vec<usize> = (0..fine.slabs)
-            .filter(|&s| areas[s] * 2 >= largest)
-            .collect();
-        let mut values = Vec::new();
-        for &slab in &broad {
-            let mask = &masks[slab * 4 + organ];
-            let hu = &fine.hu[slab * plane..(slab + 1) * plane];
-            values.extend(
-                (0..plane)
-                    .filter(|&pixel| mask[pixel] && finder::surrounded(pixel, n, mask))
-                    .map(|pixel| hu[pixel]),
-            );
-        }
+        // A tumor also swells the organ's mask: the slabs without one are measured against
+        // their own broadest section, if that is not a mere tip.
+        let called_at = |slab: usize| called.get(slab * 4 + organ).copied().unwrap_or(false);
+        let (clear, clear_largest) =
+            broad_among(&mut (0..fine.slabs).filter(|&slab| !called_at(slab)));
+        let mut values = if clear_largest * 3 >= largest {
+            interior(&clear)
+        } else {
+            Vec::new()
+        };
+        let broad = if values.len() >= MIN_REFERENCE_PIXELS {
+            // Every slab as broad as those, the swollen ones with the tumor included.
+            (0..fine.slabs)
+                .filter(|&slab| areas[slab] > 0 && areas[slab] * 2 >= clear_largest)
+                .collect()
+        } else {
+            values = interior(&broad);
+            broad
+        };
         if values.is_empty() {
             continue;
         }
@@ -1336,7 +1378,7 @@ mod tests {
             z_range_mm: (0.0, 15.0),
             above_mm: 0.0,
         };
-        let references = organ_references(&grid, &masks, [true; 4]);
+        let references = organ_references(&grid, &masks, [true; 4], &[]);
         for slab in 0..3 {
             assert_eq!(references[slab * 4], Some(100.0), "slab {slab}");
         }
@@ -1345,11 +1387,59 @@ mod tests {
             (1..4).all(|organ| references[organ].is_none()),
             "no other organ"
         );
-        let unwanted = organ_references(&grid, &masks, [false, true, true, true]);
+        let unwanted = organ_references(&grid, &masks, [false, true, true, true], &[]);
         assert!(
             unwanted.iter().all(Option::is_none),
             "the liver was not asked for"
         );
+    }
+
+    #[test]
+    fn organ_references_leave_out_the_slabs_where_a_tumor_swells_the_organ() {
+        let n = 24;
+        let slabs = 6;
+        // Left kidney (organ 2): 8 × 8 of parenchyma at 170 HU on slabs 0–2; on slabs 3–5 a
+        // tumor of 220 HU swells the mask to 13 × 13 and fills most of it, with a 3-pixel
+        // rim of parenchyma on two sides. The finder called a tumor on slabs 3–5.
+        let mut hu = vec![-95f32; slabs * n * n];
+        let mut masks = vec![vec![false; n * n]; slabs * 4];
+        for slab in 0..slabs {
+            let side = if slab < 3 { 8 } else { 13 };
+            for row in 4..4 + side {
+                for column in 4..4 + side {
+                    masks[slab * 4 + 2][row * n + column] = true;
+                    let tumor = slab >= 3 && row >= 7 && column >= 7;
+                    hu[slab * n * n + row * n + column] = if tumor { 220.0 } else { 170.0 };
+                }
+            }
+        }
+        let grid = ModelGrid {
+            spec: GridSpec {
+                size: n,
+                pixel_mm: 3.0,
+                slab_mm: 5.0,
+            },
+            slabs,
+            hu,
+            centre_slice: (0..slabs as u32).collect(),
+            ct_spacing_mm: [3.0, 3.0, 5.0],
+            ct_dims: [n, n, slabs],
+            z_range_mm: (0.0, 30.0),
+            above_mm: 0.0,
+        };
+        let mut called = vec![false; slabs * 4];
+        for slab in 3..slabs {
+            called[slab * 4 + 2] = true;
+        }
+        let wanted = [false, false, true, false];
+        let references = organ_references(&grid, &masks, wanted, &called);
+        for slab in 0..slabs {
+            assert_eq!(references[slab * 4 + 2], Some(170.0), "slab {slab}");
+        }
+        // Without the calls the swollen slabs are the broad ones, and the tumor their median.
+        let blind = organ_references(&grid, &masks, wanted, &[]);
+        assert_eq!(blind[4 * 4 + 2], Some(220.0));
+        assert_eq!(blind[2], None, "slab 0 is under half the swollen section");
     }
 
     #[test]
