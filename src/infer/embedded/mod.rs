@@ -1350,6 +1350,22 @@ fn slice_volume(slice: &KeySliceImage) -> Result<Volume, String> {
 mod tests {
     use super::*;
 
+    /// A model grid of `slabs` slabs with these HU, as read from a CT of the grid's own
+    /// pixels and 5 mm slices.
+    fn square_grid(spec: GridSpec, slabs: usize, hu: Vec<f32>) -> ModelGrid {
+        let n = spec.size;
+        ModelGrid {
+            spec,
+            slabs,
+            hu,
+            centre_slice: (0..slabs as u32).collect(),
+            ct_spacing_mm: [spec.pixel_mm, spec.pixel_mm, 5.0],
+            ct_dims: [n, n, slabs],
+            z_range_mm: (0.0, 5.0 * (slabs - 1) as f64),
+            above_mm: 0.0,
+        }
+    }
+
     #[test]
     fn organ_references_are_the_interior_median_over_the_broad_sections() {
         let n = 16;
@@ -1376,16 +1392,7 @@ mod tests {
                 }
             }
         }
-        let grid = ModelGrid {
-            spec,
-            slabs,
-            hu,
-            centre_slice: (0..slabs as u32).collect(),
-            ct_spacing_mm: [3.0, 3.0, 5.0],
-            ct_dims: [n, n, slabs],
-            z_range_mm: (0.0, 15.0),
-            above_mm: 0.0,
-        };
+        let grid = square_grid(spec, slabs, hu);
         let references = organ_references(&grid, &masks, [true; 4], &[]);
         for slab in 0..3 {
             assert_eq!(references[slab * 4], Some(100.0), "slab {slab}");
@@ -1421,20 +1428,12 @@ mod tests {
                 }
             }
         }
-        let grid = ModelGrid {
-            spec: GridSpec {
-                size: n,
-                pixel_mm: 3.0,
-                slab_mm: 5.0,
-            },
-            slabs,
-            hu,
-            centre_slice: (0..slabs as u32).collect(),
-            ct_spacing_mm: [3.0, 3.0, 5.0],
-            ct_dims: [n, n, slabs],
-            z_range_mm: (0.0, 30.0),
-            above_mm: 0.0,
+        let spec = GridSpec {
+            size: n,
+            pixel_mm: 3.0,
+            slab_mm: 5.0,
         };
+        let grid = square_grid(spec, slabs, hu);
         let mut called = vec![false; slabs * 4];
         for slab in 3..slabs {
             called[slab * 4 + 2] = true;
