@@ -290,8 +290,9 @@ pub fn generate(seed: u64, index: u32, options: PhantomOptions) -> PhantomCase {
                     structures[at] = code;
                 }
             }
-            let blurred = blur_plane(&values, matrix);
-            for (at, value) in blurred.iter().enumerate() {
+            // A 3×3 binomial blur in the axial plane: the partial-volume softening of edges.
+            crate::volume::filter::smooth_plane(&mut values, matrix, [0.25, 0.25]);
+            for (at, value) in values.iter().enumerate() {
                 let noisy = if *value > -990.0 {
                     f64::from(*value) + noise_hu * normal_at(noise_seed, (k * plane + at) as u64)
                 } else {
@@ -349,26 +350,6 @@ impl Grid {
             (point[2] / self.slice_mm).round().max(0.0) * self.slice_mm,
         ]
     }
-}
-
-/// A 3×3 binomial blur in the axial plane: the partial-volume softening of real edges.
-fn blur_plane(values: &[f32], n: usize) -> Vec<f32> {
-    let pass = |input: &[f32], step: usize| -> Vec<f32> {
-        let mut output = input.to_vec();
-        for j in 0..n {
-            for i in 0..n {
-                let at = i + n * j;
-                let (position, stride) = if step == 1 { (i, 1) } else { (j, n) };
-                if position == 0 || position + 1 == n {
-                    continue;
-                }
-                output[at] =
-                    0.25 * input[at - stride] + 0.5 * input[at] + 0.25 * input[at + stride];
-            }
-        }
-        output
-    };
-    pass(&pass(values, 1), n)
 }
 
 /// Draws 0–3 lesions for a case. Fewer are placed when an organ has no room left.

@@ -9,6 +9,7 @@
 //! Core module: no file formats, no GPU, no UI. `io` builds volumes, everything else reads them.
 
 pub mod demo;
+pub mod filter;
 pub mod geometry;
 pub mod label;
 pub mod orient;

@@ -8,6 +8,7 @@
 
 use rayon::prelude::*;
 
+use crate::volume::filter::smooth_plane;
 use crate::volume::{LabelVolume, Volume, Voxels};
 
 /// The sampling of the model grid.
@@ -99,7 +100,7 @@ impl ModelGrid {
                     }
                 }
             }
-            blur_plane(plane, n, blur);
+            smooth_plane(plane, n, blur);
         });
         let z = |s: usize| {
             volume
@@ -263,7 +264,6 @@ impl AxisTaps {
     }
 }
 
-/// CT (column, row), continuous, of the centre of model pixel (`column`, `row`).
 /// The finest in-plane pixel of the phantoms the model learned from, mm (a 128 matrix over
 /// the narrowest field, 307 mm). A CT of finer pixels (a clinical 512 matrix at 0.6–0.9 mm)
 /// is much sharper on the model grid, and the finder, never having seen such edges, took the
@@ -285,24 +285,7 @@ fn harmonising_weight(ct_pixel_mm: f64, grid_pixel_mm: f64) -> f32 {
     (missing_mm2 / (grid_pixel_mm * grid_pixel_mm) / 2.0).min(0.25) as f32
 }
 
-/// Convolves a model plane (`n × n`) with `[w, 1 − 2w, w]` along its columns (`weights[0]`)
-/// and its rows (`weights[1]`); the border pixels keep their values.
-fn blur_plane(plane: &mut [f32], n: usize, weights: [f32; 2]) {
-    for (step, w) in [(1, weights[0]), (n, weights[1])] {
-        if w <= 0.0 {
-            continue;
-        }
-        let input = plane.to_vec();
-        for j in 1..n.saturating_sub(1) {
-            for i in 1..n.saturating_sub(1) {
-                let at = i + n * j;
-                plane[at] =
-                    w * input[at - step] + (1.0 - 2.0 * w) * input[at] + w * input[at + step];
-            }
-        }
-    }
-}
-
+/// CT (column, row), continuous, of the centre of model pixel (`column`, `row`).
 fn ct_position(
     column: usize,
     row: usize,
@@ -393,7 +376,7 @@ mod tests {
                 }
             }
             let blur = [0, 1].map(|axis| harmonising_weight(spacing[axis], spec.pixel_mm));
-            blur_plane(plane, n, blur);
+            smooth_plane(plane, n, blur);
         }
         hu
     }
@@ -412,7 +395,7 @@ mod tests {
                 if inside { 200.0 } else { 0.0 }
             })
             .collect();
-        blur_plane(&mut values, n, [0.25, 0.25]);
+        smooth_plane(&mut values, n, [0.25, 0.25]);
         let affine = Affine::from_axes(
             [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
             [pixel_mm, pixel_mm, 5.0],

@@ -573,17 +573,20 @@ fn grown_lesions(
 /// reference alone (a kidney's interior on one 5 mm slab is about 100 pixels of 3 mm).
 const MIN_REFERENCE_PIXELS: usize = 30;
 
-/// Per slab and organ (`[slab * 4 + organ]`), the organ's HU across the scan where the slab
-/// shows at least half of the organ's largest cross-section: the median of its interior
-/// pixels (all eight neighbours in the mask) on those of these slabs where the finder called
-/// no tumor (`called[slab * 4 + organ]` false or absent), or on all of them when those hold
-/// fewer than [`MIN_REFERENCE_PIXELS`]. `None` on smaller sections (an organ's tip, darker by
+/// Per slab and organ (`[slab * 4 + organ]`), the organ's HU across the scan: the median of
+/// its interior pixels (all eight neighbours in the mask) on its broad slabs, for every slab
+/// at least half as broad as those. The broad slabs are those where the finder called no
+/// tumor (`called[slab * 4 + organ]` false or absent) and the mask covers at least half of
+/// their largest section; when they hold fewer than [`MIN_REFERENCE_PIXELS`] or that section
+/// is under a third of the organ's largest (only tips are clear), all slabs showing at least
+/// half of the organ's largest section. `None` on smaller sections (an organ's tip, darker by
 /// partial volume along the scan, keeps its own slab's median; see [`finder::grow_lesion`])
 /// and for the organs `wanted` leaves out (only organs with a lesion to grow need it).
 ///
-/// A large tumor can fill most of an organ's mask on every broad slab: a 4.7 cm
-/// hyperattenuating kidney tumor was the median of the kidney's interior there, showed no
-/// contrast, and the cortex and medulla around it grew as "hypoattenuating lesions".
+/// A large tumor swells the organ's mask and can fill most of it on every slab it crosses:
+/// a 4.7 cm hyperattenuating kidney tumor was the median of the kidney's interior there,
+/// showed no contrast, and the cortex and medulla around it grew as "hypoattenuating
+/// lesions".
 #[must_use]
 pub fn organ_references(
     fine: &ModelGrid,
@@ -615,9 +618,11 @@ pub fn organ_references(
             }
             values
         };
-        // The slabs at least half as broad as the broadest of `slabs`.
-        let broad_among = |slabs: &mut dyn Iterator<Item = usize>| {
-            let slabs: Vec<usize> = slabs.filter(|&slab| areas[slab] > 0).collect();
+        // The slabs `keep` accepts that are at least half as broad as the broadest of them.
+        let broad_among = |keep: &dyn Fn(usize) -> bool| {
+            let slabs: Vec<usize> = (0..fine.slabs)
+                .filter(|&slab| areas[slab] > 0 && keep(slab))
+                .collect();
             let largest = slabs.iter().map(|&slab| areas[slab]).max().unwrap_or(0);
             let broad: Vec<usize> = slabs
                 .into_iter()
@@ -625,15 +630,14 @@ pub fn organ_references(
                 .collect();
             (broad, largest)
         };
-        let (broad, largest) = broad_among(&mut (0..fine.slabs));
+        let (broad, largest) = broad_among(&|_| true);
         if largest == 0 {
             continue;
         }
         // A tumor also swells the organ's mask: the slabs without one are measured against
         // their own broadest section, if that is not a mere tip.
         let called_at = |slab: usize| called.get(slab * 4 + organ).copied().unwrap_or(false);
-        let (clear, clear_largest) =
-            broad_among(&mut (0..fine.slabs).filter(|&slab| !called_at(slab)));
+        let (clear, clear_largest) = broad_among(&|slab| !called_at(slab));
         let mut values = if clear_largest * 3 >= largest {
             interior(&clear)
         } else {
