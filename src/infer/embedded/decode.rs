@@ -211,6 +211,44 @@ pub fn find_lesions(probabilities: &Probabilities, rule: DecodeRule) -> Vec<Foun
     found
 }
 
+/// Long and short diameters of a lesion's largest section, mm, as a reader measures them
+/// with a ruler: the longest distance across the section, and its widest extent at right
+/// angles to that line. Pixel centres are measured and one pixel added to each (a section
+/// of one pixel is one pixel across). Until session 20 the short diameter was the one an
+/// ellipse of the section's area would have, which read the short axis 4 mm too short on
+/// the seed-13 phantoms (the grown region misses the tumor's partial-volume edge, which
+/// costs area in both directions; the extent loses it once).
+fn section_diameters(section: &[(f64, f64)], pixel_mm: f64) -> (f64, f64) {
+    let mut longest = 0.0f64;
+    let mut ends = ((0.0, 0.0), (0.0, 0.0));
+    for a in section {
+        for b in section {
+            let distance = (a.0 - b.0).hypot(a.1 - b.1);
+            if distance > longest {
+                longest = distance;
+                ends = (*a, *b);
+            }
+        }
+    }
+    let width = if longest > 0.0 {
+        // Unit vector at right angles to the long diameter.
+        let across = (
+            -(ends.1.1 - ends.0.1) / longest,
+            (ends.1.0 - ends.0.0) / longest,
+        );
+        let projections = section.iter().map(|p| p.0 * across.0 + p.1 * across.1);
+        let (low, high) = projections.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+        high - low
+    } else {
+        0.0
+    };
+    let long_mm = (longest + 1.0) * pixel_mm;
+    let short_mm = ((width + 1.0) * pixel_mm).min(long_mm);
+    (long_mm, short_mm)
+}
+
 /// A channel's value at `pixel` (0 in an empty channel).
 fn value(channel: &[f32], pixel: usize) -> f32 {
     channel.get(pixel).copied().unwrap_or(0.0)
@@ -233,15 +271,7 @@ fn describe(
         .filter(|(slab, _)| *slab == largest_slab)
         .map(|(_, pixel)| ((pixel % size) as f64, (pixel / size) as f64))
         .collect();
-    let mut longest = 0.0f64;
-    for a in &section {
-        for b in &section {
-            longest = longest.max((a.0 - b.0).hypot(a.1 - b.1));
-        }
-    }
-    let long_mm = (longest + 1.0) * probabilities.pixel_mm;
-    let area_mm2 = section.len() as f64 * probabilities.pixel_mm.powi(2);
-    let short_mm = (4.0 * area_mm2 / (std::f64::consts::PI * long_mm)).min(long_mm);
+    let (long_mm, short_mm) = section_diameters(&section, probabilities.pixel_mm);
     let mut attenuation = [0f64; 3];
     let locations = organ_locations(organ);
     let mut location = vec![0f64; locations.len()];
@@ -427,6 +457,37 @@ mod tests {
         assert_eq!(joined.len(), 2);
         assert_eq!(joined[0].voxels.len(), 8);
         assert_eq!(joined[1].voxels, vec![(2, 14 + 16 * 14)]);
+    }
+
+    #[test]
+    fn a_section_is_measured_across_its_long_diameter_as_with_a_ruler() {
+        // An ellipse 12 × 6 pixels across, tilted by 30°: the pixel centres inside it.
+        let (half_long, half_short, angle) = (6.0f64, 3.0f64, 30f64.to_radians());
+        let mut section = Vec::new();
+        for y in -10..=10 {
+            for x in -10..=10 {
+                let (x, y) = (f64::from(x), f64::from(y));
+                let along = x * angle.cos() + y * angle.sin();
+                let across = -x * angle.sin() + y * angle.cos();
+                if (along / half_long).powi(2) + (across / half_short).powi(2) <= 1.0 {
+                    section.push((x, y));
+                }
+            }
+        }
+        let (long_mm, short_mm) = section_diameters(&section, 2.0);
+        assert!((long_mm - 24.0).abs() <= 2.0, "long {long_mm} mm");
+        assert!((short_mm - 12.0).abs() <= 2.0, "short {short_mm} mm");
+        // The ellipse of the same area across the same long diameter (the rule before
+        // session 20) reads the short side a pixel or more short.
+        let area_short = 4.0 * section.len() as f64 * 4.0 / (std::f64::consts::PI * long_mm);
+        assert!(
+            short_mm - area_short >= 1.5,
+            "{short_mm} against {area_short}"
+        );
+        assert_eq!(section_diameters(&[(3.0, 4.0)], 2.5), (2.5, 2.5));
+        // A straight line of 5 pixels: 5 long, 1 across.
+        let line: Vec<(f64, f64)> = (0..5).map(|x| (f64::from(x), 2.0)).collect();
+        assert_eq!(section_diameters(&line, 1.0), (5.0, 1.0));
     }
 
     #[test]
