@@ -221,8 +221,9 @@ pub fn find_lesions(probabilities: &Probabilities, rule: DecodeRule) -> Vec<Foun
 fn section_diameters(section: &[(f64, f64)], pixel_mm: f64) -> (f64, f64) {
     let mut longest = 0.0f64;
     let mut ends = ((0.0, 0.0), (0.0, 0.0));
-    for a in section {
-        for b in section {
+    // Each pair once; the first of equally long pairs is the one the full square meets first.
+    for (i, a) in section.iter().enumerate() {
+        for b in &section[i + 1..] {
             let distance = (a.0 - b.0).hypot(a.1 - b.1);
             if distance > longest {
                 longest = distance;
