@@ -5,12 +5,15 @@ the same checkpoint: prefill (vision tower + prompt) and greedy decoding, f32, s
     pip install torch torchvision transformers pillow safetensors
     cargo build --release
     benches/qwen3vl_speed.py [--threads 2] [--new-tokens 32] [--size small] [--repeats 3]
+                             [--rounds 3]
 
 The checkpoint is random-weight, built here in the released layout from the tiny fixture's
 tokenizer and processors with a larger body (`small`: text 1024 wide x 8 layers, vision 512
 wide x 8 blocks, ~0.2 B parameters; `medium`: text 2048 x 12, vision 1024 x 12). The prompt is
 a 448x448 image (196 visual tokens) and a question. Each side runs the prompt `--repeats`
-times after one warm-up; the medians are printed as a Markdown table. Keyslice's figures come
+times after one warm-up, in `--rounds` rounds that alternate the two sides (a shared machine's
+speed drifts by 15 % within minutes); the medians over rounds are printed as a Markdown table
+with each round's prefill ratio. Keyslice's figures come
 from `keyslice vlm --json --repeats N` (`runs`): like PyTorch's, measured inside one process
 after a warm-up run, so neither includes loading the weights or first-touch memory.
 """
@@ -133,6 +136,7 @@ def main():
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--size", choices=SIZES, default="small")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = Path(tmp) / "ckpt"
@@ -141,18 +145,29 @@ def main():
         img = Path(tmp) / "image.png"
         image(img)
         prompt = "Describe the liver on this slice."
-        t_p, t_d, n_t = reference(ckpt, img, prompt, args.new_tokens, args.repeats, args.threads)
-        k_p, k_d, n_k = keyslice(ckpt, img, prompt, args.new_tokens, args.repeats, args.threads)
-        if n_t != n_k:
-            sys.exit(f"prompt lengths differ: reference {n_t}, keyslice {n_k}")
+        rounds = []
+        # Rounds alternate the two sides, so that a machine whose speed drifts (a shared
+        # host) slows both alike; each round loads both models afresh.
+        for r in range(args.rounds):
+            t_p, t_d, n_t = reference(ckpt, img, prompt, args.new_tokens, args.repeats, args.threads)
+            k_p, k_d, n_k = keyslice(ckpt, img, prompt, args.new_tokens, args.repeats, args.threads)
+            if n_t != n_k:
+                sys.exit(f"prompt lengths differ: reference {n_t}, keyslice {n_k}")
+            rounds.append((t_p, t_d, k_p, k_d))
+            print(f"round {r + 1}: prefill PyTorch {t_p:.0f} ms, Keyslice {k_p:.0f} ms "
+                  f"({k_p / t_p:.2f}x)", file=sys.stderr)
+        t_p, t_d, k_p, k_d = (statistics.median(col) for col in zip(*rounds))
+        ratios = sorted(r[2] / r[0] for r in rounds)
         steps = args.new_tokens - 1
         print(f"checkpoint: {args.size}, {params / 1e6:.0f} M parameters, f32; prompt {n_k} tokens; "
-              f"{args.new_tokens} new tokens; {args.threads} threads")
+              f"{args.new_tokens} new tokens; {args.threads} threads; medians of {args.rounds} "
+              f"alternating rounds")
         print("| | prefill (ms) | decode (ms/token) |")
         print("|---|---:|---:|")
         print(f"| PyTorch {__import__('torch').__version__} + transformers | {t_p:.0f} | {t_d / steps:.1f} |")
         print(f"| Keyslice (candle) | {k_p:.0f} | {k_d / steps:.1f} |")
-
+        print(f"Keyslice prefill / PyTorch prefill per round: "
+              + ", ".join(f"{x:.2f}" for x in ratios))
 
 if __name__ == "__main__":
     main()

@@ -7,14 +7,18 @@
 //!   image): candle's takes 10.6 ms a block with a library `exp` per value and a new output
 //!   tensor; this one works in place on the scores.
 //!
-//! Both are plain loops the compiler vectorises for the CPU found at run time (`pulp`
+//! - the attention itself (scores, softmax, weighted sum), in blocks of query rows whose
+//!   scores stay in the core's cache instead of a 20 MB tensor written and read four times
+//!   (13.7 ms a vision block before, with candle's products and the in-place softmax).
+//!
+//! The element-wise ones are plain loops the compiler vectorises for the CPU found at run time (`pulp`
 //! dispatch: AVX-512, AVX2 or SSE; the loop body must be inlined into the dispatch, which a
 //! closure is not, so each kernel is a `WithSimd` type) with a polynomial `exp` (Cephes
 //! `expf`, relative error about 1e-7), threaded over chunks. Other devices and dtypes use
 //! candle's own ops.
 
 use candle_core::{
-    CpuStorage, CustomOp1, DType, Device, InplaceOp1, Layout, Result, Shape, Tensor,
+    CpuStorage, CustomOp1, CustomOp3, DType, Device, InplaceOp1, Layout, Result, Shape, Tensor,
 };
 use rayon::prelude::*;
 
@@ -37,8 +41,10 @@ fn fast_exp(x: f32) -> f32 {
         * z
         + r
         + 1.0;
-    // n is in [-126, 128]: a valid exponent after the bias.
-    let bits = ((n as i32 + 127) as u32) << 23;
+    // 2^n from n's bits without a float-to-integer conversion (Rust's saturating `as i32`
+    // keeps the loop scalar): n + 127 is an integer in [1, 254], and adding 1.5 * 2^23 puts
+    // it in the low bits of the mantissa, which the shift moves into the exponent.
+    let bits = (n + 12_583_039.0).to_bits() << 23;
     let value = p * f32::from_bits(bits);
     if x < -60.0 { 0.0 } else { value }
 }
@@ -178,6 +184,203 @@ pub fn gelu_tanh(x: &Tensor) -> Result<Tensor> {
     }
 }
 
+/// Scores kept per block of query rows (256 KB of f32): the block's scores, its queries and
+/// the product's packed operands stay in a core's L2 cache.
+const SCORE_BLOCK: usize = 65_536;
+
+/// Multi-head attention within runs of tokens (`segments`), without a mask: `q`, `k`, `v`
+/// are `(heads, tokens, head_dim)` with any strides, `q` already scaled; the output is
+/// `(tokens, heads * head_dim)`, heads side by side as the output projection reads them.
+struct BlockedAttention<'a> {
+    segments: &'a [usize],
+}
+
+/// A rank-3 operand `(head, token, d)`: its storage from the layout's start, and strides.
+struct Operand<'a> {
+    data: &'a [f32],
+    stride: [usize; 3],
+}
+
+impl<'a> Operand<'a> {
+    fn new(storage: &'a CpuStorage, layout: &Layout) -> Result<Self> {
+        let data = storage.as_slice::<f32>()?;
+        let stride = layout.stride();
+        if data.len() < layout.start_offset() {
+            candle_core::bail!("attention operand starts beyond its storage");
+        }
+        Ok(Self {
+            data: &data[layout.start_offset()..],
+            stride: [stride[0], stride[1], stride[2]],
+        })
+    }
+
+    /// Head `h` from token `t` on, with the (token, d) strides of a matrix.
+    fn matrix(&self, h: usize, t: usize) -> (&'a [f32], usize, usize) {
+        let offset = (h * self.stride[0] + t * self.stride[1]).min(self.data.len());
+        (&self.data[offset..], self.stride[1], self.stride[2])
+    }
+}
+
+/// A matrix in a slice: its first element, and its row and column strides.
+type Strided<'a> = (&'a [f32], usize, usize);
+
+/// `dst = lhs · rhs` for an `m x k` and a `k x n` matrix into an `m x n` one, each at the start
+/// of its slice with its own strides, through the `gemm` crate on this thread (its kernels
+/// for the CPU found at run time). Panics when a matrix does not fit in its slice.
+#[allow(unsafe_code)]
+fn strided_product(
+    (m, n, k): (usize, usize, usize),
+    dst: (&mut [f32], usize, usize),
+    lhs: Strided<'_>,
+    rhs: Strided<'_>,
+) {
+    let fits = |len: usize, rows: usize, cols: usize, rs: usize, cs: usize| {
+        rows == 0 || cols == 0 || (rows - 1) * rs + (cols - 1) * cs < len
+    };
+    let (dst, dst_rs, dst_cs) = dst;
+    assert!(
+        fits(dst.len(), m, n, dst_rs, dst_cs)
+            && fits(lhs.0.len(), m, k, lhs.1, lhs.2)
+            && fits(rhs.0.len(), k, n, rhs.1, rhs.2),
+        "strided product out of its slices"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    // SAFETY: every element the product reads or writes, `(i, j)` at `i * rs + j * cs` of
+    // its slice, is inside that slice (asserted above); `dst` is borrowed mutably, so it
+    // aliases neither operand. With `read_dst` false the destination is only written.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            dst_cs as isize,
+            dst_rs as isize,
+            false,
+            lhs.0.as_ptr(),
+            lhs.2 as isize,
+            lhs.1 as isize,
+            rhs.0.as_ptr(),
+            rhs.2 as isize,
+            rhs.1 as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+impl CustomOp3 for BlockedAttention<'_> {
+    fn name(&self) -> &'static str {
+        "keyslice-blocked-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qs: &CpuStorage,
+        ql: &Layout,
+        ks: &CpuStorage,
+        kl: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (heads, tokens, dim) = ql.shape().dims3()?;
+        if kl.dims() != ql.dims() || vl.dims() != ql.dims() {
+            candle_core::bail!(
+                "attention: q {:?}, k {:?}, v {:?} differ",
+                ql.dims(),
+                kl.dims(),
+                vl.dims()
+            );
+        }
+        if self.segments.iter().sum::<usize>() != tokens {
+            candle_core::bail!(
+                "attention: segments {:?} for {tokens} tokens",
+                self.segments
+            );
+        }
+        let (q, k, v) = (
+            Operand::new(qs, ql)?,
+            Operand::new(ks, kl)?,
+            Operand::new(vs, vl)?,
+        );
+        let width = heads * dim;
+        let mut out = vec![0f32; tokens * width];
+        // One task per block of query rows within a segment, all heads; each owns its rows
+        // of the output.
+        let mut tasks = Vec::new();
+        let mut rest = out.as_mut_slice();
+        let mut start = 0;
+        for &len in self.segments {
+            let rows = (SCORE_BLOCK / len.max(1)).clamp(1, len.max(1));
+            for r0 in (0..len).step_by(rows) {
+                let take = rows.min(len - r0);
+                let (block, tail) = rest.split_at_mut(take * width);
+                tasks.push((block, start, len, start + r0, take));
+                rest = tail;
+            }
+            start += len;
+        }
+        tasks.into_par_iter().for_each_init(
+            Vec::new,
+            |scores: &mut Vec<f32>, (block, start, len, first, rows)| {
+                scores.resize(rows * len, 0.0);
+                for h in 0..heads {
+                    // scores = q[h, first.., :] · k[h, start.., :]^T
+                    let (kh, kt, kd) = k.matrix(h, start);
+                    strided_product(
+                        (rows, len, dim),
+                        (scores, len, 1),
+                        q.matrix(h, first),
+                        (kh, kd, kt),
+                    );
+                    pulp::Arch::new().dispatch(SoftmaxRows { rows: scores, len });
+                    // out[first.., h * dim..] = scores · v[h, start.., :]
+                    strided_product(
+                        (rows, dim, len),
+                        (&mut block[h * dim..], width, 1),
+                        (scores, len, 1),
+                        v.matrix(h, start),
+                    );
+                }
+            },
+        );
+        Ok((CpuStorage::F32(out), Shape::from((tokens, width))))
+    }
+}
+
+/// Softmax attention within each run of `segments` tokens (no mask), `q` already scaled:
+/// `q`, `k`, `v` are `(heads, tokens, head_dim)`; the result is `(tokens, heads *
+/// head_dim)`. On the CPU in f32 a blocked kernel; elsewhere candle's products and softmax
+/// (in f32, as the reference takes it).
+pub fn segment_attention(q: &Tensor, k: &Tensor, v: &Tensor, segments: &[usize]) -> Result<Tensor> {
+    let (heads, _, dim) = q.dims3()?;
+    if matches!(q.device(), Device::Cpu) && q.dtype() == DType::F32 {
+        return q.apply_op3_no_bwd(k, v, &BlockedAttention { segments });
+    }
+    let mut outs = Vec::with_capacity(segments.len());
+    let mut start = 0;
+    for &len in segments {
+        let qs = q.narrow(1, start, len)?;
+        let ks = k.narrow(1, start, len)?;
+        let vs = v.narrow(1, start, len)?;
+        let w = qs.matmul(&ks.t()?)?.to_dtype(DType::F32)?;
+        let w = candle_nn::ops::softmax_last_dim(&w)?.to_dtype(q.dtype())?;
+        outs.push(
+            w.matmul(&vs)?
+                .transpose(0, 1)?
+                .reshape((len, heads * dim))?,
+        );
+        start += len;
+    }
+    Tensor::cat(&outs, 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +421,46 @@ mod tests {
         .max_all()
         .unwrap();
         assert!(d.to_scalar::<f64>().unwrap() < 1e-12);
+    }
+
+    #[test]
+    fn blocked_attention_matches_candle_products() {
+        let dev = Device::Cpu;
+        // Two frames: one of 300 tokens (its score rows split into blocks of 218) and one
+        // of 5; q, k, v read from one (tokens, 3, heads, d) product as the vision tower's.
+        let (heads, dim, segments) = (3usize, 16usize, [300usize, 5]);
+        let tokens: usize = segments.iter().sum();
+        let qkv = Tensor::randn(0f32, 1.0, (tokens, 3, heads, dim), &dev)
+            .unwrap()
+            .permute((1, 2, 0, 3))
+            .unwrap();
+        let part = |i: usize| qkv.narrow(0, i, 1).unwrap().squeeze(0).unwrap();
+        let (q, k, v) = (part(0), part(1), part(2));
+        assert!(!v.is_contiguous());
+        let ours = segment_attention(&q, &k, &v, &segments).unwrap();
+        assert_eq!(ours.dims(), &[tokens, heads * dim]);
+        let mut start = 0;
+        for len in segments {
+            let (qs, ks, vs) = (
+                q.narrow(1, start, len).unwrap().contiguous().unwrap(),
+                k.narrow(1, start, len).unwrap().contiguous().unwrap(),
+                v.narrow(1, start, len).unwrap().contiguous().unwrap(),
+            );
+            let w = qs.matmul(&ks.t().unwrap().contiguous().unwrap()).unwrap();
+            let w = candle_nn::ops::softmax_last_dim(&w).unwrap();
+            let theirs = w.matmul(&vs).unwrap().transpose(0, 1).unwrap();
+            let theirs = theirs.reshape((len, heads * dim)).unwrap();
+            let d = (ours.narrow(0, start, len).unwrap() - theirs)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap();
+            assert!(d.to_scalar::<f32>().unwrap() < 1e-5, "segment at {start}");
+            start += len;
+        }
+        // Segments that do not add up to the tokens are an error, not a wrong read.
+        assert!(segment_attention(&q, &k, &v, &[300, 4]).is_err());
     }
 
     #[test]

@@ -70,26 +70,14 @@ impl Block {
         let q = (rope(qkv.narrow(0, 0, 1)?)? * scale)?;
         let k = rope(qkv.narrow(0, 1, 1)?)?;
         let v = qkv.narrow(0, 2, 1)?;
-        let mut outs = Vec::with_capacity(segments.len());
-        let mut start = 0;
-        for &len in segments {
-            // (1, heads, len, head_dim)
-            let qs = q.narrow(2, start, len)?;
-            let ks = k.narrow(2, start, len)?;
-            let vs = v.narrow(2, start, len)?;
-            // The reference takes the softmax in f32; on the CPU in f32 it overwrites the
-            // fresh product in place (see `kernels`).
-            let w = qs.matmul(&ks.t()?)?.to_dtype(DType::F32)?;
-            let w = super::kernels::softmax_last_dim_in_place(w)?.to_dtype(x.dtype())?;
-            outs.push(
-                w.matmul(&vs)?
-                    .squeeze(0)?
-                    .transpose(0, 1)?
-                    .reshape((len, hidden))?,
-            );
-            start += len;
-        }
-        let attn = self.proj.forward(&Tensor::cat(&outs, 0)?)?;
+        // (patches, hidden); the softmax in f32, as the reference takes it.
+        let attn = super::kernels::segment_attention(
+            &q.squeeze(0)?,
+            &k.squeeze(0)?,
+            &v.squeeze(0)?,
+            segments,
+        )?;
+        let attn = self.proj.forward(&attn)?;
         let x = (x + attn)?;
         let mlp = self.fc2.forward(&act(
             &self.act,
