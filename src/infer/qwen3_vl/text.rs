@@ -147,6 +147,18 @@ impl Attention {
         let k = Cache::append(&mut self.k_cache, &k)?;
         let v = Cache::append(&mut self.v_cache, &v)?;
         let total = past + seq;
+        // Prefill on the CPU: a blocked kernel that skips the masked keys.
+        if seq > 1
+            && b == 1
+            && let Some(out) = super::kernels::causal_attention_cpu(
+                &q.squeeze(0)?,
+                &k.squeeze(0)?,
+                &v.squeeze(0)?,
+                past,
+            )
+        {
+            return self.o.forward(&out?.unsqueeze(0)?);
+        }
         // Grouped-query attention without copying keys: the `rep` query heads that share a
         // key/value head are stacked along the sequence axis, (b, kv, rep * seq, d).
         let rep = self.heads / self.kv_heads;
@@ -199,9 +211,10 @@ impl Layer {
     fn forward(&mut self, x: &Tensor, rope: &Rope) -> Result<Tensor> {
         let x = (x + self.attn.forward(&self.input_norm.forward(x)?, rope)?)?;
         let h = self.post_norm.forward(&x)?;
-        let mlp = self
-            .down
-            .forward(&(self.gate.forward(&h)?.silu()? * self.up.forward(&h)?)?)?;
+        let mlp = self.down.forward(&super::kernels::silu_mul(
+            &self.gate.forward(&h)?,
+            &self.up.forward(&h)?,
+        )?)?;
         x + mlp
     }
 }
