@@ -53,30 +53,14 @@ impl Block {
         sin: &Tensor,
         segments: &[usize],
     ) -> Result<Tensor> {
-        let (n, hidden) = x.dims2()?;
+        let hidden = x.dim(1)?;
         let head_dim = hidden / self.heads;
-        // (3, heads, patches, head_dim)
-        let qkv = self
-            .qkv
-            .forward(&self.norm1.forward(x)?)?
-            .reshape((n, 3, self.heads, head_dim))?
-            .permute((1, 2, 0, 3))?
-            .contiguous()?;
-        // The reference rotates in f32; the 1/sqrt(d) scale goes on q (not on q·k).
-        let rope = |t: Tensor| -> Result<Tensor> {
-            candle_nn::rotary_emb::rope(&t.to_dtype(DType::F32)?, cos, sin)?.to_dtype(x.dtype())
-        };
+        let qkv = self.qkv.forward(&self.norm1.forward(x)?)?;
+        // Each (heads, patches, head_dim); the 1/sqrt(d) scale goes on q (not on q·k).
         let scale = 1.0 / (head_dim as f64).sqrt();
-        let q = (rope(qkv.narrow(0, 0, 1)?)? * scale)?;
-        let k = rope(qkv.narrow(0, 1, 1)?)?;
-        let v = qkv.narrow(0, 2, 1)?;
+        let (q, k, v) = super::kernels::rotary_qkv(&qkv, self.heads, cos, sin, scale)?;
         // (patches, hidden); the softmax in f32, as the reference takes it.
-        let attn = super::kernels::segment_attention(
-            &q.squeeze(0)?,
-            &k.squeeze(0)?,
-            &v.squeeze(0)?,
-            segments,
-        )?;
+        let attn = super::kernels::segment_attention(&q, &k, &v, segments)?;
         let attn = self.proj.forward(&attn)?;
         let x = (x + attn)?;
         let mlp = self.fc2.forward(&act(
