@@ -2,8 +2,9 @@
 //! aligned) to each grid, 2-D rotary attention within each frame, the patch merger and the
 //! deepstack mergers whose outputs are added to the language model's first layers.
 
-use candle_core::{DType, Module, Result, Tensor};
+use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{LayerNorm, VarBuilder, layer_norm};
+use rayon::prelude::*;
 
 use super::linear::Lin;
 
@@ -118,6 +119,9 @@ pub struct VisionModel {
     patch_weight: Tensor,
     patch_bias: Tensor,
     pos_embed: Tensor,
+    /// The position table as plain values when it lives on the CPU in f32, for
+    /// [`Self::positions`].
+    pos_table: Option<Vec<f32>>,
     blocks: Vec<Block>,
     merger: Merger,
     deepstack: Vec<(usize, Merger)>,
@@ -160,10 +164,15 @@ impl VisionModel {
                 ))
             })
             .collect::<Result<Vec<_>>>()?;
+        let pos_table = (matches!(pos_embed.device(), candle_core::Device::Cpu)
+            && pos_embed.dtype() == DType::F32)
+            .then(|| pos_embed.flatten_all()?.to_vec1::<f32>())
+            .transpose()?;
         Ok(Self {
             patch_weight,
             patch_bias,
             pos_embed,
+            pos_table,
             blocks,
             merger,
             deepstack,
@@ -220,6 +229,38 @@ impl VisionModel {
         (index, weight)
     }
 
+    /// The position embeddings resampled to the patches, `(patches, hidden)` in f32: each
+    /// patch's four `index` rows of the table times their `weight`. On the CPU one threaded
+    /// pass over the table (candle's gather, product and sum over the taps took 10 ms for
+    /// 784 patches).
+    fn positions(&self, index: Vec<u32>, weight: Vec<f32>, device: &Device) -> Result<Tensor> {
+        let n = index.len() / 4;
+        let hidden = self.cfg.hidden_size;
+        if let (Some(table), Device::Cpu) = (&self.pos_table, device) {
+            let mut out = vec![0f32; n * hidden];
+            out.par_chunks_mut(hidden)
+                .zip(index.par_chunks(4).zip(weight.par_chunks(4)))
+                .for_each(|(row, (taps, weights))| {
+                    for (&tap, &w) in taps.iter().zip(weights) {
+                        // Taps are clamped inside the table's side (`position_taps`).
+                        let src = &table[tap as usize * hidden..(tap as usize + 1) * hidden];
+                        for (o, &value) in row.iter_mut().zip(src) {
+                            *o += w * value;
+                        }
+                    }
+                });
+            return Tensor::from_vec(out, (n, hidden), device);
+        }
+        let index = Tensor::from_vec(index, 4 * n, device)?;
+        let weight = Tensor::from_vec(weight, (n, 4, 1), device)?;
+        self.pos_embed
+            .to_dtype(DType::F32)?
+            .index_select(&index, 0)?
+            .reshape((n, 4, ()))?
+            .broadcast_mul(&weight)?
+            .sum(1)
+    }
+
     /// Rotary angles of each patch, one half of the head (the other half repeats it):
     /// `[row * f, col * f]` over the frequencies `f` of a quarter of the head dimension.
     fn rotary(&self, rc: &[(usize, usize, usize, usize)]) -> (Vec<f32>, Vec<f32>, usize) {
@@ -261,15 +302,7 @@ impl VisionModel {
             .matmul(&self.patch_weight)?
             .broadcast_add(&self.patch_bias)?;
         let (index, weight) = self.position_taps(&rc);
-        let index = Tensor::from_vec(index, 4 * n, device)?;
-        let weight = Tensor::from_vec(weight, (n, 4, 1), device)?;
-        let pos = self
-            .pos_embed
-            .to_dtype(DType::F32)?
-            .index_select(&index, 0)?
-            .reshape((n, 4, ()))?
-            .broadcast_mul(&weight)?
-            .sum(1)?;
+        let pos = self.positions(index, weight, device)?;
         let mut x = (x + pos.to_dtype(dtype)?)?;
         let (cos, sin, half) = self.rotary(&rc);
         let cos = Tensor::from_vec(cos, (n, half), device)?;
