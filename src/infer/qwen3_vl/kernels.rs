@@ -423,9 +423,9 @@ impl CustomOp3 for BlockedAttention<'_> {
         );
         let width = heads * dim;
         let mut out = vec![0f32; tokens * width];
-        // One task per block of query rows within a run, all heads; each owns its rows of
-        // the output. A causal block reads the keys up to its last row's. Blocks are as many
-        // rows as keep their scores in cache (`SCORE_BLOCK`).
+        // One task per head and block of query rows within a run (as many rows as keep the
+        // scores in cache, `SCORE_BLOCK`); a causal block reads the keys up to its last
+        // row's. Each task returns its `(rows, head_dim)` block, copied into place after.
         let mut tasks = Vec::new();
         let mut first = 0;
         for &(len, key_start, key_len, past) in &runs {
