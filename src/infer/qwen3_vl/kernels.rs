@@ -23,6 +23,9 @@ use candle_core::{
 };
 use rayon::prelude::*;
 
+/// Values per task of the element-wise kernels (256 KB of f32).
+const CHUNK: usize = 65_536;
+
 /// `exp(x)` without a library call: `2^n * p(r)` with `x = n ln 2 + r`; exactly 0 below
 /// `x = -60` (`e^-60` ≈ 1e-26 is nothing next to the 1 a softmax's largest term contributes,
 /// and a tiny result would become a subnormal number once scaled, which the CPU handles a
@@ -121,8 +124,8 @@ impl CustomOp2 for SiluMul {
         let gate = &gate.as_slice::<f32>()?[g0..g1];
         let up = &up.as_slice::<f32>()?[u0..u1];
         let mut out = vec![0f32; gate.len()];
-        out.par_chunks_mut(65_536)
-            .zip(gate.par_chunks(65_536).zip(up.par_chunks(65_536)))
+        out.par_chunks_mut(CHUNK)
+            .zip(gate.par_chunks(CHUNK).zip(up.par_chunks(CHUNK)))
             .for_each(|(out, (gate, up))| {
                 pulp::Arch::new().dispatch(SiluMulChunk { gate, up, out });
             });
@@ -209,7 +212,7 @@ impl InplaceOp1 for InplaceSoftmax {
             candle_core::bail!("softmax in place: f32 only");
         };
         // Chunks of whole rows, about 64 K values each.
-        let rows_per_chunk = (65_536 / len).max(1);
+        let rows_per_chunk = (CHUNK / len).max(1);
         data[start..end]
             .par_chunks_mut(rows_per_chunk * len)
             .for_each(|rows| pulp::Arch::new().dispatch(SoftmaxRows { rows, len }));
@@ -242,8 +245,8 @@ impl CustomOp1 for GeluTanh {
         };
         let input = &storage.as_slice::<f32>()?[start..end];
         let mut out = vec![0f32; input.len()];
-        out.par_chunks_mut(65_536)
-            .zip(input.par_chunks(65_536))
+        out.par_chunks_mut(CHUNK)
+            .zip(input.par_chunks(CHUNK))
             .for_each(|(out, input)| pulp::Arch::new().dispatch(GeluChunk { input, out }));
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }

@@ -164,7 +164,7 @@ impl VisionModel {
                 ))
             })
             .collect::<Result<Vec<_>>>()?;
-        let pos_table = (matches!(pos_embed.device(), candle_core::Device::Cpu)
+        let pos_table = (matches!(pos_embed.device(), Device::Cpu)
             && pos_embed.dtype() == DType::F32)
             .then(|| pos_embed.flatten_all()?.to_vec1::<f32>())
             .transpose()?;
