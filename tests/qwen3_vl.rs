@@ -298,6 +298,30 @@ fn vlm_command_names_the_wrong_file() {
         err.contains("mrope_section") && err.contains("config.json"),
         "{err}"
     );
+
+    // Head counts that do not split the width, or query heads that do not share key/value
+    // heads evenly, are named before any weight is read.
+    let tiny: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("tiny/config.json")).unwrap())
+            .unwrap();
+    for (section, key, value, named) in [
+        ("vision_config", "num_heads", 3, "vision_config.num_heads"),
+        (
+            "text_config",
+            "num_key_value_heads",
+            3,
+            "num_key_value_heads",
+        ),
+    ] {
+        let mut v = tiny.clone();
+        v[section][key] = value.into();
+        std::fs::write(&config, v.to_string()).unwrap();
+        let err = Qwen3Vl::load(tmp.path(), &Device::Cpu, None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains(named) && err.contains("config.json"), "{err}");
+    }
 }
 
 #[test]

@@ -183,6 +183,28 @@ impl Qwen3VlConfig {
                 vision.out_hidden_size, text.hidden_size
             ));
         }
+        // Heads split the width evenly; the vision rotary needs a head size divisible by 4
+        // (row and column angles, each a cos/sin half); query heads share key/value heads
+        // in equal groups.
+        if vision.num_heads == 0
+            || !vision.hidden_size.is_multiple_of(vision.num_heads)
+            || !(vision.hidden_size / vision.num_heads).is_multiple_of(4)
+        {
+            return Err(format!(
+                "`vision_config.num_heads` ({}) must split `vision_config.hidden_size` ({}) into heads of a multiple of 4",
+                vision.num_heads, vision.hidden_size
+            ));
+        }
+        if text.num_key_value_heads == 0
+            || !text
+                .num_attention_heads
+                .is_multiple_of(text.num_key_value_heads)
+        {
+            return Err(format!(
+                "`text_config.num_attention_heads` ({}) is not a multiple of `text_config.num_key_value_heads` ({})",
+                text.num_attention_heads, text.num_key_value_heads
+            ));
+        }
         if vision.deepstack_visual_indexes.len() > text.num_hidden_layers {
             return Err("more deepstack levels than language-model layers".into());
         }
