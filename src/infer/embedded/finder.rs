@@ -39,6 +39,21 @@ pub struct FinderConfig {
     /// diagnoser's small organs can stay below 0.5 (chosen on calibration cases).
     #[serde(default = "half")]
     pub mask_thresholds: [f32; 4],
+    /// Detail: the CT on pixels a whole number of times finer, read by a stem block before
+    /// the first (`None`: the finder reads only its grid, as up to version 6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<FinderDetail>,
+}
+
+/// The finder's detail stem: the slabs' HU (three slabs, every window) on pixels `factor`
+/// times finer than the finder's grid, through a block of `width` channels and a
+/// `factor`-fold max-pooling onto the grid, where they join the first block's input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinderDetail {
+    /// How many detail pixels per grid pixel along a side (2: 1.5 mm on a 3 mm grid).
+    pub factor: usize,
+    /// Channels of the stem block.
+    pub width: usize,
 }
 
 fn half() -> [f32; 4] {
@@ -59,6 +74,7 @@ impl FinderConfig {
             widths: [16, 32, 64],
             thresholds: [0.5; 4],
             mask_thresholds: half(),
+            detail: None,
         }
     }
 
@@ -67,10 +83,17 @@ impl FinderConfig {
     pub fn inputs(windows: usize) -> usize {
         3 * windows + 4
     }
+
+    /// The detail factor (1 without detail).
+    #[must_use]
+    pub fn detail_factor(&self) -> usize {
+        self.detail.map_or(1, |detail| detail.factor.max(1))
+    }
 }
 
 /// The network.
 pub struct FinderNet {
+    stem: Option<(NormBlock, usize)>,
     blocks: [NormBlock; 3],
     head: Conv2d,
 }
@@ -84,9 +107,19 @@ impl FinderNet {
         mode: NormMode,
     ) -> Result<Self> {
         let [w1, w2, w3] = config.widths;
+        let detail = config.detail.filter(|detail| detail.factor >= 2);
+        // The detail stem reads the HU planes only: three slabs × windows.
+        let stem = detail
+            .map(|detail| {
+                NormBlock::new(inputs - 4, detail.width, &vb.pp("stem"), mode)
+                    .map(|block| (block, detail.factor))
+            })
+            .transpose()?;
+        let first_inputs = inputs + detail.map_or(0, |detail| detail.width);
         Ok(Self {
+            stem,
             blocks: [
-                NormBlock::new(inputs, w1, &vb.pp("block1"), mode)?,
+                NormBlock::new(first_inputs, w1, &vb.pp("block1"), mode)?,
                 NormBlock::new(w1, w2, &vb.pp("block2"), mode)?,
                 NormBlock::new(w2, w3, &vb.pp("block3"), mode)?,
             ],
@@ -94,17 +127,28 @@ impl FinderNet {
         })
     }
 
-    /// `x`: `[batch, inputs, crop, crop]` → logits `[batch, 4, crop / 4, crop / 4]`;
+    /// `x`: `[batch, inputs, crop, crop]` (and with a detail stem `detail`: `[batch, HU
+    /// planes, crop · factor, crop · factor]`) → logits `[batch, 4, crop / 4, crop / 4]`;
     /// `train` normalises with the batch's statistics.
-    pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        self.top(&self.trunk(x, train)?, train)
+    pub fn forward(&self, x: &Tensor, detail: Option<&Tensor>, train: bool) -> Result<Tensor> {
+        self.top(&self.trunk(x, detail, train)?, train)
     }
 
-    /// The first two blocks: `[batch, inputs, crop, crop]` → `[batch, widths[1], crop / 4,
-    /// crop / 4]` (what the RL stage computes once per case and keeps).
-    pub fn trunk(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+    /// The stem (if any) and the first two blocks: → `[batch, widths[1], crop / 4, crop /
+    /// 4]` (what the RL stage computes once per case and keeps).
+    pub fn trunk(&self, x: &Tensor, detail: Option<&Tensor>, train: bool) -> Result<Tensor> {
         let [first, second, _] = &self.blocks;
-        let a = first.forward(x, train)?;
+        let x = match (&self.stem, detail) {
+            (None, _) => x.clone(),
+            (Some((stem, factor)), Some(detail)) => {
+                let features = stem.forward(detail, train)?.max_pool2d(*factor)?;
+                Tensor::cat(&[x, &features], 1)?
+            }
+            (Some(_), None) => candle_core::bail!(
+                "this finder reads the CT's detail, and its grid was made without it"
+            ),
+        };
+        let a = first.forward(&x, train)?;
         second.forward(&a.max_pool2d(2)?, train)?.max_pool2d(2)
     }
 
@@ -117,6 +161,9 @@ impl FinderNet {
     /// `finder`), to be saved with the weights.
     pub fn running_tensors(&self, prefix: &str) -> Result<Vec<(String, Tensor)>> {
         let mut out = Vec::new();
+        if let Some((stem, _)) = &self.stem {
+            out.extend(stem.running_tensors(&format!("{prefix}.stem"))?);
+        }
         for (index, block) in self.blocks.iter().enumerate() {
             out.extend(block.running_tensors(&format!("{prefix}.block{}", index + 1))?);
         }
@@ -229,6 +276,39 @@ pub fn finder_input(
     )
 }
 
+/// The detail stem's input for the crop with top-left `corner` (on the finder's grid) of
+/// `slab`: the three slabs' HU in every window on `grid`'s detail, channel-major, `crop ·
+/// factor` pixels a side. `None` when the grid has no detail.
+#[must_use]
+pub fn detail_input(
+    grid: &ModelGrid,
+    slab: usize,
+    corner: (usize, usize),
+    crop: usize,
+    windows: &[[f32; 2]],
+) -> Option<Vec<f32>> {
+    let detail = grid.detail.as_deref()?;
+    let factor = detail.spec.size / grid.spec.size.max(1);
+    let (n, side) = (detail.spec.size, crop * factor);
+    let (column0, row0) = (corner.0 * factor, corner.1 * factor);
+    let plane = n * n;
+    let mut input = Vec::with_capacity(3 * windows.len() * side * side);
+    for offset in [-1isize, 0, 1] {
+        let s = (slab as isize + offset).clamp(0, detail.slabs as isize - 1) as usize;
+        let values = &detail.hu[s * plane..(s + 1) * plane];
+        for &w in windows {
+            for row in row0..row0 + side {
+                input.extend(
+                    values[row * n + column0..row * n + column0 + side]
+                        .iter()
+                        .map(|&hu| window(hu, w)),
+                );
+            }
+        }
+    }
+    Some(input)
+}
+
 /// A question to the finder: does `organ` show a tumor on `slab` (in the crop with top-left
 /// `corner`)?
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,8 +341,8 @@ pub fn jobs(masks: &[Vec<bool>], size: usize, crop: usize) -> Vec<Job> {
     jobs
 }
 
-/// The finder's inputs `[batch, inputs, crop, crop]` and crop masks `[batch, 1, crop,
-/// crop]` of `batch`.
+/// The finder's inputs: `[batch, inputs, crop, crop]`, the crop masks `[batch, 1, crop,
+/// crop]` of `batch`, and the detail stem's input when `grid` has detail.
 pub fn batch_inputs(
     grid: &ModelGrid,
     masks: &[Vec<bool>],
@@ -270,11 +350,15 @@ pub fn batch_inputs(
     crop: usize,
     windows: &[[f32; 2]],
     device: &candle_core::Device,
-) -> Result<(Tensor, Tensor)> {
+) -> Result<(Tensor, Tensor, Option<Tensor>)> {
     let channels = FinderConfig::inputs(windows.len());
     let mut inputs = Vec::with_capacity(batch.len() * channels * crop * crop);
     let mut crop_masks = Vec::with_capacity(batch.len() * crop * crop);
+    let mut details = Vec::new();
     for job in batch {
+        if let Some(detail) = detail_input(grid, job.slab, job.corner, crop, windows) {
+            details.extend(detail);
+        }
         let (input, made) = finder_input(
             grid,
             job.slab,
@@ -289,7 +373,27 @@ pub fn batch_inputs(
     Ok((
         Tensor::from_vec(inputs, (batch.len(), channels, crop, crop), device)?,
         Tensor::from_vec(crop_masks, (batch.len(), 1, crop, crop), device)?,
+        detail_tensor(details, batch.len(), 3 * windows.len(), device)?,
     ))
+}
+
+/// `values` (`count` detail inputs of `planes` square planes, as [`detail_input`] makes
+/// them) as `[count, planes, side, side]`; `None` when empty.
+pub fn detail_tensor(
+    values: Vec<f32>,
+    count: usize,
+    planes: usize,
+    device: &candle_core::Device,
+) -> Result<Option<Tensor>> {
+    if values.is_empty() || count == 0 {
+        return Ok(None);
+    }
+    let side = ((values.len() / (count * planes)) as f64).sqrt().round() as usize;
+    Ok(Some(Tensor::from_vec(
+        values,
+        (count, planes, side, side),
+        device,
+    )?))
 }
 
 /// The answer to `job` from its organ's cell logits (a row of [`organ_cells`]): the largest
@@ -644,8 +748,55 @@ mod tests {
         };
         let net = FinderNet::new(FinderConfig::inputs(2), &config, &vb, NormMode::Train).unwrap();
         let x = Tensor::zeros((3, FinderConfig::inputs(2), 16, 16), DType::F32, &device).unwrap();
-        assert_eq!(net.forward(&x, true).unwrap().dims(), &[3, 4, 4, 4]);
+        assert_eq!(net.forward(&x, None, true).unwrap().dims(), &[3, 4, 4, 4]);
         assert_eq!(net.running_tensors("finder").unwrap().len(), 12);
+    }
+
+    #[test]
+    fn a_detail_stem_reads_finer_pixels_onto_the_same_cells() {
+        let device = Device::Cpu;
+        let varmap = VarMap::new();
+        let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
+        let config = FinderConfig {
+            crop: 16,
+            widths: [4, 4, 8],
+            detail: Some(FinderDetail {
+                factor: 2,
+                width: 4,
+            }),
+            ..FinderConfig::initial(5.0)
+        };
+        let net = FinderNet::new(FinderConfig::inputs(2), &config, &vb, NormMode::Train).unwrap();
+        let x = Tensor::zeros((3, FinderConfig::inputs(2), 16, 16), DType::F32, &device).unwrap();
+        // Three slabs in two windows, on pixels twice as fine.
+        let detail = Tensor::zeros((3, 6, 32, 32), DType::F32, &device).unwrap();
+        assert_eq!(
+            net.forward(&x, Some(&detail), true).unwrap().dims(),
+            &[3, 4, 4, 4]
+        );
+        assert_eq!(net.running_tensors("finder").unwrap().len(), 16);
+        let missing = net.forward(&x, None, false).unwrap_err().to_string();
+        assert!(missing.contains("detail"), "{missing}");
+    }
+
+    #[test]
+    fn the_detail_input_is_the_crop_on_the_finer_pixels() {
+        let n = 8;
+        let mut grid = one_slab(n, vec![0.0; n * n]);
+        let mut detail = one_slab(2 * n, (0..4 * n * n).map(|at| at as f32).collect());
+        detail.spec.pixel_mm = 1.5;
+        grid.detail = Some(Box::new(detail));
+        let wide = [[5000.0, 10_000.0]];
+        let (corner, crop) = ((3, 2), 4);
+        let input = detail_input(&grid, 0, corner, crop, &wide).unwrap();
+        // Three slabs (one here, repeated) of an 8 × 8 square from detail pixel (6, 4).
+        assert_eq!(input.len(), 3 * 8 * 8);
+        let at = |column: usize, row: usize| window((row * 2 * n + column) as f32, wide[0]);
+        assert!((input[0] - at(6, 4)).abs() < 1e-6);
+        assert!((input[7] - at(13, 4)).abs() < 1e-6);
+        assert!((input[8 * 7 + 7] - at(13, 11)).abs() < 1e-6);
+        assert_eq!(input[..64], input[128..]);
+        assert!(detail_input(&one_slab(n, vec![0.0; n * n]), 0, corner, crop, &wide).is_none());
     }
 
     #[test]
@@ -704,6 +855,7 @@ mod tests {
             ct_dims: [n, n, 1],
             z_range_mm: (0.0, 0.0),
             above_mm: 0.0,
+            detail: None,
         }
     }
 

@@ -186,6 +186,7 @@ fn sample_logits(
     let mut inputs = Vec::with_capacity(samples.len() * channels * crop * crop);
     let mut masks = Vec::with_capacity(samples.len() * crop * crop);
     let mut organs = Vec::with_capacity(samples.len());
+    let mut details = Vec::new();
     for &(case, organ, slab) in samples {
         let grid: &ModelGrid = &cases[case].grid;
         let n = grid.spec.size;
@@ -199,13 +200,17 @@ fn sample_logits(
         }
         let corner = finder::crop_corner(centre, crop, n);
         let (input, made) = finder::finder_input(grid, slab, &mask, corner, crop, windows);
+        if let Some(detail) = finder::detail_input(grid, slab, corner, crop, windows) {
+            details.extend(detail);
+        }
         inputs.extend(input);
         masks.extend(made.mask);
         organs.push(organ);
     }
     let x = Tensor::from_vec(inputs, (samples.len(), channels, crop, crop), device)?;
     let m = Tensor::from_vec(masks, (samples.len(), 1, crop, crop), device)?;
-    finder::organ_cells(&net.forward(&x, train)?, &organs, &m)?.max(1)
+    let detail = finder::detail_tensor(details, samples.len(), 3 * windows.len(), device)?;
+    finder::organ_cells(&net.forward(&x, detail.as_ref(), train)?, &organs, &m)?.max(1)
 }
 
 /// The hardest tenth of `negatives` (at least one): those the network, in inference mode,
@@ -353,6 +358,8 @@ pub fn train_finder(
         .start
         .clone()
         .unwrap_or_else(|| FinderConfig::initial(config.grid.slab_mm));
+    // The cases are read with what this finder reads (its detail).
+    config.finder = Some(finder_config.clone());
     // The organ network first, so that a checkpoint without one fails before the cases
     // are read.
     let inside = options.masks == MaskSource::OrganNetwork;

@@ -42,6 +42,9 @@ pub struct ModelGrid {
     /// How far the scan reaches beyond the last slab, mm: 0 for a whole volume; a key slice
     /// cut out of a volume sets it, so that its height feature says where the slice lies.
     pub above_mm: f64,
+    /// The same slabs on pixels a whole number of times finer, for a finder that reads
+    /// detail ([`Self::with_detail`]); `None` otherwise.
+    pub detail: Option<Box<ModelGrid>>,
 }
 
 impl ModelGrid {
@@ -49,6 +52,30 @@ impl ModelGrid {
     /// fall in it (the nearest one if none), each pixel the mean over its footprint in-plane.
     #[must_use]
     pub fn from_volume(volume: &Volume, spec: GridSpec) -> Self {
+        Self::sampled(volume, spec, TRAINING_PIXEL_MM)
+    }
+
+    /// This grid with its detail: the same slabs and field on pixels `factor` times finer,
+    /// softened to the blur of a training phantom of pixels `factor` times finer than
+    /// [`TRAINING_PIXEL_MM`] (a finder reading 1.5 mm detail learns it from phantoms of a 256
+    /// matrix, 1.2–1.8 mm). A factor under 2 leaves the grid as it is.
+    #[must_use]
+    pub fn with_detail(mut self, volume: &Volume, factor: usize) -> Self {
+        if factor >= 2 {
+            let spec = GridSpec {
+                size: self.spec.size * factor,
+                pixel_mm: self.spec.pixel_mm / factor as f64,
+                slab_mm: self.spec.slab_mm,
+            };
+            let mut detail = Self::sampled(volume, spec, TRAINING_PIXEL_MM / factor as f64);
+            detail.above_mm = self.above_mm;
+            self.detail = Some(Box::new(detail));
+        }
+        self
+    }
+
+    /// [`Self::from_volume`] softened towards training phantoms of `training_pixel_mm`.
+    fn sampled(volume: &Volume, spec: GridSpec, training_pixel_mm: f64) -> Self {
         let dims = volume.dims();
         let spacing = volume.spacing_mm();
         let height_mm = dims[2] as f64 * spacing[2];
@@ -68,8 +95,8 @@ impl ModelGrid {
         let rows = AxisTaps::new(spec, spacing, dims, 1);
         let per_pixel = (columns.taps * rows.taps) as f32;
         let blur = [
-            harmonising_weight(spacing[0], spec.pixel_mm),
-            harmonising_weight(spacing[1], spec.pixel_mm),
+            harmonising_weight(spacing[0], spec.pixel_mm, training_pixel_mm),
+            harmonising_weight(spacing[1], spec.pixel_mm, training_pixel_mm),
         ];
         let (nx, ny) = (dims[0], dims[1]);
         hu.par_chunks_mut(n * n).enumerate().for_each(|(s, plane)| {
@@ -116,6 +143,7 @@ impl ModelGrid {
             centre_slice,
             ct_spacing_mm: spacing,
             ct_dims: dims,
+            detail: None,
         }
     }
 
@@ -152,7 +180,12 @@ impl ModelGrid {
             spec,
             hu,
             centre_slice: self.centre_slice.clone(),
-            ..*self
+            slabs: self.slabs,
+            ct_spacing_mm: self.ct_spacing_mm,
+            ct_dims: self.ct_dims,
+            z_range_mm: self.z_range_mm,
+            above_mm: self.above_mm,
+            detail: None,
         })
     }
 
@@ -274,14 +307,15 @@ const TRAINING_PIXEL_MM: f64 = 2.4;
 
 /// The weight `w` of the in-plane kernel `[w, 1 − 2w, w]` (variance 2w model pixels²) that
 /// gives a CT axis of `ct_pixel_mm`, read onto a model grid of `grid_pixel_mm`, the blur of
-/// a training phantom of [`TRAINING_PIXEL_MM`]. A CT's own blur is taken as a 1-2-1 pass per
+/// a training phantom of `training_pixel_mm` ([`TRAINING_PIXEL_MM`] for the model grids).
+/// A CT's own blur is taken as a 1-2-1 pass per
 /// pixel (variance 0.5 pixel², as in the phantoms and about a soft-tissue reconstruction
 /// kernel), and averaging over the model pixel's footprint adds (grid² − ct²) / 12; the
 /// difference to the training phantom's is (5/12)(2.4² − ct²) mm² on any grid coarser than
 /// both. 0 for CTs as coarse as the training phantoms, whose analyses do not change.
-fn harmonising_weight(ct_pixel_mm: f64, grid_pixel_mm: f64) -> f32 {
+fn harmonising_weight(ct_pixel_mm: f64, grid_pixel_mm: f64, training_pixel_mm: f64) -> f32 {
     let missing_mm2 =
-        5.0 / 12.0 * (TRAINING_PIXEL_MM * TRAINING_PIXEL_MM - ct_pixel_mm * ct_pixel_mm).max(0.0);
+        5.0 / 12.0 * (training_pixel_mm * training_pixel_mm - ct_pixel_mm * ct_pixel_mm).max(0.0);
     (missing_mm2 / (grid_pixel_mm * grid_pixel_mm) / 2.0).min(0.25) as f32
 }
 
@@ -375,7 +409,8 @@ mod tests {
                     }
                 }
             }
-            let blur = [0, 1].map(|axis| harmonising_weight(spacing[axis], spec.pixel_mm));
+            let blur = [0, 1]
+                .map(|axis| harmonising_weight(spacing[axis], spec.pixel_mm, TRAINING_PIXEL_MM));
             smooth_plane(plane, n, blur);
         }
         hu
@@ -463,11 +498,69 @@ mod tests {
         );
         // The finest training phantoms are read as they always were; clinical grids are
         // softened by about a 1-2-1 pass at half strength.
-        assert!(harmonising_weight(2.4, 3.0) == 0.0);
-        assert!(harmonising_weight(3.6, 3.0) == 0.0);
-        assert!(harmonising_weight(2.4, 6.0) == 0.0);
-        let clinical_weight = harmonising_weight(0.75, 3.0);
+        assert!(harmonising_weight(2.4, 3.0, TRAINING_PIXEL_MM) == 0.0);
+        assert!(harmonising_weight(3.6, 3.0, TRAINING_PIXEL_MM) == 0.0);
+        assert!(harmonising_weight(2.4, 6.0, TRAINING_PIXEL_MM) == 0.0);
+        let clinical_weight = harmonising_weight(0.75, 3.0, TRAINING_PIXEL_MM);
         assert!((0.1..0.15).contains(&clinical_weight), "{clinical_weight}");
+    }
+
+    #[test]
+    fn the_detail_holds_the_same_slabs_on_finer_pixels_as_soft_as_its_training_phantoms() {
+        let spec = GridSpec {
+            size: 80,
+            pixel_mm: 3.0,
+            slab_mm: 5.0,
+        };
+        let read = |pixel_mm: f64, offset_mm: f64| {
+            let volume = disc(pixel_mm, offset_mm);
+            ModelGrid::from_volume(&volume, spec).with_detail(&volume, 2)
+        };
+        let grid = read(0.75, 0.0);
+        let detail = grid.detail.as_deref().expect("detail was asked for");
+        assert_eq!(
+            detail.spec,
+            GridSpec {
+                size: 160,
+                pixel_mm: 1.5,
+                slab_mm: 5.0
+            }
+        );
+        assert_eq!(
+            (detail.slabs, &detail.centre_slice),
+            (grid.slabs, &grid.centre_slice)
+        );
+        // The detail of a clinical CT is as soft as that of a 1.2 mm phantom (a 256 matrix,
+        // what a finder reading 1.5 mm detail trains on), and sharper in millimetres than
+        // the grid.
+        let spread = |pixel_mm: f64| {
+            let offsets = [0.0, 0.4, 0.9, 1.3];
+            offsets
+                .iter()
+                .map(|&offset| {
+                    edge_spread(read(pixel_mm, offset).detail.as_deref().expect("detail"))
+                })
+                .sum::<f64>()
+                / offsets.len() as f64
+        };
+        let (clinical, phantom) = (spread(0.75), spread(1.2));
+        assert!(
+            (clinical / phantom - 1.0).abs() < 0.2,
+            "edge spread of the detail: 0.75 mm CT {clinical:.3} px², 1.2 mm CT {phantom:.3} px²"
+        );
+        let grid_mm2 = edge_spread(&grid) * 9.0;
+        assert!(
+            clinical * 2.25 < 0.6 * grid_mm2,
+            "{clinical} px² of 1.5 mm, {grid_mm2} mm²"
+        );
+        // A factor under 2 adds nothing.
+        let volume = disc(0.75, 0.0);
+        assert!(
+            ModelGrid::from_volume(&volume, spec)
+                .with_detail(&volume, 1)
+                .detail
+                .is_none()
+        );
     }
 
     fn volume(dims: [usize; 3], spacing: [f64; 3], float: bool) -> Volume {

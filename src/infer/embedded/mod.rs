@@ -358,11 +358,12 @@ impl TinyModel {
         let jobs = finder::jobs(masks, fine.spec.size, crop);
         let mut answers = Vec::with_capacity(jobs.len());
         for batch in jobs.chunks(32) {
-            let (x, m) =
+            let (x, m, detail) =
                 finder::batch_inputs(fine, masks, batch, crop, &self.config.windows, &self.device)?;
             let organs: Vec<usize> = batch.iter().map(|job| job.organ).collect();
             let cells =
-                finder::organ_cells(&net.forward(&x, false)?, &organs, &m)?.to_vec2::<f32>()?;
+                finder::organ_cells(&net.forward(&x, detail.as_ref(), false)?, &organs, &m)?
+                    .to_vec2::<f32>()?;
             for (job, row) in batch.iter().zip(cells) {
                 answers.push(finder::answer(job, &row, crop));
             }
@@ -1073,11 +1074,9 @@ impl Diagnoser for TinyDiagnoser<'_> {
         };
         // With a finder the CT is read once onto its finer grid and the diagnoser's grid is
         // pooled from it (when it is the same field in larger pixels).
-        let fine = model
-            .config
-            .finder
-            .as_ref()
-            .map(|finder| ModelGrid::from_volume(volume, finder.grid));
+        let fine = model.config.finder.as_ref().map(|finder| {
+            ModelGrid::from_volume(volume, finder.grid).with_detail(volume, finder.detail_factor())
+        });
         let coarse = fine
             .as_ref()
             .and_then(|fine| fine.pooled(model.config.grid))
@@ -1280,7 +1279,7 @@ fn read_slice_with_finder(
     };
     let coarse = slab(model.config.grid);
     let probabilities = model.diagnose_grid(&coarse)?;
-    let fine = slab(finder.grid);
+    let fine = slab(finder.grid).with_detail(volume, finder.detail_factor());
     let (answers, masks) = model.find(&fine, &probabilities, Reading::Alternate)?;
     let decoded = finder_probabilities(&fine, &probabilities, &answers, &masks, finder.thresholds);
     let mut local = findings_of(&find_lesions(&decoded, FINDER_RULE));
@@ -1367,6 +1366,7 @@ mod tests {
             ct_dims: [n, n, slabs],
             z_range_mm: (0.0, 5.0 * (slabs - 1) as f64),
             above_mm: 0.0,
+            detail: None,
         }
     }
 

@@ -974,7 +974,8 @@ fn prepare_case(
     let extents = source.extents.clone().unwrap_or_else(|| {
         reviewed_extents(&source.truth, volume.spacing_mm()[2], volume.dims()[2])
     });
-    let fine = ModelGrid::from_volume(&volume, finder_config.grid);
+    let fine = ModelGrid::from_volume(&volume, finder_config.grid)
+        .with_detail(&volume, finder_config.detail_factor());
     let coarse_grid = fine
         .pooled(model.config.grid)
         .unwrap_or_else(|| ModelGrid::from_volume(&volume, model.config.grid));
@@ -1050,8 +1051,9 @@ fn job_tensors(
     let mut features = Vec::new();
     let mut outside = Vec::new();
     for batch in jobs.chunks(32) {
-        let (x, m) = finder::batch_inputs(fine, masks, batch, crop, &model.config.windows, device)?;
-        features.push(net.trunk(&x, false)?.detach());
+        let (x, m, detail) =
+            finder::batch_inputs(fine, masks, batch, crop, &model.config.windows, device)?;
+        features.push(net.trunk(&x, detail.as_ref(), false)?.detach());
         let cells = m.max_pool2d(finder::STRIDE)?.flatten_from(1)?;
         outside.push(((cells - 1.0)? * 30.0)?);
     }

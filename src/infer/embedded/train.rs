@@ -17,6 +17,7 @@ use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap};
 use rayon::prelude::*;
 
 use super::decode::{attenuation_index, location_index};
+use super::finder::FinderConfig;
 use super::grid::ModelGrid;
 use super::net::{ATTENUATION, LESION, LOCATION, ORGAN, SliceNet};
 use super::{TinyConfig, diagnoser_input, verifier_input};
@@ -123,6 +124,7 @@ pub(crate) fn case_with(n: usize, slabs: usize, lesions: &[(usize, u8)]) -> Case
             ct_dims: [n, n, slabs],
             z_range_mm: (0.0, 5.0 * slabs as f64),
             above_mm: 0.0,
+            detail: None,
         },
         organs: vec![0; voxels],
         lesion,
@@ -157,7 +159,13 @@ pub fn load_case(folder: &Path, config: &TinyConfig) -> Result<CaseTargets, Trai
     };
     let ct_path = folder.join("ct.nii.gz");
     let volume = read_nifti(&ct_path).map_err(|e| case_error(&ct_path, e.to_string()))?;
-    let grid = ModelGrid::from_volume(&volume, config.grid);
+    // A finder that reads detail on this grid gets it with the case.
+    let detail = config
+        .finder
+        .as_ref()
+        .filter(|finder| finder.grid == config.grid)
+        .map_or(1, FinderConfig::detail_factor);
+    let grid = ModelGrid::from_volume(&volume, config.grid).with_detail(&volume, detail);
     let segmentations = folder.join("segmentations");
     let sampled = |name: &str| -> Result<Option<Vec<u8>>, TrainError> {
         let path = segmentations.join(format!("{name}.nii.gz"));
