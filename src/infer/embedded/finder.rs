@@ -231,22 +231,9 @@ pub fn finder_input(
     windows: &[[f32; 2]],
 ) -> (Vec<f32>, FinderCrop) {
     let n = grid.spec.size;
-    let plane = n * n;
     let mut input = Vec::with_capacity(FinderConfig::inputs(windows.len()) * crop * crop);
     let (column0, row0) = corner;
-    for offset in [-1isize, 0, 1] {
-        let s = (slab as isize + offset).clamp(0, grid.slabs as isize - 1) as usize;
-        let values = &grid.hu[s * plane..(s + 1) * plane];
-        for &w in windows {
-            for row in row0..row0 + crop {
-                input.extend(
-                    values[row * n + column0..row * n + column0 + crop]
-                        .iter()
-                        .map(|&hu| window(hu, w)),
-                );
-            }
-        }
-    }
+    hu_planes(grid, slab, corner, crop, windows, &mut input);
     let mut grown = vec![0f32; crop * crop];
     for row in 0..crop {
         for column in 0..crop {
@@ -289,13 +276,34 @@ pub fn detail_input(
 ) -> Option<Vec<f32>> {
     let detail = grid.detail.as_deref()?;
     let factor = detail.spec.size / grid.spec.size.max(1);
-    let (n, side) = (detail.spec.size, crop * factor);
-    let (column0, row0) = (corner.0 * factor, corner.1 * factor);
-    let plane = n * n;
+    let side = crop * factor;
     let mut input = Vec::with_capacity(3 * windows.len() * side * side);
+    hu_planes(
+        detail,
+        slab,
+        (corner.0 * factor, corner.1 * factor),
+        side,
+        windows,
+        &mut input,
+    );
+    Some(input)
+}
+
+/// Appends the `side`² square with top-left `corner` of the slab below `slab`, `slab` and
+/// the slab above (the nearest inside the grid) in each window, channel-major.
+fn hu_planes(
+    grid: &ModelGrid,
+    slab: usize,
+    (column0, row0): (usize, usize),
+    side: usize,
+    windows: &[[f32; 2]],
+    input: &mut Vec<f32>,
+) {
+    let n = grid.spec.size;
+    let plane = n * n;
     for offset in [-1isize, 0, 1] {
-        let s = (slab as isize + offset).clamp(0, detail.slabs as isize - 1) as usize;
-        let values = &detail.hu[s * plane..(s + 1) * plane];
+        let s = (slab as isize + offset).clamp(0, grid.slabs as isize - 1) as usize;
+        let values = &grid.hu[s * plane..(s + 1) * plane];
         for &w in windows {
             for row in row0..row0 + side {
                 input.extend(
@@ -306,7 +314,6 @@ pub fn detail_input(
             }
         }
     }
-    Some(input)
 }
 
 /// A question to the finder: does `organ` show a tumor on `slab` (in the crop with top-left
