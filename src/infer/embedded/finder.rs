@@ -89,6 +89,22 @@ impl FinderConfig {
     pub fn detail_factor(&self) -> usize {
         self.detail.map_or(1, |detail| detail.factor.max(1))
     }
+
+    /// What is wrong with the `detail` setting, if anything: a factor outside 2–4 (1 would
+    /// be the grid itself; beyond 4 the detail of a 512 × 512 × 300 CT alone outgrows a
+    /// gigabyte) or a stem without channels.
+    #[must_use]
+    pub fn detail_problem(&self) -> Option<String> {
+        let detail = self.detail?;
+        (!(2..=4).contains(&detail.factor) || detail.width == 0).then(|| {
+            format!(
+                "the finder's \"detail\" needs a factor of 2 to 4 and a width of at least 1 \
+                 (it has factor {} and width {}); remove \"detail\" for a finder that reads only \
+                 its grid",
+                detail.factor, detail.width
+            )
+        })
+    }
 }
 
 /// The network.
@@ -380,25 +396,27 @@ pub fn batch_inputs(
     Ok((
         Tensor::from_vec(inputs, (batch.len(), channels, crop, crop), device)?,
         Tensor::from_vec(crop_masks, (batch.len(), 1, crop, crop), device)?,
-        detail_tensor(details, batch.len(), 3 * windows.len(), device)?,
+        detail_tensor(details, grid, batch.len(), crop, windows, device)?,
     ))
 }
 
-/// `values` (`count` detail inputs of `planes` square planes, as [`detail_input`] makes
-/// them) as `[count, planes, side, side]`; `None` when empty.
+/// `values` (`count` inputs of [`detail_input`] on `grid` for crops of `crop`) as `[count,
+/// HU planes, side, side]`; `None` when the grid has no detail.
 pub fn detail_tensor(
     values: Vec<f32>,
+    grid: &ModelGrid,
     count: usize,
-    planes: usize,
+    crop: usize,
+    windows: &[[f32; 2]],
     device: &candle_core::Device,
 ) -> Result<Option<Tensor>> {
-    if values.is_empty() || count == 0 {
+    let Some(detail) = grid.detail.as_deref() else {
         return Ok(None);
-    }
-    let side = ((values.len() / (count * planes)) as f64).sqrt().round() as usize;
+    };
+    let side = crop * (detail.spec.size / grid.spec.size.max(1));
     Ok(Some(Tensor::from_vec(
         values,
-        (count, planes, side, side),
+        (count, 3 * windows.len(), side, side),
         device,
     )?))
 }

@@ -209,7 +209,18 @@ fn sample_logits(
     }
     let x = Tensor::from_vec(inputs, (samples.len(), channels, crop, crop), device)?;
     let m = Tensor::from_vec(masks, (samples.len(), 1, crop, crop), device)?;
-    let detail = finder::detail_tensor(details, samples.len(), 3 * windows.len(), device)?;
+    // Every case's grid has the same detail (or none): the first one's says which.
+    let detail = match samples.first() {
+        Some(&(case, _, _)) => finder::detail_tensor(
+            details,
+            &cases[case].grid,
+            samples.len(),
+            crop,
+            windows,
+            device,
+        )?,
+        None => None,
+    };
     finder::organ_cells(&net.forward(&x, detail.as_ref(), train)?, &organs, &m)?.max(1)
 }
 
@@ -358,6 +369,9 @@ pub fn train_finder(
         .start
         .clone()
         .unwrap_or_else(|| FinderConfig::initial(config.grid.slab_mm));
+    if let Some(problem) = finder_config.detail_problem() {
+        return Err(TrainError::Candle(format!("{problem} (in --config)")));
+    }
     // The cases are read with what this finder reads (its detail).
     config.finder = Some(finder_config.clone());
     // The organ network first, so that a checkpoint without one fails before the cases

@@ -181,6 +181,13 @@ impl TinyModel {
             .map_err(|e| error(&config_path, e.to_string()))?;
         let config: TinyConfig =
             serde_json::from_str(&text).map_err(|e| error(&config_path, e.to_string()))?;
+        if let Some(problem) = config
+            .finder
+            .as_ref()
+            .and_then(FinderConfig::detail_problem)
+        {
+            return Err(error(&config_path, problem));
+        }
         let weights = folder.join("model.safetensors");
         let device = Device::Cpu;
         let tensors = candle_core::safetensors::load(&weights, &device)
@@ -193,6 +200,16 @@ impl TinyModel {
         tensors: std::collections::HashMap<String, Tensor>,
         device: Device,
     ) -> candle_core::Result<Self> {
+        let wants_stem = config
+            .finder
+            .as_ref()
+            .is_some_and(|f| f.detail_factor() >= 2);
+        if wants_stem && !tensors.contains_key("finder.stem.conv_a.weight") {
+            candle_core::bail!(
+                "config.json gives the finder a detail stem (\"detail\") that these weights do \
+                 not hold; use the weights it was trained with, or remove \"detail\""
+            );
+        }
         let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
         Ok(Self {
             diagnoser: SliceNet::new(
@@ -226,6 +243,9 @@ impl TinyModel {
                             finder.crop,
                             finder::STRIDE
                         );
+                    }
+                    if let Some(problem) = finder.detail_problem() {
+                        candle_core::bail!("{problem}");
                     }
                     Some(FinderNet::new(
                         FinderConfig::inputs(config.windows.len()),
@@ -1352,6 +1372,37 @@ fn slice_volume(slice: &KeySliceImage) -> Result<Volume, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_detail_setting_the_weights_or_the_range_do_not_allow_is_named_at_load() {
+        let device = Device::Cpu;
+        let mut config: TinyConfig = serde_json::from_str(EMBEDDED_CONFIG).unwrap();
+        let finder = config.finder.as_mut().unwrap();
+        let tensors = || candle_core::safetensors::load_buffer(EMBEDDED_WEIGHTS, &device).unwrap();
+        // The shipped weights hold no detail stem.
+        finder.detail = Some(finder::FinderDetail {
+            factor: 2,
+            width: 8,
+        });
+        let Err(missing) = TinyModel::from_tensors(config.clone(), tensors(), device.clone())
+        else {
+            panic!("weights without a stem loaded for a finder with detail");
+        };
+        assert!(missing.to_string().contains("detail stem"), "{missing}");
+        // Factors outside 2–4 and stems without channels are refused before any weight.
+        for (factor, width) in [(1, 8), (5, 8), (2, 0)] {
+            let finder = config.finder.as_mut().unwrap();
+            finder.detail = Some(finder::FinderDetail { factor, width });
+            let problem = finder.detail_problem().expect("a problem");
+            assert!(
+                problem.contains(&format!("factor {factor} and width {width}")),
+                "{problem}"
+            );
+        }
+        config.finder.as_mut().unwrap().detail = None;
+        assert!(config.finder.as_ref().unwrap().detail_problem().is_none());
+        assert!(TinyModel::from_tensors(config, tensors(), device.clone()).is_ok());
+    }
 
     /// A model grid of `slabs` slabs with these HU, as read from a CT of the grid's own
     /// pixels and 5 mm slices.
