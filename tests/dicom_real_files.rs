@@ -258,3 +258,103 @@ fn oblique_series_geometry_matches_the_headers() {
         .sum();
     assert_eq!(sum as i64, truth["hu_sum"].as_i64().expect("sum"));
 }
+
+#[test]
+fn a_dicomdir_that_points_outside_its_folder_is_refused() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let study = folder.path().join("study");
+    let source = data("generated/dicomdir");
+    for entry in ["DICOMDIR", "PT000000/ST000000/SE000000/IM000000"] {
+        let target = study.join(entry);
+        std::fs::create_dir_all(target.parent().expect("parent")).expect("folders");
+        std::fs::copy(source.join(entry), &target).expect("copied");
+    }
+    // Another patient's image beside the study folder, and a DICOMDIR record that climbs to it
+    // (same length as the original value, so the file stays well formed).
+    let other = folder.path().join("XXXXXXXXXXXXXXXXXXXXXXX");
+    std::fs::create_dir_all(&other).expect("folder");
+    std::fs::copy(
+        source.join("PT000000/ST000000/SE000000/IM000001"),
+        other.join("IM000000"),
+    )
+    .expect("copied");
+    let original = b"PT000000\\ST000000\\SE000000\\IM000000";
+    let climbing = b"..\\XXXXXXXXXXXXXXXXXXXXXXX\\IM000000";
+    assert_eq!(original.len(), climbing.len());
+    let mut bytes = std::fs::read(study.join("DICOMDIR")).expect("read");
+    let at = bytes
+        .windows(original.len())
+        .position(|window| window == original)
+        .expect("the first record's file id");
+    bytes[at..at + climbing.len()].copy_from_slice(climbing);
+    std::fs::write(study.join("DICOMDIR"), &bytes).expect("written");
+    let error = load_dicom(&study.join("DICOMDIR"), &DicomOptions::default())
+        .expect_err("a record outside the folder");
+    let message = error.to_string();
+    assert!(
+        message.contains("leaves the DICOMDIR's folder") && message.contains("DICOMDIR"),
+        "{message}"
+    );
+}
+
+/// `CT_small.dcm` with one header value replaced, written to `folder`.
+fn edited_ct(
+    folder: &std::path::Path,
+    tag: dicom_core::Tag,
+    vr: dicom_core::VR,
+    value: &str,
+) -> std::path::PathBuf {
+    use dicom_core::{DataElement, PrimitiveValue};
+    let mut object = dicom_object::OpenFileOptions::new()
+        .open_file(data("dicom/CT_small.dcm"))
+        .expect("sample opens");
+    object.put(DataElement::new(tag, vr, PrimitiveValue::from(value)));
+    let path = folder.join("edited.dcm");
+    object.write_to_file(&path).expect("written");
+    path
+}
+
+#[test]
+fn a_number_of_frames_the_file_cannot_hold_is_refused_from_the_header() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let path = edited_ct(
+        folder.path(),
+        dicom_dictionary_std::tags::NUMBER_OF_FRAMES,
+        dicom_core::VR::IS,
+        "2147483647",
+    );
+    let error = load_dicom(&path, &DicomOptions::default()).expect_err("refused");
+    let message = error.to_string();
+    assert!(
+        message.contains("Number of Frames (0028,0008) is 2147483647")
+            && message.contains("edited.dcm"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_compressed_frame_of_another_size_than_the_header_is_refused_not_decoded() {
+    // The JPEG frame is 1024 rows tall; the header is changed to say 512.
+    let folder = tempfile::tempdir().expect("temp dir");
+    let mut object = dicom_object::OpenFileOptions::new()
+        .open_file(data("dicom/JPGExtended.dcm"))
+        .expect("sample opens");
+    let rows = object
+        .element(dicom_dictionary_std::tags::ROWS)
+        .expect("rows")
+        .to_int::<u16>()
+        .expect("a number");
+    object.put(dicom_core::DataElement::new(
+        dicom_dictionary_std::tags::ROWS,
+        dicom_core::VR::US,
+        dicom_core::PrimitiveValue::from(rows / 2),
+    ));
+    let path = folder.path().join("half_rows.dcm");
+    object.write_to_file(&path).expect("written");
+    let error = load_dicom(&path, &DicomOptions::default()).expect_err("refused");
+    let message = error.to_string();
+    assert!(
+        message.contains("the compressed frame is") && message.contains("half_rows.dcm"),
+        "{message}"
+    );
+}

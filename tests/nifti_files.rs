@@ -217,7 +217,18 @@ fn huge_dimensions_in_a_small_file_are_refused_before_allocating() {
         bytes[40 + 2 * n..42 + 2 * n].copy_from_slice(&30_000i16.to_le_bytes());
     }
     let (_folder, path) = write_temp(&bytes, "huge.nii");
-    let message = read_nifti(&path).expect_err("huge").to_string();
+    let error = read_nifti(&path).expect_err("huge");
+    assert!(matches!(error, NiftiError::TooLarge { .. }), "{error}");
+    assert!(
+        error.to_string().contains("KEYSLICE_MAX_VOLUME_MB"),
+        "{error}"
+    );
+    // Within the memory budget but more than the file can hold: refused as well.
+    for n in 1..=3 {
+        bytes[40 + 2 * n..42 + 2 * n].copy_from_slice(&300i16.to_le_bytes());
+    }
+    let (_folder, path) = write_temp(&bytes, "large.nii");
+    let message = read_nifti(&path).expect_err("large").to_string();
     assert!(message.contains("the file holds 592"), "{message}");
 }
 
@@ -233,4 +244,99 @@ fn garbage_bytes_are_refused() {
 fn ct_is_not_a_label_mask() {
     let error = read_label_nifti(&data("generated/lps_ordered.nii.gz")).expect_err("HU values");
     assert!(matches!(error, NiftiError::NotLabels { .. }), "{error}");
+}
+
+/// `generated/ras_ordered_qform.nii` with `edit` applied to its bytes, written to `folder`.
+fn edited_nifti(
+    folder: &std::path::Path,
+    name: &str,
+    edit: impl FnOnce(&mut Vec<u8>),
+) -> std::path::PathBuf {
+    let mut bytes = std::fs::read(data("generated/ras_ordered_qform.nii")).expect("fixture");
+    edit(&mut bytes);
+    let path = folder.join(name);
+    std::fs::write(&path, &bytes).expect("written");
+    path
+}
+
+fn put_i16(bytes: &mut [u8], offset: usize, value: i16) {
+    bytes[offset..offset + 2].copy_from_slice(&value.to_le_bytes());
+}
+
+fn put_f32(bytes: &mut [u8], offset: usize, value: f32) {
+    bytes[offset..offset + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+#[test]
+fn nonsense_geometry_is_refused_with_the_field_named() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let cases: [(&str, f32, &str); 3] = [
+        ("inf_spacing.nii", f32::INFINITY, "voxel size of inf mm"),
+        ("huge_spacing.nii", 1e29, "voxel size of 1"),
+        ("nan_origin.nii", f32::NAN, "position has"),
+    ];
+    for (name, value, expected) in cases {
+        let path = edited_nifti(folder.path(), name, |bytes| {
+            put_i16(bytes, 254, 1); // sform_code: the srow rows are the transform
+            for (row, offset) in [280usize, 296, 312].into_iter().enumerate() {
+                for column in 0..4 {
+                    let identity = if row == column { 1.0 } else { 0.0 };
+                    put_f32(bytes, offset + 4 * column, identity);
+                }
+            }
+            if name == "nan_origin.nii" {
+                put_f32(bytes, 280 + 12, value); // srow_x[3]: the x of the first voxel
+            } else {
+                put_f32(bytes, 312 + 8, value); // srow_z[2]: the slice spacing
+            }
+        });
+        let message = read_nifti(&path).expect_err(name).to_string();
+        assert!(
+            message.contains(expected) && message.contains(name),
+            "{message}"
+        );
+    }
+    // A zero voxel size where only pixdim places the volume: shown, with a warning.
+    let path = edited_nifti(folder.path(), "zero_pixdim.nii", |bytes| {
+        put_i16(bytes, 252, 1); // qform: pixdim gives the spacing
+        put_i16(bytes, 254, 0);
+        put_f32(bytes, 76 + 12, 0.0); // pixdim[3]
+    });
+    let volume = read_nifti(&path).expect("shown");
+    assert!(
+        volume.warnings().iter().any(|w| w.contains("pixdim[3]")),
+        "{:?}",
+        volume.warnings()
+    );
+}
+
+#[test]
+fn nan_voxels_are_shown_as_the_lowest_value_with_a_warning() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let original = read_nifti(&data("generated/ras_ordered_qform.nii")).expect("fixture");
+    let count: usize = original.dims().iter().product();
+    let path = edited_nifti(folder.path(), "nan.nii", |bytes| {
+        let offset = f32::from_le_bytes([bytes[108], bytes[109], bytes[110], bytes[111]]) as usize;
+        bytes.truncate(offset);
+        put_i16(bytes, 70, 16); // float32
+        put_i16(bytes, 72, 32);
+        put_f32(bytes, 112, 1.0);
+        put_f32(bytes, 116, 0.0);
+        for index in 0..count {
+            let value = if index == 3 { f32::NAN } else { index as f32 };
+            bytes.extend_from_slice(&value.to_le_bytes());
+        }
+    });
+    let volume = read_nifti(&path).expect("loads");
+    let stats = volume.value_stats();
+    assert!(stats.mean.is_finite(), "{stats:?}");
+    assert_eq!(stats.min, 0.0);
+    assert!(
+        volume
+            .warnings()
+            .iter()
+            .any(|w| w.contains("1 voxel(s) are NaN")),
+        "{:?}",
+        volume.warnings()
+    );
 }

@@ -6,10 +6,12 @@
 //!
 //! Depends on `volume`; knows nothing of rendering, inference or the UI.
 
+pub mod atomic;
 pub mod cases;
 pub mod dicom;
 pub mod frames;
 pub mod jsonl;
+pub mod limits;
 pub mod masks;
 pub mod nifti;
 

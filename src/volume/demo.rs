@@ -69,6 +69,7 @@ pub fn demo_abdomen() -> Volume {
         series_uid: String::new(),
         series_description: "Synthetic demo abdomen (not patient data)".into(),
         display_inverted: false,
+        body_part: "ABDOMEN".into(),
     };
     // The parts are built to agree: dims match the voxel count and the axes are orthogonal.
     Volume::new(dims, affine, Voxels::I16(values), Vec::new(), info)

@@ -95,6 +95,9 @@ pub struct VolumeInfo {
     pub series_description: String,
     /// Whether the source said MONOCHROME1: low values are to be shown bright.
     pub display_inverted: bool,
+    /// DICOM Body Part Examined (`"ABDOMEN"`), or empty when unknown.
+    #[serde(default)]
+    pub body_part: String,
 }
 
 /// Errors building a volume from parts that do not fit together.
@@ -119,6 +122,12 @@ pub enum VolumeError {
     /// The voxel-to-patient map cannot be inverted.
     #[error("the voxel-to-patient transform is singular (a zero spacing or parallel axes)")]
     SingularTransform,
+    /// The voxel size or position is not a number a CT can have.
+    #[error("implausible geometry: {detail}")]
+    ImplausibleGeometry {
+        /// Which axis or coordinate, and its value.
+        detail: String,
+    },
     /// The per-slice list does not have one entry per slice.
     #[error("volume has {slices} slices but {infos} per-slice records")]
     SliceInfoMismatch {
@@ -127,6 +136,40 @@ pub enum VolumeError {
         /// Records given.
         infos: usize,
     },
+}
+
+/// Largest voxel size accepted along any axis: a metre. Larger values come from damaged
+/// headers (a spacing of 1e29 mm), never from a scanner.
+pub const MAX_SPACING_MM: f64 = 1000.0;
+
+/// Farthest the first voxel may lie from the scanner's origin: a kilometre.
+pub const MAX_ORIGIN_MM: f64 = 1.0e6;
+
+/// Refuses a transform whose numbers no scanner writes: NaN or infinite entries, a voxel
+/// size of zero or over [`MAX_SPACING_MM`], an origin beyond [`MAX_ORIGIN_MM`].
+fn check_geometry(patient_from_voxel: &Affine) -> Result<(), VolumeError> {
+    let names = ["column (i)", "row (j)", "slice (k)"];
+    for (axis, spacing) in patient_from_voxel.spacing_mm().into_iter().enumerate() {
+        if !spacing.is_finite() || spacing <= 0.0 || spacing > MAX_SPACING_MM {
+            return Err(VolumeError::ImplausibleGeometry {
+                detail: format!(
+                    "the {} axis has a voxel size of {spacing} mm (accepted: above 0, at most {MAX_SPACING_MM} mm)",
+                    names[axis]
+                ),
+            });
+        }
+    }
+    for (axis, value) in patient_from_voxel.translation.into_iter().enumerate() {
+        if !value.is_finite() || value.abs() > MAX_ORIGIN_MM {
+            return Err(VolumeError::ImplausibleGeometry {
+                detail: format!(
+                    "the first voxel's position has {} = {value} mm (accepted: within ±{MAX_ORIGIN_MM} mm)",
+                    ["x", "y", "z"][axis]
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Minimum, maximum and mean of the voxel values.
@@ -176,6 +219,7 @@ impl Volume {
                 actual: voxels.len(),
             });
         }
+        check_geometry(&patient_from_voxel)?;
         if patient_from_voxel.inverse().is_none() {
             return Err(VolumeError::SingularTransform);
         }
@@ -331,6 +375,17 @@ impl Volume {
     }
 
     /// Replaces voxels, transform and slice records at once (used by reorientation).
+    /// The voxels, to change in place (the grid stays as it is).
+    pub(crate) fn voxels_mut(&mut self) -> &mut Voxels {
+        &mut self.voxels
+    }
+
+    /// A new transform and per-slice records for the same dimensions.
+    pub(crate) fn replace_geometry(&mut self, patient_from_voxel: Affine, slices: Vec<SliceInfo>) {
+        self.patient_from_voxel = patient_from_voxel;
+        self.slices = slices;
+    }
+
     pub(crate) fn replace_grid(
         &mut self,
         dims: [usize; 3],

@@ -133,6 +133,32 @@ impl AxisReorder {
     }
 }
 
+/// Reverses a flat array laid out as `dims` (x fastest) along each flagged axis, in place.
+fn flip_in_place<T: Send>(values: &mut [T], dims: [usize; 3], flip: [bool; 3]) {
+    let [columns, rows, slices] = dims;
+    let plane = columns * rows;
+    if columns == 0 || rows == 0 || slices == 0 {
+        return;
+    }
+    if flip[0] {
+        values.par_chunks_mut(columns).for_each(<[T]>::reverse);
+    }
+    if flip[1] {
+        values.par_chunks_mut(plane).for_each(|slice| {
+            for j in 0..rows / 2 {
+                let (upper, lower) = slice.split_at_mut((rows - 1 - j) * columns);
+                upper[j * columns..(j + 1) * columns].swap_with_slice(&mut lower[..columns]);
+            }
+        });
+    }
+    if flip[2] {
+        for k in 0..slices / 2 {
+            let (front, back) = values.split_at_mut((slices - 1 - k) * plane);
+            front[k * plane..(k + 1) * plane].swap_with_slice(&mut back[..plane]);
+        }
+    }
+}
+
 fn signed_stride(stride: usize, flip: bool) -> isize {
     let stride = stride as isize;
     if flip { -stride } else { stride }
@@ -147,6 +173,23 @@ pub fn reorient_towards_lps(volume: &mut Volume) -> AxisReorder {
     let input_dims = volume.dims();
     let output_dims = reorder.output_dims(input_dims);
     let output_affine = reorder.output_affine(volume.patient_from_voxel(), input_dims);
+    if reorder.source_axis == [0, 1, 2] {
+        // Flips only (a RAS file read as LPS): in place, so a large volume is never held
+        // twice.
+        let slices = if reorder.flip[2] {
+            let mut slices = volume.slices().to_vec();
+            slices.reverse();
+            slices
+        } else {
+            volume.slices().to_vec()
+        };
+        match volume.voxels_mut() {
+            Voxels::I16(values) => flip_in_place(values, input_dims, reorder.flip),
+            Voxels::F32(values) => flip_in_place(values, input_dims, reorder.flip),
+        }
+        volume.replace_geometry(output_affine, slices);
+        return reorder;
+    }
     let voxels = match volume.voxels() {
         Voxels::I16(values) => Voxels::I16(reorder.apply_to(values, input_dims)),
         Voxels::F32(values) => Voxels::F32(reorder.apply_to(values, input_dims)),
@@ -181,6 +224,21 @@ mod tests {
         let voxels = Voxels::I16((0..count).map(|value| value as i16).collect());
         Volume::new(dims, affine, voxels, Vec::new(), VolumeInfo::default())
             .expect("test parts agree")
+    }
+
+    #[test]
+    fn flipping_in_place_matches_the_copying_reorder() {
+        let dims = [5, 4, 3];
+        let values: Vec<i16> = (0..60).collect();
+        for flip in (0..8).map(|bits| [bits & 1 != 0, bits & 2 != 0, bits & 4 != 0]) {
+            let reorder = AxisReorder {
+                source_axis: [0, 1, 2],
+                flip,
+            };
+            let mut in_place = values.clone();
+            flip_in_place(&mut in_place, dims, flip);
+            assert_eq!(in_place, reorder.apply_to(&values, dims), "flip {flip:?}");
+        }
     }
 
     #[test]

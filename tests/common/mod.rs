@@ -3,6 +3,8 @@
 //! dicom-object, so the reader sees real DICOM files).
 #![allow(dead_code)]
 
+pub mod mutate;
+
 use std::path::{Path, PathBuf};
 
 use dicom_core::value::PrimitiveValue;

@@ -8,12 +8,22 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use dicom_object::OpenFileOptions;
+use dicom_dictionary_std::tags;
+use dicom_object::{InMemDicomObject, OpenFileOptions};
 use dicom_pixeldata::PixelDecoder;
 use rayon::prelude::*;
 
+use super::codestream::{Expected, check_frame};
 use super::header::FileHeader;
 use super::stack::Stack;
+use crate::io::limits;
+
+/// A small unsigned header value (Samples per Pixel, Bits Allocated).
+fn header_u32(object: &InMemDicomObject, tag: dicom_core::Tag) -> Option<u32> {
+    object
+        .get(tag)
+        .and_then(|element| element.to_int::<u32>().ok())
+}
 
 /// A voxel type the decoder can write: knows how to take a rescaled value.
 pub(crate) trait Sample: Copy + Default + Send + Sync {
@@ -23,14 +33,18 @@ pub(crate) trait Sample: Copy + Default + Send + Sync {
 
 impl Sample for i16 {
     fn store(raw: i64, slope: f64, intercept: f64, out: &mut Self) -> bool {
-        // Only chosen when slope and intercept are integers, so this is exact integer maths.
-        let value = raw * slope as i64 + intercept as i64;
-        match i16::try_from(value) {
-            Ok(value) => {
+        // Only chosen when slope and intercept are integers, so this is exact integer maths;
+        // a damaged header's huge slope overflows into "does not fit" (the f32 path).
+        let value = raw
+            .checked_mul(slope as i64)
+            .and_then(|value| value.checked_add(intercept as i64))
+            .and_then(|value| i16::try_from(value).ok());
+        match value {
+            Some(value) => {
                 *out = value;
                 true
             }
-            Err(_) => false,
+            None => false,
         }
     }
 }
@@ -86,24 +100,61 @@ fn decode_file<T: Sample>(
     outputs: Vec<(usize, &mut [T])>,
     overflow: &AtomicBool,
 ) -> Vec<(usize, String)> {
-    let object = match OpenFileOptions::new().open_file(&file.path) {
-        Ok(object) => object,
-        Err(error) => {
-            let reason = format!("the file could not be read to the end: {error}");
-            return outputs
-                .into_iter()
-                .map(|(k, _)| (k, reason.clone()))
-                .collect();
-        }
+    let fail_all = |outputs: Vec<(usize, &mut [T])>, reason: String| {
+        outputs
+            .into_iter()
+            .map(|(k, _)| (k, reason.clone()))
+            .collect::<Vec<_>>()
     };
+    let object = match limits::contain(|| OpenFileOptions::new().open_file(&file.path)) {
+        Ok(Ok(object)) => object,
+        Ok(Err(error)) => {
+            return fail_all(
+                outputs,
+                format!("the file could not be read to the end: {error}"),
+            );
+        }
+        Err(reason) => return fail_all(outputs, reason),
+    };
+    let expected = Expected {
+        rows: stack.rows,
+        columns: stack.columns,
+        samples_per_pixel: header_u32(&object, tags::SAMPLES_PER_PIXEL).unwrap_or(1),
+        bits_allocated: header_u32(&object, tags::BITS_ALLOCATED).unwrap_or(16),
+    };
+    let fragments = object
+        .get(tags::PIXEL_DATA)
+        .and_then(|element| element.value().fragments());
+    let frame_count = file.frames.len();
     outputs
         .into_par_iter()
         .filter_map(|(k, output)| {
             let slice = &stack.slices[k];
-            let result = object
-                .decode_pixel_data_frame(slice.frame_index)
-                .map_err(|error| {
-                    format!("the pixel data cannot be decoded: {}", error_chain(&error))
+            // The frame's first fragment: one fragment per frame, or a single frame.
+            let fragment = fragments.and_then(|fragments| {
+                if fragments.len() == frame_count {
+                    fragments.get(slice.frame_index as usize)
+                } else if frame_count == 1 {
+                    fragments.first()
+                } else {
+                    None
+                }
+            });
+            let checked = match fragment {
+                Some(fragment) => check_frame(&file.transfer_syntax, fragment, expected),
+                None if fragments.is_some_and(<[Vec<u8>]>::is_empty) => {
+                    Err("the encapsulated pixel data holds no fragment".into())
+                }
+                None => Ok(()),
+            };
+            let result = checked
+                .and_then(|()| {
+                    limits::contain(|| object.decode_pixel_data_frame(slice.frame_index))
+                })
+                .and_then(|decoded| {
+                    decoded.map_err(|error| {
+                        format!("the pixel data cannot be decoded: {}", error_chain(&error))
+                    })
                 })
                 .and_then(|decoded| {
                     if decoded.samples_per_pixel() != 1 {

@@ -4,12 +4,17 @@
 //! dicom-parser allocates and zero-fills a value's declared length before reading it, so a
 //! single damaged length field (up to 4 GiB) costs seconds and gigabytes before the read
 //! fails. This walk costs a few reads per file and turns that into an immediate, named error.
-//! It covers the uncompressed transfer syntaxes (implicit/explicit VR, little/big endian);
-//! deflated files are left to the parser.
+//! It covers the uncompressed transfer syntaxes (implicit/explicit VR, little/big endian)
+//! and Deflated Explicit VR Little Endian, whose dataset is inflated twice as a stream (once to
+//! learn its length, bounded by the memory budget, once to walk it), never into memory.
 
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
+
+use flate2::bufread::DeflateDecoder;
+
+use crate::io::limits;
 
 const UNDEFINED: u32 = 0xFFFF_FFFF;
 const ITEM: (u16, u16) = (0xFFFE, 0xE000);
@@ -21,39 +26,118 @@ enum Syntax {
     Implicit,
 }
 
-/// `Ok(())` when every element length fits in the file (or the syntax is not walked);
+/// `Ok(pixel_data_length)` when every element length fits in the file (the defined length
+/// of the last Pixel Data element met, if any: the caller compares it with the image size);
 /// otherwise which element claims too much.
-pub(crate) fn check_lengths(path: &Path) -> Result<(), String> {
+pub(crate) fn check_lengths(path: &Path) -> Result<Option<u64>, String> {
     let Ok(file) = File::open(path) else {
-        return Ok(()); // the parser will report the open error itself
+        return Ok(None); // the parser will report the open error itself
     };
     let Ok(file_length) = file.metadata().map(|metadata| metadata.len()) else {
-        return Ok(());
+        return Ok(None);
     };
     let mut reader = BufReader::with_capacity(16 * 1024, file);
     if reader.seek(SeekFrom::Start(132)).is_err() {
-        return Ok(());
+        return Ok(None);
     }
     let mut walker = Walker {
         reader,
         file_length,
         position: 132,
         last_header_length: 0,
+        pixel_data_length: None,
     };
-    walker.walk()
+    match walker.walk()? {
+        None => Ok(walker.pixel_data_length),
+        Some(deflated_start) => check_deflated(path, deflated_start),
+    }
 }
 
-struct Walker {
-    reader: BufReader<File>,
+/// Walks the inflated dataset of a deflated file that starts at byte `start`.
+fn check_deflated(path: &Path, start: u64) -> Result<Option<u64>, String> {
+    let open_inflated = || -> Result<DeflateDecoder<BufReader<File>>, String> {
+        let mut file = File::open(path).map_err(|error| error.to_string())?;
+        file.seek(SeekFrom::Start(start))
+            .map_err(|error| error.to_string())?;
+        Ok(DeflateDecoder::new(BufReader::with_capacity(
+            16 * 1024,
+            file,
+        )))
+    };
+    // The dataset is at most the budget for a volume plus room for the header elements.
+    let budget = limits::max_volume_bytes().saturating_add(64 << 20);
+    let inflated_length = std::io::copy(
+        &mut open_inflated()?.take(budget.saturating_add(1)),
+        &mut std::io::sink(),
+    )
+    .map_err(|error| format!("the deflated dataset cannot be inflated: {error}"))?;
+    if inflated_length > budget {
+        return Err(format!(
+            "the deflated dataset inflates to more than {} MB, over the budget for one volume ({})",
+            budget >> 20,
+            limits::MAX_VOLUME_ENV
+        ));
+    }
+    let mut walker = Walker {
+        reader: Inflated(open_inflated()?),
+        file_length: inflated_length,
+        position: 0,
+        last_header_length: 0,
+        pixel_data_length: None,
+    };
+    walker.walk_dataset(Syntax::Explicit {
+        little_endian: true,
+    })?;
+    Ok(walker.pixel_data_length)
+}
+
+/// A byte source the walk can move forward in.
+trait Forward: Read {
+    /// Moves `count` bytes forward.
+    fn forward(&mut self, count: u64) -> std::io::Result<()>;
+}
+
+impl Forward for BufReader<File> {
+    fn forward(&mut self, count: u64) -> std::io::Result<()> {
+        self.seek_relative(i64::try_from(count).unwrap_or(i64::MAX))
+    }
+}
+
+/// An inflated stream: moving forward reads and drops.
+struct Inflated<R>(R);
+
+impl<R: Read> Read for Inflated<R> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buffer)
+    }
+}
+
+impl<R: Read> Forward for Inflated<R> {
+    fn forward(&mut self, count: u64) -> std::io::Result<()> {
+        let moved = std::io::copy(&mut (&mut self.0).take(count), &mut std::io::sink())?;
+        if moved == count {
+            Ok(())
+        } else {
+            Err(std::io::ErrorKind::UnexpectedEof.into())
+        }
+    }
+}
+
+struct Walker<R> {
+    reader: R,
     file_length: u64,
     /// Byte offset of the reader in the file.
     position: u64,
     /// Bytes the last element header took (to step back over it).
     last_header_length: u64,
+    /// Defined length of the last Pixel Data element walked.
+    pixel_data_length: Option<u64>,
 }
 
-impl Walker {
-    fn walk(&mut self) -> Result<(), String> {
+impl Walker<BufReader<File>> {
+    /// Walks the file meta group, then the dataset; `Some(offset)` when the dataset is
+    /// deflated and starts at `offset` (the caller walks it inflated).
+    fn walk(&mut self) -> Result<Option<u64>, String> {
         // File meta group: always explicit VR little endian.
         let meta = Syntax::Explicit {
             little_endian: true,
@@ -61,7 +145,7 @@ impl Walker {
         let mut transfer_syntax = String::new();
         loop {
             let Some((group, element, length)) = self.peek_group_then(meta)? else {
-                return Ok(());
+                return Ok(None);
             };
             if group != 0x0002 {
                 // First dataset element: its header was consumed; go on in the dataset syntax.
@@ -70,14 +154,22 @@ impl Walker {
                     "1.2.840.10008.1.2.2" => Syntax::Explicit {
                         little_endian: false,
                     },
-                    "1.2.840.10008.1.2.1.99" => return Ok(()), // deflated: not walked
+                    "1.2.840.10008.1.2.1.99" => {
+                        return Ok(Some(self.position - self.last_header_length));
+                    }
                     _ => Syntax::Explicit {
                         little_endian: true,
                     },
                 };
                 // Re-read that first element in the dataset syntax.
-                self.seek_to(self.position - self.last_header_length)?;
-                return self.walk_dataset(syntax);
+                let start = self.position - self.last_header_length;
+                let offset = i64::try_from(start).unwrap_or(i64::MAX)
+                    - i64::try_from(self.position).unwrap_or(0);
+                self.reader
+                    .seek_relative(offset)
+                    .map_err(|error| error.to_string())?;
+                self.position = start;
+                return self.walk_dataset(syntax).map(|()| None);
             }
             if element == 0x0010 && length < 256 {
                 let mut value = vec![0u8; length as usize];
@@ -88,7 +180,9 @@ impl Walker {
             }
         }
     }
+}
 
+impl<R: Forward> Walker<R> {
     fn walk_dataset(&mut self, syntax: Syntax) -> Result<(), String> {
         let mut in_fragments = false;
         loop {
@@ -113,6 +207,9 @@ impl Walker {
             if is_sequence {
                 self.check_fits(group, element, length)?; // defined-length sequence: descend
                 continue;
+            }
+            if (group, element) == PIXEL_DATA {
+                self.pixel_data_length = Some(u64::from(length));
             }
             self.skip(group, element, length)?;
         }
@@ -151,21 +248,33 @@ impl Walker {
             Syntax::Explicit { little_endian } => {
                 let mut vr = [0u8; 2];
                 self.read(&mut vr)?;
-                let long = matches!(
+                // As dicom-encoding reads it: the 21 VRs of PS3.5 Table 7.1-2 have a 16-bit
+                // length; every other VR, an unknown one included (read as UN), a reserved
+                // field and a 32-bit length. Walking an unknown VR the other way let a single
+                // changed VR byte slip a 4 GB length past this guard.
+                let long = !matches!(
                     &vr,
-                    b"OB"
-                        | b"OD"
-                        | b"OF"
-                        | b"OL"
-                        | b"OV"
-                        | b"OW"
-                        | b"SQ"
-                        | b"UC"
-                        | b"UN"
-                        | b"UR"
-                        | b"UT"
-                        | b"SV"
-                        | b"UV"
+                    b"AE"
+                        | b"AS"
+                        | b"AT"
+                        | b"CS"
+                        | b"DA"
+                        | b"DS"
+                        | b"DT"
+                        | b"FL"
+                        | b"FD"
+                        | b"IS"
+                        | b"LO"
+                        | b"LT"
+                        | b"PN"
+                        | b"SH"
+                        | b"SL"
+                        | b"SS"
+                        | b"ST"
+                        | b"TM"
+                        | b"UI"
+                        | b"UL"
+                        | b"US"
                 );
                 let length = if long {
                     let mut bytes = [0u8; 6];
@@ -202,16 +311,10 @@ impl Walker {
 
     fn skip(&mut self, group: u16, element: u16, length: u32) -> Result<(), String> {
         self.check_fits(group, element, length)?;
-        self.seek_to(self.position + u64::from(length))
-    }
-
-    fn seek_to(&mut self, position: u64) -> Result<(), String> {
-        let offset =
-            i64::try_from(position).unwrap_or(i64::MAX) - i64::try_from(self.position).unwrap_or(0);
         self.reader
-            .seek_relative(offset)
-            .map_err(|error| error.to_string())?;
-        self.position = position;
+            .forward(u64::from(length))
+            .map_err(|error| format!("element ({group:04X},{element:04X}): {error}"))?;
+        self.position += u64::from(length);
         Ok(())
     }
 

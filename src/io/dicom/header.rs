@@ -42,6 +42,7 @@ pub(crate) struct FileHeader {
     pub modality: String,
     pub series_description: String,
     pub series_number: Option<i64>,
+    pub body_part: String,
     pub image_type: Vec<String>,
     pub rows: u32,
     pub columns: u32,
@@ -101,32 +102,126 @@ pub(crate) fn probe_file(path: &Path) -> Result<Probe, DicomError> {
             });
         }
     }
-    if let Err(reason) = super::guard::check_lengths(path) {
-        return Ok(Probe::Unreadable(reason));
-    }
-    let object = match OpenFileOptions::new()
-        .read_until(tags::PIXEL_DATA)
-        .open_file(path)
-    {
-        Ok(object) => object,
-        Err(error) => return Ok(Probe::Unreadable(error.to_string())),
+    let pixel_data_length = match super::guard::check_lengths(path) {
+        Ok(length) => length,
+        Err(reason) => return Ok(Probe::Unreadable(reason)),
+    };
+    let parsed = crate::io::limits::contain(|| {
+        OpenFileOptions::new()
+            .read_until(tags::PIXEL_DATA)
+            .open_file(path)
+    });
+    let object = match parsed {
+        Ok(Ok(object)) => object,
+        Ok(Err(error)) => return Ok(Probe::Unreadable(error.to_string())),
+        Err(reason) => return Ok(Probe::Unreadable(reason)),
     };
     if object.meta().media_storage_sop_class_uid() == MEDIA_STORAGE_DIRECTORY {
         return Ok(Probe::Directory);
     }
-    Ok(Probe::Dicom(Box::new(file_header(path, &object))))
+    let file_length = std::fs::metadata(path).map_or(0, |metadata| metadata.len());
+    match file_header(path, &object, file_length, pixel_data_length) {
+        Ok(header) => Ok(Probe::Dicom(Box::new(header))),
+        Err(reason) => Ok(Probe::Unreadable(reason)),
+    }
 }
 
-fn file_header(path: &Path, object: &DefaultDicomObject) -> FileHeader {
+/// Transfer syntaxes whose pixel data is stored as plain samples (not encapsulated).
+const NATIVE_SYNTAXES: [&str; 3] = [
+    "1.2.840.10008.1.2",
+    "1.2.840.10008.1.2.1",
+    "1.2.840.10008.1.2.2",
+];
+
+/// Deflated Explicit VR Little Endian: native samples inside a deflate stream.
+const DEFLATED_SYNTAX: &str = "1.2.840.10008.1.2.1.99";
+
+/// Checks Number of Frames against what the file can hold, before one record per frame is
+/// made: native frames take their full size in the file, encapsulated ones at least an
+/// 8-byte item header each; a deflated file may hold at most the memory budget.
+fn checked_frame_count(
+    object: &DefaultDicomObject,
+    transfer_syntax: &str,
+    file_length: u64,
+) -> Result<u32, String> {
+    let declared = integer(object, tags::NUMBER_OF_FRAMES).unwrap_or(1);
+    if declared < 1 {
+        return Ok(1); // absent, zero or negative: a single frame, as readers treat it
+    }
+    let frames = u64::try_from(declared).unwrap_or(u64::MAX);
+    let rows = integer(object, tags::ROWS).unwrap_or(0).max(0) as u64;
+    let columns = integer(object, tags::COLUMNS).unwrap_or(0).max(0) as u64;
+    let samples = integer(object, tags::SAMPLES_PER_PIXEL).unwrap_or(1).max(1) as u64;
+    let bits = integer(object, tags::BITS_ALLOCATED).unwrap_or(16).max(1) as u64;
+    let frame_bytes = (rows * columns * samples * bits).div_ceil(8);
+    let (needed, available) = if NATIVE_SYNTAXES.contains(&transfer_syntax) {
+        (frames.saturating_mul(frame_bytes), file_length)
+    } else if transfer_syntax == DEFLATED_SYNTAX {
+        (
+            frames.saturating_mul(frame_bytes),
+            crate::io::limits::max_volume_bytes(),
+        )
+    } else {
+        (frames.saturating_mul(8), file_length)
+    };
+    if needed > available || frames > u64::from(u32::MAX) {
+        return Err(format!(
+            "Number of Frames (0028,0008) is {declared}, which needs {needed} bytes of pixel data, but the file can hold {available}: the header is damaged"
+        ));
+    }
+    Ok(frames as u32)
+}
+
+/// Refuses native Pixel Data far longer than the image needs (more than twice the size plus
+/// 1 MiB): a deflated file can hide a gigabyte of zeros in a megabyte, and the whole value
+/// would be read into memory for a small image.
+fn check_pixel_data_length(
+    object: &DefaultDicomObject,
+    transfer_syntax: &str,
+    frames: u32,
+    pixel_data_length: Option<u64>,
+) -> Result<(), String> {
+    let native = NATIVE_SYNTAXES.contains(&transfer_syntax) || transfer_syntax == DEFLATED_SYNTAX;
+    let Some(length) = pixel_data_length.filter(|_| native) else {
+        return Ok(());
+    };
+    let rows = integer(object, tags::ROWS).unwrap_or(0).max(0) as u64;
+    let columns = integer(object, tags::COLUMNS).unwrap_or(0).max(0) as u64;
+    let samples = integer(object, tags::SAMPLES_PER_PIXEL).unwrap_or(1).max(1) as u64;
+    let bits = integer(object, tags::BITS_ALLOCATED).unwrap_or(16).max(1) as u64;
+    let needed = (rows * columns * samples * bits).div_ceil(8) * u64::from(frames);
+    if length > needed.saturating_mul(2).saturating_add(1 << 20) {
+        return Err(format!(
+            "Pixel Data (7FE0,0010) holds {length} bytes but {rows} rows × {columns} columns × {frames} frame(s) need {needed}: the header or the data is damaged"
+        ));
+    }
+    Ok(())
+}
+
+fn file_header(
+    path: &Path,
+    object: &DefaultDicomObject,
+    file_length: u64,
+    pixel_data_length: Option<u64>,
+) -> Result<FileHeader, String> {
     let text = |tag: Tag| string(object, tag).unwrap_or_default();
     let rows = integer(object, tags::ROWS).unwrap_or(0);
     let columns = integer(object, tags::COLUMNS).unwrap_or(0);
-    let frame_count = integer(object, tags::NUMBER_OF_FRAMES)
-        .filter(|&count| count > 0)
-        .unwrap_or(1);
+    if !(0..=65_535).contains(&rows) || !(0..=65_535).contains(&columns) {
+        return Err(format!(
+            "Rows (0028,0010) {rows} or Columns (0028,0011) {columns} is outside 0 to 65535"
+        ));
+    }
+    let transfer_syntax = object
+        .meta()
+        .transfer_syntax()
+        .trim_end_matches('\0')
+        .to_string();
+    let frame_count = checked_frame_count(object, &transfer_syntax, file_length)?;
+    check_pixel_data_length(object, &transfer_syntax, frame_count, pixel_data_length)?;
     let has_pixel_data = rows > 0 && columns > 0;
-    let frames = frame_headers(object, frame_count as u32);
-    FileHeader {
+    let frames = frame_headers(object, frame_count);
+    Ok(FileHeader {
         path: path.to_path_buf(),
         series_uid: text(tags::SERIES_INSTANCE_UID),
         sop_instance_uid: {
@@ -140,19 +235,16 @@ fn file_header(path: &Path, object: &DefaultDicomObject) -> FileHeader {
         modality: text(tags::MODALITY),
         series_description: text(tags::SERIES_DESCRIPTION),
         series_number: integer(object, tags::SERIES_NUMBER),
+        body_part: text(tags::BODY_PART_EXAMINED),
         image_type: strings(object, tags::IMAGE_TYPE),
         rows: rows as u32,
         columns: columns as u32,
         pixel_signed: integer(object, tags::PIXEL_REPRESENTATION) == Some(1),
         photometric: text(tags::PHOTOMETRIC_INTERPRETATION),
-        transfer_syntax: object
-            .meta()
-            .transfer_syntax()
-            .trim_end_matches('\0')
-            .to_string(),
+        transfer_syntax,
         has_pixel_data,
         frames,
-    }
+    })
 }
 
 /// Per-frame headers: classic attributes first, then the shared functional groups, then each
@@ -240,12 +332,34 @@ pub(crate) fn dicomdir_files(path: &Path) -> Result<Vec<PathBuf>, DicomError> {
             continue;
         }
         let mut file = root.to_path_buf();
-        for component in components {
-            file.push(component.trim());
+        for component in &components {
+            let component = component.trim();
+            if !is_plain_component(component) {
+                return Err(DicomError::Dicomdir {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "Referenced File ID (0004,1500) {} leaves the DICOMDIR's folder (a component is empty, \"..\", absolute or holds a separator)",
+                        components.join("\\")
+                    ),
+                });
+            }
+            file.push(component);
         }
         files.push(file);
     }
     Ok(files)
+}
+
+/// Whether a Referenced File ID component names a file or folder inside the DICOMDIR's
+/// folder: PS3.10 allows only upper-case letters, digits and `_`; Keyslice accepts any name
+/// but refuses the ones that climb out or start over from the root.
+fn is_plain_component(component: &str) -> bool {
+    !component.is_empty()
+        && component != "."
+        && component != ".."
+        && !component.contains(['/', '\\', ':', '\0'])
+        && Path::new(component).components().count() == 1
+        && !Path::new(component).is_absolute()
 }
 
 pub(crate) fn first_item(object: &InMemDicomObject, tag: Tag) -> Option<&InMemDicomObject> {

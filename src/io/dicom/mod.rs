@@ -21,6 +21,7 @@
 //!
 //! Knows the DICOM file format; knows nothing of NIfTI, rendering or the UI.
 
+mod codestream;
 mod decode;
 mod guard;
 pub(crate) mod header;
@@ -147,6 +148,16 @@ pub enum DicomError {
         /// The images found there.
         files: Vec<PathBuf>,
     },
+    /// The series would take more memory than one volume may.
+    #[error("series {series_uid} is too large to load: {detail} ({})", path.display())]
+    TooLarge {
+        /// The first file of the series.
+        path: PathBuf,
+        /// The series.
+        series_uid: String,
+        /// Size and budget.
+        detail: String,
+    },
     /// Not one slice of the chosen series could be decoded.
     #[error("no image of series {series_uid} could be decoded: {reason} ({})", path.display())]
     NothingDecoded {
@@ -180,6 +191,10 @@ impl DicomError {
             Self::MixedImageSizes { .. } | Self::MixedOrientations { .. } | Self::DuplicatePositions { .. } => {
                 "the folder mixes several image stacks under one series; split them (e.g. by acquisition or phase) or pick another series with --series".into()
             }
+            Self::TooLarge { .. } => format!(
+                "if the machine has the memory, raise the budget (e.g. {}=16000); otherwise load a cropped or downsampled series",
+                crate::io::limits::MAX_VOLUME_ENV
+            ),
             Self::GantryTilt { .. } => {
                 "use a tilt-corrected reconstruction from the scanner, or convert with dcm2niix, which corrects tilt".into()
             }
@@ -438,6 +453,19 @@ fn load_series(
     unreadable: &mut Vec<SkippedFile>,
 ) -> Result<Volume, DicomError> {
     let stack = build_stack(series_uid, &files)?;
+    let dims = [
+        u64::from(stack.columns),
+        u64::from(stack.rows),
+        stack.slices.len() as u64,
+    ];
+    // Checked at the widest voxel type (f32) before the buffer is allocated.
+    crate::io::limits::check_volume_bytes(crate::io::limits::volume_bytes(dims, 4), dims).map_err(
+        |detail| DicomError::TooLarge {
+            path: files[stack.slices[0].file].path.clone(),
+            series_uid: series_uid.to_string(),
+            detail,
+        },
+    )?;
     let integral = stack
         .slices
         .iter()
@@ -445,6 +473,7 @@ fn load_series(
     let (mut voxels, failures) = if integral {
         let decoded = decode::decode_stack::<i16>(&files, &stack);
         if decoded.overflow {
+            drop(decoded); // the i16 buffer goes before the f32 one is made
             let decoded = decode::decode_stack::<f32>(&files, &stack);
             (Voxels::F32(decoded.voxels), decoded.failures)
         } else {
@@ -555,6 +584,7 @@ fn assemble(
         series_uid: series_uid.to_string(),
         series_description: first_file.series_description.clone(),
         display_inverted: first_file.photometric.eq_ignore_ascii_case("MONOCHROME1"),
+        body_part: first_file.body_part.clone(),
     };
     let dims = [
         stack.columns as usize,

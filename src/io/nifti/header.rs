@@ -246,6 +246,23 @@ pub(crate) enum Placement {
 }
 
 impl Header {
+    /// Warnings for voxel sizes in `pixdim` that cannot be used (zero, negative, NaN or
+    /// infinite) and are read as 1 mm by [`Header::ras_from_voxel`].
+    pub fn pixdim_warnings(&self) -> Vec<String> {
+        (1..=3)
+            .filter(|&n| {
+                let value = self.pixdim[n].abs();
+                !(value.is_finite() && value > 0.0)
+            })
+            .map(|n| {
+                format!(
+                    "pixdim[{n}] (the voxel size along axis {n}) is {}, not a positive size: assuming 1 mm",
+                    self.pixdim[n]
+                )
+            })
+            .collect()
+    }
+
     /// The voxel → RAS transform: sform when `sform_code > 0`, else qform when
     /// `qform_code > 0`, else a scaling by `pixdim` (NIfTI "method 1").
     #[allow(clippy::many_single_char_names)] // b, c, d, x, y, z are nifti1.h's names

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use flate2::bufread::MultiGzDecoder;
 
+use crate::io::limits;
 use crate::volume::orient::{AxisReorder, reorient_towards_lps};
 use crate::volume::{Affine, LabelVolume, Volume, VolumeInfo, Voxels};
 use header::{DataType, Header, Placement, datatype_name, read_header};
@@ -52,6 +53,14 @@ pub enum NiftiError {
         /// The file.
         path: PathBuf,
         /// What was expected and found.
+        detail: String,
+    },
+    /// The volume would take more memory than one volume may.
+    #[error("too large to load: {detail} ({})", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Size and budget.
         detail: String,
     },
     /// A label mask holds values that are not labels.
@@ -112,6 +121,9 @@ impl NiftiError {
             }
             Self::Write { .. } => "check that the output folder exists, is writable and has space",
             Self::Unwritable { .. } => "crop or downsample the volume first",
+            Self::TooLarge { .. } => {
+                "if the machine has the memory, raise KEYSLICE_MAX_VOLUME_MB; otherwise crop or downsample the volume first"
+            }
         }
     }
 }
@@ -158,7 +170,7 @@ struct Opened {
 }
 
 #[allow(clippy::too_many_lines)] // header checks in the order a reader meets them
-fn open(path: &Path) -> Result<Opened, NiftiError> {
+fn open(path: &Path, bytes_per_output_voxel: u64) -> Result<Opened, NiftiError> {
     let (mut stream, file_length, gzip) = open_stream(path)?;
     let header = read_header(&mut stream).map_err(|error| error.at(path))?;
     let header_error = |detail: String| NiftiError::Header {
@@ -215,6 +227,17 @@ fn open(path: &Path) -> Result<Opened, NiftiError> {
         })
         .ok_or_else(|| header_error(format!("dimensions {dims:?} are too large")))?;
 
+    if bytes_per_output_voxel > 0 {
+        let dims_u64 = dims.map(|size| size as u64);
+        limits::check_volume_bytes(
+            limits::volume_bytes(dims_u64, bytes_per_output_voxel),
+            dims_u64,
+        )
+        .map_err(|detail| NiftiError::TooLarge {
+            path: path.to_path_buf(),
+            detail,
+        })?;
+    }
     let (mut data, data_file_length, data_gzip, data_path) = if header.pair {
         let image = pair_image_path(path).ok_or_else(|| {
             header_error(
@@ -299,10 +322,10 @@ pub fn read_nifti(path: &Path) -> Result<Volume, NiftiError> {
         data_type,
         dims,
         mut warnings,
-    } = open(path)?;
+    } = open(path, 4)?;
     let count = dims[0] * dims[1] * dims[2];
     let (slope, intercept) = scaling(&header);
-    let voxels = read_voxels(
+    let mut voxels = read_voxels(
         &mut data,
         data_type,
         header.little_endian,
@@ -314,7 +337,13 @@ pub fn read_nifti(path: &Path) -> Result<Volume, NiftiError> {
         path: path.to_path_buf(),
         detail,
     })?;
+    if let Voxels::F32(values) = &mut voxels {
+        replace_non_finite(values, path, &mut warnings)?;
+    }
     let (ras_from_voxel, placement) = header.ras_from_voxel();
+    if placement != Placement::Sform {
+        warnings.extend(header.pixdim_warnings());
+    }
     if placement == Placement::PixdimOnly {
         warnings.push(
             "the header sets neither sform nor qform: orientation is unknown, axes are assumed to be R→L, A→P, I→S scaled by pixdim".into(),
@@ -345,7 +374,7 @@ pub fn read_nifti(path: &Path) -> Result<Volume, NiftiError> {
 /// The grid a NIfTI file's volume will have once loaded by [`read_nifti`] (dimensions and
 /// voxel → LPS transform after reorientation), from the header alone.
 pub fn read_nifti_grid(path: &Path) -> Result<([usize; 3], Affine), NiftiError> {
-    let opened = open(path)?;
+    let opened = open(path, 0)?;
     let (ras_from_voxel, _) = opened.header.ras_from_voxel();
     let lps_from_voxel = ras_from_voxel.ras_from_lps();
     let reorder = AxisReorder::towards_lps(&lps_from_voxel);
@@ -364,7 +393,7 @@ pub fn read_label_nifti(path: &Path) -> Result<LabelVolume, NiftiError> {
         data_type,
         dims,
         ..
-    } = open(path)?;
+    } = open(path, 1)?;
     let count = dims[0] * dims[1] * dims[2];
     let (slope, intercept) = scaling(&header);
     let mut labels = vec![0u8; count];
@@ -528,6 +557,38 @@ fn read_voxels(
         Some(values) => Voxels::I16(values),
         None => Voxels::F32(floats),
     })
+}
+
+/// NaN and infinite voxels (float data, or values beyond the range of `f32`) become the
+/// lowest finite value, with a warning that counts them; a volume with no finite voxel is
+/// refused.
+fn replace_non_finite(
+    values: &mut [f32],
+    path: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<(), NiftiError> {
+    let non_finite = values.iter().filter(|value| !value.is_finite()).count();
+    if non_finite == 0 {
+        return Ok(());
+    }
+    let Some(lowest) = values
+        .iter()
+        .copied()
+        .filter(|value| value.is_finite())
+        .reduce(f32::min)
+    else {
+        return Err(NiftiError::Data {
+            path: path.to_path_buf(),
+            detail: format!("all {} voxels are NaN or infinite", values.len()),
+        });
+    };
+    for value in values.iter_mut().filter(|value| !value.is_finite()) {
+        *value = lowest;
+    }
+    warnings.push(format!(
+        "{non_finite} voxel(s) are NaN or infinite; they are shown as the lowest value, {lowest}"
+    ));
+    Ok(())
 }
 
 /// Fills `bytes` from `data`, saying how far it got when the data ends early.

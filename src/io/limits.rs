@@ -1,0 +1,156 @@
+//! Reading limits and panic containment for the file readers.
+//!
+//! **Memory budget.** One volume may take at most [`max_volume_bytes`] once decoded: by
+//! default a quarter of the machine's physical memory, overridden by the environment variable
+//! `KEYSLICE_MAX_VOLUME_MB` (mebibytes). Readers compute the decoded size from header fields
+//! (dimensions × the 4 bytes of the widest voxel type) and refuse a file over the budget
+//! before they allocate anything, so a few kilobytes of header can never ask for gigabytes.
+//!
+//! **Contained decoders.** The codecs behind dicom-pixeldata (JPEG, JPEG 2000, RLE, JPEG-LS)
+//! and the DICOM parser are third-party code that can panic on hostile input. [`contain`]
+//! runs such a call so that a panic becomes an error naming the file, and keeps the panic
+//! message off the terminal (it is logged at debug level instead).
+
+use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Once;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Environment variable that sets the memory budget for one volume, in mebibytes.
+pub const MAX_VOLUME_ENV: &str = "KEYSLICE_MAX_VOLUME_MB";
+
+/// Budget when the physical memory cannot be read.
+const FALLBACK_BYTES: u64 = 4 << 30;
+
+/// The smallest budget taken from the environment (a typo such as `KEYSLICE_MAX_VOLUME_MB=4`
+/// would otherwise refuse every CT).
+const MINIMUM_BYTES: u64 = 1 << 20;
+
+/// A budget set by the program itself (0: none), which wins over the environment.
+static OVERRIDE_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Sets the budget for this process (a command-line option, a test); `None` goes back to
+/// the environment and the default.
+pub fn set_max_volume_bytes(bytes: Option<u64>) {
+    OVERRIDE_BYTES.store(
+        bytes.unwrap_or(0).max(u64::from(bytes.is_some())),
+        Ordering::Relaxed,
+    );
+}
+
+/// The most bytes one decoded volume may take: a budget set with [`set_max_volume_bytes`],
+/// else `KEYSLICE_MAX_VOLUME_MB` when set to a whole number, else a quarter of the physical
+/// memory, else 4 GiB.
+#[must_use]
+pub fn max_volume_bytes() -> u64 {
+    let set = OVERRIDE_BYTES.load(Ordering::Relaxed);
+    if set > 0 {
+        return set;
+    }
+    if let Some(mebibytes) = std::env::var(MAX_VOLUME_ENV)
+        .ok()
+        .and_then(|value| value.trim().parse::<u64>().ok())
+    {
+        return mebibytes.saturating_mul(1 << 20).max(MINIMUM_BYTES);
+    }
+    physical_memory_bytes().map_or(FALLBACK_BYTES, |total| total / 4)
+}
+
+/// `MemTotal` from `/proc/meminfo` (Linux); `None` elsewhere.
+fn physical_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|line| line.starts_with("MemTotal:"))?;
+    let kibibytes: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kibibytes.saturating_mul(1024))
+}
+
+/// The bytes a volume of `dims` voxels takes at `bytes_per_voxel`, `None` on overflow.
+#[must_use]
+pub fn volume_bytes(dims: [u64; 3], bytes_per_voxel: u64) -> Option<u64> {
+    dims.iter()
+        .try_fold(bytes_per_voxel, |acc, &size| acc.checked_mul(size))
+}
+
+/// `Err(sentence)` when `needed` bytes exceed the budget; the sentence says by how much and
+/// how to raise it.
+pub fn check_volume_bytes(needed: Option<u64>, dims: [u64; 3]) -> Result<(), String> {
+    let budget = max_volume_bytes();
+    match needed {
+        Some(needed) if needed <= budget => Ok(()),
+        Some(needed) => Err(format!(
+            "a volume of {} × {} × {} voxels needs {} MB once decoded, over the {} MB budget for one volume ({MAX_VOLUME_ENV})",
+            dims[0],
+            dims[1],
+            dims[2],
+            needed.div_ceil(1 << 20),
+            budget >> 20
+        )),
+        None => Err(format!(
+            "a volume of {} × {} × {} voxels is too large to address",
+            dims[0], dims[1], dims[2]
+        )),
+    }
+}
+
+thread_local! {
+    /// Set while [`contain`] runs on this thread: the panic hook stays quiet.
+    static CONTAINED: Cell<bool> = const { Cell::new(false) };
+}
+
+static QUIET_HOOK: Once = Once::new();
+
+/// Installs (once) a panic hook that logs panics inside [`contain`] at debug level instead of
+/// printing them, and leaves every other panic to the hook that was there before.
+fn install_quiet_hook() {
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if CONTAINED.with(Cell::get) {
+                tracing::debug!("contained panic in a decoder: {info}");
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Runs `work`, turning a panic into `Err` with its message. Use it around third-party
+/// decoders only; Keyslice's own code reports errors as values.
+pub fn contain<T>(work: impl FnOnce() -> T) -> Result<T, String> {
+    install_quiet_hook();
+    let was = CONTAINED.with(|flag| flag.replace(true));
+    let result = catch_unwind(AssertUnwindSafe(work));
+    CONTAINED.with(|flag| flag.set(was));
+    result.map_err(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(ToString::to_string)
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        format!("the decoder failed on malformed data ({message})")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_decoder_becomes_an_error() {
+        let result: Result<u8, String> = contain(|| panic!("index out of range"));
+        let error = result.expect_err("panic contained");
+        assert!(error.contains("index out of range"), "{error}");
+        assert_eq!(contain(|| 7), Ok(7));
+    }
+
+    #[test]
+    fn sizes_over_the_budget_are_refused_before_allocating() {
+        let dims = [512, 512, 2_147_483_647];
+        let error = check_volume_bytes(volume_bytes(dims, 4), dims).expect_err("too large");
+        assert!(error.contains(MAX_VOLUME_ENV), "{error}");
+        assert!(check_volume_bytes(volume_bytes([64, 64, 1], 4), [64, 64, 1]).is_ok());
+        let huge = [u64::MAX, 2, 2];
+        assert!(volume_bytes(huge, 4).is_none());
+        assert!(check_volume_bytes(None, huge).is_err());
+    }
+}
