@@ -498,3 +498,190 @@ fn an_export_with_volumes_reads_back_as_training_cases() {
         "{error}"
     );
 }
+
+/// The model's prediction for the reviewed case: a liver lesion on slice 3 with a box there.
+fn append_model_prediction(workspace: &Workspace) {
+    use keyslice::findings::{Findings, Lesion, LesionSize};
+    let case_id = workspace.manifest.cases[0].case_id.clone();
+    let mut findings = Findings::default();
+    findings.organ_mut(Organ::Liver).tumor = TumorPresence::Yes;
+    findings.organ_mut(Organ::Liver).lesions.push(Lesion {
+        size: Some(LesionSize {
+            long_cm: 1.0,
+            short_cm: Some(0.7),
+        }),
+        ..Lesion::default()
+    });
+    let prediction: keyslice::infer::Prediction = serde_json::from_value(json!({
+        "version": 1,
+        "case_id": case_id,
+        "diagnoser": {"id": "keyslice-tiny", "version": "test"},
+        "verifier": null,
+        "report": "Liver lesion 1: Size: 1.0 x 0.7 cm. Key slice: 3",
+        "findings": findings,
+        "key_slice": {"index": 3, "z_mm": 15.0},
+        "box": {"voxels": [5, 5, 10, 10]},
+        "local_description": null,
+        "local_findings": null,
+        "consistency": null,
+        "timings_ms": {"diagnose": 1.0, "verify": 0.0, "total": 1.0},
+        "warnings": []
+    }))
+    .expect("a prediction");
+    workspace.append_prediction(&prediction).expect("appended");
+}
+
+#[test]
+fn exports_never_contradict_themselves_in_any_format() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, _) = reviewed_workspace(&folder.path().join("workspace"));
+    append_model_prediction(&workspace);
+    let case_id = workspace.manifest.cases[0].case_id.clone();
+    let mut review = CaseReview::open(&workspace.database_path(), &case_id, "dr. reviewer", None)
+        .expect("review");
+    // The reviewer moved the key slice (to 6, in the shared setup), says the liver has no
+    // tumor after all (its lesion left in place), and puts the tumor in the pancreas.
+    review.set("liver.tumor", json!("no")).expect("no tumor");
+    review
+        .set("pancreas.tumor", json!("yes"))
+        .expect("pancreas");
+    review
+        .set(
+            "pancreas.lesions.0",
+            json!({"size": {"long_cm": 2.0, "short_cm": 1.5}}),
+        )
+        .expect("pancreas lesion");
+    review.set_status(ReviewStatus::Done).expect("accepted");
+    for format in [
+        ExportFormat::Llamafactory,
+        ExportFormat::Swift,
+        ExportFormat::Verl,
+        ExportFormat::Keyslices,
+    ] {
+        let out = folder.path().join(format!("out-{format:?}"));
+        let summary = export_workspace(
+            &workspace,
+            &ExportOptions {
+                volumes: true,
+                ..options(format)
+            },
+            &out,
+        )
+        .expect("exported");
+        assert!(
+            summary.invalid.is_empty(),
+            "{format:?}: {:?}",
+            summary.invalid
+        );
+        for (path, bytes) in files(&out) {
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                !text.contains("Liver lesion") && !text.contains("columns 5"),
+                "{format:?} {}: the liver lesion or the model's box survived",
+                path.display()
+            );
+        }
+        if matches!(format, ExportFormat::Swift | ExportFormat::Verl) {
+            let cases = read_training_cases(&out).expect("reads back");
+            let answer = &cases[0].findings;
+            assert!(answer.organ(Organ::Liver).lesions.is_empty(), "{format:?}");
+            assert_eq!(answer.organ(Organ::Pancreas).lesions.len(), 1, "{format:?}");
+            assert_eq!(answer.slice_box, None, "{format:?}");
+            assert_eq!(answer.key_slice.as_ref().map(|key| key.index), Some(6));
+        }
+    }
+    // A key slice outside the 10-slice volume breaks a rule: the case is left out, named.
+    review
+        .set("key_slice", json!({"index": 40, "z_mm": 200.0}))
+        .expect("key slice");
+    let error = export_workspace(
+        &workspace,
+        &options(ExportFormat::Swift),
+        &folder.path().join("bad"),
+    )
+    .expect_err("nothing valid");
+    assert!(
+        error
+            .to_string()
+            .contains("key slice 40 is outside the volume's 10 axial slices"),
+        "{error}"
+    );
+    // A flagged case is never training data, not even with --include-unreviewed.
+    review
+        .set("key_slice", json!({"index": 6, "z_mm": 30.0}))
+        .expect("key slice");
+    review.set_status(ReviewStatus::Flagged).expect("flagged");
+    let error = export_workspace(
+        &workspace,
+        &ExportOptions {
+            include_unreviewed: true,
+            ..options(ExportFormat::Swift)
+        },
+        &folder.path().join("flagged"),
+    )
+    .expect_err("flagged cases are left out");
+    assert!(matches!(error, ExportError::Empty), "{error}");
+}
+
+#[test]
+fn an_export_folder_is_replaced_only_while_unchanged() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, _) = reviewed_workspace(&folder.path().join("workspace"));
+    let out = folder.path().join("export");
+    let format = options(ExportFormat::Llamafactory);
+    export_workspace(&workspace, &format, &out).expect("exported");
+    export_workspace(&workspace, &format, &out).expect("an unchanged export is replaced");
+    // A file the user added inside the export: refused, and the file stays.
+    std::fs::write(out.join("my_notes.txt"), "keep").expect("note");
+    let error = export_workspace(&workspace, &format, &out).expect_err("refused");
+    assert!(
+        matches!(&error, ExportError::ChangedExport { detail, .. } if detail.contains("my_notes.txt")),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read(out.join("my_notes.txt")).expect("kept"),
+        b"keep"
+    );
+    std::fs::remove_file(out.join("my_notes.txt")).expect("removed");
+    // An exported file the user edited: refused too.
+    let manifest = out.join("export.json");
+    let dataset = std::fs::read_dir(&out)
+        .expect("listing")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.is_file() && *path != manifest)
+        .expect("a dataset file");
+    std::fs::write(&dataset, "edited").expect("edit");
+    let error = export_workspace(&workspace, &format, &out).expect_err("refused");
+    assert!(
+        matches!(error, ExportError::ChangedExport { .. }),
+        "{error}"
+    );
+    // Any folder that holds a file named export.json is not thereby an export.
+    let mine = folder.path().join("mine");
+    std::fs::create_dir_all(&mine).expect("folder");
+    std::fs::write(mine.join("export.json"), "{}").expect("file");
+    std::fs::write(mine.join("thesis.tex"), "keep").expect("file");
+    let error = export_workspace(&workspace, &format, &mine).expect_err("refused");
+    assert!(matches!(error, ExportError::NotAnExport(_)), "{error}");
+    assert!(mine.join("thesis.tex").is_file());
+}
+
+#[test]
+fn exporting_into_the_current_folder_leaves_no_temporary_folder() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, _) = reviewed_workspace(&folder.path().join("workspace"));
+    let out = folder.path().join("here");
+    std::fs::create_dir_all(&out).expect("folder");
+    // `--out .` run from inside `here`: the path has no file name of its own.
+    let dotted = out.join(".");
+    export_workspace(&workspace, &options(ExportFormat::Keyslices), &dotted).expect("exported");
+    assert!(out.join("export.json").is_file());
+    let leftovers: Vec<_> = std::fs::read_dir(folder.path())
+        .expect("listing")
+        .chain(std::fs::read_dir(&out).expect("listing"))
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

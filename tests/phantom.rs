@@ -101,7 +101,11 @@ fn existing_cases_are_never_overwritten_and_bad_arguments_are_named() {
     assert!(stderr.contains("PHANTOM_1_0000 already exists"), "{stderr}");
     assert!(stderr.contains("hint:"), "{stderr}");
     let bad = keyslice(&["phantom", "--out", out, "--slice-mm", "40"]);
-    assert_eq!(bad.status.code(), Some(1));
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "a value out of range is a usage error"
+    );
     assert!(
         text(&bad.stderr).contains("--slice-mm 40"),
         "{}",
@@ -457,4 +461,62 @@ fn truth_reports_read_back_and_score_perfectly_against_their_case_folders() {
     }
     assert_eq!(json["key_slice"]["hit_rate"], 1.0);
     assert_eq!(json["hallucination_rate"], 0.0);
+}
+
+#[test]
+fn the_manifest_keeps_earlier_cases_and_never_replaces_a_users_file() {
+    use keyslice::phantom::write::{PhantomError, write_phantoms};
+    let folder = tempfile::tempdir().expect("temp dir");
+    let options = PhantomOptions {
+        matrix: 32,
+        slice_mm: Some(10.0),
+    };
+    let out = folder.path().join("set");
+    write_phantoms(&out, 4, 0, 1, options, |_, _, _| {}).expect("first case");
+    // A planted link at a temporary name must not be followed outside the folder.
+    let outside = folder.path().join("outside.txt");
+    std::fs::write(&outside, "untouched").expect("file");
+    #[cfg(unix)]
+    for name in [".manifest.json.partial", "manifest.json.partial"] {
+        std::os::unix::fs::symlink(&outside, out.join(name)).expect("link");
+    }
+    let manifest = write_phantoms(&out, 4, 1, 1, options, |_, _, _| {}).expect("second case");
+    let ids: Vec<&str> = manifest
+        .cases
+        .iter()
+        .map(|case| case.case_id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["PHANTOM_4_0000", "PHANTOM_4_0001"],
+        "--first adds to the list"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&outside).expect("read"),
+        "untouched"
+    );
+    // Another seed into the same folder, or a manifest.json the user wrote: refused, kept.
+    let error = write_phantoms(&out, 5, 0, 1, options, |_, _, _| {}).expect_err("other seed");
+    assert!(
+        matches!(error, PhantomError::ForeignManifest { .. }),
+        "{error}"
+    );
+    let mine = folder.path().join("mine");
+    std::fs::create_dir_all(&mine).expect("folder");
+    std::fs::write(mine.join("manifest.json"), "my own list").expect("file");
+    let error = write_phantoms(&mine, 4, 0, 1, options, |_, _, _| {}).expect_err("foreign");
+    assert!(
+        error
+            .to_string()
+            .contains("not written by keyslice phantom"),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(mine.join("manifest.json")).expect("read"),
+        "my own list"
+    );
+    assert!(
+        !mine.join("PHANTOM_4_0000").exists(),
+        "refused before generating"
+    );
 }

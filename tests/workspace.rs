@@ -190,3 +190,40 @@ fn a_study_opened_by_path_gets_one_scratch_workspace_that_keeps_its_corrections(
     // A path that is not a study gives no workspace (the viewer opens it alone and says so).
     assert!(scratch_workspace(&data, &folder.path().join("missing.nii.gz")).is_err());
 }
+
+#[test]
+fn two_creates_at_once_keep_every_case() {
+    use keyslice::phantom::{PhantomOptions, generate, write::write_case};
+    let folder = tempfile::tempdir().expect("temp dir");
+    let options = PhantomOptions {
+        matrix: 24,
+        slice_mm: Some(12.0),
+    };
+    let inputs: Vec<std::path::PathBuf> = (0..2)
+        .map(|batch| {
+            let cases = folder.path().join(format!("batch{batch}"));
+            for index in 0..3 {
+                write_case(&cases, &generate(11, batch * 3 + index, options)).expect("written");
+            }
+            cases
+        })
+        .collect();
+    for round in 0..4 {
+        let root = folder.path().join(format!("ws{round}"));
+        std::thread::scope(|scope| {
+            for input in &inputs {
+                let root = &root;
+                scope.spawn(move || {
+                    Workspace::create_or_extend(root, std::slice::from_ref(input))
+                        .expect("created");
+                });
+            }
+        });
+        let workspace = Workspace::open(&root).expect("opens");
+        assert_eq!(
+            workspace.manifest.cases.len(),
+            6,
+            "round {round}: no case lost"
+        );
+    }
+}

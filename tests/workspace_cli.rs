@@ -31,7 +31,22 @@ fn a_workspace_is_created_analysed_and_listed() {
         "64",
     ]);
     assert!(made.status.success(), "{}", text(&made.stderr));
-    let nifti = data("nifti/standard.nii.gz");
+    // A loose NIfTI CT beside the dataset: another phantom's ct.nii.gz.
+    let loose = folder.path().join("loose");
+    let made = keyslice(&[
+        "phantom",
+        "--out",
+        s(&loose),
+        "--cases",
+        "1",
+        "--seed",
+        "44",
+        "--matrix",
+        "64",
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let nifti = folder.path().join("loose_ct.nii.gz");
+    std::fs::copy(loose.join("PHANTOM_44_0000/ct.nii.gz"), &nifti).expect("copied");
     let dir = folder.path().join("ws");
 
     let created = keyslice(&["workspace", "create", s(&dir), s(&dataset)]);
@@ -76,14 +91,34 @@ fn a_workspace_is_created_analysed_and_listed() {
         assert!(added.status.success(), "{}", text(&added.stderr));
     }
 
-    let analysed = keyslice(&["workspace", "analyze", s(&dir)]);
+    // Two analyses started at once: the workspace lock makes the second wait, then find
+    // every case done; each case is analysed once.
+    let spawn = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_keyslice"))
+            .args(["workspace", "analyze", s(&dir)])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("started")
+    };
+    let (first, second) = (spawn(), spawn());
+    let outputs = [first, second].map(|child| child.wait_with_output().expect("finished"));
     let cases = Workspace::open(&dir).expect("opens").manifest.cases.len();
-    assert!(analysed.status.success(), "{}", text(&analysed.stderr));
+    for output in &outputs {
+        assert!(output.status.success(), "{}", text(&output.stderr));
+    }
+    let summaries: Vec<String> = outputs.iter().map(|o| text(&o.stdout)).collect();
     assert!(
-        text(&analysed.stdout).starts_with(&format!("{cases} analysed, 0 already")),
-        "{}",
-        text(&analysed.stdout)
+        summaries
+            .iter()
+            .any(|s| s.starts_with(&format!("{cases} analysed, 0 already")))
+            && summaries
+                .iter()
+                .any(|s| s.starts_with(&format!("0 analysed, {cases} already"))),
+        "{summaries:?}"
     );
+    let lines = std::fs::read_to_string(dir.join(PREDICTIONS_FILE)).expect("predictions");
+    assert_eq!(lines.lines().count(), cases, "each case analysed once");
     let rerun = keyslice(&["workspace", "analyze", s(&dir)]);
     assert!(
         text(&rerun.stdout).starts_with(&format!("0 analysed, {cases} already")),
@@ -134,7 +169,16 @@ fn a_workspace_is_created_analysed_and_listed() {
         .map(|line| serde_json::from_str(line).expect("JSON line"))
         .collect();
     assert_eq!(rows.len(), cases);
-    let scores: Vec<f64> = rows
+    // Cases that need a look (with the reason) first, then the lowest consistency.
+    let needs_look = rows
+        .iter()
+        .take_while(|r| r["attention"].is_string())
+        .count();
+    assert!(
+        rows[needs_look..].iter().all(|r| r["attention"].is_null()),
+        "{rows:?}"
+    );
+    let scores: Vec<f64> = rows[needs_look..]
         .iter()
         .filter_map(|r| r["consistency"].as_f64())
         .collect();
@@ -157,6 +201,24 @@ fn workspace_commands_name_bad_inputs() {
     let stderr = text(&result.stderr);
     assert!(
         stderr.contains("missing.nii.gz") && stderr.contains("hint:"),
+        "{stderr}"
+    );
+
+    // A NIfTI that is not a CT in HU (nibabel's small example image): reported as not
+    // analysed, with the reason, instead of "no lesion found".
+    let not_ct = folder.path().join("not_ct");
+    let made = keyslice(&[
+        "workspace",
+        "create",
+        s(&not_ct),
+        s(&data("nifti/standard.nii.gz")),
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let result = keyslice(&["workspace", "analyze", s(&not_ct)]);
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = text(&result.stderr);
+    assert!(
+        stderr.contains("standard: not analysed") && stderr.contains("Hounsfield"),
         "{stderr}"
     );
 

@@ -94,15 +94,19 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
     let summary = export_workspace(&workspace, &options, &args.out)?;
     super::print_summary(args.json, &summary, || {
         format!(
-            "exported {} case(s) ({} train, {} val; {} hard) to {}: {} file(s); {} not accepted, left out",
+            "exported {} case(s) ({} train, {} val; {} hard) to {}: {} file(s); {} not accepted or flagged, left out; {} left out for contradicting themselves",
             summary.train + summary.val,
             summary.train,
             summary.val,
             summary.hard,
             args.out.display(),
             summary.files,
-            summary.left_out
+            summary.left_out,
+            summary.invalid.len()
         )
     })?;
+    for reason in &summary.invalid {
+        eprintln!("left out {reason}");
+    }
     Ok(())
 }

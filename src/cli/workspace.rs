@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use super::CliError;
 use super::backend::BackendArgs;
 use crate::io::{LoadOptions, load_study};
-use crate::review::workspace::Workspace;
+use crate::review::workspace::{Workspace, WorkspaceLock};
 
 /// Arguments of `workspace`.
 #[derive(Debug, Args)]
@@ -80,6 +80,13 @@ pub fn run(args: &WorkspaceArgs) -> Result<(), CliError> {
 
 fn analyze(dir: &std::path::Path, backend: &BackendArgs, force: bool) -> Result<(), CliError> {
     let workspace = Workspace::open(dir)?;
+    // One analysis of a workspace at a time; a second waits, then finds the cases done.
+    let _lock = WorkspaceLock::acquire(dir, || {
+        eprintln!(
+            "waiting: another keyslice is analysing {}; this run continues when it ends",
+            dir.display()
+        );
+    })?;
     let backend = backend.backend()?;
     let current = backend.model_id();
     let predictions = workspace.predictions()?;
@@ -101,16 +108,21 @@ fn analyze(dir: &std::path::Path, backend: &BackendArgs, force: bool) -> Result<
             continue;
         }
         eprintln!("[{}/{total}] {}", index + 1, case.case_id);
-        let result = load_study(&case.volume, &LoadOptions::default())
-            .map_err(CliError::from)
-            .and_then(|study| {
-                let mut prediction = backend.run(&case.case_id, &study.volume, true)?;
-                prediction
-                    .warnings
-                    .extend(study.volume.warnings().iter().cloned());
-                Ok(prediction)
-            })
-            .and_then(|prediction| Ok(workspace.append_prediction(&prediction)?));
+        // A case that fails, even inside a third-party decoder, is one failed case; the run
+        // goes on with the next.
+        let result = crate::io::limits::contain(|| {
+            load_study(&case.volume, &LoadOptions::default())
+                .map_err(CliError::from)
+                .and_then(|study| {
+                    let mut prediction = backend.run(&case.case_id, &study.volume, true)?;
+                    prediction
+                        .warnings
+                        .extend(study.volume.warnings().iter().cloned());
+                    Ok(prediction)
+                })
+        })
+        .unwrap_or_else(|reason| Err(CliError::Internal(reason)))
+        .and_then(|prediction| Ok(workspace.append_prediction(&prediction)?));
         match result {
             Ok(()) => done += 1,
             Err(error) => {

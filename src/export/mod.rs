@@ -9,13 +9,16 @@
 //! stage's `--from-export`); write the format's files ([`formats`]); then move the finished folder
 //! into place. The export is built in a temporary sibling folder, so an interrupted export
 //! never leaves a half dataset where a good one was; the same workspace and options give
-//! byte-identical files.
+//! byte-identical files. `export.json` lists the SHA-256 of every file written, and an
+//! existing folder is replaced only when it is empty or an export that still matches its
+//! list: a folder a user made, or an export a user added files to or edited, is refused.
 //!
 //! Core of the export: reads workspaces and volumes, writes files; no UI.
 
 pub mod deid;
 pub mod formats;
 pub mod read;
+pub mod rules;
 
 use std::path::{Path, PathBuf};
 
@@ -106,9 +109,25 @@ pub enum ExportError {
     /// The output folder exists and is not an earlier export.
     #[error("{0}: exists and is not a Keyslice export (no {EXPORT_MANIFEST})")]
     NotAnExport(PathBuf),
+    /// The output folder is an earlier export that has been changed since it was written.
+    #[error(
+        "{path}: an earlier Keyslice export that was changed since it was written ({detail}); it is left as it is"
+    )]
+    ChangedExport {
+        /// The output folder.
+        path: PathBuf,
+        /// The first file found added, changed or missing.
+        detail: String,
+    },
     /// Nothing to export.
     #[error("no case to export: none is accepted yet")]
     Empty,
+    /// Every case to export breaks a rule of [`rules::check`].
+    #[error("no case passes the export rules: {}", reasons.join("; "))]
+    NothingValid {
+        /// Each case's workspace id and the rule it breaks.
+        reasons: Vec<String>,
+    },
 }
 
 impl ExportError {
@@ -121,6 +140,12 @@ impl ExportError {
             Self::Volume { .. } => "check that the case's CT is still where the workspace says",
             Self::Io { .. } => "check that the output folder is writable and the disk has space",
             Self::NotAnExport(_) => "choose a new or empty folder, or an earlier export to replace",
+            Self::ChangedExport { .. } => {
+                "move the files you added or changed out of that folder, or choose another --out"
+            }
+            Self::NothingValid { .. } => {
+                "correct the named cases in the viewer (key slice, box, tumor presence) and export again"
+            }
             Self::Empty => {
                 "accept reviewed cases (Ctrl+Enter), or pass --include-unreviewed to export the \
                  model's predictions"
@@ -197,8 +222,11 @@ pub struct ExportSummary {
     pub val: usize,
     /// Hard cases (corrected ≠ predicted).
     pub hard: usize,
-    /// Cases left out because they are not accepted.
+    /// Cases left out because they are not accepted (or are flagged).
     pub left_out: usize,
+    /// Cases left out because their answer breaks a rule of [`rules::check`]: the case's
+    /// workspace id and the rule, as a sentence (shown to the user, never exported).
+    pub invalid: Vec<String>,
     /// Files written.
     pub files: usize,
 }
@@ -209,14 +237,9 @@ pub fn export_workspace(
     options: &ExportOptions,
     out: &Path,
 ) -> Result<ExportSummary, ExportError> {
-    if out.exists() && !out.join(EXPORT_MANIFEST).is_file() {
-        let empty = std::fs::read_dir(out)
-            .map_err(io_error(out))?
-            .next()
-            .is_none();
-        if !empty {
-            return Err(ExportError::NotAnExport(out.to_path_buf()));
-        }
+    let out = &resolved_out(out)?;
+    if out.exists() {
+        check_replaceable(out)?;
     }
     let pseudonyms =
         Pseudonyms::for_workspace(&workspace.root).map_err(io_error(&workspace.root))?;
@@ -237,8 +260,14 @@ pub fn export_workspace(
         std::fs::remove_dir_all(&partial).map_err(io_error(&partial))?;
     }
     std::fs::create_dir_all(&partial).map_err(io_error(&partial))?;
+    let mut invalid = Vec::new();
     let written = (|| -> Result<usize, ExportError> {
-        let volumes = write_case_files(&mut cases, options, &partial)?;
+        let volumes = write_case_files(&mut cases, options, &partial, &mut invalid)?;
+        if cases.is_empty() {
+            return Err(ExportError::NothingValid {
+                reasons: invalid.clone(),
+            });
+        }
         let mut files = formats::write(options, &cases, &partial)?;
         files += write_manifest(options, &cases, &partial)?;
         Ok(files + volumes + cases.iter().map(|c| c.frames.len()).sum::<usize>())
@@ -251,7 +280,10 @@ pub fn export_workspace(
         }
     };
     sync_folder(&partial);
-    place(&partial, out)?;
+    if let Err(error) = place(&partial, out) {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(error);
+    }
     let count = |split| cases.iter().filter(|c| c.split == split).count();
     Ok(ExportSummary {
         format: options.format,
@@ -259,8 +291,115 @@ pub fn export_workspace(
         val: count("val"),
         hard: cases.iter().filter(|c| c.hard).count(),
         left_out,
+        invalid,
         files,
     })
+}
+
+/// `out` as an absolute path without `.` or `..` (so `--out .` names the folder itself, and
+/// its temporary sibling is made beside it, not inside it).
+fn resolved_out(out: &Path) -> Result<PathBuf, ExportError> {
+    if out.exists() {
+        return out.canonicalize().map_err(io_error(out));
+    }
+    let absolute = std::path::absolute(out).map_err(io_error(out))?;
+    let mut clean = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            std::path::Component::ParentDir => {
+                clean.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => clean.push(other),
+        }
+    }
+    Ok(clean)
+}
+
+/// Whether the existing folder `out` may be replaced: it is empty, or it is a Keyslice
+/// export whose files are exactly those its manifest lists, each with the SHA-256 written
+/// then. Anything a user added or edited there makes the export refuse.
+fn check_replaceable(out: &Path) -> Result<(), ExportError> {
+    if !out.is_dir() {
+        return Err(ExportError::NotAnExport(out.to_path_buf()));
+    }
+    let present = list_files(out).map_err(io_error(out))?;
+    if present.is_empty() {
+        return Ok(());
+    }
+    let manifest_path = out.join(EXPORT_MANIFEST);
+    let changed = |detail: String| ExportError::ChangedExport {
+        path: out.to_path_buf(),
+        detail,
+    };
+    let Some(manifest) = std::fs::read_to_string(&manifest_path)
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .filter(|manifest| manifest.get("keyslice_export").is_some())
+    else {
+        return Err(ExportError::NotAnExport(out.to_path_buf()));
+    };
+    let Some(listed) = manifest.get("files").and_then(serde_json::Value::as_object) else {
+        return Err(changed(format!(
+            "its {EXPORT_MANIFEST} lists no file checksums, so changes cannot be ruled out"
+        )));
+    };
+    for relative in &present {
+        if relative == EXPORT_MANIFEST {
+            continue;
+        }
+        let Some(expected) = listed.get(relative).and_then(serde_json::Value::as_str) else {
+            return Err(changed(format!("{relative} was added")));
+        };
+        let actual = file_sha256(&out.join(relative)).map_err(io_error(&out.join(relative)))?;
+        if actual != expected {
+            return Err(changed(format!("{relative} was edited")));
+        }
+    }
+    if let Some(missing) = listed.keys().find(|relative| !present.contains(*relative)) {
+        return Err(changed(format!("{missing} was removed")));
+    }
+    Ok(())
+}
+
+/// Every file under `folder` (links included, not followed), as `/`-separated relative
+/// paths, sorted.
+fn list_files(folder: &Path) -> std::io::Result<Vec<String>> {
+    fn walk(root: &Path, folder: &Path, files: &mut Vec<String>) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(folder)? {
+            let entry = entry?;
+            let path = entry.path();
+            if entry.file_type()?.is_dir() {
+                walk(root, &path, files)?;
+            } else {
+                let relative = path.strip_prefix(root).unwrap_or(&path);
+                let parts: Vec<String> = relative
+                    .components()
+                    .map(|part| part.as_os_str().to_string_lossy().to_string())
+                    .collect();
+                files.push(parts.join("/"));
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    walk(folder, folder, &mut files)?;
+    files.sort();
+    Ok(files)
+}
+
+/// Lower-case hex SHA-256 of a file's bytes.
+fn file_sha256(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write as _;
+    let mut hasher = Sha256::new();
+    let mut file = std::fs::File::open(path)?;
+    std::io::copy(&mut file, &mut hasher)?;
+    let mut hex = String::with_capacity(64);
+    for byte in hasher.finalize() {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    Ok(hex)
 }
 
 /// Moves the finished `partial` folder to `out`; an earlier export there is moved aside
@@ -316,7 +455,11 @@ fn gather(
     let mut left_out = 0;
     for entry in &workspace.manifest.cases {
         let state = store.case_state(&entry.case_id)?;
-        if state.status != ReviewStatus::Done && !options.include_unreviewed {
+        // A flagged case is one a reviewer marked as wrong or unsure: never training data,
+        // not even with --include-unreviewed.
+        if state.status == ReviewStatus::Flagged
+            || (state.status != ReviewStatus::Done && !options.include_unreviewed)
+        {
             left_out += 1;
             continue;
         }
@@ -325,6 +468,7 @@ fn gather(
         let log = store.corrections(Some(&entry.case_id))?;
         let reviewed = ReviewedCase::replay(base.as_ref(), &log);
         let mut findings = reviewed.findings.clone();
+        rules::reconcile(&mut findings, base.as_ref(), &reviewed.changed);
         let hard = base.as_ref().is_some_and(|model| *model != findings);
         let original_uid = findings
             .key_slice
@@ -387,18 +531,22 @@ pub fn volume_file(pseudonym: &str) -> String {
 /// format but `keyslices`, whose rows need none) and, with `options.volumes`, writes the CT
 /// itself. Returns how many volumes were written.
 fn write_case_files(
-    cases: &mut [ExportCase],
+    cases: &mut Vec<ExportCase>,
     options: &ExportOptions,
     folder: &Path,
+    invalid: &mut Vec<String>,
 ) -> Result<usize, ExportError> {
     let frames_wanted = options.format != ExportFormat::Keyslices;
     let mut volumes = 0;
-    for case in cases {
+    let mut kept = Vec::with_capacity(cases.len());
+    for mut case in cases.drain(..) {
         case.frames.clear();
-        if !frames_wanted && !options.volumes {
+        let volume = load_volume(&case)?;
+        // Every format's answers pass the same rules before anything of the case is written.
+        if let Err(rule) = rules::check(&case.findings, volume.dims()) {
+            invalid.push(format!("{}: {rule}", case.case_id));
             continue;
         }
-        let volume = load_volume(case)?;
         if frames_wanted {
             let slices = volume.dims()[2];
             case.frames =
@@ -414,7 +562,9 @@ fn write_case_files(
             write_volume(&volume, &folder.join(volume_file(&case.pseudonym)))?;
             volumes += 1;
         }
+        kept.push(case);
     }
+    *cases = kept;
     Ok(volumes)
 }
 
@@ -479,6 +629,18 @@ fn write_manifest(
             volume: options.volumes.then(|| volume_file(&case.pseudonym)),
         }).collect::<Vec<_>>(),
     });
+    // The checksum of every file written so far (all but this manifest): only an export
+    // that still matches them is ever replaced.
+    let mut checksums = serde_json::Map::new();
+    for relative in list_files(folder).map_err(io_error(folder))? {
+        let file = folder.join(&relative);
+        checksums.insert(
+            relative,
+            serde_json::Value::String(file_sha256(&file).map_err(io_error(&file))?),
+        );
+    }
+    let mut manifest = manifest;
+    manifest["files"] = serde_json::Value::Object(checksums);
     let path = folder.join(EXPORT_MANIFEST);
     let text = serde_json::to_string_pretty(&manifest).map_err(|e| ExportError::Io {
         path: path.clone(),

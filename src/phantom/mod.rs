@@ -308,6 +308,7 @@ pub fn generate(seed: u64, index: u32, options: PhantomOptions) -> PhantomCase {
         series_uid: String::new(),
         series_description: "Keyslice synthetic phantom (not patient data)".into(),
         display_inverted: false,
+        body_part: "ABDOMEN".into(),
     };
     // The parts are built to agree: the voxel count is the product of dims, axes orthogonal.
     let volume = Volume::new(dims, patient_from_voxel, Voxels::I16(hu), Vec::new(), info)

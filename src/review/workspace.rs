@@ -8,9 +8,10 @@
 //! - `review.sqlite`: review state and the corrections log ([`super::store`]).
 //!
 //! `keyslice workspace create DIR INPUT...` and `keyslice workspace analyze DIR` fill one
-//! without the window.
+//! without the window; each holds the workspace's lock (`.keyslice.lock`, an advisory file
+//! lock) while it changes the case list or analyses, so two runs at once neither lose cases
+//! nor do the same work twice.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -149,12 +150,85 @@ pub struct WorklistEntry {
     pub reviewer: Option<String>,
     /// The model's consistency score, when analysed with a key slice.
     pub consistency: Option<f64>,
+    /// Why the case's findings are not grounded in evidence, when they are not: such cases
+    /// come first in the worklist, with this reason shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<String>,
+}
+
+/// Why a case needs a look before any other, or `None` when its findings were verified on a
+/// key slice and read whole. A case the model called negative has no key slice and no
+/// consistency, and is exactly where a missed tumor hides: it is listed, not buried.
+#[must_use]
+pub fn attention(prediction: Option<&Prediction>) -> Option<String> {
+    let Some(prediction) = prediction else {
+        return Some("not analysed".into());
+    };
+    let warned = |needle: &str| prediction.warnings.iter().any(|w| w.contains(needle));
+    if prediction.key_slice.is_none() {
+        if warned("outside the volume") {
+            return Some("the model's key slice is outside the volume".into());
+        }
+        let any_positive = prediction
+            .findings
+            .organs
+            .values()
+            .any(|organ| organ.tumor.as_positive());
+        return Some(if any_positive {
+            "no key slice: the findings are not grounded".into()
+        } else {
+            "called negative with no evidence slice: check for a missed tumor".into()
+        });
+    }
+    if prediction.consistency.is_none() {
+        return Some("not verified: no local description of the key slice".into());
+    }
+    if warned("not understood") {
+        return Some("part of the model's answer was not read".into());
+    }
+    None
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError + '_ {
     move |source| WorkspaceError::Io {
         path: path.to_path_buf(),
         source,
+    }
+}
+
+/// The lock file's name: held while a command changes the workspace's case list or
+/// analyses its cases.
+pub const LOCK_FILE: &str = ".keyslice.lock";
+
+/// An exclusive hold on a workspace, released when dropped (or when the process ends, however
+/// it ends: the operating system drops the lock with the file).
+#[derive(Debug)]
+pub struct WorkspaceLock {
+    _file: std::fs::File,
+}
+
+impl WorkspaceLock {
+    /// Takes the workspace lock of `root`, calling `waiting` once first if another process
+    /// holds it, then waiting for it.
+    pub fn acquire(root: &Path, waiting: impl FnOnce()) -> Result<Self, WorkspaceError> {
+        let path = root.join(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_error(&path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                waiting();
+                file.lock().map_err(io_error(&path))?;
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(WorkspaceError::Io { path, source });
+            }
+        }
+        Ok(Self { _file: file })
     }
 }
 
@@ -191,6 +265,9 @@ impl Workspace {
         inputs: &[PathBuf],
     ) -> Result<(Self, usize), WorkspaceError> {
         std::fs::create_dir_all(root).map_err(io_error(root))?;
+        // Read, extend and write the case list under the lock: two runs at once each add
+        // their cases instead of one overwriting the other's.
+        let _lock = WorkspaceLock::acquire(root, || {})?;
         let mut workspace = if root.join(MANIFEST_FILE).is_file() {
             Self::open(root)?
         } else {
@@ -247,7 +324,8 @@ impl Workspace {
                 detail: error.to_string(),
             }
         })?;
-        write_atomically(&path, format!("{text}\n").as_bytes()).map_err(io_error(&path))
+        crate::io::atomic::write_atomically(&path, format!("{text}\n").as_bytes())
+            .map_err(io_error(&path))
     }
 
     /// `review.sqlite`.
@@ -293,8 +371,7 @@ impl Workspace {
         Ok(predictions)
     }
 
-    /// The cases with status and consistency, likely hallucinations first: lowest
-    /// consistency, then cases without one, in manifest order among equals.
+    /// The cases with status and consistency in triage order ([`triage_order`]).
     pub fn worklist(
         &self,
         predictions: &Predictions,
@@ -303,22 +380,18 @@ impl Workspace {
         let mut rows = Vec::with_capacity(self.manifest.cases.len());
         for case in &self.manifest.cases {
             let state = store.case_state(&case.case_id)?;
+            let prediction = predictions.get(&case.case_id);
             rows.push(WorklistEntry {
                 case_id: case.case_id.clone(),
                 status: state.status,
                 reviewer: state.reviewer,
-                consistency: predictions
-                    .get(&case.case_id)
+                consistency: prediction
                     .and_then(|p| p.consistency.as_ref())
                     .map(|c| c.score),
+                attention: attention(prediction),
             });
         }
-        rows.sort_by(|a, b| match (a.consistency, b.consistency) {
-            (Some(x), Some(y)) => x.total_cmp(&y),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-            (None, None) => std::cmp::Ordering::Equal,
-        });
+        rows.sort_by(triage_order);
         Ok(rows)
     }
 
@@ -340,6 +413,21 @@ impl Workspace {
             detail: error.to_string(),
         })?;
         crate::io::jsonl::append_line(&path, &line).map_err(io_error(&path))
+    }
+}
+
+/// Triage order: cases without grounded evidence first (see [`attention`]), in the order
+/// they come, then the lowest consistency (likely hallucinations); use it with a stable sort.
+#[must_use]
+pub fn triage_order(a: &WorklistEntry, b: &WorklistEntry) -> std::cmp::Ordering {
+    match (a.attention.is_some(), b.attention.is_some()) {
+        (true, true) => std::cmp::Ordering::Equal,
+        (true, false) => std::cmp::Ordering::Less,
+        (false, true) => std::cmp::Ordering::Greater,
+        (false, false) => {
+            let key = |entry: &WorklistEntry| entry.consistency.unwrap_or(f64::INFINITY);
+            key(a).total_cmp(&key(b))
+        }
     }
 }
 
@@ -433,16 +521,71 @@ fn case_folder(folder: &Path) -> Option<WorkspaceCase> {
     })
 }
 
-/// Writes `bytes` to a temporary sibling, syncs it, and renames it over `path`.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let temporary = path.with_file_name(format!(".{file_name}.partial-{}", std::process::id()));
-    let mut file = std::fs::File::create(&temporary)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&temporary, path)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::review::ReviewStatus;
+
+    fn entry(case_id: &str, consistency: Option<f64>, attention: Option<&str>) -> WorklistEntry {
+        WorklistEntry {
+            case_id: case_id.into(),
+            status: ReviewStatus::New,
+            reviewer: None,
+            consistency,
+            attention: attention.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn cases_without_grounded_evidence_come_first_then_the_lowest_consistency() {
+        let mut rows = [
+            entry("verified-high", Some(0.9), None),
+            entry("verified-low", Some(0.2), None),
+            entry(
+                "negative",
+                None,
+                Some("called negative with no evidence slice"),
+            ),
+            entry(
+                "unread",
+                Some(0.95),
+                Some("part of the model's answer was not read"),
+            ),
+        ];
+        rows.sort_by(triage_order);
+        let order: Vec<&str> = rows.iter().map(|row| row.case_id.as_str()).collect();
+        assert_eq!(
+            order,
+            ["negative", "unread", "verified-low", "verified-high"]
+        );
+        rows.swap(0, 1);
+        rows.sort_by(triage_order);
+        assert_eq!(
+            rows[0].case_id, "unread",
+            "cases that need a look keep their order"
+        );
+    }
+
+    #[test]
+    fn a_case_called_negative_is_flagged_for_a_missed_tumor() {
+        assert_eq!(attention(None).as_deref(), Some("not analysed"));
+        let prediction: Prediction = serde_json::from_value(serde_json::json!({
+            "version": 1,
+            "case_id": "c",
+            "diagnoser": {"id": "m", "version": "1"},
+            "verifier": null,
+            "report": "Liver: no tumor.",
+            "findings": crate::findings::Findings::default(),
+            "key_slice": null,
+            "box": null,
+            "local_description": null,
+            "local_findings": null,
+            "consistency": null,
+            "timings_ms": {"diagnose": 0.0, "verify": 0.0, "total": 0.0},
+            "warnings": ["the model named no key slice; nothing to verify"]
+        }))
+        .expect("a prediction");
+        let reason = attention(Some(&prediction)).expect("needs a look");
+        assert!(reason.contains("missed tumor"), "{reason}");
+    }
 }
