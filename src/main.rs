@@ -1,5 +1,5 @@
 //! The `keyslice` binary: parses arguments, sets up logging, runs the command, and turns an
-//! error into `error: …` / `hint: …` on stderr with exit code 1.
+//! error into `error: …` / `hint: …` on stderr with exit code 1 (2 for a usage error).
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -44,7 +44,12 @@ fn main() -> ExitCode {
         Err(error) => {
             eprintln!("error: {error}");
             eprintln!("hint: {}", error.hint());
-            ExitCode::from(1)
+            // A value outside its range is a usage error, like the ones clap reports: 2.
+            if matches!(error, keyslice::cli::CliError::Argument(_)) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
         }
     }
 }

@@ -196,7 +196,17 @@ fn garbled_output_is_kept_and_flagged_and_a_bad_key_slice_is_a_warning() {
 #[test]
 fn a_missing_or_broken_model_folder_is_named_with_a_hint() {
     let folder = tempfile::tempdir().expect("temp dir");
-    let study = common::data("nifti/standard.nii.gz");
+    let cases = tempfile::tempdir().expect("temp dir");
+    let case = keyslice::phantom::generate(
+        8,
+        0,
+        keyslice::phantom::PhantomOptions {
+            matrix: 48,
+            slice_mm: Some(8.0),
+        },
+    );
+    keyslice::phantom::write::write_case(cases.path(), &case).expect("written");
+    let study = cases.path().join("PHANTOM_8_0000/ct.nii.gz");
     let analyze = || {
         keyslice(&[
             "analyze",

@@ -480,3 +480,109 @@ proptest! {
         let _ = read_report(&text);
     }
 }
+
+/// The example answer lines of the shipped prompts, as a model copies them.
+fn prompt_example(file: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("prompts")
+        .join(file);
+    let text = std::fs::read_to_string(path).expect("prompt is committed");
+    let start = text
+        .find("Liver lesion 1:")
+        .expect("the prompt shows a lesion line");
+    let end = text[start..]
+        .find("Hypoattenuating.")
+        .expect("the example ends with its attenuation")
+        + start
+        + "Hypoattenuating.".len();
+    text[start..end].to_string()
+}
+
+fn assert_segment_seven_lesion(answer: &str) {
+    let read = read_report(answer);
+    assert!(
+        read.unread.is_empty(),
+        "all of {answer:?} is read: {:?}",
+        read.unread
+    );
+    let liver = read.findings.organ(Organ::Liver);
+    assert_eq!(liver.tumor, TumorPresence::Yes);
+    assert_eq!(liver.lesions.len(), 1, "{answer:?}");
+    let lesion = &liver.lesions[0];
+    assert_eq!(lesion.location, Some(Location::LiverSegments(vec![7])));
+    assert_eq!(
+        lesion.size,
+        Some(LesionSize {
+            long_cm: 3.1,
+            short_cm: Some(2.4)
+        })
+    );
+    assert_eq!(lesion.attenuation, Some(Attenuation::Hypo));
+}
+
+#[test]
+fn the_diagnose_prompts_example_line_reads_back_whole() {
+    let example = prompt_example("diagnose.txt");
+    assert_segment_seven_lesion(&example);
+    assert_segment_seven_lesion(&format!(
+        "FINDINGS:\n{example}\nPancreas: no tumor.\nLeft kidney: no tumor.\nRight kidney: no tumor.\nKey slice: 41"
+    ));
+}
+
+#[test]
+fn the_verify_prompts_example_line_reads_back_whole() {
+    assert_segment_seven_lesion(&prompt_example("verify.txt"));
+}
+
+#[test]
+fn liver_sub_segments_count_as_their_segment() {
+    for (text, segments) in [
+        ("Hypodense liver lesion in segment IVa, 2.1 cm.", vec![4]),
+        (
+            "Liver lesion in hepatic segment 4a measuring 1.5 cm.",
+            vec![4],
+        ),
+        ("Liver mass spanning segments IVb/V, 5 cm.", vec![4, 5]),
+        ("Hepatic lesion in S4a, 12 mm.", vec![4]),
+    ] {
+        let read = read_report(text);
+        let liver = read.findings.organ(Organ::Liver);
+        assert_eq!(
+            liver
+                .lesions
+                .first()
+                .and_then(|lesion| lesion.location.clone()),
+            Some(Location::LiverSegments(segments)),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_pacs_key_image_is_the_key_slice_counted_from_one() {
+    let read = read_report("Liver: no tumor.\nKey image: series 3, image 112.");
+    let key = read.findings.key_slice.expect("key image read");
+    assert_eq!(key.index, 111);
+    assert!(read.unread.is_empty(), "{:?}", read.unread);
+}
+
+#[test]
+fn numbered_impression_items_are_read_without_their_numbers() {
+    let report = "IMPRESSION:\n1. Hypoattenuating pancreatic mass in the head, 2.8 x 2.0 cm.\n2. No liver lesion.\n3) Right renal cyst, likely benign.";
+    let read = read_report(report);
+    assert!(read.unread.is_empty(), "{:?}", read.unread);
+    let pancreas = read.findings.organ(Organ::Pancreas);
+    assert_eq!(pancreas.tumor, TumorPresence::Yes);
+    assert_eq!(
+        pancreas.lesions[0].size,
+        Some(LesionSize {
+            long_cm: 2.8,
+            short_cm: Some(2.0)
+        })
+    );
+    assert_eq!(read.findings.organ(Organ::Liver).tumor, TumorPresence::No);
+    assert_eq!(
+        read.findings.organ(Organ::KidneyRight).tumor,
+        TumorPresence::Uncertain
+    );
+}

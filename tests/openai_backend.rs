@@ -75,7 +75,21 @@ fn analyze_sends_frames_and_the_key_slice_to_the_server_and_reads_its_answers() 
     assert_eq!(prediction["key_slice"]["index"], 5);
     assert_eq!(prediction["diagnoser"]["id"], "emrl-qwen3vl");
     assert_eq!(prediction["findings"]["organs"]["liver"]["tumor"], "yes");
-    assert!(prediction["consistency"]["score"].as_f64().expect("score") > 0.9);
+    // The verifier's answer is the prompt's own example line: every attribute is read
+    // back, so each agrees with the report on its own (a lost one would be null).
+    let local = &prediction["local_findings"]["organs"]["liver"]["lesions"][0];
+    assert_eq!(local["size"]["long_cm"], 3.1);
+    assert_eq!(local["size"]["short_cm"], 2.4);
+    assert_eq!(local["attenuation"], "hypo");
+    assert_eq!(local["location"]["liver_segments"], serde_json::json!([7]));
+    for attribute in ["organ", "location", "attenuation", "size"] {
+        assert_eq!(
+            prediction["consistency"][attribute].as_f64(),
+            Some(1.0),
+            "{attribute}: {}",
+            prediction["consistency"]
+        );
+    }
 
     let seen = server.seen();
     assert_eq!(seen.len(), 2, "a diagnosis and a verification");
@@ -198,10 +212,24 @@ fn busy_servers_are_retried_and_failures_say_what_to_do() {
         .local_addr()
         .expect("address")
         .port();
-    let output = run(&format!("http://127.0.0.1:{port}/v1"), "0");
+    let output = run(&format!("http://127.0.0.1:{port}/v1"), "3");
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("unreachable"), "{stderr}");
+    assert!(stderr.contains("connection refused"), "{stderr}");
+    assert!(
+        !stderr.contains("WARN") && stderr.lines().count() == 2,
+        "one error and one hint, no retry chatter: {stderr}"
+    );
+    // A URL without /v1: the 404 says what the URL should be.
+    let not_found = Server::start(Box::new(|_, _| (404, String::new())));
+    let base = not_found.url.trim_end_matches("/v1").to_string();
+    let output = run(&base, "0");
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("HTTP 404") && stderr.contains("ends in /v1"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -248,7 +276,17 @@ fn batch_runs_in_parallel_resumes_and_records_a_failing_case() {
     let lines = std::fs::read_to_string(&out).expect("predictions");
     assert_eq!(lines.lines().count(), 4);
     assert_eq!(server.seen().len(), 8);
-    assert!(text(&output.stderr).contains("[4/4]"), "progress is shown");
+    // With --json, progress is JSON too: every line of both streams parses.
+    let progress: Vec<Value> = text(&output.stderr)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON progress line"))
+        .collect();
+    assert_eq!(progress.len(), 4, "one line per case");
+    assert!(
+        progress
+            .iter()
+            .any(|line| line["progress"]["done"] == 4 && line["progress"]["total"] == 4)
+    );
 
     // Again: everything is there, nothing is sent.
     let output = run(&out);

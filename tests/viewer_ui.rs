@@ -20,6 +20,8 @@ use keyslice::volume::demo::demo_abdomen;
 struct State {
     viewer: Viewer,
     volume: Volume,
+    /// A text field above the planes (a note, as the review panel has).
+    note: Option<String>,
 }
 
 /// Whether a GPU adapter exists; without one (and without `KEYSLICE_REQUIRE_GPU`) the
@@ -56,12 +58,17 @@ fn viewer_harness(
     let state = State {
         viewer: Viewer::new(&volume).with_structures(&structures),
         volume,
+        note: None,
     };
     Harness::builder()
         .with_size(size)
         .renderer(renderer)
         .build_ui_state(
             |ui, state: &mut State| {
+                if let Some(note) = state.note.as_mut() {
+                    let label = ui.label("note");
+                    ui.text_edit_singleline(note).labelled_by(label.id);
+                }
                 let commands = state.viewer.viewer_ui(ui, &state.volume);
                 for command in commands {
                     state.viewer.apply(command, &state.volume);
@@ -101,6 +108,38 @@ fn preset_keys_set_window_and_level() {
 }
 
 #[test]
+fn typing_in_a_text_field_triggers_no_viewer_shortcut() {
+    let Some(mut harness) = harness_or_skip() else {
+        return;
+    };
+    harness.state_mut().note = Some(String::new());
+    harness.run();
+    let window = harness.state().viewer.window();
+    let status = harness.state().viewer.status_text(&harness.state().volume);
+    harness
+        .get_by_role(egui::accesskit::Role::TextInput)
+        .click();
+    harness.run();
+    harness
+        .get_by_role(egui::accesskit::Role::TextInput)
+        .type_text("3.1 x 2.4 mr");
+    for key in [Key::Num3, Key::M, Key::R, Key::K] {
+        harness.key_press(key);
+    }
+    harness.run();
+    assert_eq!(harness.state().note.as_deref(), Some("3.1 x 2.4 mr"));
+    assert_eq!(
+        harness.state().viewer.window(),
+        window,
+        "3 is text, not the lung window"
+    );
+    assert_eq!(
+        harness.state().viewer.status_text(&harness.state().volume),
+        status
+    );
+}
+
+#[test]
 fn arrow_keys_scroll_the_active_plane_and_move_the_crosshair() {
     let Some(mut harness) = harness_or_skip() else {
         return;
@@ -118,7 +157,7 @@ fn arrow_keys_scroll_the_active_plane_and_move_the_crosshair() {
         state
             .viewer
             .status_text(&state.volume)
-            .starts_with("axial 51/80"),
+            .starts_with("axial slice 50 of 0–79"),
         "{}",
         state.viewer.status_text(&state.volume)
     );
@@ -238,7 +277,7 @@ fn marker_cube_appears_where_radiologists_expect_it_in_each_plane() {
     let size = egui::Vec2::new(1000.0, 622.0);
     let mut harness = viewer_harness(volume, &[mask], size);
     {
-        let State { viewer, volume } = harness.state_mut();
+        let State { viewer, volume, .. } = harness.state_mut();
         viewer.apply(
             keyslice::ui::viewport::ViewerCommand::SetCrosshair([30.0, 10.0, 20.0]),
             volume,
@@ -286,7 +325,7 @@ fn marker_cube_appears_where_radiologists_expect_it_in_each_plane() {
     assert!(x > 0.6 && y < 0.4, "overlay centroid ({x}, {y})");
     harness.snapshot("viewer_marker_cube_overlay");
     // Hiding the structure removes the tint.
-    let State { viewer, volume } = harness.state_mut();
+    let State { viewer, volume, .. } = harness.state_mut();
     viewer.apply(
         keyslice::ui::viewport::ViewerCommand::ToggleStructure(9),
         volume,
@@ -344,7 +383,7 @@ fn k_jumps_to_the_key_slice_marked_on_the_slice_bar() {
         return;
     };
     {
-        let State { viewer, volume } = harness.state_mut();
+        let State { viewer, volume, .. } = harness.state_mut();
         viewer.apply(
             keyslice::ui::viewport::ViewerCommand::SetKeySlice(Some(46.0)),
             volume,
@@ -399,7 +438,11 @@ fn side_panel_lists_the_key_slice_and_lesion_extents_and_goes_there() {
                     state.viewer.apply(command, &state.volume);
                 }
             },
-            State { viewer, volume },
+            State {
+                viewer,
+                volume,
+                note: None,
+            },
         );
     harness.run();
     assert_ne!(harness.state().viewer.view(Plane::Axial).slice, 22.0);
@@ -759,12 +802,17 @@ fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
         status,
         reviewer: None,
         consistency,
+        attention: None,
     };
+    let mut negative = entry("PHANTOM_2026_0003", ReviewStatus::New, None);
+    negative.attention =
+        Some("called negative with no evidence slice: check for a missed tumor".into());
     let worklist = vec![
         entry("PHANTOM_2026_0002", ReviewStatus::New, Some(0.25)),
         entry("PHANTOM_2026_0000", ReviewStatus::InReview, Some(0.62)),
         entry("PHANTOM_2026_0001", ReviewStatus::Done, Some(0.91)),
         entry("standard", ReviewStatus::Flagged, None),
+        negative,
     ];
     let mut harness = Harness::builder()
         .with_size(egui::Vec2::new(300.0, 240.0))
@@ -802,6 +850,13 @@ fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
     assert_eq!(
         harness.state(),
         &Some(WorklistCommand::Open("PHANTOM_2026_0000".into()))
+    );
+    // A case without grounded evidence comes before the lowest consistency: P reaches it.
+    harness.key_press(egui::Key::P);
+    harness.run();
+    assert_eq!(
+        harness.state(),
+        &Some(WorklistCommand::Open("PHANTOM_2026_0003".into()))
     );
     harness.snapshot("worklist");
 }

@@ -370,17 +370,44 @@ fn real_window_opens_the_demo_workspace_and_follows_wheel_and_preset_keys() {
             .any(|c| c.field == "status" && c.new_value == "flagged"),
         "{log:?}"
     );
-    let case_id = log[0].case_id.clone();
+    let flagged_case = log[0].case_id.clone();
     drop(store);
 
-    // A scripted review of that case, keyboard and mouse only: K shows the model's key
-    // slice, ↑ moves one slice up and S makes it the key slice; M, then two lines on the
-    // axial plane (120 and 60 pixels), and L puts their size on the selected lesion;
-    // Ctrl+Enter accepts; N opens the next case.
+    // The window opened the top of the triage order: a case without grounded evidence (one
+    // called negative hides a missed tumor) comes before the lowest consistency.
+    let workspace = keyslice::review::workspace::Workspace::open(&config.path().join("data/demo"))
+        .expect("demo workspace");
+    let predictions = workspace.predictions().expect("predictions");
+    let worklist = workspace.worklist(&predictions).expect("worklist");
+    assert_eq!(worklist[0].case_id, flagged_case, "{worklist:?}");
+    // N down the list to the first case whose model named a key slice and a lesion.
+    let target = worklist
+        .iter()
+        .position(|entry| {
+            predictions.get(&entry.case_id).is_some_and(|p| {
+                p.key_slice.is_some() && p.findings.organs.values().any(|o| !o.lesions.is_empty())
+            })
+        })
+        .expect("a demo case with the model's lesion");
     let key = |keys: &str| {
         xdotool(&display, &["windowfocus", "--sync", window, "key", keys]);
         std::thread::sleep(Duration::from_millis(600));
     };
+    for step in 0..target {
+        key("n");
+        wait_for_log_count(
+            &log_path,
+            "saved analysis shown",
+            2 + step,
+            Duration::from_mins(1),
+        );
+    }
+    let case_id = worklist[target].case_id.clone();
+
+    // A scripted review of that case, keyboard and mouse only: K shows the model's key
+    // slice, ↑ moves one slice up and S makes it the key slice; M, then two lines on the
+    // axial plane (120 and 60 pixels), and L puts their size on the selected lesion;
+    // Ctrl+Enter accepts; P opens the case before it.
     key("k");
     key("Up");
     key("s");
@@ -397,16 +424,17 @@ fn real_window_opens_the_demo_workspace_and_follows_wheel_and_preset_keys() {
     key("ctrl+Return");
     settle();
     Screen::grab(&display).save(&out.join("scripted-review.png"));
-    key("n");
-    wait_for_log_count(&log_path, "saved analysis shown", 2, Duration::from_mins(1));
+    key(if target > 0 { "p" } else { "n" });
+    wait_for_log_count(
+        &log_path,
+        "saved analysis shown",
+        2 + target,
+        Duration::from_mins(1),
+    );
     settle();
     Screen::grab(&display).save(&out.join("next-case.png"));
 
-    let workspace = keyslice::review::workspace::Workspace::open(&config.path().join("data/demo"))
-        .expect("demo workspace");
-    let model_key = workspace
-        .predictions()
-        .expect("predictions")
+    let model_key = predictions
         .get(&case_id)
         .and_then(|p| p.key_slice.as_ref().map(|k| k.index))
         .expect("the model named a key slice");

@@ -83,20 +83,27 @@ fn analyze_one(args: &AnalyzeArgs, model: &Backend, path: &Path) -> Result<(), C
         "case {case_id}: {} {}{caveat}",
         prediction.diagnoser.id, prediction.diagnoser.version
     )?;
-    writeln!(out, "\n{}", prediction.report.trim_end())?;
+    writeln!(
+        out,
+        "\n{}",
+        super::terminal_text(prediction.report.trim_end())
+    )?;
     match &prediction.key_slice {
         Some(key) => writeln!(
             out,
             "\nkey slice     {} (z = {:.1} mm)",
             key.index, key.z_mm
         )?,
-        None => writeln!(out, "\nkey slice     none (no lesion found)")?,
+        None => writeln!(
+            out,
+            "\nkey slice     none: the findings have no evidence slice (check the case for a missed tumor)"
+        )?,
     }
     if let Some(text) = &prediction.local_description {
         writeln!(
             out,
             "local         {}",
-            text.trim_end().replace('\n', "\n              ")
+            super::terminal_text(text.trim_end()).replace('\n', "\n              ")
         )?;
     }
     if let Some(consistency) = &prediction.consistency {

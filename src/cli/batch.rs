@@ -4,7 +4,8 @@
 //! already in the output are skipped, so a stopped batch resumes; each prediction is appended
 //! as one synced line, so a killed batch loses at most the cases in flight; a case that fails
 //! is written to `PRED.errors.jsonl` with its error and the batch goes on. Progress with rate
-//! and ETA goes to stderr; a summary at the end. `keyslice score --pred PRED.jsonl` reads the
+//! and ETA goes to stderr; a summary at the end. With `--json` every line either stream
+//! carries is a JSON object (`progress`, `error`, the summary). `keyslice score --pred PRED.jsonl` reads the
 //! output.
 
 use std::collections::BTreeSet;
@@ -81,7 +82,7 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
         .filter(|case| !done_before.contains(&case.case_id))
         .collect();
     let skipped = total - todo.len();
-    if skipped > 0 {
+    if skipped > 0 && !args.json {
         eprintln!(
             "{skipped} case(s) already in {}: skipped",
             args.out.display()
@@ -146,15 +147,19 @@ fn run_cases(
     let out_error = Mutex::new(None);
     let started = Instant::now();
     let work = |case: &WorkspaceCase| -> Result<String, String> {
-        let study = load_study(&case.volume, &LoadOptions::default())
-            .map_err(|e| format!("{e} ({})", e.hint()))?;
-        let mut prediction = backend
-            .run(&case.case_id, &study.volume, !args.no_verify)
-            .map_err(|e| format!("{e} ({})", e.hint()))?;
-        prediction
-            .warnings
-            .extend(study.volume.warnings().iter().cloned());
-        serde_json::to_string(&prediction).map_err(|e| e.to_string())
+        // A case that fails, even inside a third-party decoder, is one failed case.
+        crate::io::limits::contain(|| {
+            let study = load_study(&case.volume, &LoadOptions::default())
+                .map_err(|e| format!("{e} ({})", e.hint()))?;
+            let mut prediction = backend
+                .run(&case.case_id, &study.volume, !args.no_verify)
+                .map_err(|e| format!("{e} ({})", e.hint()))?;
+            prediction
+                .warnings
+                .extend(study.volume.warnings().iter().cloned());
+            serde_json::to_string(&prediction).map_err(|e| e.to_string())
+        })
+        .unwrap_or_else(Err)
     };
     std::thread::scope(|scope| {
         for _ in 0..args.jobs.min(todo.len().max(1)) {
@@ -170,7 +175,14 @@ fn run_cases(
                         Ok(line) => append_line(&args.out, line),
                         Err(message) => {
                             failed.fetch_add(1, Ordering::SeqCst);
-                            eprintln!("error: case {}: {message}", case.case_id);
+                            if args.json {
+                                let line = serde_json::json!({
+                                    "error": {"case_id": case.case_id, "message": message}
+                                });
+                                eprintln!("{line}");
+                            } else {
+                                eprintln!("error: case {}: {message}", case.case_id);
+                            }
                             let line = serde_json::json!({
                                 "case_id": case.case_id,
                                 "volume": case.volume,
@@ -188,7 +200,7 @@ fn run_cases(
                         break;
                     }
                     let count = finished.fetch_add(1, Ordering::SeqCst) + 1;
-                    progress(count, todo.len(), started);
+                    progress(count, todo.len(), started, args.json);
                 }
             });
         }
@@ -224,11 +236,24 @@ fn finished_cases(out: &Path) -> BTreeSet<String> {
         .collect()
 }
 
-/// One progress line on stderr: count, rate, ETA.
-fn progress(done: usize, total: usize, started: Instant) {
+/// One progress line on stderr: count, rate, ETA; with `--json` a JSON object, so that
+/// stdout and stderr together are JSON lines.
+fn progress(done: usize, total: usize, started: Instant, json: bool) {
     let seconds = started.elapsed().as_secs_f64();
     let rate = done as f64 / seconds.max(1e-9);
     let eta = (total - done) as f64 / rate.max(1e-9);
+    if json {
+        let line = serde_json::json!({
+            "progress": {
+                "done": done,
+                "total": total,
+                "cases_per_second": (rate * 100.0).round() / 100.0,
+                "eta_seconds": eta.round(),
+            }
+        });
+        eprintln!("{line}");
+        return;
+    }
     eprintln!(
         "[{done}/{total}] {:.0} %, {rate:.2} cases/s, ETA {eta:.0} s",
         done as f64 * 100.0 / total.max(1) as f64

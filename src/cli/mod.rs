@@ -110,6 +110,13 @@ pub enum CliError {
     /// The viewer window could not be opened.
     #[error("cannot open the viewer window: {0}")]
     Window(String),
+    /// A file given on the command line cannot be used (its own content is wrong, not the
+    /// command line).
+    #[error("{0}")]
+    InvalidFile(String),
+    /// A case failed inside third-party code (a codec or model) that stopped on bad data.
+    #[error("{0}")]
+    Internal(String),
     /// Printing the result failed (for example a closed pipe).
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
@@ -136,8 +143,25 @@ impl CliError {
             Self::Input { .. } => "check that the file exists and is UTF-8 text".into(),
             Self::Window(_) => "the viewer needs a display (X11 or Wayland) and a Vulkan, Metal, DX12 or GL driver; on a server use xvfb-run".into(),
             Self::Output(_) => "check that the output stream or file is writable".into(),
+            Self::InvalidFile(_) => "fix the file named above, or give another".into(),
+            Self::Internal(_) => "the case's files are likely damaged: check them with `keyslice info` and copy them again from the archive".into(),
         }
     }
+}
+
+/// Model text made safe for a terminal: control characters other than newline and tab
+/// (escape sequences that recolour, move the cursor or retitle the window) become `�`.
+#[must_use]
+pub fn terminal_text(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// Prints a command's summary: `summary` as one JSON line with `--json`, else `text`.

@@ -362,9 +362,9 @@ fn run_rl(
 /// A keyslice-tiny `config.json`.
 fn read_config(path: &std::path::Path) -> Result<TinyConfig, CliError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::Argument(format!("{}: {e}", path.display())))?;
+        .map_err(|e| CliError::InvalidFile(format!("{}: {e}", path.display())))?;
     serde_json::from_str(&text).map_err(|e| {
-        CliError::Argument(format!(
+        CliError::InvalidFile(format!(
             "{}: not a keyslice-tiny config: {e}",
             path.display()
         ))

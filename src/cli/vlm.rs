@@ -113,7 +113,7 @@ pub fn run(args: &VlmArgs) -> Result<(), CliError> {
         });
         writeln!(stdout, "{value}")?;
     } else {
-        writeln!(stdout, "{}", out.text)?;
+        writeln!(stdout, "{}", super::terminal_text(&out.text))?;
     }
     Ok(())
 }

@@ -15,8 +15,15 @@
 //! 4. the IMPRESSION confirms presence but adds no lesion to an organ already described;
 //! 5. organs never mentioned are `not_mentioned` (no tumor, the RadGPT convention).
 //!
+//! A lesion header may carry its first attribute on the same line, as the prompts' own
+//! example does (`Liver lesion 1: Location: hepatic segment 7. Size: 3.1 x 2.4 cm.
+//! Enhancement relative to liver: Hypoattenuating.`); numbered items (`1. …`, `2) …`) are
+//! read without their numbers; liver sub-segments (`IVa`, `4b`, `S4a`) count as their segment.
+//!
 //! Sizes in mm are converted to cm; `Volume: … cm^3` and HU values are not sizes; "(image
-//! 123)" is RadGPT's canonical-grid slice, not the key slice, and is ignored.
+//! 123)" is RadGPT's canonical-grid slice, not the key slice, and is ignored. The key slice
+//! is a 0-based index (`Key slice: 117`); PACS wording (`Key image: series 3, image 118`)
+//! counts images from 1 and is read as the same slice.
 
 use std::sync::LazyLock;
 
@@ -84,9 +91,12 @@ regex!(
 );
 regex!(
     LIVER_SEGMENTS,
-    r"(?i)\b(?:hepatic\s+)?segments?\s+((?:[1-8]|viii|vii|vi|iv|v|iii|ii|i)\b(?:\s*(?:/|,|and|&|-|to)\s*(?:[1-8]|viii|vii|vi|iv|v|iii|ii|i)\b)*)"
+    r"(?i)\b(?:hepatic\s+)?segments?\s+((?:[1-8]|viii|vii|vi|iv|v|iii|ii|i)[ab]?\b(?:\s*(?:/|,|and|&|-|to)\s*(?:[1-8]|viii|vii|vi|iv|v|iii|ii|i)[ab]?\b)*)"
 );
-regex!(LIVER_SHORT, r"(?i)\bs([1-8])(?:\s*/\s*s?([1-8]))?\b");
+regex!(
+    LIVER_SHORT,
+    r"(?i)\bs([1-8])[ab]?(?:\s*/\s*s?([1-8])[ab]?)?\b"
+);
 regex!(
     LIVER_LOBE,
     r"(?i)\b(right|left)\s+(?:hepatic\s+)?lobe\b|\bcaudate\b|\bleft\s+lateral\s+segment\b"
@@ -125,7 +135,12 @@ regex!(OTHER, r"(?i)\b(?:other|additional|further|new)\b");
 regex!(SECTION, r"(?i)^\s*(findings|impression)\s*(?::\s*|$)");
 regex!(
     LESION_HEADER,
-    r"(?i)^\s*(liver|hepatic|pancreatic|pancreas|left\s+kidney|right\s+kidney|left\s+renal|right\s+renal)\s+lesion\s+(\d+)\s*:\s*$"
+    r"(?i)^\s*(liver|hepatic|pancreatic|pancreas|left\s+kidney|right\s+kidney|left\s+renal|right\s+renal)\s+lesion\s+(\d+)\s*:\s*"
+);
+regex!(LIST_NUMBER, r"^\s*\(?\d{1,2}[.)]\s+");
+regex!(
+    KEY_IMAGE,
+    r"(?i)\bkey\s+image\s*[:#=]?\s*(?:series\s+\d+\s*,\s*)?(?:image|slice|instance)\s*(?:number\s*)?[:#]?\s*(\d+)"
 );
 regex!(
     ORGAN_HEADER,
@@ -204,7 +219,13 @@ fn segments(text: &str) -> Vec<Span> {
             && index > 0
             && bytes[index - 1].is_ascii_digit()
             && bytes.get(index + 1).is_some_and(u8::is_ascii_digit);
-        let ends = matches!(byte, b'\n' | b';' | b'!' | b'?') || (byte == b'.' && !decimal);
+        // "1. Hepatic metastasis": a list item's number is not a sentence.
+        let item_number = byte == b'.' && {
+            let before = text[start..index].trim();
+            !before.is_empty() && before.len() <= 2 && before.bytes().all(|b| b.is_ascii_digit())
+        };
+        let ends = matches!(byte, b'\n' | b';' | b'!' | b'?')
+            || (byte == b'.' && !decimal && !item_number);
         if ends {
             push(start, index, &mut spans);
             start = index + 1;
@@ -240,6 +261,7 @@ fn match_span(found: &regex::Match<'_>, offset: usize) -> Span {
     }
 }
 
+#[allow(clippy::too_many_lines)] // one ordered pass over the kinds of line a report has
 fn read_segment(text: &str, span: Span, state: &mut State) {
     let sentence = &text[span.start..span.end];
     let offset = span.start;
@@ -262,10 +284,28 @@ fn read_segment(text: &str, span: Span, state: &mut State) {
         }
         return;
     }
+    // "1. Hepatic metastasis": the item number is not a sentence of its own.
+    if let Some(number) = LIST_NUMBER.find(sentence) {
+        let rest = Span {
+            start: offset + number.end(),
+            end: span.end,
+        };
+        if rest.start < rest.end {
+            read_segment(text, rest, state);
+        }
+        return;
+    }
     let mut used = read_key_slice(sentence, offset, state);
     if let Some(captures) = LESION_HEADER.captures(sentence) {
         let Some(organ) = organ_from_header(&captures[1]) else {
             return;
+        };
+        // "Liver lesion 1: Location: hepatic segment 7": the rest of the line is the first
+        // attribute of the lesion the header opens.
+        let header_end = captures.get(0).map_or(sentence.len(), |found| found.end());
+        let rest = Span {
+            start: offset + header_end,
+            end: span.end,
         };
         state.context_organ = Some(organ);
         if state.section == Section::Impression && !state.findings.organ(organ).lesions.is_empty() {
@@ -281,6 +321,9 @@ fn read_segment(text: &str, span: Span, state: &mut State) {
             ..Lesion::default()
         });
         state.current_lesion = Some((organ, entry.lesions.len() - 1));
+        if rest.start < rest.end {
+            read_segment(text, rest, state);
+        }
         return;
     }
     if let Some(captures) = ORGAN_HEADER.captures(sentence) {
@@ -399,6 +442,18 @@ fn read_key_slice(sentence: &str, offset: usize, state: &mut State) -> bool {
             index,
             z_mm,
             sop_instance_uid,
+            span: Some(match_span(&whole, offset)),
+        });
+        used = true;
+    } else if let Some(captures) = KEY_IMAGE.captures(sentence)
+        && let (Some(whole), Ok(number)) = (captures.get(0), captures[1].parse::<u32>())
+        && number >= 1
+    {
+        // PACS words: image N counts from 1 along the stack, the key slice index from 0.
+        state.findings.key_slice = Some(KeySlice {
+            index: number - 1,
+            z_mm: None,
+            sop_instance_uid: None,
             span: Some(match_span(&whole, offset)),
         });
         used = true;
@@ -555,7 +610,13 @@ fn organs_named(sentence: &str) -> Vec<Organ> {
 }
 
 fn roman_or_digit(token: &str) -> Option<u8> {
-    Some(match token.to_ascii_lowercase().as_str() {
+    // Sub-segments (IVa, 4b) are read as their segment.
+    let lower = token.to_ascii_lowercase();
+    let bare = lower
+        .strip_suffix(['a', 'b'])
+        .filter(|rest| !rest.is_empty())
+        .unwrap_or(&lower);
+    Some(match bare {
         "1" | "i" => 1,
         "2" | "ii" => 2,
         "3" | "iii" => 3,

@@ -48,6 +48,10 @@ pub enum InferError {
     /// The volume cannot be analysed (empty, not CT-like).
     #[error("cannot analyse this volume: {0}")]
     Volume(String),
+    /// The volume is not what the models read (another modality or body part, or values
+    /// that are not Hounsfield units); nothing was analysed.
+    #[error("not analysed: {0}")]
+    NotAnalysable(String),
     /// A model server failed or refused.
     #[error("server {url}: {detail}")]
     Server {
@@ -68,6 +72,9 @@ impl InferError {
             }
             Self::Run { .. } => "rerun with KEYSLICE_LOG=debug and report the message",
             Self::Volume(_) => "check that the input is a CT volume (info shows its geometry)",
+            Self::NotAnalysable(_) => {
+                "open an abdominal CT series (keyslice info lists the series of a folder; pick one with --series)"
+            }
             Self::Server { detail, .. } if detail.contains("API key") => {
                 "set the key in the variable named by --api-key-env (e.g. KEYSLICE_API_KEY)"
             }
@@ -175,6 +182,47 @@ pub trait Verifier {
     fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError>;
 }
 
+/// Body Part Examined values (upper case, any part of the value) that cover the abdomen.
+const ABDOMINAL_BODY_PARTS: [&str; 11] = [
+    "ABD", "PELV", "LIVER", "PANCREA", "KIDNEY", "RENAL", "TORSO", "TRUNK", "WHOLE", "BODY", "CAP",
+];
+
+/// Lowest value an abdominal CT in Hounsfield units must reach: air outside the body and in
+/// the bowel is about −1000 HU, so a volume that never goes below this is not such a CT
+/// (an MR, a PET, an image in other units).
+const AIR_BELOW_HU: f64 = -500.0;
+
+/// `Ok` when `volume` is something the models read: a CT (or a file that does not say) of
+/// the abdomen (or a body part left blank), in Hounsfield units. Otherwise why not, naming
+/// the field, so a case is reported as not analysed instead of as "no lesion found".
+pub fn check_analysable(volume: &Volume) -> Result<(), InferError> {
+    let info = volume.info();
+    let modality = info.modality.trim();
+    if !modality.is_empty() && !modality.eq_ignore_ascii_case("CT") {
+        return Err(InferError::NotAnalysable(format!(
+            "the series is {modality} (Modality, 0008,0060); the models read abdominal CT"
+        )));
+    }
+    let body_part = info.body_part.trim().to_ascii_uppercase();
+    if !body_part.is_empty()
+        && !ABDOMINAL_BODY_PARTS
+            .iter()
+            .any(|part| body_part.contains(part))
+    {
+        return Err(InferError::NotAnalysable(format!(
+            "Body Part Examined (0018,0015) is {body_part}; the models read CT of the abdomen"
+        )));
+    }
+    let stats = volume.value_stats();
+    if stats.min > AIR_BELOW_HU {
+        return Err(InferError::NotAnalysable(format!(
+            "no voxel is below {AIR_BELOW_HU} HU (the lowest is {:.0}): air reads about −1000 HU on CT, so these values are not Hounsfield units of a CT",
+            stats.min
+        )));
+    }
+    Ok(())
+}
+
 /// Runs diagnosis → key slice → verification → consistency on `volume`. A verifier failure
 /// or a missing key slice leaves the prediction without a local description (with a
 /// warning); only a diagnoser failure is an error.
@@ -184,6 +232,7 @@ pub fn run_pipeline(
     diagnoser: &dyn Diagnoser,
     verifier: Option<&dyn Verifier>,
 ) -> Result<Prediction, InferError> {
+    check_analysable(volume)?;
     let started = Instant::now();
     let diagnosis = diagnoser.diagnose(volume)?;
     let diagnose_ms = started.elapsed().as_secs_f64() * 1000.0;

@@ -94,12 +94,16 @@ impl OpenAiClient {
                     let status = response.status().as_u16();
                     status == 429 || status >= 500
                 }
-                // A dropped or refused connection (a server restarting) is worth a retry.
-                Err(ureq::Error::Io(_)) => true,
+                // A dropped connection (a server restarting) is worth a retry; a refused one
+                // means nothing listens there, and is reported at once.
+                Err(ureq::Error::Io(error)) => {
+                    error.kind() != std::io::ErrorKind::ConnectionRefused
+                }
                 Err(_) => false,
             };
             if retryable && attempt < self.retries {
-                tracing::warn!(attempt, url = %self.url, "server busy or failing; retrying");
+                // Retries are routine; only the final outcome is reported to the user.
+                tracing::debug!(attempt, url = %self.url, "server busy or failing; retrying");
                 std::thread::sleep(wait);
                 wait *= 2;
                 attempt += 1;
@@ -117,6 +121,12 @@ impl OpenAiClient {
             Ok(response) => response,
             Err(ureq::Error::Timeout(_)) => {
                 return Err(self.error(format!("no answer within {} s", self.timeout.as_secs())));
+            }
+            Err(ureq::Error::Io(error))
+                if error.kind() == std::io::ErrorKind::ConnectionRefused =>
+            {
+                return Err(self
+                    .error("connection refused: no server is listening at this address and port"));
             }
             Err(error) => return Err(self.error(format!("unreachable: {error}"))),
         };
@@ -136,8 +146,15 @@ impl OpenAiClient {
                     first_line(&text)
                 )));
             }
+            404 if !self.url.trim_end_matches('/').ends_with("/v1") => {
+                return Err(self.error(format!(
+                    "HTTP 404 Not Found for {}/chat/completions{}: the URL should be the API base, which ends in /v1 (e.g. http://localhost:8000/v1)",
+                    self.url,
+                    detail_suffix(&text)
+                )));
+            }
             _ => {
-                return Err(self.error(format!("HTTP {status}: {}", first_line(&text))));
+                return Err(self.error(format!("HTTP {status}{}", detail_suffix(&text))));
             }
         }
         let value: Value = serde_json::from_str(&text).map_err(|e| {
@@ -170,13 +187,26 @@ fn is_context_error(text: &str) -> bool {
     .any(|needle| lower.contains(needle))
 }
 
+/// The first line of a server's text, at most 200 characters, control characters removed
+/// (an answer is shown in a terminal).
 fn first_line(text: &str) -> String {
     text.lines()
         .next()
         .unwrap_or("")
         .chars()
+        .filter(|c| !c.is_control())
         .take(200)
         .collect()
+}
+
+/// `": <first line>"`, or `" (empty body)"`.
+fn detail_suffix(text: &str) -> String {
+    let line = first_line(text);
+    if line.trim().is_empty() {
+        " (empty body)".into()
+    } else {
+        format!(": {line}")
+    }
 }
 
 fn image_part(png: &[u8]) -> Value {

@@ -268,7 +268,7 @@ impl FindingsEditor<'_> {
         let current = self.current_slice.index;
         ui.horizontal(|ui| {
             match &self.case.findings.key_slice {
-                Some(key) => ui.label(format!("key slice {} (axial {})", key.index, key.index + 1)),
+                Some(key) => ui.label(format!("key slice {}", key.index)),
                 None => ui.label("key slice: none"),
             };
             let already = self
@@ -279,7 +279,7 @@ impl FindingsEditor<'_> {
                 .is_some_and(|key| key.index == current);
             let button = ui.add_enabled(
                 !already,
-                egui::Button::new(format!("= current, axial {} (S)", current + 1)).small(),
+                egui::Button::new(format!("= current, slice {current} (S)")).small(),
             );
             if button.clicked() {
                 commands.push(set_key_slice(&self.current_slice));

@@ -219,12 +219,7 @@ pub fn evidence_ui(
     ui.label(RichText::new("Evidence").strong());
     if let Some(key) = &prediction.key_slice {
         ui.horizontal(|ui| {
-            ui.label(format!(
-                "key slice {} (axial {}, z {:.1} mm)",
-                key.index,
-                key.index + 1,
-                key.z_mm
-            ));
+            ui.label(format!("key slice {} (z {:.1} mm)", key.index, key.z_mm));
             if ui.small_button("go (K)").clicked() {
                 command = Some(ReportCommand::JumpToKeySlice);
             }

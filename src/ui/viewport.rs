@@ -779,10 +779,12 @@ impl Viewer {
             &painter,
             rect.left_top() + Vec2::new(6.0, 4.0),
             Align2::LEFT_TOP,
+            // Slice numbers are 0-based indices, as in the report, the CLI and exports.
             format!(
-                "{} {}/{count}",
+                "{} {} of 0–{}",
                 plane_name(plane),
-                self.views[index].slice as usize + 1
+                self.views[index].slice as usize,
+                count.saturating_sub(1)
             ),
             FontId::proportional(13.0),
             Color32::from_gray(230),
@@ -868,6 +870,11 @@ impl Viewer {
     }
 
     fn keyboard(&self, ui: &egui::Ui, commands: &mut Vec<ViewerCommand>) {
+        // Letters and digits typed into a text field (a note, a size) are text, not
+        // shortcuts: "3.1 x 2.4" must not switch to the lung window.
+        if ui.ctx().egui_wants_keyboard_input() {
+            return;
+        }
         let plane = self.active;
         ui.input(|input| {
             let keys = [Key::Num1, Key::Num2, Key::Num3, Key::Num4, Key::Num5];
@@ -918,9 +925,9 @@ impl Viewer {
         for (index, measurement) in self.measurements.iter().enumerate() {
             ui.horizontal(|ui| {
                 ui.label(format!(
-                    "{} {}: {:.1} mm",
+                    "{} slice {}: {:.1} mm",
                     plane_name(measurement.plane),
-                    measurement.slice as usize + 1,
+                    measurement.slice as usize,
                     measurement.length_mm
                 ));
                 if ui.small_button("delete").clicked() {
@@ -943,7 +950,7 @@ impl Viewer {
         match self.key_slice {
             Some(slice) => {
                 ui.horizontal(|ui| {
-                    ui.label(format!("axial {}", slice as usize + 1));
+                    ui.label(format!("axial slice {}", slice as usize));
                     if ui.small_button("go (K)").clicked() {
                         commands.push(ViewerCommand::JumpToKeySlice);
                     }
@@ -962,10 +969,8 @@ impl Viewer {
                 ui.painter()
                     .rect_filled(swatch, 1.0, label_colour(mark.label));
                 ui.label(format!(
-                    "{}: axial {}–{}",
-                    mark.name,
-                    mark.first_slice + 1,
-                    mark.last_slice + 1
+                    "{}: axial slices {}–{}",
+                    mark.name, mark.first_slice, mark.last_slice
                 ));
                 if ui.small_button("go").clicked() {
                     commands.push(ViewerCommand::SetSlice {
@@ -1027,10 +1032,10 @@ impl Viewer {
             None => "HU –".to_string(),
         };
         format!(
-            "{} {}/{}  ·  {:+.1} mm  ·  {hover}  ·  W {width:.0} L {level:.0}",
+            "{} slice {} of 0–{}  ·  {:+.1} mm  ·  {hover}  ·  W {width:.0} L {level:.0}",
             plane_name(self.active),
-            slice + 1,
-            self.dims[normal],
+            slice,
+            self.dims[normal].saturating_sub(1),
             position[patient_axis],
         )
     }

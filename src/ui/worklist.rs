@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::review::ReviewStatus;
-use crate::review::workspace::WorklistEntry;
+use crate::review::workspace::{WorklistEntry, triage_order};
 use crate::ui::analysis::consistency_colour;
 
 /// What the user asked for in the worklist.
@@ -22,7 +22,8 @@ pub enum WorklistCommand {
 /// How the list is ordered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Order {
-    /// Lowest consistency first (unanalysed cases last).
+    /// Cases without grounded evidence first (with the reason on hover), then lowest
+    /// consistency first.
     #[default]
     Consistency,
     /// By case id.
@@ -51,12 +52,9 @@ fn visible(
         .filter(|entry| only.is_none_or(|status| entry.status == status))
         .collect();
     match order {
-        Order::Consistency => shown.sort_by(|a, b| {
-            let key = |e: &WorklistEntry| e.consistency.unwrap_or(f64::INFINITY);
-            key(a)
-                .total_cmp(&key(b))
-                .then_with(|| a.case_id.cmp(&b.case_id))
-        }),
+        Order::Consistency => {
+            shown.sort_by(|a, b| triage_order(a, b).then_with(|| a.case_id.cmp(&b.case_id)));
+        }
         Order::Case => shown.sort_by(|a, b| a.case_id.cmp(&b.case_id)),
         Order::Status => shown.sort_by(|a, b| {
             status_rank(a.status)
@@ -105,11 +103,19 @@ pub fn worklist_ui(
                 if let Some(reviewer) = &entry.reviewer {
                     status.on_hover_text(format!("last changed by {reviewer}"));
                 }
-                match entry.consistency {
-                    Some(value) => {
+                match (&entry.attention, entry.consistency) {
+                    (Some(reason), consistency) => {
+                        let text = consistency.map_or_else(
+                            || "check".to_string(),
+                            |value| format!("check {value:.2}"),
+                        );
+                        ui.colored_label(egui::Color32::from_rgb(230, 150, 40), text)
+                            .on_hover_text(reason);
+                    }
+                    (None, Some(value)) => {
                         ui.colored_label(consistency_colour(value), format!("{value:.2}"));
                     }
-                    None => {
+                    (None, None) => {
                         ui.weak("–");
                     }
                 }
@@ -173,12 +179,12 @@ fn order_and_filter_ui(ui: &mut egui::Ui) -> (Order, Option<ReviewStatus>) {
     ui.horizontal(|ui| {
         egui::ComboBox::from_id_salt("worklist-order")
             .selected_text(match order {
-                Order::Consistency => "lowest consistency first",
+                Order::Consistency => "needs a look first",
                 Order::Case => "by case",
                 Order::Status => "by status",
             })
             .show_ui(ui, |ui| {
-                ui.selectable_value(&mut order, Order::Consistency, "lowest consistency first");
+                ui.selectable_value(&mut order, Order::Consistency, "needs a look first");
                 ui.selectable_value(&mut order, Order::Case, "by case");
                 ui.selectable_value(&mut order, Order::Status, "by status");
             })
