@@ -358,3 +358,63 @@ fn a_compressed_frame_of_another_size_than_the_header_is_refused_not_decoded() {
         "{message}"
     );
 }
+
+#[test]
+fn a_deflated_file_hiding_far_more_pixel_data_than_its_image_is_refused() {
+    use std::io::{Read, Write};
+    // image_dfl.dcm: the meta group, then the dataset as one raw deflate stream. Its 512×512
+    // 8-bit Pixel Data is replaced by 200 MB of zeros, which deflate to a few hundred KB.
+    let original = std::fs::read(data("dicom/image_dfl.dcm")).expect("sample");
+    let group_length =
+        u32::from_le_bytes([original[140], original[141], original[142], original[143]]);
+    let start = 144 + group_length as usize;
+    let mut dataset = Vec::new();
+    flate2::read::DeflateDecoder::new(&original[start..])
+        .read_to_end(&mut dataset)
+        .expect("inflates");
+    let pixel_data = dataset
+        .windows(4)
+        .position(|window| window == [0xE0, 0x7F, 0x10, 0x00])
+        .expect("Pixel Data");
+    let huge: u32 = 200 << 20;
+    dataset.truncate(pixel_data + 8);
+    dataset.extend_from_slice(&huge.to_le_bytes());
+    dataset.resize(dataset.len() + huge as usize, 0);
+    let mut encoder =
+        flate2::write::DeflateEncoder::new(original[..start].to_vec(), flate2::Compression::fast());
+    encoder.write_all(&dataset).expect("deflates");
+    let bomb = encoder.finish().expect("deflated");
+    assert!(bomb.len() < 2 << 20, "{} bytes", bomb.len());
+    let folder = tempfile::tempdir().expect("temp dir");
+    let path = folder.path().join("bomb.dcm");
+    std::fs::write(&path, &bomb).expect("written");
+    let error = load_dicom(&path, &DicomOptions::default()).expect_err("refused");
+    let message = error.to_string();
+    assert!(
+        message.contains("Pixel Data (7FE0,0010) holds 209715200 bytes")
+            && message.contains("bomb.dcm"),
+        "{message}"
+    );
+}
+
+#[test]
+fn sequences_nested_beyond_reason_are_refused_before_parsing() {
+    // CT_small.dcm followed by a private sequence nested 200 deep (item in sequence in item…):
+    // a parser that descends recursively would run out of stack on such a file.
+    let mut bytes = std::fs::read(data("dicom/CT_small.dcm")).expect("sample");
+    for _ in 0..200 {
+        bytes.extend_from_slice(&[
+            0xE1, 0x7F, 0x10, 0x10, b'S', b'Q', 0, 0, 0xFF, 0xFF, 0xFF, 0xFF,
+        ]);
+        bytes.extend_from_slice(&[0xFE, 0xFF, 0x00, 0xE0, 0xFF, 0xFF, 0xFF, 0xFF]);
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let path = folder.path().join("nested.dcm");
+    std::fs::write(&path, &bytes).expect("written");
+    let error = load_dicom(&path, &DicomOptions::default()).expect_err("refused");
+    let message = error.to_string();
+    assert!(
+        message.contains("nested more than 64 deep") && message.contains("nested.dcm"),
+        "{message}"
+    );
+}

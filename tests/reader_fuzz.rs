@@ -158,6 +158,25 @@ struct Tally {
     longest: Duration,
 }
 
+/// Copies a failing input into `KEYSLICE_FUZZ_KEEP` (when set), named after its label, to
+/// reproduce it with `keyslice info`.
+fn keep_for_study(path: &Path, label: &str) {
+    if let Some(folder) = std::env::var_os("KEYSLICE_FUZZ_KEEP") {
+        let name: String = label
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let _ = std::fs::create_dir_all(&folder);
+        let _ = std::fs::copy(path, Path::new(&folder).join(name));
+    }
+}
+
 fn run_one(path: &Path, name: &str, label: &str, tally: &mut Tally) {
     let file_bytes = std::fs::metadata(path).map_or(0, |metadata| metadata.len() as usize);
     let before = CURRENT.load(Ordering::Relaxed);
@@ -175,6 +194,7 @@ fn run_one(path: &Path, name: &str, label: &str, tally: &mut Tally) {
     let honest = match outcome {
         Err(_) => {
             tally.panics.push(label.to_string());
+            keep_for_study(path, label);
             0
         }
         Ok(Ok(study)) => {
@@ -197,6 +217,7 @@ fn run_one(path: &Path, name: &str, label: &str, tally: &mut Tally) {
             peak >> 20,
             honest >> 20
         ));
+        keep_for_study(path, label);
     }
 }
 

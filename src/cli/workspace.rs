@@ -158,8 +158,8 @@ fn list(dir: &std::path::Path, json: bool) -> Result<(), CliError> {
     if !json {
         writeln!(
             out,
-            "{:<24} {:<10} {:>11}  reviewer",
-            "case", "status", "consistency"
+            "{:<24} {:<10} {:>11}  {:<16}  needs a look because",
+            "case", "status", "consistency", "reviewer"
         )?;
     }
     for row in rows {
@@ -168,12 +168,13 @@ fn list(dir: &std::path::Path, json: bool) -> Result<(), CliError> {
         } else {
             writeln!(
                 out,
-                "{:<24} {:<10} {:>11}  {}",
+                "{:<24} {:<10} {:>11}  {:<16}  {}",
                 row.case_id,
                 row.status.label(),
                 row.consistency
                     .map_or("–".to_string(), |c| format!("{c:.2}")),
-                row.reviewer.unwrap_or_default()
+                row.reviewer.unwrap_or_default(),
+                row.attention.unwrap_or_default()
             )?;
         }
     }

@@ -116,38 +116,11 @@ fn decode_file<T: Sample>(
         }
         Err(reason) => return fail_all(outputs, reason),
     };
-    let expected = Expected {
-        rows: stack.rows,
-        columns: stack.columns,
-        samples_per_pixel: header_u32(&object, tags::SAMPLES_PER_PIXEL).unwrap_or(1),
-        bits_allocated: header_u32(&object, tags::BITS_ALLOCATED).unwrap_or(16),
-    };
-    let fragments = object
-        .get(tags::PIXEL_DATA)
-        .and_then(|element| element.value().fragments());
-    let frame_count = file.frames.len();
     outputs
         .into_par_iter()
         .filter_map(|(k, output)| {
             let slice = &stack.slices[k];
-            // The frame's first fragment: one fragment per frame, or a single frame.
-            let fragment = fragments.and_then(|fragments| {
-                if fragments.len() == frame_count {
-                    fragments.get(slice.frame_index as usize)
-                } else if frame_count == 1 {
-                    fragments.first()
-                } else {
-                    None
-                }
-            });
-            let checked = match fragment {
-                Some(fragment) => check_frame(&file.transfer_syntax, fragment, expected),
-                None if fragments.is_some_and(<[Vec<u8>]>::is_empty) => {
-                    Err("the encapsulated pixel data holds no fragment".into())
-                }
-                None => Ok(()),
-            };
-            let result = checked
+            let result = check_codestream(file, &object, stack, slice.frame_index)
                 .and_then(|()| {
                     limits::contain(|| object.decode_pixel_data_frame(slice.frame_index))
                 })
@@ -199,6 +172,75 @@ fn decode_file<T: Sample>(
             }
         })
         .collect()
+}
+
+/// Checks frame `frame_index` of the opened `object` against the stack's image size.
+fn check_codestream(
+    file: &FileHeader,
+    object: &InMemDicomObject,
+    stack: &Stack,
+    frame_index: u32,
+) -> Result<(), String> {
+    let expected = Expected {
+        rows: stack.rows,
+        columns: stack.columns,
+        samples_per_pixel: header_u32(object, tags::SAMPLES_PER_PIXEL).unwrap_or(1),
+        bits_allocated: header_u32(object, tags::BITS_ALLOCATED).unwrap_or(16),
+    };
+    let fragments = object
+        .get(tags::PIXEL_DATA)
+        .and_then(|element| element.value().fragments());
+    let frame_count = file.frames.len();
+    // The frame's first fragment: one fragment per frame, or a single frame.
+    let fragment = fragments.and_then(|fragments| {
+        if fragments.len() == frame_count {
+            fragments.get(frame_index as usize)
+        } else if frame_count == 1 {
+            fragments.first()
+        } else {
+            None
+        }
+    });
+    match fragment {
+        Some(fragment) => check_frame(&file.transfer_syntax, fragment, expected),
+        None if fragments.is_some_and(<[Vec<u8>]>::is_empty) => {
+            Err("the encapsulated pixel data holds no fragment".into())
+        }
+        None => Ok(()),
+    }
+}
+
+/// Before the volume's buffer is allocated: the first, middle and last slices' compressed
+/// frames are checked against the header. When every one of them disagrees, the header is
+/// what is wrong (a damaged Rows or Columns), and nothing is allocated for its size;
+/// `Err((slice, reason))` names the first. A single bad slice is left to the decoder, which
+/// leaves it out.
+pub(crate) fn precheck_stack(files: &[FileHeader], stack: &Stack) -> Result<(), (usize, String)> {
+    let last = stack.slices.len().saturating_sub(1);
+    let mut sampled = vec![0, last / 2, last];
+    sampled.dedup();
+    let mut first_failure = None;
+    for &k in &sampled {
+        let slice = &stack.slices[k];
+        let file = &files[slice.file];
+        if !file.transfer_syntax.starts_with("1.2.840.10008.1.2.4")
+            && file.transfer_syntax != "1.2.840.10008.1.2.5"
+        {
+            return Ok(()); // native pixel data: its length was checked with the header
+        }
+        let checked = match limits::contain(|| OpenFileOptions::new().open_file(&file.path)) {
+            Ok(Ok(object)) => check_codestream(file, &object, stack, slice.frame_index),
+            Ok(Err(error)) => Err(format!("the file could not be read to the end: {error}")),
+            Err(reason) => Err(reason),
+        };
+        match checked {
+            Ok(()) => return Ok(()),
+            Err(reason) => {
+                first_failure.get_or_insert((k, reason));
+            }
+        }
+    }
+    first_failure.map_or(Ok(()), Err)
 }
 
 /// An error and its causes, joined with ": " (the codec's own message is usually the cause).

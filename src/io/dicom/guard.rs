@@ -1,5 +1,9 @@
 //! A quick structural walk over a DICOM file's element headers that refuses any element
-//! whose declared length runs past the end of the file, before dicom-object parses it.
+//! whose declared length runs past the end of the file, a sequence that holds something
+//! other than items, and nesting deeper than the parser's recursion should go, before
+//! dicom-object parses it. It reads the file as the parser does: unknown VRs with a 32-bit
+//! length, the inside of an undefined-length UN in implicit VR, Pixel Data marked SQ as a
+//! sequence.
 //!
 //! dicom-parser allocates and zero-fills a value's declared length before reading it, so a
 //! single damaged length field (up to 4 GiB) costs seconds and gigabytes before the read
@@ -17,8 +21,20 @@ use flate2::bufread::DeflateDecoder;
 use crate::io::limits;
 
 const UNDEFINED: u32 = 0xFFFF_FFFF;
-const ITEM: (u16, u16) = (0xFFFE, 0xE000);
 const PIXEL_DATA: (u16, u16) = (0x7FE0, 0x0010);
+/// Deepest nesting of sequences and items accepted (real files stay under ten).
+const MAX_NESTING: usize = 64;
+
+/// Group, element, declared length, and the VR when the syntax writes it.
+type ElementHeader = (u16, u16, u32, Option<[u8; 2]>);
+
+/// What the walk is inside of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Container {
+    Sequence,
+    Item,
+    Fragments,
+}
 
 #[derive(Clone, Copy)]
 enum Syntax {
@@ -184,28 +200,82 @@ impl Walker<BufReader<File>> {
 
 impl<R: Forward> Walker<R> {
     fn walk_dataset(&mut self, syntax: Syntax) -> Result<(), String> {
-        let mut in_fragments = false;
+        // Open sequences, items and encapsulated pixel data, each with where it ends when its
+        // length is defined (`None`: at its delimiter). The parser descends recursively, so
+        // nesting is bounded; and inside a sequence it reads only items, so anything else
+        // there is refused here rather than read as an item of a garbage length.
+        // Each with the syntax of what it holds: a UN element of undefined length holds
+        // implicit VR little endian, as the standard (and the parser) has it.
+        let mut open: Vec<(Container, Option<u64>, Syntax)> = Vec::new();
         loop {
-            let Some((group, element, length, is_sequence)) = self.header(syntax)? else {
+            // Defined-length containers end where their length says.
+            let header_start = self.position;
+            while open
+                .last()
+                .is_some_and(|(_, end, _)| end.is_some_and(|end| header_start >= end))
+            {
+                open.pop();
+            }
+            let inside = open.last().map(|(kind, _, _)| *kind);
+            let current = open.last().map_or(syntax, |(_, _, inner)| *inner);
+            let Some((group, element, length, vr)) = self.header(current)? else {
                 return Ok(());
             };
+            let is_sequence = vr == Some(*b"SQ");
             if group == 0xFFFE {
-                // Item or delimiter. Fragments of encapsulated pixel data are raw bytes.
-                if element == 0xE0DD {
-                    in_fragments = false;
-                } else if (group, element) == ITEM && length != UNDEFINED && in_fragments {
-                    self.skip(group, element, length)?;
-                } else if (group, element) == ITEM && length != UNDEFINED {
-                    self.check_fits(group, element, length)?; // descend into its elements
+                match (element, inside) {
+                    (0xE0DD, Some(Container::Sequence | Container::Fragments))
+                    | (0xE00D, Some(Container::Item)) => {
+                        open.pop();
+                    }
+                    (0xE000, Some(Container::Fragments)) if length != UNDEFINED => {
+                        self.skip(group, element, length)?; // a fragment: raw bytes
+                    }
+                    (0xE000, Some(Container::Sequence)) => {
+                        let end = (length != UNDEFINED).then(|| self.position + u64::from(length));
+                        if length != UNDEFINED {
+                            self.check_fits(group, element, length)?; // descend into it
+                        }
+                        open.push((Container::Item, end, current));
+                    }
+                    _ => {
+                        return Err(format!(
+                            "item tag (FFFE,{element:04X}) at byte {header_start} where no item belongs: the file is damaged"
+                        ));
+                    }
                 }
+                self.check_depth(open.len())?;
                 continue;
             }
+            if matches!(inside, Some(Container::Sequence | Container::Fragments)) {
+                return Err(format!(
+                    "element ({group:04X},{element:04X}) at byte {header_start} inside a sequence, where only items belong: the file is damaged"
+                ));
+            }
             if length == UNDEFINED {
-                in_fragments = (group, element) == PIXEL_DATA;
+                // Pixel Data whose VR says SQ is read by the parser as a sequence: so here.
+                let kind = if (group, element) == PIXEL_DATA && !is_sequence {
+                    Container::Fragments
+                } else {
+                    Container::Sequence
+                };
+                let inner = if vr == Some(*b"UN") {
+                    Syntax::Implicit
+                } else {
+                    current
+                };
+                open.push((kind, None, inner));
+                self.check_depth(open.len())?;
                 continue; // sequence or encapsulated pixel data: walk inside
             }
             if is_sequence {
                 self.check_fits(group, element, length)?; // defined-length sequence: descend
+                open.push((
+                    Container::Sequence,
+                    Some(self.position + u64::from(length)),
+                    current,
+                ));
+                self.check_depth(open.len())?;
                 continue;
             }
             if (group, element) == PIXEL_DATA {
@@ -216,7 +286,8 @@ impl<R: Forward> Walker<R> {
     }
 
     /// Reads one element header; `None` at a clean end of file.
-    fn header(&mut self, syntax: Syntax) -> Result<Option<(u16, u16, u32, bool)>, String> {
+    /// Reads one element header: group, element, length and the VR when it is explicit.
+    fn header(&mut self, syntax: Syntax) -> Result<Option<ElementHeader>, String> {
         let little_endian = match syntax {
             Syntax::Explicit { little_endian } => little_endian,
             Syntax::Implicit => true,
@@ -235,7 +306,7 @@ impl<R: Forward> Walker<R> {
                 group,
                 element,
                 read_u32(length, little_endian),
-                false,
+                None,
             )));
         }
         match syntax {
@@ -243,7 +314,7 @@ impl<R: Forward> Walker<R> {
                 let mut length = [0u8; 4];
                 self.read(&mut length)?;
                 self.last_header_length = 8;
-                Ok(Some((group, element, read_u32(length, true), false)))
+                Ok(Some((group, element, read_u32(length, true), None)))
             }
             Syntax::Explicit { little_endian } => {
                 let mut vr = [0u8; 2];
@@ -287,7 +358,7 @@ impl<R: Forward> Walker<R> {
                     self.last_header_length = 8;
                     u32::from(read_u16(bytes, little_endian))
                 };
-                Ok(Some((group, element, length, &vr == b"SQ")))
+                Ok(Some((group, element, length, Some(vr))))
             }
         }
     }
@@ -296,6 +367,16 @@ impl<R: Forward> Walker<R> {
         Ok(self
             .header(syntax)?
             .map(|(group, element, length, _)| (group, element, length)))
+    }
+
+    fn check_depth(&self, depth: usize) -> Result<(), String> {
+        if depth > MAX_NESTING {
+            return Err(format!(
+                "sequences are nested more than {MAX_NESTING} deep at byte {}: the file is damaged or hostile",
+                self.position
+            ));
+        }
+        Ok(())
     }
 
     fn check_fits(&self, group: u16, element: u16, length: u32) -> Result<(), String> {

@@ -145,15 +145,15 @@ fn checked_frame_count(
     file_length: u64,
 ) -> Result<u32, String> {
     let declared = integer(object, tags::NUMBER_OF_FRAMES).unwrap_or(1);
-    if declared < 1 {
-        return Ok(1); // absent, zero or negative: a single frame, as readers treat it
+    if declared <= 1 {
+        // Absent, zero or negative: a single frame, as readers treat it; one frame is
+        // bounded by Rows × Columns and the memory budget.
+        return Ok(1);
     }
     let frames = u64::try_from(declared).unwrap_or(u64::MAX);
     let rows = integer(object, tags::ROWS).unwrap_or(0).max(0) as u64;
     let columns = integer(object, tags::COLUMNS).unwrap_or(0).max(0) as u64;
-    let samples = integer(object, tags::SAMPLES_PER_PIXEL).unwrap_or(1).max(1) as u64;
-    let bits = integer(object, tags::BITS_ALLOCATED).unwrap_or(16).max(1) as u64;
-    let frame_bytes = (rows * columns * samples * bits).div_ceil(8);
+    let frame_bytes = native_frame_bytes(object, rows, columns);
     let (needed, available) = if NATIVE_SYNTAXES.contains(&transfer_syntax) {
         (frames.saturating_mul(frame_bytes), file_length)
     } else if transfer_syntax == DEFLATED_SYNTAX {
@@ -172,6 +172,24 @@ fn checked_frame_count(
     Ok(frames as u32)
 }
 
+/// Bytes of one native frame: rows × columns × samples × bits allocated, with 4:2:2 colour
+/// (two chroma samples shared by two pixels) at two samples a pixel.
+fn native_frame_bytes(object: &DefaultDicomObject, rows: u64, columns: u64) -> u64 {
+    let samples = integer(object, tags::SAMPLES_PER_PIXEL)
+        .unwrap_or(1)
+        .clamp(1, 4) as u64;
+    let bits = integer(object, tags::BITS_ALLOCATED)
+        .unwrap_or(16)
+        .clamp(1, 64) as u64;
+    let photometric = string(object, tags::PHOTOMETRIC_INTERPRETATION).unwrap_or_default();
+    let samples = if photometric.contains("422") {
+        samples.min(2)
+    } else {
+        samples
+    };
+    (rows * columns * samples * bits).div_ceil(8)
+}
+
 /// Refuses native Pixel Data far longer than the image needs (more than twice the size plus
 /// 1 MiB): a deflated file can hide a gigabyte of zeros in a megabyte, and the whole value
 /// would be read into memory for a small image.
@@ -187,9 +205,7 @@ fn check_pixel_data_length(
     };
     let rows = integer(object, tags::ROWS).unwrap_or(0).max(0) as u64;
     let columns = integer(object, tags::COLUMNS).unwrap_or(0).max(0) as u64;
-    let samples = integer(object, tags::SAMPLES_PER_PIXEL).unwrap_or(1).max(1) as u64;
-    let bits = integer(object, tags::BITS_ALLOCATED).unwrap_or(16).max(1) as u64;
-    let needed = (rows * columns * samples * bits).div_ceil(8) * u64::from(frames);
+    let needed = native_frame_bytes(object, rows, columns) * u64::from(frames);
     if length > needed.saturating_mul(2).saturating_add(1 << 20) {
         return Err(format!(
             "Pixel Data (7FE0,0010) holds {length} bytes but {rows} rows × {columns} columns × {frames} frame(s) need {needed}: the header or the data is damaged"

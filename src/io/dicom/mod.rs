@@ -466,6 +466,14 @@ fn load_series(
             detail,
         },
     )?;
+    if let Err((k, reason)) = decode::precheck_stack(&files, &stack) {
+        let file = &files[stack.slices[k].file];
+        return Err(DicomError::NothingDecoded {
+            series_uid: series_uid.to_string(),
+            path: file.path.clone(),
+            reason: format!("{reason} (transfer syntax {})", file.transfer_syntax),
+        });
+    }
     let integral = stack
         .slices
         .iter()
