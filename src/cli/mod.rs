@@ -204,3 +204,21 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Vlm(args) => vlm::run(&args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_text;
+
+    #[test]
+    fn model_text_cannot_drive_the_terminal() {
+        let answer = "Liver: no tumor.\u{1b}]0;pwned\u{7}\n\u{1b}[2JKey slice: 4\u{8}\tok";
+        let shown = terminal_text(answer);
+        assert!(
+            !shown
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+        );
+        assert_eq!(shown.lines().count(), 2, "newlines stay");
+        assert!(shown.starts_with("Liver: no tumor.\u{FFFD}]0;pwned\u{FFFD}"));
+    }
+}
