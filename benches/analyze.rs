@@ -1,4 +1,4 @@
-//! Criterion benchmarks for the embedded pipeline (the figures: `analyze` on a
+//! Criterion benchmarks for the embedded pipeline (the goals: `analyze` on a
 //! 512×512×300 volume within 3 s on two CPU cores, model load within 0.2 s): loading the
 //! embedded keyslice-tiny, sampling a CT onto its grid, and the whole pipeline (diagnoser,
 //! decoding, verifier, consistency) on a 512² phantom of 245 one-millimetre slices.

@@ -8,7 +8,7 @@ wall time is reported, and peak memory (max RSS) for Keyslice's loads.
     python3 benches/make_bench_data.py bench-data
     python3 benches/compare_peers.py bench-data target/release/keyslice
 
-Goals (issue 2): convert <= 0.5 x dcm2niix; loading .nii.gz <= gzip -dc alone and
+Goals: convert <= 0.5 x dcm2niix; loading .nii.gz <= gzip -dc alone and
 <= 0.5 x nibabel get_fdata(); peak memory < 1.3 x voxel bytes + 50 MB.
 """
 

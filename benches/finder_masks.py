@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""How much the organ masks limit keyslice-tiny's finder (the model card's "Session 14").
+"""How much the organ masks limit keyslice-tiny's finder (an experiment whose
+outcome the model card's table of variants summarises).
 
     cargo run --release --example finder_dump -- MODEL_DIR CASES_DIR > dump.tsv
     python3 benches/finder_masks.py dump.tsv

@@ -2,7 +2,7 @@
 //! organ masks (`p_pred`) and through the true masks (`p_true`), the lesion pixels on that
 //! slab and how many of them the model's mask covers, the mask sizes, and the lesion grown
 //! from the answer (pixels, contrast in HU); tab-separated. `benches/finder_masks.py` reads
-//! it (the model card's "Session 14").
+//! it.
 //!
 //! `cargo run --release --example finder_dump -- MODEL_DIR CASES_DIR > dump.tsv`
 

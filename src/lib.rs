@@ -10,7 +10,7 @@
 //! keyslice-tiny on candle) → a `Prediction` (the `analyze` command, the viewer's analysis
 //! panel, the demo workspace); [`review`] keeps workspaces, the review database and the
 //! corrections log; [`export`] turns reviewed cases into de-identified training data. See
-//! the README's architecture section for the module map and dependency rule.
+//! `ARCHITECTURE.md` for the module map and dependency rule.
 
 pub mod app;
 pub mod cli;

@@ -529,9 +529,9 @@ fn analysis_panels_show_the_embedded_models_evidence_and_report() {
         return;
     }
     // A phantom with a 4.2 × 4.1 cm liver tumor in segment II, analysed by the embedded model
-    // for real (version 6 with session 20's decoding finds it, one lesion of 4.0 × 3.7 cm in
-    // segment II: a key slice, a verifier reading and a consistency to show; since session 19
-    // the key slice is the tumor's largest section, 83, where the verifier reads 1.0 × 0.8
+    // for real (version 6-rl finds it, one lesion of 4.0 × 3.7 cm in segment II: a key
+    // slice, a verifier reading and a consistency to show; the key slice is the tumor's
+    // largest section, 83, where the verifier reads 1.0 × 0.8
     // cm: on the slice alone the organ network leaves most of the tumor out of the liver, so
     // the consistency is 0.75 with the size in red).
     let case = keyslice::phantom::generate(

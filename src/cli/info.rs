@@ -19,7 +19,7 @@ pub struct InfoArgs {
     /// Series Instance UID to describe instead of the largest image series.
     #[arg(long)]
     pub series: Option<String>,
-    /// Print JSON (keys are listed in the README).
+    /// Print JSON (keys are listed in `docs/manual.md`).
     #[arg(long)]
     pub json: bool,
 }

@@ -19,13 +19,13 @@ use crate::scoring::{LesionExtent, SizeTolerance};
 /// Arguments of `score`.
 #[derive(Debug, Args)]
 pub struct ScoreArgs {
-    /// Predictions, one JSON object per line (see the README).
+    /// Predictions, one JSON object per line (see `docs/manual.md`).
     #[arg(long)]
     pub pred: PathBuf,
     /// Truth: a JSONL file, or a folder of case folders (truth.json or AbdomenAtlas masks).
     #[arg(long)]
     pub truth: PathBuf,
-    /// Print JSON (keys listed in the README).
+    /// Print JSON (keys listed in `docs/manual.md`).
     #[arg(long)]
     pub json: bool,
     /// Relative size tolerance.

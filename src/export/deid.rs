@@ -7,7 +7,7 @@
 //!
 //! What an export carries is chosen, not filtered: answers are written from the corrected
 //! findings (never the model's raw text), frames are bare PNG pixels, and reviewers' free-text
-//! notes are left out. See the README's "De-identification" for the DICOM PS3.15 basic
+//! notes are left out. See "De-identification" in `docs/manual.md` for the DICOM PS3.15 basic
 //! profile mapping.
 
 use std::io::Read;

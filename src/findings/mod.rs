@@ -4,7 +4,7 @@
 //! extracts it from free text with the character spans it came from, the writer ([`writer`])
 //! renders it in the RadGPT/AbdomenAtlas structured style or as a one-slice local description,
 //! `scoring` compares two of them, and review corrections edit it. Serialised as versioned
-//! JSON (see the README's "Findings JSON").
+//! JSON (see "Findings JSON" in `docs/manual.md`).
 //!
 //! Core module: no file formats, no GPU, no UI.
 

@@ -61,7 +61,7 @@ impl CasesError {
         match self {
             Self::Io { .. } => "check the path",
             Self::Line { .. } => {
-                "each line must be one JSON object with at least \"case_id\" (see the README)"
+                "each line must be one JSON object with at least \"case_id\" (see docs/manual.md)"
             }
             Self::NoTruth { .. } => {
                 "give a truth JSONL file, or folders in the phantom/AbdomenAtlas layout"

@@ -1,5 +1,5 @@
 //! The keyboard help overlay (`?`): every key the viewer, worklist and findings editor
-//! answer to, in one place. The README's key table lists the same.
+//! answer to, in one place. The key table of `docs/manual.md` lists the same.
 
 /// Every key, grouped: (group, [(keys, action)]).
 pub const KEYS: &[(&str, &[(&str, &str)])] = &[

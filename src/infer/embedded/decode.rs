@@ -214,9 +214,8 @@ pub fn find_lesions(probabilities: &Probabilities, rule: DecodeRule) -> Vec<Foun
 /// Long and short diameters of a lesion's largest section, mm, as a reader measures them
 /// with a ruler: the longest distance across the section, and its widest extent at right
 /// angles to that line. Pixel centres are measured and one pixel added to each (a section
-/// of one pixel is one pixel across). Until session 20 the short diameter was the one an
-/// ellipse of the section's area would have, which read the short axis 4 mm too short on
-/// the seed-13 phantoms (the grown region misses the tumor's partial-volume edge, which
+/// of one pixel is one pixel across). The short diameter of an ellipse of the section's area
+/// reads 4 mm too short on the seed-13 phantoms (the grown region misses the tumor's partial-volume edge, which
 /// costs area in both directions; the extent loses it once).
 fn section_diameters(section: &[(f64, f64)], pixel_mm: f64) -> (f64, f64) {
     let mut longest = 0.0f64;
@@ -478,8 +477,8 @@ mod tests {
         let (long_mm, short_mm) = section_diameters(&section, 2.0);
         assert!((long_mm - 24.0).abs() <= 2.0, "long {long_mm} mm");
         assert!((short_mm - 12.0).abs() <= 2.0, "short {short_mm} mm");
-        // The ellipse of the same area across the same long diameter (the rule before
-        // session 20) reads the short side a pixel or more short.
+        // The ellipse of the same area across the same long diameter reads the short side
+        // a pixel or more short.
         let area_short = 4.0 * section.len() as f64 * 4.0 / (std::f64::consts::PI * long_mm);
         assert!(
             short_mm - area_short >= 1.5,

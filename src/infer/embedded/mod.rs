@@ -767,7 +767,7 @@ fn probabilities_with(
 /// organ's pixels: kidney poles are the upper, middle and lower thirds of the kidney's height
 /// (when it spans at least 3 slabs); the pancreas head, body and tail lie along the gland from
 /// the patient's right (head: the first 30 % of its width) to the left (tail: from 65 %), when
-/// it spans at least 5 columns. Liver segments (since session 18, see [`liver_segment`])
+/// it spans at least 5 columns. Liver segments (see [`liver_segment`])
 /// follow the liver's width and its right and left parts' middles. Elsewhere the diagnoser's
 /// location channels stay.
 fn mask_locations(masks: &[Vec<bool>], n: usize, values: &mut [Vec<Vec<f32>>]) {
