@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side timings against the peers named in the volume IO issue, on the data from
+"""Side-by-side timings against peer tools (dcm2niix, gzip, nibabel), on the data from
 make_bench_data.py. Each command runs once to warm the page cache, then N times; the median
 wall time is reported, and peak memory (max RSS) for Keyslice's loads.
 

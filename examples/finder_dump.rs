@@ -1,7 +1,7 @@
 //! Debugging aid: per case, organ and slab, the finder's probability through the model's
 //! organ masks (`p_pred`) and through the true masks (`p_true`), the lesion pixels on that
 //! slab and how many of them the model's mask covers, the mask sizes, and the lesion grown
-//! from the answer (pixels, contrast in HU); tab-separated. `benches/finder_masks.py` reads
+//! from the answer (pixels, contrast in HU); tab-separated. `eval/finder_masks.py` reads
 //! it.
 //!
 //! `cargo run --release --example finder_dump -- MODEL_DIR CASES_DIR > dump.tsv`
@@ -9,7 +9,7 @@
 use keyslice::infer::embedded::TinyModel;
 use keyslice::infer::embedded::grid::ModelGrid;
 use keyslice::infer::embedded::organs::Reading;
-use keyslice::infer::embedded::train::{case_folders, load_case};
+use keyslice::train::tiny::{case_folders, load_case};
 
 fn main() -> std::process::ExitCode {
     match run() {

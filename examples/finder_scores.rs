@@ -6,7 +6,7 @@
 use keyslice::infer::embedded::TinyModel;
 use keyslice::infer::embedded::grid::ModelGrid;
 use keyslice::infer::embedded::organs::Reading;
-use keyslice::infer::embedded::train::{case_folders, load_case};
+use keyslice::train::tiny::{case_folders, load_case};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();

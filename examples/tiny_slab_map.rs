@@ -3,7 +3,8 @@
 //! `o` organ, `b` bone, `.` soft tissue.
 //!
 //!     cargo run --release --example tiny_slab_map -- MODEL_DIR CASE_DIR
-use keyslice::infer::embedded::{TinyModel, train::load_case};
+use keyslice::infer::embedded::TinyModel;
+use keyslice::train::tiny::load_case;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let model = TinyModel::load(std::path::Path::new(&args[1])).unwrap();

@@ -4,15 +4,15 @@
 
 mod common;
 
-use common::{SliceSpec, keyslice, text, write_series};
+use common::{SliceSpec, bright_block, keyslice, score_predictions, text, write_series};
 use keyslice::infer::embedded::grid::{GridSpec, ModelGrid};
 use keyslice::infer::embedded::{TinyModel, TinyVerifier};
 use keyslice::infer::{
     Diagnoser, Diagnosis, InferError, ModelId, PredictionKeySlice, Verifier, run_pipeline,
 };
 use keyslice::io::{LoadOptions, load_study};
+use keyslice::volume::Volume;
 use keyslice::volume::demo::demo_abdomen;
-use keyslice::volume::{Affine, LabelVolume, Volume, VolumeInfo, Voxels};
 
 #[test]
 fn analyze_prints_a_prediction_that_score_reads() {
@@ -30,7 +30,7 @@ fn analyze_prints_a_prediction_that_score_reads() {
         "96",
     ]);
     assert!(made.status.success(), "{}", text(&made.stderr));
-    let mut lines = String::new();
+    let mut records = Vec::new();
     for case in ["PHANTOM_31_0000", "PHANTOM_31_0001"] {
         let ct = data.join(case).join("ct.nii.gz");
         let result = keyslice(&["analyze", ct.to_str().expect("utf-8"), "--json"]);
@@ -69,21 +69,9 @@ fn analyze_prints_a_prediction_that_score_reads() {
                 .expect("listed");
             assert!(index < slices, "{index} of {slices}");
         }
-        lines.push_str(stdout.trim());
-        lines.push('\n');
+        records.push(json);
     }
-    let pred = folder.path().join("pred.jsonl");
-    std::fs::write(&pred, lines).expect("write");
-    let scored = keyslice(&[
-        "score",
-        "--pred",
-        pred.to_str().expect("utf-8"),
-        "--truth",
-        data.to_str().expect("utf-8"),
-        "--json",
-    ]);
-    assert!(scored.status.success(), "{}", text(&scored.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&scored.stdout).expect("JSON");
+    let json = score_predictions(folder.path(), &records, &data);
     assert_eq!(json["missing_cases"].as_array().map(Vec::len), Some(0));
 
     // The readable form names the model and what it is.
@@ -245,30 +233,13 @@ fn a_missing_or_broken_model_folder_is_named_with_a_hint() {
 fn the_model_grid_keeps_millimetres_and_maps_back_to_ct_slices() {
     // 100 × 80 × 40 voxels of 2 × 2 × 2.5 mm with a bright block 20 mm wide at the centre
     // column/row, on slices 20–23.
-    let dims = [100, 80, 40];
-    let mut values = vec![-1000i16; 100 * 80 * 40];
-    let mut labels = vec![0u8; values.len()];
-    for k in 20..24 {
-        for j in 35..45 {
-            for i in 45..55 {
-                values[i + 100 * (j + 80 * k)] = 500;
-                labels[i + 100 * (j + 80 * k)] = 1;
-            }
-        }
-    }
-    let affine = Affine::from_axes(
-        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+    let (volume, mask) = bright_block(
+        [100, 80, 40],
         [2.0, 2.0, 2.5],
-        [0.0; 3],
+        [45..55, 35..45, 20..24],
+        500,
+        "block",
     );
-    let volume = Volume::new(
-        dims,
-        affine,
-        Voxels::I16(values),
-        Vec::new(),
-        VolumeInfo::default(),
-    )
-    .expect("parts agree");
     let spec = GridSpec {
         size: 32,
         pixel_mm: 5.0,
@@ -288,12 +259,6 @@ fn the_model_grid_keeps_millimetres_and_maps_back_to_ct_slices() {
         (4..=5).contains(&bright),
         "{bright} pixels across 20 mm at 5 mm"
     );
-    let mask = LabelVolume {
-        name: "block".into(),
-        dims,
-        patient_from_voxel: affine,
-        labels,
-    };
     let sampled = grid.sample_labels(&mask);
     assert_eq!(sampled[10 * 1024 + 16 + 32 * 16], 1);
     assert_eq!(sampled[10 * 1024], 0);

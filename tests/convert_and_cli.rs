@@ -234,3 +234,71 @@ fn case_folder_with_ct_nii_gz_is_opened() {
     assert_eq!(json["dims"], serde_json::json!([6, 5, 4]));
     assert_eq!(json["format"], "nifti");
 }
+
+/// The `--help` pages of `keyslice ARGS` and of every subcommand below it, depth first in the
+/// order the help lists them: (command line, help text).
+fn help_pages(args: &[&str], pages: &mut Vec<(String, String)>) {
+    let mut with_help = args.to_vec();
+    with_help.push("--help");
+    let result = keyslice(&with_help);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let help = text(&result.stdout);
+    let line = std::iter::once("keyslice")
+        .chain(args.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ");
+    pages.push((line, help.clone()));
+    let commands: Vec<String> = help
+        .lines()
+        .skip_while(|line| line.trim() != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_whitespace().next().map(str::to_string))
+        .filter(|name| name != "help")
+        .collect();
+    for command in &commands {
+        let mut deeper = args.to_vec();
+        deeper.push(command);
+        help_pages(&deeper, pages);
+    }
+}
+
+/// `docs/cli.md` is the `--help` text of every command, so the reference cannot drift from
+/// the binary (`UPDATE_DOCS=1 cargo test --test convert_and_cli` rewrites it after a
+/// deliberate change); and every command has its section in the manual.
+#[test]
+fn the_command_reference_is_the_help_text() {
+    let mut pages = Vec::new();
+    help_pages(&[], &mut pages);
+    assert!(pages.len() > 10, "{} pages", pages.len());
+    let mut reference = String::from(
+        "# Command reference\n\nThe `--help` text of every command, as the binary prints it (a \
+         test keeps this file\nand the binary in step). The manual, `docs/manual.md`, explains \
+         each command with examples.\n",
+    );
+    for (line, help) in &pages {
+        reference.push_str(&format!(
+            "\n## `{line}`\n\n```text\n{}\n```\n",
+            help.trim_end()
+        ));
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/cli.md");
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, &reference).expect("docs/cli.md written");
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == reference,
+        "docs/cli.md differs from the binary's --help; rerun with UPDATE_DOCS=1 and review the diff"
+    );
+    let manual =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/manual.md"))
+            .expect("docs/manual.md");
+    for (line, _) in pages.iter().skip(1) {
+        let command = line.split(' ').nth(1).expect("a subcommand");
+        assert!(
+            manual.contains(&format!("### `keyslice {command}")),
+            "the manual has no section for `keyslice {command}`"
+        );
+    }
+}

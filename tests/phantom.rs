@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{keyslice, text};
+use common::{keyslice, score_predictions, text};
 use keyslice::findings::{Attenuation, KidneyPole, Location, Organ, PancreasPart};
 use keyslice::io::cases::read_truth;
 use keyslice::io::nifti::{read_label_nifti, read_nifti};
@@ -434,24 +434,12 @@ fn truth_reports_read_back_and_score_perfectly_against_their_case_folders() {
         "phantom", "--out", out_text, "--cases", "8", "--seed", "9", "--matrix", "48",
     ]);
     assert!(made.status.success(), "{}", text(&made.stderr));
-    let mut lines = String::new();
-    for truth in read_truth(&out).expect("truth") {
-        let record = serde_json::json!({"case_id": truth.case_id, "report": truth.report});
-        lines.push_str(&record.to_string());
-        lines.push('\n');
-    }
-    let pred = folder.path().join("pred.jsonl");
-    std::fs::write(&pred, lines).expect("write");
-    let scored = keyslice(&[
-        "score",
-        "--pred",
-        pred.to_str().expect("utf-8"),
-        "--truth",
-        out_text,
-        "--json",
-    ]);
-    assert!(scored.status.success(), "{}", text(&scored.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&scored.stdout).expect("JSON");
+    let records: Vec<serde_json::Value> = read_truth(&out)
+        .expect("truth")
+        .into_iter()
+        .map(|truth| serde_json::json!({"case_id": truth.case_id, "report": truth.report}))
+        .collect();
+    let json = score_predictions(folder.path(), &records, &out);
     assert_eq!(json["missing_cases"].as_array().map(Vec::len), Some(0));
     assert_eq!(json["overall"]["sensitivity"], 1.0);
     assert_eq!(json["overall"]["specificity"], 1.0);

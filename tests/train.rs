@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{keyslice, text};
+use common::{keyslice, text, train_twice};
 use keyslice::review::workspace::Workspace;
 use keyslice::review::{CaseReview, ReviewStatus};
 use serde_json::json;
@@ -41,6 +41,7 @@ fn analyse(ct: &Path, model: &Path) -> serde_json::Value {
     serde_json::from_str(text(&analysed.stdout).trim()).expect("one JSON line")
 }
 
+/// `keyslice train` for three small steps on `data` with `config`, into `out`.
 fn train(data: &Path, out: &Path, config: &Path) -> std::process::Output {
     keyslice(&[
         "train",
@@ -80,19 +81,25 @@ fn training_is_reproducible_and_its_checkpoint_analyses() {
     let config = folder.path().join("config.json");
     std::fs::write(&config, SMALL_CONFIG).expect("config written");
 
-    let first = folder.path().join("first");
-    let second = folder.path().join("second");
-    for out in [&first, &second] {
-        let result = train(&data, out, &config);
-        assert!(result.status.success(), "{}", text(&result.stderr));
-        let log = text(&result.stderr);
-        assert!(log.contains("step 3/3"), "{log}");
-    }
-    let weights = |out: &Path| std::fs::read(out.join("model.safetensors")).expect("weights");
-    assert_eq!(
-        weights(&first),
-        weights(&second),
-        "the same seed gives the same checkpoint"
+    let first = train_twice(
+        folder.path(),
+        "supervised",
+        &[
+            "train",
+            "--data",
+            path_str(&data),
+            "--steps",
+            "3",
+            "--batch",
+            "2",
+            "--seed",
+            "5",
+            "--version",
+            "test",
+            "--config",
+            path_str(&config),
+        ],
+        &["step 3/3"],
     );
     let written: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(first.join("config.json")).expect("config.json"),
@@ -128,9 +135,10 @@ fn organ_stage(folder: &Path, data: &Path, first: &Path, ct: &Path) -> std::path
         "train_side": 16
     });
     std::fs::write(&organs_config, with_organs.to_string()).expect("config written");
-    let outs = [folder.join("organs-first"), folder.join("organs-second")];
-    for out in &outs {
-        let result = keyslice(&[
+    let organs = train_twice(
+        folder,
+        "organs",
+        &[
             "train",
             "--stage",
             "organs",
@@ -138,8 +146,6 @@ fn organ_stage(folder: &Path, data: &Path, first: &Path, ct: &Path) -> std::path
             path_str(first),
             "--data",
             path_str(data),
-            "--out",
-            path_str(out),
             "--steps",
             "3",
             "--batch",
@@ -150,22 +156,17 @@ fn organ_stage(folder: &Path, data: &Path, first: &Path, ct: &Path) -> std::path
             "test-organs",
             "--config",
             path_str(&organs_config),
-        ]);
-        assert!(result.status.success(), "{}", text(&result.stderr));
-        let log = text(&result.stderr);
-        assert!(log.contains("step 3/3: organ loss"), "{log}");
-        assert!(log.contains("held-out Dice"), "{log}");
-    }
-    let weights = |out: &Path| std::fs::read(out.join("model.safetensors")).expect("weights");
-    assert_eq!(weights(&outs[0]), weights(&outs[1]));
+        ],
+        &["step 3/3: organ loss", "held-out Dice"],
+    );
     let written: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(outs[0].join("config.json")).expect("config.json"),
+        &std::fs::read_to_string(organs.join("config.json")).expect("config.json"),
     )
     .expect("JSON");
     assert_eq!(written["organs"]["widths"][3], 8);
-    let prediction = analyse(ct, &outs[0]);
+    let prediction = analyse(ct, &organs);
     assert_eq!(prediction["diagnoser"]["version"], "test-organs");
-    outs[0].clone()
+    organs
 }
 
 /// The finder stage on top of the checkpoint `first` (with an organ network, whose masks the
@@ -181,10 +182,10 @@ fn finder_stage(folder: &Path, data: &Path, first: &Path, ct: &Path) {
         "thresholds": [0.5, 0.5, 0.5, 0.5]
     });
     std::fs::write(&finder_config, with_finder.to_string()).expect("config written");
-    let finder_first = folder.join("finder-first");
-    let finder_second = folder.join("finder-second");
-    for out in [&finder_first, &finder_second] {
-        let result = keyslice(&[
+    let finder_first = train_twice(
+        folder,
+        "finder",
+        &[
             "train",
             "--stage",
             "finder",
@@ -192,8 +193,6 @@ fn finder_stage(folder: &Path, data: &Path, first: &Path, ct: &Path) {
             path_str(first),
             "--data",
             path_str(data),
-            "--out",
-            path_str(out),
             "--steps",
             "3",
             "--batch",
@@ -204,14 +203,9 @@ fn finder_stage(folder: &Path, data: &Path, first: &Path, ct: &Path) {
             "test-finder",
             "--config",
             path_str(&finder_config),
-        ]);
-        assert!(result.status.success(), "{}", text(&result.stderr));
-        let log = text(&result.stderr);
-        assert!(log.contains("step 3/3: finder loss"), "{log}");
-        assert!(log.contains("thresholds"), "{log}");
-    }
-    let weights = |out: &Path| std::fs::read(out.join("model.safetensors")).expect("weights");
-    assert_eq!(weights(&finder_first), weights(&finder_second));
+        ],
+        &["step 3/3: finder loss", "thresholds"],
+    );
     let written: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(finder_first.join("config.json")).expect("config.json"),
     )
@@ -309,46 +303,38 @@ fn rl_stage(
     ct: &Path,
     tensors: impl Fn(&Path) -> Vec<(String, Vec<f32>)>,
 ) {
+    let base = [
+        "train",
+        "--stage",
+        "rl",
+        "--init",
+        path_str(calibrated),
+        "--data",
+        path_str(data),
+        "--steps",
+        "3",
+        "--batch",
+        "2",
+        "--group",
+        "4",
+        "--lr",
+        "0.01",
+        "--updates",
+        "2",
+        "--version",
+        "test-rl",
+    ];
     let rl = |out: &Path, extra: &[&str]| {
-        let mut args = vec![
-            "train",
-            "--stage",
-            "rl",
-            "--init",
-            path_str(calibrated),
-            "--data",
-            path_str(data),
-            "--out",
-            path_str(out),
-            "--steps",
-            "3",
-            "--batch",
-            "2",
-            "--group",
-            "4",
-            "--lr",
-            "0.01",
-            "--updates",
-            "2",
-            "--version",
-            "test-rl",
-        ];
+        let mut args = base.to_vec();
+        args.extend(["--out", path_str(out)]);
         args.extend_from_slice(extra);
         keyslice(&args)
     };
-    let first = folder.join("rl-first");
-    let second = folder.join("rl-second");
-    for out in [&first, &second] {
-        let result = rl(out, &[]);
-        assert!(result.status.success(), "{}", text(&result.stderr));
-        let log = text(&result.stderr);
-        assert!(log.contains("step 3/3: reward"), "{log}");
-        assert!(log.contains("supervised model's mean reward"), "{log}");
-    }
-    assert_eq!(
-        tensors(&first),
-        tensors(&second),
-        "the same seed, the same bytes"
+    let first = train_twice(
+        folder,
+        "rl",
+        &base,
+        &["step 3/3: reward", "supervised model's mean reward"],
     );
     let before = tensors(calibrated);
     let after = tensors(&first);

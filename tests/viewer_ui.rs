@@ -8,6 +8,9 @@
 // Slice indices are whole numbers held in f64; exact comparison is the point.
 #![allow(clippy::float_cmp)]
 
+mod common;
+
+use common::bright_block;
 use egui::Key;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
@@ -216,33 +219,13 @@ fn one_wheel_notch_scrolls_exactly_one_slice_and_touchpads_add_up() {
 /// A dark 40³ volume (1 mm voxels, LPS axes) with one bright 6³ cube centred on voxel
 /// (30, 10, 20): on the patient's left, anterior, half-way up; a lesion mask covers it.
 fn marker_cube() -> (Volume, keyslice::volume::LabelVolume) {
-    use keyslice::volume::{Affine, LabelVolume, VolumeInfo, Voxels};
-    let dims = [40, 40, 40];
-    let mut values = vec![-1000i16; 40 * 40 * 40];
-    let mut labels = vec![0u8; 40 * 40 * 40];
-    for k in 17..23 {
-        for j in 7..13 {
-            for i in 27..33 {
-                values[i + 40 * (j + 40 * k)] = 1000;
-                labels[i + 40 * (j + 40 * k)] = 1;
-            }
-        }
-    }
-    let volume = Volume::new(
-        dims,
-        Affine::IDENTITY,
-        Voxels::I16(values),
-        Vec::new(),
-        VolumeInfo::default(),
+    bright_block(
+        [40, 40, 40],
+        [1.0; 3],
+        [27..33, 7..13, 17..23],
+        1000,
+        "liver_lesion",
     )
-    .expect("parts agree");
-    let mask = LabelVolume {
-        name: "liver_lesion".into(),
-        dims,
-        patient_from_voxel: Affine::IDENTITY,
-        labels,
-    };
-    (volume, mask)
 }
 
 /// Centroid (as fractions of the rect) of pixels matching `keep` inside `rect` of `image`.

@@ -42,7 +42,7 @@ pub enum Command {
     Findings(findings::FindingsArgs),
     /// Score predictions against truth with the E-MRL metrics.
     Score(score::ScoreArgs),
-    /// Open the viewer (without a path: a synthetic demo abdomen).
+    /// Open the viewer on a study or workspace (without a path: the demo workspace).
     View(view::ViewArgs),
     /// Generate synthetic abdominal CT phantoms with masks and ground truth.
     Phantom(phantom::PhantomArgs),
@@ -87,7 +87,7 @@ pub enum CliError {
     Vlm(#[from] crate::infer::qwen3_vl::VlmError),
     /// Training failed.
     #[error(transparent)]
-    Train(#[from] crate::infer::embedded::train::TrainError),
+    Train(#[from] crate::train::tiny::TrainError),
     /// Writing phantoms failed.
     #[error(transparent)]
     Phantom(#[from] crate::phantom::write::PhantomError),
@@ -134,7 +134,7 @@ impl CliError {
             Self::Export(error) => error.hint().into(),
             Self::Infer(error) => error.hint().into(),
             Self::Vlm(error) => error.hint().into(),
-            Self::Train(crate::infer::embedded::train::TrainError::Export(error)) => {
+            Self::Train(crate::train::tiny::TrainError::Export(error)) => {
                 error.hint.into()
             }
             Self::Train(_) => "check the --data folder (case folders with ct.nii.gz and segmentations/) or the --from-export folder (a swift or verl export made with --volumes; export again if a file in it is damaged), the --init checkpoint folder (config.json, model.safetensors) for --stage organs, finder, calibrate and rl, each case's truth.json for --stage rl, and that --out is writable".into(),

@@ -7,13 +7,11 @@ use clap::Args;
 
 use super::CliError;
 use crate::infer::embedded::TinyConfig;
-use crate::infer::embedded::finder_train::{
-    FinderTrainOptions, MaskSource, recalibrate, train_finder,
-};
-use crate::infer::embedded::organs_train::{OrgansTrainOptions, train_organs};
-use crate::infer::embedded::rl_train::{RlData, RlOptions, train_rl};
-use crate::infer::embedded::train::{TrainOptions, train};
 use crate::scoring::RewardWeights;
+use crate::train::finder::{FinderTrainOptions, MaskSource, recalibrate, train_finder};
+use crate::train::organs::{OrgansTrainOptions, train_organs};
+use crate::train::rl::{RlData, RlOptions, train_rl};
+use crate::train::tiny::{TrainOptions, train};
 
 /// Arguments of `train`.
 #[derive(Debug, Args)]

@@ -242,3 +242,95 @@ pub fn write_lesion_case(case: &Path) -> ([usize; 3], keyslice::volume::Affine) 
     );
     (dims, affine)
 }
+
+/// A block of `hu` in air (−1000 HU): `dims` voxels of `spacing_mm` along the LPS axes from
+/// the origin, the block over the voxel ranges `block` (i, j, k); with its mask (label 1 on
+/// the block) named `name`.
+pub fn bright_block(
+    dims: [usize; 3],
+    spacing_mm: [f64; 3],
+    block: [std::ops::Range<usize>; 3],
+    hu: i16,
+    name: &str,
+) -> (keyslice::volume::Volume, keyslice::volume::LabelVolume) {
+    use keyslice::volume::{Affine, LabelVolume, Volume, VolumeInfo, Voxels};
+    let mut values = vec![-1000i16; dims[0] * dims[1] * dims[2]];
+    let mut labels = vec![0u8; values.len()];
+    for k in block[2].clone() {
+        for j in block[1].clone() {
+            for i in block[0].clone() {
+                values[i + dims[0] * (j + dims[1] * k)] = hu;
+                labels[i + dims[0] * (j + dims[1] * k)] = 1;
+            }
+        }
+    }
+    let affine = Affine::from_axes(
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+        spacing_mm,
+        [0.0; 3],
+    );
+    let volume = Volume::new(
+        dims,
+        affine,
+        Voxels::I16(values),
+        Vec::new(),
+        VolumeInfo::default(),
+    )
+    .expect("block parts agree");
+    let mask = LabelVolume {
+        name: name.into(),
+        dims,
+        patient_from_voxel: affine,
+        labels,
+    };
+    (volume, mask)
+}
+
+/// Writes `records` (one JSON value a line) to `folder/pred.jsonl` and scores them with
+/// `keyslice score --json` against `truth` (case folders), which must succeed: its report.
+pub fn score_predictions(
+    folder: &Path,
+    records: &[serde_json::Value],
+    truth: &Path,
+) -> serde_json::Value {
+    let pred = folder.join("pred.jsonl");
+    let lines: String = records.iter().map(|record| format!("{record}\n")).collect();
+    std::fs::write(&pred, lines).expect("predictions written");
+    let scored = keyslice(&[
+        "score",
+        "--pred",
+        pred.to_str().expect("utf-8 path"),
+        "--truth",
+        truth.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    assert!(scored.status.success(), "{}", text(&scored.stderr));
+    serde_json::from_slice(&scored.stdout).expect("score prints JSON")
+}
+
+/// Runs `keyslice ARGS --out DIR` twice, into `folder/NAME-first` and `folder/NAME-second`:
+/// both must succeed and log each of `logged`, and both checkpoints must be the same bytes
+/// (training is reproducible). Returns the first folder.
+pub fn train_twice(folder: &Path, name: &str, args: &[&str], logged: &[&str]) -> PathBuf {
+    let outs = [
+        folder.join(format!("{name}-first")),
+        folder.join(format!("{name}-second")),
+    ];
+    for out in &outs {
+        let mut all = args.to_vec();
+        all.extend(["--out", out.to_str().expect("utf-8 path")]);
+        let result = keyslice(&all);
+        assert!(result.status.success(), "{}", text(&result.stderr));
+        let log = text(&result.stderr);
+        for line in logged {
+            assert!(log.contains(line), "{line:?} not in: {log}");
+        }
+    }
+    let weights = |out: &Path| std::fs::read(out.join("model.safetensors")).expect("weights");
+    assert!(
+        weights(&outs[0]) == weights(&outs[1]),
+        "{name}: the same seed must give the same checkpoint"
+    );
+    let [first, _] = outs;
+    first
+}

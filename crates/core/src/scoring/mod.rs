@@ -1,0 +1,448 @@
+//! The E-MRL reward terms and the dataset metrics of `keyslice score`, as plain functions of
+//! [`Findings`], with the formulas written next to the code.
+//!
+//! Every term lies in [0, 1]. A prediction is a report (read into findings), a key slice and,
+//! optionally, the verifier's local description of that slice. The reference is the truth
+//! findings and, when masks are known, each lesion's slice extent.
+//!
+//! | term | formula |
+//! |---|---|
+//! | format | ½·[the report states something about an organ] + ½·[a key slice is given] |
+//! | existence | mean over the four organs of 1 (definite and right), ½ (uncertain), 0 (wrong); not mentioned counts as "no" |
+//! | attributes | lesions matched within each organ (best pairs first); a pair scores the mean of the truth's attributes it gets right (size within tolerance, overlapping location, same attenuation); sum of pair scores ÷ Σ max(truth lesions, predicted lesions); 1 when neither side describes a lesion |
+//! | localization | key slice inside a true lesion's slice extent: ½ + ½·(1 − distance to that lesion's largest-area slice ÷ its half extent); outside every extent: 0; no extents known: not scored |
+//! | consistency | see [`consistency`]: agreement of the report with the local description on what one slice can show |
+//! | total | Σ weightᵢ·termᵢ ÷ Σ weightᵢ over the terms that were scored |
+//!
+//! Core module: no file formats, no GPU, no UI.
+
+pub mod checks;
+pub mod metrics;
+
+use serde::{Deserialize, Serialize};
+
+pub use checks::{Attribute, AttributeCheck, Verdict, attribute_checks};
+
+pub use crate::findings::LesionExtent;
+use crate::findings::{Findings, Lesion, LesionSize, Organ, TumorPresence};
+
+/// Weights of the reward terms (defaults: all 1, i.e. the plain mean of the scored terms).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RewardWeights {
+    /// Format term.
+    pub format: f64,
+    /// Existence term.
+    pub existence: f64,
+    /// Attributes term.
+    pub attributes: f64,
+    /// Localization term.
+    pub localization: f64,
+    /// Cross-view consistency term.
+    pub consistency: f64,
+}
+
+impl Default for RewardWeights {
+    fn default() -> Self {
+        Self {
+            format: 1.0,
+            existence: 1.0,
+            attributes: 1.0,
+            localization: 1.0,
+            consistency: 1.0,
+        }
+    }
+}
+
+/// When two sizes agree: `|predicted − truth| ≤ max(absolute_cm, relative · truth)` on the
+/// long axis, and on the short axis when both give one. Defaults: 0.5 cm or 20 %.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SizeTolerance {
+    /// Relative tolerance (0.2 = 20 %).
+    pub relative: f64,
+    /// Absolute tolerance in cm.
+    pub absolute_cm: f64,
+}
+
+impl Default for SizeTolerance {
+    fn default() -> Self {
+        Self {
+            relative: 0.2,
+            absolute_cm: 0.5,
+        }
+    }
+}
+
+impl SizeTolerance {
+    /// Whether `predicted` agrees with `truth`.
+    #[must_use]
+    pub fn agrees(&self, predicted: LesionSize, truth: LesionSize) -> bool {
+        let close = |p: f64, t: f64| (p - t).abs() <= self.absolute_cm.max(self.relative * t.abs());
+        let short_ok = match (predicted.short_cm, truth.short_cm) {
+            (Some(p), Some(t)) => close(p, t),
+            _ => true,
+        };
+        close(predicted.long_cm, truth.long_cm) && short_ok
+    }
+}
+
+/// Per-attribute agreement between a report and a local description.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Consistency {
+    /// Overall score in [0, 1]: mean of the components below that could be compared.
+    pub score: f64,
+    /// The organ the slice shows a lesion in is one the report gives a tumor (or, when the
+    /// slice shows none, the report claims none).
+    pub organ: f64,
+    /// Locations agree (when both state one).
+    pub location: Option<f64>,
+    /// Attenuations agree (when both state one).
+    pub attenuation: Option<f64>,
+    /// In-plane sizes agree within tolerance (when both state one).
+    pub size: Option<f64>,
+}
+
+/// All reward terms for one prediction.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rewards {
+    /// Format term.
+    pub format: f64,
+    /// Existence term.
+    pub existence: f64,
+    /// Attributes term.
+    pub attributes: f64,
+    /// Localization term, when lesion extents are known and the truth has lesions.
+    pub localization: Option<f64>,
+    /// Consistency, when a local description was given.
+    pub consistency: Option<Consistency>,
+    /// Weighted mean of the scored terms.
+    pub total: f64,
+}
+
+/// What is scored.
+#[derive(Clone, Copy, Debug)]
+pub struct Prediction<'a> {
+    /// Findings read from the predicted report.
+    pub report: &'a Findings,
+    /// The predicted key slice.
+    pub key_slice: Option<u32>,
+    /// Findings read from the verifier's local description of the key slice.
+    pub local_description: Option<&'a Findings>,
+}
+
+/// The truth for one case.
+#[derive(Clone, Copy, Debug)]
+pub struct Reference<'a> {
+    /// True findings.
+    pub findings: &'a Findings,
+    /// True lesions' slice extents (empty when no masks are known).
+    pub lesion_extents: &'a [LesionExtent],
+}
+
+/// Format term (see the module table).
+#[must_use]
+pub fn format_score(prediction: &Prediction<'_>) -> f64 {
+    let states_something = prediction
+        .report
+        .organs
+        .values()
+        .any(|organ| organ.tumor != TumorPresence::NotMentioned);
+    0.5 * f64::from(u8::from(states_something))
+        + 0.5 * f64::from(u8::from(prediction.key_slice.is_some()))
+}
+
+/// Existence term for one organ.
+#[must_use]
+pub fn organ_existence(predicted: TumorPresence, truth: TumorPresence) -> f64 {
+    match predicted {
+        TumorPresence::Uncertain => 0.5,
+        _ if predicted.as_positive() == truth.as_positive() => 1.0,
+        _ => 0.0,
+    }
+}
+
+/// Existence term (see the module table).
+#[must_use]
+pub fn existence_score(predicted: &Findings, truth: &Findings) -> f64 {
+    Organ::ALL
+        .iter()
+        .map(|&organ| organ_existence(predicted.organ(organ).tumor, truth.organ(organ).tumor))
+        .sum::<f64>()
+        / Organ::ALL.len() as f64
+}
+
+/// Right/total counts per attribute over true lesions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttributeCounts {
+    /// True lesions with a size / sizes matched right.
+    pub size: (u32, u32),
+    /// Same for location.
+    pub location: (u32, u32),
+    /// Same for attenuation.
+    pub attenuation: (u32, u32),
+}
+
+/// Attributes term and the per-attribute counts behind it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttributeScore {
+    /// The term in [0, 1].
+    pub score: f64,
+    /// (right, total) per attribute, over true lesions that state it.
+    pub counts: AttributeCounts,
+}
+
+/// Score of predicted lesion `p` against true lesion `t`: the mean over the attributes the
+/// truth states of whether the prediction gets them right (1 when the truth states none).
+fn pair_score(p: &Lesion, t: &Lesion, tolerance: SizeTolerance) -> (f64, AttributeCounts) {
+    let mut counts = AttributeCounts::default();
+    let mut right = 0u32;
+    let mut total = 0u32;
+    if let Some(truth_size) = t.size {
+        let ok = p
+            .size
+            .is_some_and(|size| tolerance.agrees(size, truth_size));
+        counts.size = (u32::from(ok), 1);
+        right += u32::from(ok);
+        total += 1;
+    }
+    if let Some(truth_location) = &t.location {
+        let ok = p
+            .location
+            .as_ref()
+            .is_some_and(|l| l.agrees_with(truth_location));
+        counts.location = (u32::from(ok), 1);
+        right += u32::from(ok);
+        total += 1;
+    }
+    if let Some(truth_attenuation) = t.attenuation {
+        let ok = p.attenuation == Some(truth_attenuation);
+        counts.attenuation = (u32::from(ok), 1);
+        right += u32::from(ok);
+        total += 1;
+    }
+    let score = if total == 0 {
+        1.0
+    } else {
+        f64::from(right) / f64::from(total)
+    };
+    (score, counts)
+}
+
+/// Matches lesions best pair first (by pair score, then order, so the result is
+/// deterministic); returns `(truth index, predicted index, score, counts)`.
+fn match_lesions(
+    predicted: &[Lesion],
+    truth: &[Lesion],
+    tolerance: SizeTolerance,
+) -> Vec<(usize, usize, f64, AttributeCounts)> {
+    let mut pairs = Vec::new();
+    for (ti, t) in truth.iter().enumerate() {
+        for (pi, p) in predicted.iter().enumerate() {
+            let (score, counts) = pair_score(p, t, tolerance);
+            pairs.push((ti, pi, score, counts));
+        }
+    }
+    pairs.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+    let mut used_truth = vec![false; truth.len()];
+    let mut used_predicted = vec![false; predicted.len()];
+    let mut matched = Vec::new();
+    for (ti, pi, score, counts) in pairs {
+        if !used_truth[ti] && !used_predicted[pi] {
+            used_truth[ti] = true;
+            used_predicted[pi] = true;
+            matched.push((ti, pi, score, counts));
+        }
+    }
+    matched
+}
+
+/// Attributes term (see the module table).
+#[must_use]
+pub fn attribute_score(
+    predicted: &Findings,
+    truth: &Findings,
+    tolerance: SizeTolerance,
+) -> AttributeScore {
+    let mut numerator = 0.0;
+    let mut denominator = 0usize;
+    let mut counts = AttributeCounts::default();
+    for organ in Organ::ALL {
+        let truth_lesions = &truth.organ(organ).lesions;
+        let predicted_lesions = &predicted.organ(organ).lesions;
+        denominator += truth_lesions.len().max(predicted_lesions.len());
+        let matched = match_lesions(predicted_lesions, truth_lesions, tolerance);
+        for (_, _, score, pair_counts) in &matched {
+            numerator += score;
+            add_counts(&mut counts, pair_counts);
+        }
+        // True lesions left unmatched still count in the per-attribute totals.
+        for (ti, lesion) in truth_lesions.iter().enumerate() {
+            if !matched.iter().any(|(matched_ti, ..)| *matched_ti == ti) {
+                counts.size.1 += u32::from(lesion.size.is_some());
+                counts.location.1 += u32::from(lesion.location.is_some());
+                counts.attenuation.1 += u32::from(lesion.attenuation.is_some());
+            }
+        }
+    }
+    let score = if denominator == 0 {
+        1.0
+    } else {
+        numerator / denominator as f64
+    };
+    AttributeScore { score, counts }
+}
+
+pub(crate) fn add_counts(total: &mut AttributeCounts, more: &AttributeCounts) {
+    total.size.0 += more.size.0;
+    total.size.1 += more.size.1;
+    total.location.0 += more.location.0;
+    total.location.1 += more.location.1;
+    total.attenuation.0 += more.attenuation.0;
+    total.attenuation.1 += more.attenuation.1;
+}
+
+/// Localization term (see the module table); `None` when no extents are known.
+#[must_use]
+pub fn localization_score(key_slice: Option<u32>, extents: &[LesionExtent]) -> Option<f64> {
+    if extents.is_empty() {
+        return None;
+    }
+    let Some(key) = key_slice else {
+        return Some(0.0);
+    };
+    let best = extents
+        .iter()
+        .filter(|extent| extent.first_slice <= key && key <= extent.last_slice)
+        .map(|extent| {
+            let half = f64::from(
+                (extent.largest_slice - extent.first_slice)
+                    .max(extent.last_slice - extent.largest_slice),
+            )
+            .max(1.0);
+            let distance = f64::from(key.abs_diff(extent.largest_slice));
+            0.5 + 0.5 * (1.0 - (distance / half).min(1.0))
+        })
+        .fold(0.0, f64::max);
+    Some(best)
+}
+
+/// Cross-view consistency between a report and the local description of its key slice.
+///
+/// For each lesion the slice shows (organ with "yes"/"uncertain" in the local description),
+/// `organ` is 1 when the report gives that organ a tumor; the report lesion in that organ that
+/// agrees best is compared on location, attenuation and in-plane size (each only when both
+/// state it). When the slice shows no lesion, `organ` is 1 if the report claims no tumor
+/// anywhere and 0 otherwise (the key slice does not support the report). `score` is the
+/// mean of the components compared.
+#[must_use]
+pub fn consistency(report: &Findings, local: &Findings, tolerance: SizeTolerance) -> Consistency {
+    let mut organ_scores = Vec::new();
+    let mut location = Vec::new();
+    let mut attenuation = Vec::new();
+    let mut size = Vec::new();
+    for organ in Organ::ALL {
+        let shown = local.organ(organ);
+        if !shown.tumor.as_positive() {
+            continue;
+        }
+        let claimed = report.organ(organ);
+        organ_scores.push(f64::from(u8::from(claimed.tumor.as_positive())));
+        let local_lesions: Vec<Lesion> = if shown.lesions.is_empty() {
+            vec![Lesion::default()]
+        } else {
+            shown.lesions.clone()
+        };
+        for local_lesion in &local_lesions {
+            // The report lesion that agrees best with what the slice shows.
+            let best = claimed.lesions.iter().max_by(|a, b| {
+                pair_score(a, local_lesion, tolerance)
+                    .0
+                    .total_cmp(&pair_score(b, local_lesion, tolerance).0)
+            });
+            let Some(best) = best else { continue };
+            if let (Some(a), Some(b)) = (&best.location, &local_lesion.location) {
+                location.push(f64::from(u8::from(a.agrees_with(b))));
+            }
+            if let (Some(a), Some(b)) = (best.attenuation, local_lesion.attenuation) {
+                attenuation.push(f64::from(u8::from(a == b)));
+            }
+            if let (Some(a), Some(b)) = (best.size, local_lesion.size) {
+                size.push(f64::from(u8::from(tolerance.agrees(b, a))));
+            }
+        }
+    }
+    let organ = if organ_scores.is_empty() {
+        f64::from(u8::from(!report.any_tumor()))
+    } else {
+        mean(&organ_scores).unwrap_or(0.0)
+    };
+    let location = mean(&location);
+    let attenuation = mean(&attenuation);
+    let size = mean(&size);
+    let parts: Vec<f64> = [Some(organ), location, attenuation, size]
+        .into_iter()
+        .flatten()
+        .collect();
+    Consistency {
+        score: mean(&parts).unwrap_or(0.0),
+        organ,
+        location,
+        attenuation,
+        size,
+    }
+}
+
+fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+/// All reward terms and their weighted total.
+#[must_use]
+pub fn rewards(
+    prediction: &Prediction<'_>,
+    reference: &Reference<'_>,
+    weights: &RewardWeights,
+    tolerance: SizeTolerance,
+) -> Rewards {
+    let format = format_score(prediction);
+    let existence = existence_score(prediction.report, reference.findings);
+    let attributes = attribute_score(prediction.report, reference.findings, tolerance).score;
+    let localization = localization_score(prediction.key_slice, reference.lesion_extents);
+    let consistency = prediction
+        .local_description
+        .map(|local| consistency(prediction.report, local, tolerance));
+    let mut weighted = vec![
+        (weights.format, format),
+        (weights.existence, existence),
+        (weights.attributes, attributes),
+    ];
+    if let Some(value) = localization {
+        weighted.push((weights.localization, value));
+    }
+    if let Some(value) = consistency {
+        weighted.push((weights.consistency, value.score));
+    }
+    Rewards {
+        format,
+        existence,
+        attributes,
+        localization,
+        consistency,
+        total: weighted_total(&weighted),
+    }
+}
+
+/// Σ weightᵢ·termᵢ ÷ Σ weightᵢ over `(weight, term)` pairs (the scored terms); 0 when the
+/// weights sum to 0.
+#[must_use]
+pub fn weighted_total(weighted: &[(f64, f64)]) -> f64 {
+    let weight_sum: f64 = weighted.iter().map(|(weight, _)| weight).sum();
+    if weight_sum > 0.0 {
+        weighted
+            .iter()
+            .map(|(weight, value)| weight * value)
+            .sum::<f64>()
+            / weight_sum
+    } else {
+        0.0
+    }
+}

@@ -1,0 +1,336 @@
+//! The four export formats, each written from the same [`ExportCase`]s:
+//!
+//! | format | files | rows |
+//! |---|---|---|
+//! | `llamafactory` | `train.json` (`val.json`), `dataset_info.json` | `ShareGPT`: `messages` (user: `<video>` + prompt; assistant: corrected report), `videos` (one list of frame paths) |
+//! | `swift` | `train.jsonl` (`val.jsonl`) | `messages` (user: one `<image>` per frame + prompt), `images` (the frame paths: ms-swift's Qwen video loader reads video files, not frame lists), and for reward functions `solution`, `key_slice`, `key_frame`, `organs`, `findings`, `hard` |
+//! | `verl` | `train.parquet` (`val.parquet`) | `data_source`, `prompt`, `videos`, `ability`, `reward_model {style, ground_truth}`, `extra_info {split, index, case, key_slice, key_frame, hard}` |
+//! | `keyslices` | `keyslices.csv`, `keyslices.json` | case, slice index, z (mm), pseudonymous SOP Instance UID, box, reviewer, time |
+//!
+//! Paths inside rows are relative to the export folder. JSON is written with sorted keys
+//! where maps are involved and a fixed field order elsewhere, so exports are byte-identical.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    ArrayBuilder, BooleanBuilder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
+};
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Fields, Schema};
+use serde_json::{Value, json};
+
+use super::{ExportCase, ExportError, ExportFormat, ExportOptions, answer_text, io_error};
+use keyslice_core::findings::Organ;
+
+/// What the model is asked, after the `<video>` tag.
+#[must_use]
+pub fn prompt_text(case: &ExportCase) -> String {
+    let mut text = String::from(
+        "These frames are axial slices of an abdominal CT, from inferior to superior. \
+         Frame f shows slice ",
+    );
+    let list: Vec<String> = case.frames.iter().map(ToString::to_string).collect();
+    let _ = write!(
+        text,
+        "[{}][f]. Write a tumor report for the liver, pancreas and both kidneys (presence, \
+         size, location, attenuation of each lesion) and name the key evidence slice by its \
+         slice index.",
+        list.join(", ")
+    );
+    text
+}
+
+/// Writes the format's files into `folder`; returns how many.
+pub fn write(
+    options: &ExportOptions,
+    cases: &[ExportCase],
+    folder: &Path,
+) -> Result<usize, ExportError> {
+    let splits: Vec<&str> = ["train", "val"]
+        .into_iter()
+        .filter(|split| cases.iter().any(|case| case.split == *split))
+        .collect();
+    let of = |split: &str| -> Vec<&ExportCase> {
+        cases.iter().filter(|case| case.split == split).collect()
+    };
+    match options.format {
+        ExportFormat::Llamafactory => {
+            let mut info = serde_json::Map::new();
+            for split in &splits {
+                let rows: Vec<Value> = of(split).iter().map(|c| sharegpt_row(c)).collect();
+                write_json(&folder.join(format!("{split}.json")), &Value::Array(rows))?;
+                info.insert(
+                    format!("keyslice_{split}"),
+                    json!({
+                        "file_name": format!("{split}.json"),
+                        "formatting": "sharegpt",
+                        "columns": {"messages": "messages", "videos": "videos"},
+                        "tags": {
+                            "role_tag": "role",
+                            "content_tag": "content",
+                            "user_tag": "user",
+                            "assistant_tag": "assistant"
+                        }
+                    }),
+                );
+            }
+            write_json(&folder.join("dataset_info.json"), &Value::Object(info))?;
+            Ok(splits.len() + 1)
+        }
+        ExportFormat::Swift => {
+            for split in &splits {
+                let mut text = String::new();
+                for case in of(split) {
+                    text.push_str(&swift_row(case).to_string());
+                    text.push('\n');
+                }
+                let path = folder.join(format!("{split}.jsonl"));
+                std::fs::write(&path, text).map_err(io_error(&path))?;
+            }
+            Ok(splits.len())
+        }
+        ExportFormat::Verl => {
+            for split in &splits {
+                write_verl(&of(split), &folder.join(format!("{split}.parquet")))?;
+            }
+            Ok(splits.len())
+        }
+        ExportFormat::Keyslices => write_keyslices(cases, folder),
+    }
+}
+
+fn write_json(path: &Path, value: &Value) -> Result<(), ExportError> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| ExportError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e),
+    })?;
+    std::fs::write(path, text + "\n").map_err(io_error(path))
+}
+
+fn messages(case: &ExportCase) -> Value {
+    json!([
+        {"role": "user", "content": format!("<video>{}", prompt_text(case))},
+        {"role": "assistant", "content": answer_text(&case.findings)}
+    ])
+}
+
+fn sharegpt_row(case: &ExportCase) -> Value {
+    json!({
+        "messages": messages(case),
+        "videos": [case.frame_paths()],
+    })
+}
+
+/// Per-organ labels for reward functions: `yes`, `no`, `uncertain`, `not_mentioned`.
+fn organ_labels(case: &ExportCase) -> Value {
+    let mut labels = serde_json::Map::new();
+    for organ in Organ::ALL {
+        labels.insert(
+            organ.key().to_string(),
+            serde_json::to_value(case.findings.organ(organ).tumor).unwrap_or(Value::Null),
+        );
+    }
+    Value::Object(labels)
+}
+
+fn findings_json(case: &ExportCase) -> Value {
+    serde_json::to_value(case.findings.without_spans()).unwrap_or(Value::Null)
+}
+
+fn swift_row(case: &ExportCase) -> Value {
+    let tags = "<image>".repeat(case.frames.len());
+    json!({
+        "messages": [
+            {"role": "user", "content": format!("{tags}{}", prompt_text(case))},
+            {"role": "assistant", "content": answer_text(&case.findings)}
+        ],
+        "images": case.frame_paths(),
+        "solution": answer_text(&case.findings),
+        "key_slice": case.key_slice(),
+        "key_frame": case.key_frame(),
+        "organs": organ_labels(case),
+        "findings": findings_json(case),
+        "hard": case.hard,
+        "case": case.pseudonym,
+    })
+}
+
+/// verl rows through the arrow writer.
+fn write_verl(cases: &[&ExportCase], path: &Path) -> Result<(), ExportError> {
+    let message_fields = Fields::from(vec![
+        Field::new("role", DataType::Utf8, false),
+        Field::new("content", DataType::Utf8, false),
+    ]);
+    let video_fields = Fields::from(vec![Field::new(
+        "video",
+        DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+        false,
+    )]);
+    let reward_fields = Fields::from(vec![
+        Field::new("style", DataType::Utf8, false),
+        Field::new("ground_truth", DataType::Utf8, false),
+    ]);
+    let extra_fields = Fields::from(vec![
+        Field::new("split", DataType::Utf8, false),
+        Field::new("index", DataType::Int64, false),
+        Field::new("case", DataType::Utf8, false),
+        Field::new("key_slice", DataType::Int64, true),
+        Field::new("key_frame", DataType::Int64, true),
+        Field::new("hard", DataType::Boolean, false),
+    ]);
+
+    let mut prompt = ListBuilder::new(StructBuilder::from_fields(message_fields.clone(), 2));
+    let mut videos = ListBuilder::new(StructBuilder::from_fields(video_fields.clone(), 1));
+    let mut reward = StructBuilder::from_fields(reward_fields.clone(), cases.len());
+    let mut extra = StructBuilder::from_fields(extra_fields.clone(), cases.len());
+    for (index, case) in cases.iter().enumerate() {
+        let messages = prompt.values();
+        string_field(messages, 0).append_value("user");
+        string_field(messages, 1).append_value(format!("<video>{}", prompt_text(case)));
+        messages.append(true);
+        prompt.append(true);
+
+        let video = videos.values();
+        let frames = video
+            .field_builder::<ListBuilder<Box<dyn ArrayBuilder>>>(0)
+            .unwrap_or_else(|| unreachable!("field 0 is a list"));
+        let paths = frames
+            .values()
+            .as_any_mut()
+            .downcast_mut::<StringBuilder>()
+            .unwrap_or_else(|| unreachable!("a list of strings"));
+        for frame in case.frame_paths() {
+            paths.append_value(frame);
+        }
+        frames.append(true);
+        video.append(true);
+        videos.append(true);
+
+        string_field(&mut reward, 0).append_value("rule");
+        string_field(&mut reward, 1).append_value(findings_json(case).to_string());
+        reward.append(true);
+
+        string_field(&mut extra, 0).append_value(case.split);
+        int_field(&mut extra, 1).append_value(index as i64);
+        string_field(&mut extra, 2).append_value(&case.pseudonym);
+        int_field(&mut extra, 3).append_option(case.key_slice().map(i64::from));
+        int_field(&mut extra, 4).append_option(case.key_frame().map(|f| f as i64));
+        if let Some(hard) = extra.field_builder::<BooleanBuilder>(5) {
+            hard.append_value(case.hard);
+        }
+        extra.append(true);
+    }
+    let rows = cases.len();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec!["keyslice"; rows])),
+        Arc::new(prompt.finish()),
+        Arc::new(videos.finish()),
+        Arc::new(StringArray::from(vec!["radiology"; rows])),
+        Arc::new(reward.finish()),
+        Arc::new(extra.finish()),
+    ];
+    let schema = Schema::new(
+        columns
+            .iter()
+            .zip([
+                "data_source",
+                "prompt",
+                "videos",
+                "ability",
+                "reward_model",
+                "extra_info",
+            ])
+            .map(|(column, name)| Field::new(name, column.data_type().clone(), true))
+            .collect::<Vec<_>>(),
+    );
+    let failed = |detail: String| ExportError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(detail),
+    };
+    let batch =
+        RecordBatch::try_new(Arc::new(schema), columns).map_err(|e| failed(e.to_string()))?;
+    let file = std::fs::File::create(path).map_err(io_error(path))?;
+    let properties = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .build();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(properties))
+        .map_err(|e| failed(e.to_string()))?;
+    writer.write(&batch).map_err(|e| failed(e.to_string()))?;
+    writer.close().map_err(|e| failed(e.to_string()))?;
+    Ok(())
+}
+
+fn string_field(builder: &mut StructBuilder, index: usize) -> &mut StringBuilder {
+    // The fields were declared as Utf8 above; a mismatch is a bug caught by the tests.
+    builder
+        .field_builder::<StringBuilder>(index)
+        .unwrap_or_else(|| unreachable!("field {index} is a string"))
+}
+
+fn int_field(builder: &mut StructBuilder, index: usize) -> &mut Int64Builder {
+    builder
+        .field_builder::<Int64Builder>(index)
+        .unwrap_or_else(|| unreachable!("field {index} is an integer"))
+}
+
+/// `keyslices.csv` and `keyslices.json`: one row per case with a key slice.
+fn write_keyslices(cases: &[ExportCase], folder: &Path) -> Result<usize, ExportError> {
+    let mut rows = Vec::new();
+    let mut csv = String::from(
+        "case,split,slice_index,z_mm,sop_instance_uid,box_columns_min,box_rows_min,\
+         box_columns_max,box_rows_max,reviewer,time,hard\n",
+    );
+    for case in cases {
+        let Some(key) = case.findings.key_slice.as_ref() else {
+            continue;
+        };
+        let slice_box = case.findings.slice_box.as_ref().map(|b| b.voxels);
+        let row = json!({
+            "case": case.pseudonym,
+            "split": case.split,
+            "slice_index": key.index,
+            "z_mm": key.z_mm,
+            "sop_instance_uid": case.key_slice_uid,
+            "box": slice_box,
+            "reviewer": case.reviewer,
+            "time": case.updated_at,
+            "hard": case.hard,
+        });
+        let field = |value: Option<String>| csv_field(&value.unwrap_or_default());
+        let corners: [String; 4] = std::array::from_fn(|i| {
+            slice_box.map_or_else(String::new, |corners| corners[i].to_string())
+        });
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            case.pseudonym,
+            case.split,
+            key.index,
+            key.z_mm.map_or_else(String::new, |z| format!("{z:.2}")),
+            field(case.key_slice_uid.clone()),
+            corners[0],
+            corners[1],
+            corners[2],
+            corners[3],
+            field(case.reviewer.clone()),
+            field(case.updated_at.clone()),
+            case.hard
+        );
+        rows.push(row);
+    }
+    write_json(&folder.join("keyslices.json"), &Value::Array(rows))?;
+    let path = folder.join("keyslices.csv");
+    std::fs::write(&path, csv).map_err(io_error(&path))?;
+    Ok(2)
+}
+
+/// A CSV field, quoted when it holds a comma, quote or line break (RFC 4180).
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}

@@ -1,0 +1,171 @@
+//! The one rule set every exported answer satisfies, whatever the format: training data
+//! must not contradict itself.
+//!
+//! [`reconcile`] first brings a reviewed answer into agreement with what the reviewer said:
+//! an organ set to no tumor (or not mentioned) keeps no lesion; the model's evidence box is
+//! dropped when the reviewer moved the key slice or changed which organs have a tumor and did
+//! not draw a box of their own (the box was the model's, on the model's slice). [`check`]
+//! then tests the rules against the CT the answer describes; a case that fails is left out
+//! of the export with the rule it broke:
+//!
+//! 1. an organ with lesions is reported with a tumor (present or uncertain);
+//! 2. the key slice is an axial slice of the volume (0-based index below the slice count);
+//! 3. a box needs a key slice, and lies inside that slice, its corners in order.
+
+use keyslice_core::findings::{Findings, SliceBox};
+
+/// The correction field of the evidence box.
+const BOX_FIELD: &str = "box";
+
+/// Makes the reviewed `findings` agree with themselves (see the module documentation).
+/// `model` is the model's answer before review; `changed` the fields the reviewer changed.
+pub fn reconcile(findings: &mut Findings, model: Option<&Findings>, changed: &[String]) {
+    for organ in findings.organs.values_mut() {
+        if !organ.tumor.as_positive() {
+            organ.lesions.clear();
+        }
+    }
+    let reviewer_drew_box = changed
+        .iter()
+        .any(|field| field == BOX_FIELD || field.starts_with("box."));
+    if reviewer_drew_box || findings.slice_box.is_none() {
+        return;
+    }
+    let Some(model) = model else {
+        return;
+    };
+    let key_index = |findings: &Findings| findings.key_slice.as_ref().map(|key| key.index);
+    let positive = |findings: &Findings| {
+        findings
+            .organs
+            .iter()
+            .filter(|(_, organ)| organ.tumor.as_positive())
+            .map(|(organ, _)| *organ)
+            .collect::<Vec<_>>()
+    };
+    if key_index(findings) != key_index(model) || positive(findings) != positive(model) {
+        findings.slice_box = None;
+    }
+}
+
+/// `Ok` when `findings` keep every rule on a CT of `dims` (columns, rows, slices); otherwise
+/// the first rule broken, as a sentence.
+pub fn check(findings: &Findings, dims: [usize; 3]) -> Result<(), String> {
+    for (organ, organ_findings) in &findings.organs {
+        if !organ_findings.lesions.is_empty() && !organ_findings.tumor.as_positive() {
+            return Err(format!(
+                "{} lists {} lesion(s) but is reported without a tumor",
+                organ.key(),
+                organ_findings.lesions.len()
+            ));
+        }
+    }
+    if let Some(key) = &findings.key_slice
+        && key.index as usize >= dims[2]
+    {
+        return Err(format!(
+            "key slice {} is outside the volume's {} axial slices (0 to {})",
+            key.index,
+            dims[2],
+            dims[2].saturating_sub(1)
+        ));
+    }
+    if let Some(SliceBox { voxels, .. }) = &findings.slice_box {
+        if findings.key_slice.is_none() {
+            return Err("the evidence box has no key slice to lie on".into());
+        }
+        let [column_min, row_min, column_max, row_max] = voxels.map(|value| value as usize);
+        if column_min > column_max || row_min > row_max {
+            return Err(format!(
+                "the evidence box {voxels:?} has its corners out of order"
+            ));
+        }
+        if column_max >= dims[0] || row_max >= dims[1] {
+            return Err(format!(
+                "the evidence box {voxels:?} reaches outside the {}×{} key slice",
+                dims[0], dims[1]
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keyslice_core::findings::{KeySlice, Lesion, Organ, TumorPresence};
+
+    fn key(index: u32) -> KeySlice {
+        KeySlice {
+            index,
+            z_mm: None,
+            sop_instance_uid: None,
+            span: None,
+        }
+    }
+
+    #[test]
+    fn every_rule_names_what_it_found() {
+        let dims = [64, 48, 20];
+        let mut findings = Findings::default();
+        assert_eq!(check(&findings, dims), Ok(()));
+        findings
+            .organ_mut(Organ::Liver)
+            .lesions
+            .push(Lesion::default());
+        assert!(check(&findings, dims).is_err_and(|rule| rule.contains("liver lists 1 lesion")));
+        findings.organ_mut(Organ::Liver).tumor = TumorPresence::Yes;
+        findings.key_slice = Some(key(20));
+        assert!(check(&findings, dims).is_err_and(|rule| rule.contains("key slice 20")));
+        findings.key_slice = Some(key(19));
+        findings.slice_box = Some(SliceBox {
+            voxels: [10, 10, 64, 20],
+            mm: None,
+        });
+        assert!(check(&findings, dims).is_err_and(|rule| rule.contains("outside the 64×48")));
+        findings.slice_box = Some(SliceBox {
+            voxels: [30, 10, 20, 20],
+            mm: None,
+        });
+        assert!(check(&findings, dims).is_err_and(|rule| rule.contains("out of order")));
+        findings.slice_box = Some(SliceBox {
+            voxels: [10, 10, 20, 20],
+            mm: None,
+        });
+        assert_eq!(check(&findings, dims), Ok(()));
+    }
+
+    #[test]
+    fn a_reviewers_no_tumor_drops_the_lesion_and_a_moved_key_slice_the_models_box() {
+        let mut model = Findings::default();
+        model.organ_mut(Organ::Liver).tumor = TumorPresence::Yes;
+        model
+            .organ_mut(Organ::Liver)
+            .lesions
+            .push(Lesion::default());
+        model.key_slice = Some(key(5));
+        model.slice_box = Some(SliceBox {
+            voxels: [1, 1, 4, 4],
+            mm: None,
+        });
+        let mut reviewed = model.clone();
+        reviewed.organ_mut(Organ::Liver).tumor = TumorPresence::No;
+        reviewed.key_slice = Some(key(9));
+        reconcile(
+            &mut reviewed,
+            Some(&model),
+            &["key_slice".into(), "liver.tumor".into()],
+        );
+        assert!(reviewed.organ(Organ::Liver).lesions.is_empty());
+        assert_eq!(reviewed.slice_box, None);
+        // The reviewer's own box stays.
+        let mut drawn = model.clone();
+        drawn.key_slice = Some(key(9));
+        reconcile(
+            &mut drawn,
+            Some(&model),
+            &["box".into(), "key_slice".into()],
+        );
+        assert!(drawn.slice_box.is_some());
+    }
+}

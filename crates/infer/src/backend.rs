@@ -1,0 +1,84 @@
+//! A ready backend: the embedded keyslice-tiny (or a checkpoint of it), a Qwen3-VL checkpoint
+//! in-process, or an `OpenAI`-compatible server, behind one `run` that the CLI's
+//! `analyze`/`batch`/`workspace analyze` and the window's live analysis all call. Shared
+//! across threads (`Sync`).
+
+use super::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
+use super::openai::{OpenAiDiagnoser, OpenAiVerifier};
+use super::qwen3_vl::pipeline::Qwen3VlPipeline;
+use super::{Diagnoser as _, InferError, ModelId, Prediction, Verifier, run_pipeline};
+use keyslice_core::volume::Volume;
+
+/// A ready backend.
+pub enum Backend {
+    /// keyslice-tiny.
+    Embedded(Box<TinyModel>),
+    /// A server.
+    Openai(Box<(OpenAiDiagnoser, OpenAiVerifier)>),
+    /// A Qwen3-VL checkpoint in this process.
+    Qwen3vl(Box<Qwen3VlPipeline>),
+}
+
+impl Backend {
+    /// The diagnoser's name and version, as recorded in predictions.
+    #[must_use]
+    pub fn model_id(&self) -> ModelId {
+        match self {
+            Self::Embedded(model) => TinyDiagnoser(model).model_id(),
+            Self::Openai(pair) => pair.0.model_id(),
+            Self::Qwen3vl(pipeline) => pipeline.diagnoser().model_id(),
+        }
+    }
+
+    /// Runs the pipeline on one volume (`verify`: with the verifier).
+    pub fn run(
+        &self,
+        case_id: &str,
+        volume: &Volume,
+        verify: bool,
+    ) -> Result<Prediction, InferError> {
+        match self {
+            Self::Embedded(model) => {
+                let verifier = TinyVerifier(model);
+                run_pipeline(
+                    case_id,
+                    volume,
+                    &TinyDiagnoser(model),
+                    verify.then_some(&verifier as &dyn Verifier),
+                )
+            }
+            Self::Openai(pair) => run_pipeline(
+                case_id,
+                volume,
+                &pair.0,
+                verify.then_some(&pair.1 as &dyn Verifier),
+            ),
+            Self::Qwen3vl(pipeline) => {
+                let verifier = pipeline.verifier();
+                run_pipeline(
+                    case_id,
+                    volume,
+                    &pipeline.diagnoser(),
+                    verify.then_some(&verifier as &dyn Verifier),
+                )
+            }
+        }
+    }
+
+    /// One line for the window: which model runs where.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Embedded(_) => "keyslice-tiny (synthetic-trained, not for clinical use)".into(),
+            Self::Openai(pair) => {
+                format!("{} on {} (server)", pair.0.client.model, pair.0.client.url)
+            }
+            Self::Qwen3vl(pipeline) => pipeline.describe(),
+        }
+    }
+
+    /// The embedded keyslice-tiny.
+    pub fn embedded() -> Result<Self, InferError> {
+        TinyModel::embedded().map(|model| Self::Embedded(Box::new(model)))
+    }
+}

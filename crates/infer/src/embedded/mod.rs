@@ -1,0 +1,36 @@
+//! `keyslice-tiny`, the embedded default model: trained by this project on synthetic
+//! phantoms (`keyslice train`), shipped in `models/keyslice-tiny/` and compiled into the
+//! binary, so analysis works on a fresh machine with no download and no GPU.
+//!
+//! Two networks of the same shape ([`net::SliceNet`]): the **diagnoser** reads every axial
+//! slab of the volume on the model grid ([`grid`]) with its neighbours and position features
+//! and marks organs and lesions per pixel; [`decode`] turns that into findings, a report (the
+//! project's report writer), the key slice and a box. The **verifier** sees only a crop of the
+//! key slice around the box and describes what is visible there, through the same decoding,
+//! as a local description. From version 2 a third network, the **finder** ([`finder`]),
+//! decides which organs show a tumor and where: for every organ and slab an organ mask
+//! covers, it answers "tumor here?" on a finer grid, and the decoding grows the lesion from
+//! the cell that decided (the diagnoser's lesion masks are then unused). From version 3 a
+//! fourth, the **organ network** ([`organs`]), draws those organ masks on the finer grid
+//! (before, they were the diagnoser's). It is honest about what it is: trained only on
+//! synthetic phantoms, not for clinical use (see `MODEL_CARD.md`).
+
+mod adapters;
+mod anatomy;
+pub mod batch_norm;
+pub mod conv;
+pub mod decode;
+pub mod finder;
+pub mod grid;
+pub mod input;
+mod lesions;
+mod model;
+pub mod net;
+pub mod organs;
+mod weights;
+
+pub use adapters::{TinyDiagnoser, TinyVerifier};
+pub use input::{diagnoser_input, verifier_input};
+pub use lesions::{finder_probabilities, organ_references};
+pub use model::TinyModel;
+pub use weights::{TinyConfig, candle_message};

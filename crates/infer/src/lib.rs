@@ -1,0 +1,257 @@
+//! Inference: the E-MRL pipeline behind two traits, so that backends plug in.
+//!
+//! A [`Diagnoser`] reads a whole volume and writes a report with a key evidence slice (and
+//! optionally a box on it). A [`Verifier`] sees only that slice ([`KeySliceImage`], cut out
+//! here so it cannot look elsewhere) and describes what is visible there. [`run_pipeline`]
+//! reads both texts with the findings reader and scores their consistency with `scoring`,
+//! producing a [`Prediction`]: the record `analyze` prints, `score` reads and the review
+//! workflow shows. Garbled or partial model output is kept and flagged in `warnings`, never
+//! fatal.
+//!
+//! Backends: [`embedded`] (`keyslice-tiny`, candle, CPU) and [`openai`] (any
+//! OpenAI-compatible chat-completions server). Depends on the core, `io` (frames), candle
+//! and ureq; knows nothing of the UI.
+
+pub mod backend;
+pub mod embedded;
+pub mod openai;
+pub mod qwen3_vl;
+
+use std::time::Instant;
+
+pub use keyslice_core::key_slice::KeySliceImage;
+pub use keyslice_core::prediction::{
+    ModelId, PREDICTION_VERSION, Prediction, PredictionKeySlice, Timings,
+};
+
+use keyslice_core::findings::{SliceBox, read_report};
+use keyslice_core::scoring::{SizeTolerance, consistency};
+use keyslice_core::volume::Volume;
+
+/// Why a backend could not produce its output.
+#[derive(Debug, thiserror::Error)]
+pub enum InferError {
+    /// The model files could not be read.
+    #[error("model {path}: {detail}")]
+    Model {
+        /// The model folder or file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The network failed while running.
+    #[error("{model}: {detail}")]
+    Run {
+        /// Which model.
+        model: String,
+        /// What failed.
+        detail: String,
+    },
+    /// The volume cannot be analysed (empty, not CT-like).
+    #[error("cannot analyse this volume: {0}")]
+    Volume(String),
+    /// The volume is not what the models read (another modality or body part, or values
+    /// that are not Hounsfield units); nothing was analysed.
+    #[error("not analysed: {0}")]
+    NotAnalysable(String),
+    /// A model server failed or refused.
+    #[error("server {url}: {detail}")]
+    Server {
+        /// The server's base URL.
+        url: String,
+        /// What failed.
+        detail: String,
+    },
+}
+
+impl InferError {
+    /// What the user can do about it.
+    #[must_use]
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Self::Model { .. } => {
+                "check the model folder (config.json and model.safetensors), or run without --model to use the embedded keyslice-tiny"
+            }
+            Self::Run { .. } => "rerun with KEYSLICE_LOG=debug and report the message",
+            Self::Volume(_) => "check that the input is a CT volume (info shows its geometry)",
+            Self::NotAnalysable(_) => {
+                "open an abdominal CT series (keyslice info lists the series of a folder; pick one with --series)"
+            }
+            Self::Server { detail, .. } if detail.contains("API key") => {
+                "set the key in the variable named by --api-key-env (e.g. KEYSLICE_API_KEY)"
+            }
+            Self::Server { detail, .. } if detail.contains("context") => {
+                "send fewer slices (--frames) or raise the server's max_model_len"
+            }
+            Self::Server { .. } => {
+                "check that the server is running and reachable at --url (…/v1), and that \
+                 --model names a model it serves (GET …/v1/models lists them)"
+            }
+        }
+    }
+}
+
+/// What a diagnoser returns: the report text and where its evidence is.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Diagnosis {
+    /// The report, as the model wrote it.
+    pub report: String,
+    /// Key evidence slice (index along the volume's slice axis), if the model named one.
+    pub key_slice: Option<u32>,
+    /// A box on the key slice, if the model gave one.
+    pub slice_box: Option<SliceBox>,
+    /// Anything the backend wants the user to know.
+    pub warnings: Vec<String>,
+}
+
+/// Reads a whole volume and writes a report with a key slice.
+pub trait Diagnoser {
+    /// Model name and version, recorded in every prediction.
+    fn model_id(&self) -> ModelId;
+    /// Diagnoses `volume`.
+    fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError>;
+}
+
+/// Looks at one slice and describes what is visible there.
+pub trait Verifier {
+    /// Model name and version.
+    fn model_id(&self) -> ModelId;
+    /// The local description of `slice`.
+    fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError>;
+}
+
+/// Body Part Examined values (upper case, any part of the value) that cover the abdomen.
+const ABDOMINAL_BODY_PARTS: [&str; 11] = [
+    "ABD", "PELV", "LIVER", "PANCREA", "KIDNEY", "RENAL", "TORSO", "TRUNK", "WHOLE", "BODY", "CAP",
+];
+
+/// Lowest value an abdominal CT in Hounsfield units must reach: air outside the body and in
+/// the bowel is about −1000 HU, so a volume that never goes below this is not such a CT
+/// (an MR, a PET, an image in other units).
+const AIR_BELOW_HU: f64 = -500.0;
+
+/// `Ok` when `volume` is something the models read: a CT (or a file that does not say) of
+/// the abdomen (or a body part left blank), in Hounsfield units. Otherwise why not, naming
+/// the field, so a case is reported as not analysed instead of as "no lesion found".
+pub fn check_analysable(volume: &Volume) -> Result<(), InferError> {
+    let info = volume.info();
+    let modality = info.modality.trim();
+    if !modality.is_empty() && !modality.eq_ignore_ascii_case("CT") {
+        return Err(InferError::NotAnalysable(format!(
+            "the series is {modality} (Modality, 0008,0060); the models read abdominal CT"
+        )));
+    }
+    let body_part = info.body_part.trim().to_ascii_uppercase();
+    if !body_part.is_empty()
+        && !ABDOMINAL_BODY_PARTS
+            .iter()
+            .any(|part| body_part.contains(part))
+    {
+        return Err(InferError::NotAnalysable(format!(
+            "Body Part Examined (0018,0015) is {body_part}; the models read CT of the abdomen"
+        )));
+    }
+    let stats = volume.value_stats();
+    if stats.min > AIR_BELOW_HU {
+        return Err(InferError::NotAnalysable(format!(
+            "no voxel is below {AIR_BELOW_HU} HU (the lowest is {:.0}): air reads about −1000 HU on CT, so these values are not Hounsfield units of a CT",
+            stats.min
+        )));
+    }
+    Ok(())
+}
+
+/// Runs diagnosis → key slice → verification → consistency on `volume`. A verifier failure
+/// or a missing key slice leaves the prediction without a local description (with a
+/// warning); only a diagnoser failure is an error.
+pub fn run_pipeline(
+    case_id: &str,
+    volume: &Volume,
+    diagnoser: &dyn Diagnoser,
+    verifier: Option<&dyn Verifier>,
+) -> Result<Prediction, InferError> {
+    check_analysable(volume)?;
+    let started = Instant::now();
+    let diagnosis = diagnoser.diagnose(volume)?;
+    let diagnose_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let mut warnings = diagnosis.warnings.clone();
+    let read = read_report(&diagnosis.report);
+    for unread in &read.unread {
+        warnings.push(format!(
+            "report sentence not understood (kept in the report): {:?}",
+            unread.text
+        ));
+    }
+    let findings = read.findings;
+    // The key slice the model named explicitly wins over one written in its report.
+    let key_index = diagnosis
+        .key_slice
+        .or_else(|| findings.key_slice.as_ref().map(|key| key.index));
+    let [_, _, slices] = volume.dims();
+    let key_index = match key_index {
+        Some(index) if (index as usize) < slices => Some(index),
+        Some(index) => {
+            warnings.push(format!(
+                "the model's key slice {index} is outside the volume (0–{}); ignored",
+                slices.saturating_sub(1)
+            ));
+            None
+        }
+        None => {
+            warnings.push("the model named no key slice; nothing to verify".into());
+            None
+        }
+    };
+    let key_slice = key_index.map(|index| PredictionKeySlice::of(volume, index));
+    let verify_started = Instant::now();
+    let mut local_description = None;
+    let mut local_findings = None;
+    let mut consistency_score = None;
+    if let (Some(verifier), Some(index)) = (verifier, key_index) {
+        let image = KeySliceImage::extract(volume, index, diagnosis.slice_box.clone());
+        match image.map(|image| verifier.describe(&image)) {
+            Some(Ok(text)) => {
+                let local = read_report(&text);
+                for unread in &local.unread {
+                    warnings.push(format!(
+                        "local description sentence not understood: {:?}",
+                        unread.text
+                    ));
+                }
+                consistency_score = Some(consistency(
+                    &findings,
+                    &local.findings,
+                    SizeTolerance::default(),
+                ));
+                local_findings = Some(local.findings);
+                local_description = Some(text);
+            }
+            Some(Err(error)) => warnings.push(format!("verifier failed: {error}")),
+            None => {}
+        }
+    }
+    let verify_ms = verify_started.elapsed().as_secs_f64() * 1000.0;
+    Ok(Prediction {
+        version: PREDICTION_VERSION,
+        case_id: case_id.to_string(),
+        diagnoser: diagnoser.model_id(),
+        verifier: verifier.map(Verifier::model_id),
+        report: diagnosis.report,
+        findings,
+        key_slice,
+        slice_box: diagnosis.slice_box,
+        local_description,
+        local_findings,
+        consistency: consistency_score,
+        timings_ms: Timings {
+            diagnose: round_ms(diagnose_ms),
+            verify: round_ms(verify_ms),
+            total: round_ms(started.elapsed().as_secs_f64() * 1000.0),
+        },
+        warnings,
+    })
+}
+
+fn round_ms(ms: f64) -> f64 {
+    (ms * 10.0).round() / 10.0
+}

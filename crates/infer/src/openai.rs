@@ -1,0 +1,290 @@
+//! `OpenAI`-compatible chat-completions servers (vLLM, `SGLang`, llama.cpp server, Ollama) as
+//! diagnoser and verifier: how a team runs a fine-tuned checkpoint on a GPU fleet and points
+//! Keyslice at one URL.
+//!
+//! The diagnoser sends the CT as `frames` axial slices (sampled as in `io::frames`: evenly,
+//! soft-tissue window) as base64 PNG `image_url` parts, then the prompt (`prompts/diagnose.txt`,
+//! with the frame → slice table filled in); the verifier sends the key slice alone with
+//! `prompts/verify.txt`. Both prompts can be replaced by files. Requests are greedy
+//! (`temperature: 0`), time out, and are retried with exponential backoff on 429 and 5xx;
+//! every failure names the server and says what to do (unreachable, refused key, context too
+//! long, an answer that is not a chat completion).
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use super::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
+use keyslice_core::volume::Volume;
+use keyslice_io::frames::{frame_png, grey_png, sample_slices, window_grey};
+
+/// The diagnosis prompt shipped with Keyslice (`{frames}`: the frame → slice table).
+pub const DIAGNOSE_PROMPT: &str = include_str!("../../../prompts/diagnose.txt");
+/// The verification prompt shipped with Keyslice (`{slice}`, `{box}`).
+pub const VERIFY_PROMPT: &str = include_str!("../../../prompts/verify.txt");
+
+/// A chat-completions endpoint.
+#[derive(Clone, Debug)]
+pub struct OpenAiClient {
+    /// Base URL up to `/v1` (`http://gpu-01:8000/v1`).
+    pub url: String,
+    /// The served model name.
+    pub model: String,
+    /// Bearer token, if the server wants one.
+    pub api_key: Option<String>,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Retries after a 429 or 5xx (or a dropped connection).
+    pub retries: u32,
+    /// First backoff; doubled each retry.
+    pub backoff: Duration,
+    /// `max_tokens` of each answer.
+    pub max_tokens: u32,
+}
+
+impl OpenAiClient {
+    /// A client with the defaults: 120 s timeout, 4 retries from 0.5 s, 1024 tokens.
+    #[must_use]
+    pub fn new(url: &str, model: &str, api_key: Option<String>) -> Self {
+        Self {
+            url: url.trim_end_matches('/').to_string(),
+            model: model.to_string(),
+            api_key,
+            timeout: Duration::from_mins(2),
+            retries: 4,
+            backoff: Duration::from_millis(500),
+            max_tokens: 1024,
+        }
+    }
+
+    fn error(&self, detail: impl Into<String>) -> InferError {
+        InferError::Server {
+            url: self.url.clone(),
+            detail: detail.into(),
+        }
+    }
+
+    /// Sends one user turn of `parts` and returns the answer's text.
+    pub fn complete(&self, parts: &[Value]) -> Result<String, InferError> {
+        let body = json!({
+            "model": self.model,
+            "messages": [{"role": "user", "content": parts}],
+            "temperature": 0,
+            "max_tokens": self.max_tokens,
+        });
+        let endpoint = format!("{}/chat/completions", self.url);
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(self.timeout))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut wait = self.backoff;
+        let mut attempt = 0;
+        loop {
+            let mut request = agent.post(&endpoint);
+            if let Some(key) = &self.api_key {
+                request = request.header("Authorization", &format!("Bearer {key}"));
+            }
+            let outcome = request
+                .header("Content-Type", "application/json")
+                .send(body.to_string().as_bytes());
+            let retryable = match &outcome {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    status == 429 || status >= 500
+                }
+                // A dropped connection (a server restarting) is worth a retry; a refused one
+                // means nothing listens there, and is reported at once.
+                Err(ureq::Error::Io(error)) => {
+                    error.kind() != std::io::ErrorKind::ConnectionRefused
+                }
+                Err(_) => false,
+            };
+            if retryable && attempt < self.retries {
+                // Retries are routine; only the final outcome is reported to the user.
+                tracing::debug!(attempt, url = %self.url, "server busy or failing; retrying");
+                std::thread::sleep(wait);
+                wait *= 2;
+                attempt += 1;
+                continue;
+            }
+            return self.answer(outcome);
+        }
+    }
+
+    fn answer(
+        &self,
+        outcome: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<String, InferError> {
+        let mut response = match outcome {
+            Ok(response) => response,
+            Err(ureq::Error::Timeout(_)) => {
+                return Err(self.error(format!("no answer within {} s", self.timeout.as_secs())));
+            }
+            Err(ureq::Error::Io(error))
+                if error.kind() == std::io::ErrorKind::ConnectionRefused =>
+            {
+                return Err(self
+                    .error("connection refused: no server is listening at this address and port"));
+            }
+            Err(error) => return Err(self.error(format!("unreachable: {error}"))),
+        };
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| self.error(format!("the answer could not be read: {e}")))?;
+        match status {
+            200..=299 => {}
+            401 | 403 => {
+                return Err(self.error(format!("the server refused the API key (HTTP {status})")));
+            }
+            400 | 413 if is_context_error(&text) => {
+                return Err(self.error(format!(
+                    "the request is longer than the model's context: {}",
+                    first_line(&text)
+                )));
+            }
+            404 if !self.url.trim_end_matches('/').ends_with("/v1") => {
+                return Err(self.error(format!(
+                    "HTTP 404 Not Found for {}/chat/completions{}: the URL should be the API base, which ends in /v1 (e.g. http://localhost:8000/v1)",
+                    self.url,
+                    detail_suffix(&text)
+                )));
+            }
+            _ => {
+                return Err(self.error(format!("HTTP {status}{}", detail_suffix(&text))));
+            }
+        }
+        let value: Value = serde_json::from_str(&text).map_err(|e| {
+            self.error(format!(
+                "the answer is not a chat completion ({e}): {}",
+                first_line(&text)
+            ))
+        })?;
+        value["choices"][0]["message"]["content"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| {
+                self.error(format!(
+                    "the answer has no choices[0].message.content: {}",
+                    first_line(&text)
+                ))
+            })
+    }
+}
+
+fn is_context_error(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    [
+        "context length",
+        "maximum context",
+        "too long",
+        "max_model_len",
+    ]
+    .iter()
+    .any(|needle| lower.contains(needle))
+}
+
+/// The first line of a server's text, at most 200 characters, control characters removed
+/// (an answer is shown in a terminal).
+fn first_line(text: &str) -> String {
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect()
+}
+
+/// `": <first line>"`, or `" (empty body)"`.
+fn detail_suffix(text: &str) -> String {
+    let line = first_line(text);
+    if line.trim().is_empty() {
+        " (empty body)".into()
+    } else {
+        format!(": {line}")
+    }
+}
+
+fn image_part(png: &[u8]) -> Value {
+    let data = base64::engine::general_purpose::STANDARD.encode(png);
+    json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}})
+}
+
+/// The diagnoser: the CT as sampled frames, the report back.
+pub struct OpenAiDiagnoser {
+    /// The endpoint.
+    pub client: OpenAiClient,
+    /// Frames sent per case.
+    pub frames: usize,
+    /// The prompt (`{frames}` is replaced by the frame → slice table).
+    pub prompt: String,
+}
+
+impl Diagnoser for OpenAiDiagnoser {
+    fn model_id(&self) -> ModelId {
+        ModelId {
+            id: self.client.model.clone(),
+            version: format!("openai {}", self.client.url),
+        }
+    }
+
+    fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError> {
+        let slices = sample_slices(volume.dims()[2], self.frames, None);
+        if slices.is_empty() {
+            return Err(InferError::Volume("the volume has no slices".into()));
+        }
+        let table: Vec<String> = slices.iter().map(ToString::to_string).collect();
+        let mut parts = Vec::with_capacity(slices.len() + 1);
+        for &slice in &slices {
+            let png = frame_png(volume, slice)
+                .map_err(|e| InferError::Volume(format!("slice {slice}: {e}")))?;
+            parts.push(image_part(&png));
+        }
+        let prompt = self
+            .prompt
+            .replace("{frames}", &format!("[{}]", table.join(", ")));
+        parts.push(json!({"type": "text", "text": prompt}));
+        let report = self.client.complete(&parts)?;
+        Ok(Diagnosis {
+            report,
+            key_slice: None,
+            slice_box: None,
+            warnings: Vec::new(),
+        })
+    }
+}
+
+/// The verifier: the key slice alone, its local description back.
+pub struct OpenAiVerifier {
+    /// The endpoint.
+    pub client: OpenAiClient,
+    /// The prompt (`{slice}` and `{box}` are filled in).
+    pub prompt: String,
+}
+
+impl Verifier for OpenAiVerifier {
+    fn model_id(&self) -> ModelId {
+        ModelId {
+            id: self.client.model.clone(),
+            version: format!("openai {}", self.client.url),
+        }
+    }
+
+    fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError> {
+        let [columns, rows] = slice.dims;
+        let pixels: Vec<u8> = slice.hu.iter().map(|&hu| window_grey(hu)).collect();
+        let png = grey_png(&pixels, columns, rows)
+            .map_err(|e| InferError::Volume(format!("slice {}: {e}", slice.index)))?;
+        let box_words = slice.box_words();
+        let prompt = self
+            .prompt
+            .replace("{slice}", &slice.index.to_string())
+            .replace("{box}", &box_words);
+        self.client
+            .complete(&[image_part(&png), json!({"type": "text", "text": prompt})])
+    }
+}

@@ -1,0 +1,160 @@
+//! A Qwen3-VL checkpoint as the E-MRL diagnoser and verifier.
+//!
+//! Diagnoser: the CT becomes a video. `frames` axial slices are sampled evenly from inferior
+//! to superior (`io::frames::sample_slices`), windowed to soft tissue (400/40 HU) as 8-bit grey,
+//! and given as a video at one frame per second, so a temporal patch's timestamp `t` covers
+//! frames `floor(t)` and `floor(t) + 1`. The prompt (`prompts/diagnose.txt`, `{frames}` replaced
+//! by the frame → slice table) asks for the report and `Key slice: K` with `K` a slice index;
+//! the findings reader parses the answer. Verifier: the key slice alone as an image with
+//! `prompts/verify.txt` (`{slice}`, `{box}` filled in).
+
+use std::sync::Mutex;
+
+use super::preprocess::RgbFrame;
+use super::{Qwen3Vl, VisualInput, VlmError};
+use crate::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
+use keyslice_core::volume::Volume;
+use keyslice_io::frames::{frame_grey, sample_slices, window_grey};
+
+/// The model with the settings of both roles; shared by the diagnoser and the verifier.
+pub struct Qwen3VlPipeline {
+    model: Mutex<Qwen3Vl>,
+    /// Slices sent as video frames per case.
+    pub frames: usize,
+    /// Most new tokens per answer.
+    pub max_new_tokens: usize,
+    /// Diagnoser prompt (`{frames}`).
+    pub diagnose_prompt: String,
+    /// Verifier prompt (`{slice}`, `{box}`).
+    pub verify_prompt: String,
+}
+
+impl Qwen3VlPipeline {
+    /// Wrap a loaded model.
+    pub fn new(
+        model: Qwen3Vl,
+        frames: usize,
+        max_new_tokens: usize,
+        diagnose_prompt: String,
+        verify_prompt: String,
+    ) -> Self {
+        Self {
+            model: Mutex::new(model),
+            frames,
+            max_new_tokens,
+            diagnose_prompt,
+            verify_prompt,
+        }
+    }
+
+    fn id(&self) -> ModelId {
+        let model = self
+            .model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        ModelId {
+            id: model.name(),
+            version: format!(
+                "qwen3-vl candle {:?} {:?}",
+                model.device.location(),
+                model.dtype
+            ),
+        }
+    }
+
+    fn ask(&self, visual: VisualInput, text: &str) -> Result<String, InferError> {
+        let mut model = self
+            .model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let name = model.name();
+        let run = |e: VlmError| InferError::Run {
+            model: name.clone(),
+            detail: e.to_string(),
+        };
+        let prompt = model.prompt(visual, text).map_err(run)?;
+        let out = model
+            .generate(&prompt, self.max_new_tokens, true, false)
+            .map_err(run)?;
+        Ok(out.text)
+    }
+
+    /// The diagnoser role.
+    pub fn diagnoser(&self) -> impl Diagnoser + '_ {
+        Role(self)
+    }
+
+    /// The verifier role.
+    pub fn verifier(&self) -> impl Verifier + '_ {
+        Role(self)
+    }
+
+    /// Name and device, for the window.
+    pub fn describe(&self) -> String {
+        let id = self.id();
+        format!("{} ({})", id.id, id.version)
+    }
+}
+
+struct Role<'a>(&'a Qwen3VlPipeline);
+
+impl Diagnoser for Role<'_> {
+    fn model_id(&self) -> ModelId {
+        self.0.id()
+    }
+
+    fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError> {
+        let [columns, rows, nz] = volume.dims();
+        let slices = sample_slices(nz, self.0.frames.max(2), None);
+        if slices.len() < 2 {
+            return Err(InferError::Volume(
+                "a CT video needs at least 2 slices".into(),
+            ));
+        }
+        let frames: Vec<RgbFrame> = slices
+            .iter()
+            .map(|&s| RgbFrame::from_grey(columns, rows, &frame_grey(volume, s)))
+            .collect();
+        let table: Vec<String> = slices.iter().map(ToString::to_string).collect();
+        let prompt = self
+            .0
+            .diagnose_prompt
+            .replace("{frames}", &format!("[{}]", table.join(", ")));
+        let indices = (0..frames.len()).collect();
+        let report = self.0.ask(
+            VisualInput::Video {
+                frames,
+                indices,
+                fps: 1.0,
+            },
+            &prompt,
+        )?;
+        Ok(Diagnosis {
+            report,
+            key_slice: None,
+            slice_box: None,
+            warnings: Vec::new(),
+        })
+    }
+}
+
+impl Verifier for Role<'_> {
+    fn model_id(&self) -> ModelId {
+        self.0.id()
+    }
+
+    fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError> {
+        let [columns, rows] = slice.dims;
+        let grey: Vec<u8> = slice.hu.iter().map(|&hu| window_grey(hu)).collect();
+        let box_words = slice.box_words();
+        let prompt = self
+            .0
+            .verify_prompt
+            .replace("{slice}", &slice.index.to_string())
+            .replace("{box}", &box_words);
+        self.0.ask(
+            VisualInput::Image(RgbFrame::from_grey(columns, rows, &grey)),
+            &prompt,
+        )
+    }
+}

@@ -1,0 +1,389 @@
+//! Decodes the pixel data of a stack's slices, in parallel, straight into the volume buffer.
+//!
+//! Each file is opened once (a multi-frame file's frames share it); samples are unpacked
+//! according to Bits Allocated / Bits Stored / Pixel Representation and mapped to the
+//! modality's unit with each frame's own Rescale Slope and Intercept. Codecs come from
+//! dicom-pixeldata's registry (native, deflate, RLE, JPEG, JPEG-LS, JPEG 2000).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use dicom_dictionary_std::tags;
+use dicom_object::{InMemDicomObject, OpenFileOptions};
+use dicom_pixeldata::PixelDecoder;
+use rayon::prelude::*;
+
+use super::codestream::{Expected, check_frame};
+use super::header::FileHeader;
+use super::stack::Stack;
+use crate::limits;
+
+/// A small unsigned header value (Samples per Pixel, Bits Allocated).
+fn header_u32(object: &InMemDicomObject, tag: dicom_core::Tag) -> Option<u32> {
+    object
+        .get(tag)
+        .and_then(|element| element.to_int::<u32>().ok())
+}
+
+/// A voxel type the decoder can write: knows how to take a rescaled value.
+pub(crate) trait Sample: Copy + Default + Send + Sync {
+    /// Stores `raw · slope + intercept`; returns `false` if the value cannot be held exactly.
+    fn store(raw: i64, slope: f64, intercept: f64, out: &mut Self) -> bool;
+}
+
+impl Sample for i16 {
+    fn store(raw: i64, slope: f64, intercept: f64, out: &mut Self) -> bool {
+        // Only chosen when slope and intercept are integers, so this is exact integer maths;
+        // a damaged header's huge slope overflows into "does not fit" (the f32 path).
+        let value = raw
+            .checked_mul(slope as i64)
+            .and_then(|value| value.checked_add(intercept as i64))
+            .and_then(|value| i16::try_from(value).ok());
+        match value {
+            Some(value) => {
+                *out = value;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Sample for f32 {
+    fn store(raw: i64, slope: f64, intercept: f64, out: &mut Self) -> bool {
+        *out = (raw as f64 * slope + intercept) as f32;
+        true
+    }
+}
+
+/// Outcome of decoding a stack.
+pub(crate) struct Decoded<T> {
+    pub voxels: Vec<T>,
+    /// For each slice that failed: its index in the stack and why.
+    pub failures: Vec<(usize, String)>,
+    /// Whether some value did not fit the sample type (only possible for `i16`).
+    pub overflow: bool,
+}
+
+/// Decodes every slice of `stack` into a buffer of `T` laid out slice after slice.
+pub(crate) fn decode_stack<T: Sample>(files: &[FileHeader], stack: &Stack) -> Decoded<T> {
+    let plane = stack.rows as usize * stack.columns as usize;
+    let mut voxels = vec![T::default(); plane * stack.slices.len()];
+    let overflow = AtomicBool::new(false);
+
+    // Hand each file the output slices of its frames.
+    let mut slots: Vec<Option<&mut [T]>> = voxels.chunks_mut(plane).map(Some).collect();
+    let mut jobs: BTreeMap<usize, Vec<(usize, &mut [T])>> = BTreeMap::new();
+    for (k, slice) in stack.slices.iter().enumerate() {
+        if let Some(slot) = slots[k].take() {
+            jobs.entry(slice.file).or_default().push((k, slot));
+        }
+    }
+    let failures: Vec<(usize, String)> = jobs
+        .into_par_iter()
+        .flat_map_iter(|(file_index, outputs)| {
+            decode_file(&files[file_index], stack, outputs, &overflow)
+        })
+        .collect();
+    let mut failures = failures;
+    failures.sort_by_key(|(k, _)| *k);
+    Decoded {
+        voxels,
+        failures,
+        overflow: overflow.load(Ordering::Relaxed),
+    }
+}
+
+fn decode_file<T: Sample>(
+    file: &FileHeader,
+    stack: &Stack,
+    outputs: Vec<(usize, &mut [T])>,
+    overflow: &AtomicBool,
+) -> Vec<(usize, String)> {
+    let fail_all = |outputs: Vec<(usize, &mut [T])>, reason: String| {
+        outputs
+            .into_iter()
+            .map(|(k, _)| (k, reason.clone()))
+            .collect::<Vec<_>>()
+    };
+    let object = match limits::contain(|| OpenFileOptions::new().open_file(&file.path)) {
+        Ok(Ok(object)) => object,
+        Ok(Err(error)) => {
+            return fail_all(
+                outputs,
+                format!("the file could not be read to the end: {error}"),
+            );
+        }
+        Err(reason) => return fail_all(outputs, reason),
+    };
+    outputs
+        .into_par_iter()
+        .filter_map(|(k, output)| {
+            let slice = &stack.slices[k];
+            let result = check_codestream(file, &object, stack, slice.frame_index)
+                .and_then(|()| {
+                    limits::contain(|| object.decode_pixel_data_frame(slice.frame_index))
+                })
+                .and_then(|decoded| {
+                    decoded.map_err(|error| {
+                        format!("the pixel data cannot be decoded: {}", error_chain(&error))
+                    })
+                })
+                .and_then(|decoded| {
+                    if decoded.samples_per_pixel() != 1 {
+                        return Err(format!(
+                            "{} samples per pixel (a colour image), not a grey-scale CT slice",
+                            decoded.samples_per_pixel()
+                        ));
+                    }
+                    if decoded.rows() != stack.rows || decoded.columns() != stack.columns {
+                        return Err(format!(
+                            "decoded size {}×{} differs from the header's {}×{}",
+                            decoded.columns(),
+                            decoded.rows(),
+                            stack.columns,
+                            stack.rows
+                        ));
+                    }
+                    let layout = SampleLayout {
+                        bits_allocated: decoded.bits_allocated(),
+                        bits_stored: decoded.bits_stored(),
+                        signed: file.pixel_signed,
+                    };
+                    unpack(
+                        decoded.data(),
+                        layout,
+                        slice.rescale_slope,
+                        slice.rescale_intercept,
+                        output,
+                    )
+                });
+            match result {
+                Ok(fits) => {
+                    if !fits {
+                        overflow.store(true, Ordering::Relaxed);
+                    }
+                    None
+                }
+                Err(reason) => Some((
+                    k,
+                    format!("{reason} (transfer syntax {})", file.transfer_syntax),
+                )),
+            }
+        })
+        .collect()
+}
+
+/// Checks frame `frame_index` of the opened `object` against the stack's image size.
+fn check_codestream(
+    file: &FileHeader,
+    object: &InMemDicomObject,
+    stack: &Stack,
+    frame_index: u32,
+) -> Result<(), String> {
+    let expected = Expected {
+        rows: stack.rows,
+        columns: stack.columns,
+        samples_per_pixel: header_u32(object, tags::SAMPLES_PER_PIXEL).unwrap_or(1),
+        bits_allocated: header_u32(object, tags::BITS_ALLOCATED).unwrap_or(16),
+    };
+    let fragments = object
+        .get(tags::PIXEL_DATA)
+        .and_then(|element| element.value().fragments());
+    let frame_count = file.frames.len();
+    // The frame's first fragment: one fragment per frame, or a single frame.
+    let fragment = fragments.and_then(|fragments| {
+        if fragments.len() == frame_count {
+            fragments.get(frame_index as usize)
+        } else if frame_count == 1 {
+            fragments.first()
+        } else {
+            None
+        }
+    });
+    match fragment {
+        Some(fragment) => check_frame(&file.transfer_syntax, fragment, expected),
+        None if fragments.is_some_and(<[Vec<u8>]>::is_empty) => {
+            Err("the encapsulated pixel data holds no fragment".into())
+        }
+        None => Ok(()),
+    }
+}
+
+/// Before the volume's buffer is allocated: the first, middle and last slices' compressed
+/// frames are checked against the header. When every one of them disagrees, the header is
+/// what is wrong (a damaged Rows or Columns), and nothing is allocated for its size;
+/// `Err((slice, reason))` names the first. A single bad slice is left to the decoder, which
+/// leaves it out.
+pub(crate) fn precheck_stack(files: &[FileHeader], stack: &Stack) -> Result<(), (usize, String)> {
+    let last = stack.slices.len().saturating_sub(1);
+    let mut sampled = vec![0, last / 2, last];
+    sampled.dedup();
+    let mut first_failure = None;
+    for &k in &sampled {
+        let slice = &stack.slices[k];
+        let file = &files[slice.file];
+        if !file.transfer_syntax.starts_with("1.2.840.10008.1.2.4")
+            && file.transfer_syntax != "1.2.840.10008.1.2.5"
+        {
+            return Ok(()); // native pixel data: its length was checked with the header
+        }
+        let checked = match limits::contain(|| OpenFileOptions::new().open_file(&file.path)) {
+            Ok(Ok(object)) => check_codestream(file, &object, stack, slice.frame_index),
+            Ok(Err(error)) => Err(format!("the file could not be read to the end: {error}")),
+            Err(reason) => Err(reason),
+        };
+        match checked {
+            Ok(()) => return Ok(()),
+            Err(reason) => {
+                first_failure.get_or_insert((k, reason));
+            }
+        }
+    }
+    first_failure.map_or(Ok(()), Err)
+}
+
+/// An error and its causes, joined with ": " (the codec's own message is usually the cause).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SampleLayout {
+    pub bits_allocated: u16,
+    pub bits_stored: u16,
+    pub signed: bool,
+}
+
+/// Unpacks little-endian samples into `output`; `Ok(false)` when a value did not fit.
+pub(crate) fn unpack<T: Sample>(
+    data: &[u8],
+    layout: SampleLayout,
+    slope: f64,
+    intercept: f64,
+    output: &mut [T],
+) -> Result<bool, String> {
+    let bytes_per_sample = match layout.bits_allocated {
+        8 => 1,
+        16 => 2,
+        32 => 4,
+        other => {
+            return Err(format!(
+                "Bits Allocated {other} is not supported (8, 16 or 32)"
+            ));
+        }
+    };
+    let needed = output.len() * bytes_per_sample;
+    if data.len() < needed {
+        return Err(format!(
+            "pixel data holds {} bytes, the image needs {needed}: the file is truncated",
+            data.len()
+        ));
+    }
+    let bits_stored = u32::from(layout.bits_stored.clamp(1, layout.bits_allocated));
+    let unused = 64 - bits_stored;
+    let mask = if bits_stored >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits_stored) - 1
+    };
+    let to_value = |raw: u64| -> i64 {
+        if layout.signed {
+            // Move the sign bit of the stored value to bit 63, then shift back arithmetically.
+            ((raw << unused) as i64) >> unused
+        } else {
+            (raw & mask) as i64
+        }
+    };
+    let mut fits = true;
+    match bytes_per_sample {
+        1 => {
+            for (out, &byte) in output.iter_mut().zip(data) {
+                fits &= T::store(to_value(u64::from(byte)), slope, intercept, out);
+            }
+        }
+        2 => {
+            for (out, pair) in output.iter_mut().zip(data.chunks_exact(2)) {
+                let raw = u16::from_le_bytes([pair[0], pair[1]]);
+                fits &= T::store(to_value(u64::from(raw)), slope, intercept, out);
+            }
+        }
+        _ => {
+            for (out, quad) in output.iter_mut().zip(data.chunks_exact(4)) {
+                let raw = u32::from_le_bytes([quad[0], quad[1], quad[2], quad[3]]);
+                fits &= T::store(to_value(u64::from(raw)), slope, intercept, out);
+            }
+        }
+    }
+    Ok(fits)
+}
+
+#[cfg(test)]
+#[allow(clippy::float_cmp)] // decoded values are exact; exact comparison is the point
+mod tests {
+    use super::*;
+
+    #[test]
+    fn twelve_bit_signed_samples_are_sign_extended() {
+        // 0x0FFF is -1 in 12-bit two's complement; upper bits may hold junk (overlays).
+        let data = [0xFF, 0x0F, 0xFF, 0xF7, 0x00, 0x08];
+        let mut out = [0i16; 3];
+        let layout = SampleLayout {
+            bits_allocated: 16,
+            bits_stored: 12,
+            signed: true,
+        };
+        assert_eq!(unpack(&data, layout, 1.0, 0.0, &mut out), Ok(true));
+        assert_eq!(out, [-1, 2047, -2048]);
+    }
+
+    #[test]
+    fn unsigned_samples_are_masked_and_rescaled() {
+        let data = [0x00, 0xF4, 0x18, 0x04]; // 0xF400 masked to 12 bits = 1024; 0x0418 = 1048
+        let mut out = [0i16; 2];
+        let layout = SampleLayout {
+            bits_allocated: 16,
+            bits_stored: 12,
+            signed: false,
+        };
+        assert_eq!(unpack(&data, layout, 1.0, -1024.0, &mut out), Ok(true));
+        assert_eq!(out, [0, 24]);
+    }
+
+    #[test]
+    fn values_beyond_int16_are_reported() {
+        let data = [0xFF, 0xFF];
+        let mut out = [0i16; 1];
+        let layout = SampleLayout {
+            bits_allocated: 16,
+            bits_stored: 16,
+            signed: false,
+        };
+        assert_eq!(unpack(&data, layout, 1.0, 0.0, &mut out), Ok(false));
+        let mut wide = [0f32; 1];
+        assert_eq!(unpack(&data, layout, 0.5, -10.0, &mut wide), Ok(true));
+        assert_eq!(wide, [32757.5]);
+    }
+
+    #[test]
+    fn short_pixel_data_is_an_error() {
+        let mut out = [0i16; 4];
+        let layout = SampleLayout {
+            bits_allocated: 16,
+            bits_stored: 16,
+            signed: true,
+        };
+        let error = unpack(&[0u8; 6], layout, 1.0, 0.0, &mut out).expect_err("too short");
+        assert!(error.contains("truncated"), "{error}");
+    }
+}

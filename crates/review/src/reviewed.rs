@@ -1,0 +1,414 @@
+//! A case as reviewed: the model's findings with the reviewer's corrections from the log
+//! applied in order, and the undo/redo history, both derived from the log alone (so they
+//! survive a restart: nothing about a review lives only in memory).
+//!
+//! A correction's `field` is a dotted path into [`Findings`] as its JSON shows it, without
+//! the `organs` level: `liver.tumor`, `liver.lesions.0.size`, `pancreas.lesions.1`,
+//! `key_slice`, `box`; plus `note` (the reviewer's free text) and `status` (kept in the
+//! cases table, ignored here). A lesion index one past the end appends; `null` at a lesion
+//! removes it. Values are the JSON of the field, so every edit goes through the same serde
+//! types that read predictions: a value that does not fit is refused before it is recorded.
+//!
+//! Core module: no UI, no GPU.
+
+use serde_json::Value;
+
+use super::store::Correction;
+use keyslice_core::findings::{Findings, Organ};
+
+/// Why an edit does not apply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    /// The field names nothing Keyslice knows.
+    #[error(
+        "unknown field {0:?} (expected e.g. liver.tumor, liver.lesions.0.size, key_slice, note)"
+    )]
+    Unknown(String),
+    /// The value does not fit the field.
+    #[error("{field}: {detail}")]
+    Value {
+        /// The field.
+        field: String,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// The reviewer's free-text note field.
+pub const NOTE_FIELD: &str = "note";
+/// The status field (kept in the cases table).
+pub const STATUS_FIELD: &str = "status";
+/// The key-slice field.
+pub const KEY_SLICE_FIELD: &str = "key_slice";
+
+/// A case's findings after review.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReviewedCase {
+    /// The corrected findings (spans removed: they pointed into the model's text).
+    pub findings: Findings,
+    /// The reviewer's note.
+    pub note: String,
+    /// Fields the reviewer changed (current value differs from the model's), sorted.
+    pub changed: Vec<String>,
+    /// Log entries that could not be applied (the model's findings changed under them).
+    pub skipped: Vec<String>,
+}
+
+impl ReviewedCase {
+    /// The model's findings (`base`, or empty findings when the case was never analysed)
+    /// with `log` (one case's entries, oldest first) applied.
+    #[must_use]
+    pub fn replay(base: Option<&Findings>, log: &[Correction]) -> Self {
+        let base = base.map(Findings::without_spans).unwrap_or_default();
+        let mut case = Self {
+            findings: base.clone(),
+            note: String::new(),
+            changed: Vec::new(),
+            skipped: Vec::new(),
+        };
+        let mut touched = Vec::new();
+        for entry in log {
+            if entry.field == STATUS_FIELD {
+                continue;
+            }
+            match case.apply(&entry.field, &entry.old_value, &entry.new_value) {
+                Ok(()) => touched.push(entry.field.clone()),
+                Err(error) => case
+                    .skipped
+                    .push(format!("correction {}: {error}", entry.id)),
+            }
+        }
+        touched.sort();
+        touched.dedup();
+        let original = Self {
+            findings: base,
+            note: String::new(),
+            changed: Vec::new(),
+            skipped: Vec::new(),
+        };
+        case.changed = touched
+            .into_iter()
+            .filter(|field| original.get(field).ok() != case.get(field).ok())
+            .collect();
+        case
+    }
+
+    /// The current value of `field` (`null` when it has none).
+    pub fn get(&self, field: &str) -> Result<Value, FieldError> {
+        if field == NOTE_FIELD {
+            return Ok(Value::from(self.note.clone()));
+        }
+        let path = findings_path(field)?;
+        let json = serde_json::to_value(&self.findings).map_err(|e| FieldError::Value {
+            field: field.into(),
+            detail: e.to_string(),
+        })?;
+        let mut node = &json;
+        for segment in &path {
+            let next = match node {
+                Value::Object(map) => map.get(segment.as_str()),
+                Value::Array(items) => segment.parse::<usize>().ok().and_then(|i| items.get(i)),
+                _ => None,
+            };
+            match next {
+                Some(value) => node = value,
+                None => return Ok(Value::Null),
+            }
+        }
+        Ok(node.clone())
+    }
+
+    /// Sets `field` from `old` to `value`; the findings are unchanged when it does not fit.
+    /// A whole lesion whose old value is `null` is inserted at its position (undoing a
+    /// removal puts it back where it was); `null` removes it.
+    pub fn apply(&mut self, field: &str, old: &Value, value: &Value) -> Result<(), FieldError> {
+        if field == NOTE_FIELD {
+            self.note = match value {
+                Value::Null => String::new(),
+                Value::String(text) => text.clone(),
+                other => {
+                    return Err(FieldError::Value {
+                        field: field.into(),
+                        detail: format!("a note is text, not {other}"),
+                    });
+                }
+            };
+            return Ok(());
+        }
+        let path = findings_path(field)?;
+        let invalid = |detail: String| FieldError::Value {
+            field: field.into(),
+            detail,
+        };
+        let mut json = serde_json::to_value(&self.findings).map_err(|e| invalid(e.to_string()))?;
+        set_at(&mut json, &path, value.clone(), old.is_null()).map_err(invalid)?;
+        self.findings = serde_json::from_value(json).map_err(|e| invalid(e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// `liver.lesions.0.size` → `["organs", "liver", "lesions", "0", "size"]`.
+fn findings_path(field: &str) -> Result<Vec<String>, FieldError> {
+    let unknown = || FieldError::Unknown(field.to_string());
+    let segments: Vec<&str> = field.split('.').collect();
+    let first = *segments.first().ok_or_else(unknown)?;
+    if first == KEY_SLICE_FIELD || first == "box" {
+        return Ok(segments.iter().map(|s| (*s).to_string()).collect());
+    }
+    if !Organ::ALL.iter().any(|organ| organ.key() == first) {
+        return Err(unknown());
+    }
+    match segments.get(1).copied() {
+        Some("tumor") if segments.len() == 2 => {}
+        Some("lesions") if segments.len() <= 4 => {
+            if let Some(index) = segments.get(2)
+                && index.parse::<usize>().is_err()
+            {
+                return Err(unknown());
+            }
+        }
+        _ => return Err(unknown()),
+    }
+    Ok(std::iter::once("organs")
+        .chain(segments)
+        .map(str::to_string)
+        .collect())
+}
+
+/// Sets `value` at `path` inside `json`, creating missing objects and arrays. At a list
+/// position: `null` removes the entry, `insert` puts a new one there (shifting the rest),
+/// otherwise the entry is replaced; the position one past the end appends. At an object
+/// key, `null` removes the key (an absent optional field).
+fn set_at(json: &mut Value, path: &[String], value: Value, insert: bool) -> Result<(), String> {
+    let Some((last, parents)) = path.split_last() else {
+        *json = value;
+        return Ok(());
+    };
+    let mut node = json;
+    for (depth, segment) in parents.iter().enumerate() {
+        let next_is_index = path[depth + 1].parse::<usize>().is_ok();
+        node = match node {
+            Value::Object(map) => map.entry(segment.clone()).or_insert_with(|| {
+                if next_is_index {
+                    Value::Array(Vec::new())
+                } else {
+                    Value::Object(serde_json::Map::new())
+                }
+            }),
+            Value::Array(items) => {
+                let index: usize = segment
+                    .parse()
+                    .map_err(|_| format!("{segment:?} is not a position in a list"))?;
+                let length = items.len();
+                items
+                    .get_mut(index)
+                    .ok_or_else(|| format!("no entry {index} (there are {length})"))?
+            }
+            Value::Null => {
+                return Err(format!("{segment:?} is inside a value that is not set"));
+            }
+            _ => return Err(format!("{segment:?} is inside a plain value")),
+        };
+    }
+    match node {
+        Value::Object(map) => {
+            if value.is_null() {
+                map.remove(last);
+            } else {
+                map.insert(last.clone(), value);
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            let index: usize = last
+                .parse()
+                .map_err(|_| format!("{last:?} is not a position in a list"))?;
+            match (index.cmp(&items.len()), value.is_null()) {
+                (std::cmp::Ordering::Less, true) => {
+                    items.remove(index);
+                }
+                (std::cmp::Ordering::Less, false) if insert => items.insert(index, value),
+                (std::cmp::Ordering::Less, false) => items[index] = value,
+                (std::cmp::Ordering::Equal, false) => items.push(value),
+                (std::cmp::Ordering::Equal, true) => {}
+                (std::cmp::Ordering::Greater, _) => {
+                    return Err(format!("no entry {index} (there are {})", items.len()));
+                }
+            }
+            Ok(())
+        }
+        _ => Err(format!("{last:?} is inside a plain value")),
+    }
+}
+
+/// Which log entries Ctrl+Z and Ctrl+Y act on, worked out from one case's log: an undo
+/// appends the reverse of the latest effective edit; a redo appends the reverse of the
+/// latest undo; a new edit clears what could be redone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct History {
+    /// Entries an undo would reverse, latest last.
+    pub undoable: Vec<i64>,
+    /// Undo entries a redo would reverse, latest last.
+    pub redoable: Vec<i64>,
+}
+
+impl History {
+    /// The history of one case's log (oldest first).
+    #[must_use]
+    pub fn of(log: &[Correction]) -> Self {
+        let mut history = Self::default();
+        for entry in log {
+            match entry.undoes {
+                None => {
+                    history.undoable.push(entry.id);
+                    history.redoable.clear();
+                }
+                Some(target) if history.undoable.last() == Some(&target) => {
+                    history.undoable.pop();
+                    history.redoable.push(entry.id);
+                }
+                Some(target) if history.redoable.last() == Some(&target) => {
+                    history.redoable.pop();
+                    history.undoable.push(entry.id);
+                }
+                // An undo out of order (another reviewer, an older build): it is applied to
+                // the findings like any edit but leaves the stacks alone.
+                Some(_) => {}
+            }
+        }
+        history
+    }
+
+    /// The entry to reverse for Ctrl+Z.
+    #[must_use]
+    pub fn undo_target(&self) -> Option<i64> {
+        self.undoable.last().copied()
+    }
+
+    /// The entry to reverse for Ctrl+Y.
+    #[must_use]
+    pub fn redo_target(&self) -> Option<i64> {
+        self.redoable.last().copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keyslice_core::findings::{Attenuation, Lesion, LesionSize, TumorPresence};
+    use serde_json::json;
+
+    fn entry(id: i64, field: &str, new_value: Value, undoes: Option<i64>) -> Correction {
+        Correction {
+            id,
+            case_id: "c".into(),
+            field: field.into(),
+            old_value: Value::Null,
+            new_value,
+            reviewer: "r".into(),
+            at: String::new(),
+            undoes,
+        }
+    }
+
+    #[test]
+    fn lesion_size_edit_applies_and_is_listed_as_changed() {
+        let mut base = Findings::default();
+        base.organ_mut(Organ::Liver).tumor = TumorPresence::Yes;
+        base.organ_mut(Organ::Liver).lesions.push(Lesion {
+            size: Some(LesionSize {
+                long_cm: 2.0,
+                short_cm: None,
+            }),
+            attenuation: Some(Attenuation::Hypo),
+            ..Lesion::default()
+        });
+        let log = [entry(
+            1,
+            "liver.lesions.0.size",
+            json!({"long_cm": 3.1, "short_cm": 2.4}),
+            None,
+        )];
+        let case = ReviewedCase::replay(Some(&base), &log);
+        let lesion = &case.findings.organ(Organ::Liver).lesions[0];
+        assert_eq!(
+            lesion.size,
+            Some(LesionSize {
+                long_cm: 3.1,
+                short_cm: Some(2.4)
+            })
+        );
+        assert_eq!(lesion.attenuation, Some(Attenuation::Hypo));
+        assert_eq!(case.changed, vec!["liver.lesions.0.size".to_string()]);
+        assert!(case.skipped.is_empty());
+    }
+
+    #[test]
+    fn lesion_added_to_an_organ_without_lesions_and_removed_again() {
+        let mut case = ReviewedCase::replay(None, &[]);
+        let hypo = json!({"attenuation": "hypo"});
+        let iso = json!({"attenuation": "iso"});
+        case.apply("pancreas.lesions.0", &Value::Null, &hypo)
+            .unwrap();
+        case.apply("pancreas.lesions.1", &Value::Null, &iso)
+            .unwrap();
+        case.apply("pancreas.tumor", &json!("not_mentioned"), &json!("yes"))
+            .unwrap();
+        assert_eq!(case.findings.organ(Organ::Pancreas).lesions.len(), 2);
+        assert_eq!(case.get("pancreas.tumor").unwrap(), json!("yes"));
+        // Removing the first and undoing it puts it back in first place.
+        case.apply("pancreas.lesions.0", &hypo, &Value::Null)
+            .unwrap();
+        assert_eq!(case.get("pancreas.lesions.0").unwrap(), iso);
+        case.apply("pancreas.lesions.0", &Value::Null, &hypo)
+            .unwrap();
+        assert_eq!(case.get("pancreas.lesions.0").unwrap(), hypo);
+        assert_eq!(case.get("pancreas.lesions.1").unwrap(), iso);
+    }
+
+    #[test]
+    fn values_that_do_not_fit_are_refused_and_change_nothing() {
+        let mut case = ReviewedCase::replay(None, &[]);
+        let before = case.clone();
+        let null = Value::Null;
+        assert!(matches!(
+            case.apply("liver.tumor", &null, &json!("maybe")),
+            Err(FieldError::Value { .. })
+        ));
+        assert!(matches!(
+            case.apply("spleen.tumor", &null, &json!("yes")),
+            Err(FieldError::Unknown(_))
+        ));
+        assert!(matches!(
+            case.apply("liver.lesions.3.size", &null, &json!({"long_cm": 1.0})),
+            Err(FieldError::Value { .. })
+        ));
+        assert!(matches!(
+            case.apply("note", &null, &json!(3)),
+            Err(FieldError::Value { .. })
+        ));
+        assert_eq!(case, before);
+    }
+
+    #[test]
+    fn undo_and_redo_follow_the_log() {
+        let log = [
+            entry(1, "liver.tumor", json!("yes"), None),
+            entry(2, "note", json!("check"), None),
+            entry(3, "note", json!(""), Some(2)),
+            entry(4, "liver.tumor", json!("not_mentioned"), Some(1)),
+            entry(5, "liver.tumor", json!("yes"), Some(4)),
+        ];
+        let history = History::of(&log);
+        assert_eq!(history.undoable, vec![5]);
+        assert_eq!(history.redoable, vec![3]);
+        let case = ReviewedCase::replay(None, &log);
+        assert_eq!(case.findings.organ(Organ::Liver).tumor, TumorPresence::Yes);
+        assert_eq!(case.note, "");
+        assert_eq!(case.changed, vec!["liver.tumor".to_string()]);
+        // A new edit clears what could be redone.
+        let mut longer = log.to_vec();
+        longer.push(entry(6, "key_slice", json!({"index": 12}), None));
+        assert_eq!(History::of(&longer).redoable, Vec::<i64>::new());
+    }
+}

@@ -1,0 +1,591 @@
+//! A workspace is a folder:
+//!
+//! - `workspace.json`: the case manifest (each case's id, volume path, optional masks folder
+//!   and truth file), written through a temporary file renamed into place;
+//! - `predictions.jsonl`: one Prediction per line as `keyslice analyze --json` writes them,
+//!   appended and synced line by line; the last line for a case wins, a damaged line (a run
+//!   killed mid-write) is reported and skipped;
+//! - `review.sqlite`: review state and the corrections log ([`super::store`]).
+//!
+//! `keyslice workspace create DIR INPUT...` and `keyslice workspace analyze DIR` fill one
+//! without the window; each holds the workspace's lock (`.keyslice.lock`, an advisory file
+//! lock) while it changes the case list or analyses, so two runs at once neither lose cases
+//! nor do the same work twice.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::store::{ReviewStore, StoreError};
+use keyslice_core::prediction::Prediction;
+
+/// The manifest's file name.
+pub const MANIFEST_FILE: &str = "workspace.json";
+/// The predictions' file name.
+pub const PREDICTIONS_FILE: &str = "predictions.jsonl";
+/// The review database's file name.
+pub const DATABASE_FILE: &str = "review.sqlite";
+/// The manifest format this build writes.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// Why a workspace could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The manifest is not a Keyslice workspace manifest.
+    #[error("{path}: not a Keyslice workspace manifest: {detail}")]
+    Manifest {
+        /// The manifest.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The manifest was written by a newer Keyslice.
+    #[error(
+        "{path}: written by a newer Keyslice (workspace format {found}, this build knows {MANIFEST_VERSION})"
+    )]
+    Newer {
+        /// The manifest.
+        path: PathBuf,
+        /// Its format version.
+        found: u32,
+    },
+    /// No workspace in this folder.
+    #[error("{0}: no {MANIFEST_FILE} here")]
+    NotAWorkspace(PathBuf),
+    /// An input is neither a case, a dataset of cases, a NIfTI file nor a folder.
+    #[error("{0}: not a NIfTI file, case folder, dataset folder or DICOM folder")]
+    Input(PathBuf),
+    /// The review database refused.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl WorkspaceError {
+    /// What the user can do about it.
+    #[must_use]
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Self::Io { .. } => "check that the path exists and the folder is writable",
+            Self::Manifest { .. } => {
+                "restore workspace.json from a backup, or create the workspace again with \
+                 `keyslice workspace create`"
+            }
+            Self::Newer { .. } => "open this workspace with the newer Keyslice, or update this one",
+            Self::NotAWorkspace(_) => "create one with `keyslice workspace create DIR INPUT...`",
+            Self::Input(_) => {
+                "give NIfTI files, DICOM series folders, case folders (ct.nii.gz + \
+                 segmentations/) or a folder of case folders"
+            }
+            Self::Store(error) => error.hint(),
+        }
+    }
+}
+
+/// One case of the manifest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceCase {
+    /// Unique within the workspace.
+    pub case_id: String,
+    /// The CT: a NIfTI file, a DICOM folder or file, or a case folder (absolute path).
+    pub volume: PathBuf,
+    /// The AbdomenAtlas `segmentations/` folder, when the case has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masks: Option<PathBuf>,
+    /// A phantom `truth.json`, when the case has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truth: Option<PathBuf>,
+}
+
+/// `workspace.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`MANIFEST_VERSION`].
+    pub keyslice_workspace: u32,
+    /// The cases, in the order they were added.
+    pub cases: Vec<WorkspaceCase>,
+}
+
+/// An open workspace folder.
+#[derive(Debug)]
+pub struct Workspace {
+    /// The folder.
+    pub root: PathBuf,
+    /// Its manifest.
+    pub manifest: Manifest,
+}
+
+/// Predictions read from `predictions.jsonl`, with the lines that could not be used.
+#[derive(Debug, Default)]
+pub struct Predictions {
+    /// The last prediction per case, in case order of first appearance.
+    pub by_case: Vec<Prediction>,
+    /// `line N: what is wrong` for each damaged line.
+    pub damaged: Vec<String>,
+}
+
+impl Predictions {
+    /// The prediction for `case_id`.
+    #[must_use]
+    pub fn get(&self, case_id: &str) -> Option<&Prediction> {
+        self.by_case.iter().find(|p| p.case_id == case_id)
+    }
+}
+
+/// One row of the worklist: a case with its review status and model consistency.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorklistEntry {
+    /// The case.
+    pub case_id: String,
+    /// Where its review stands.
+    pub status: super::ReviewStatus,
+    /// Who last changed it.
+    pub reviewer: Option<String>,
+    /// The model's consistency score, when analysed with a key slice.
+    pub consistency: Option<f64>,
+    /// Why the case's findings are not grounded in evidence, when they are not: such cases
+    /// come first in the worklist, with this reason shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<String>,
+}
+
+/// Why a case needs a look before any other, or `None` when its findings were verified on a
+/// key slice and read whole. A case the model called negative has no key slice and no
+/// consistency, and is exactly where a missed tumor hides: it is listed, not buried.
+#[must_use]
+pub fn attention(prediction: Option<&Prediction>) -> Option<String> {
+    let Some(prediction) = prediction else {
+        return Some("not analysed".into());
+    };
+    let warned = |needle: &str| prediction.warnings.iter().any(|w| w.contains(needle));
+    if prediction.key_slice.is_none() {
+        if warned("outside the volume") {
+            return Some("the model's key slice is outside the volume".into());
+        }
+        let any_positive = prediction
+            .findings
+            .organs
+            .values()
+            .any(|organ| organ.tumor.as_positive());
+        return Some(if any_positive {
+            "no key slice: the findings are not grounded".into()
+        } else {
+            "called negative with no evidence slice: check for a missed tumor".into()
+        });
+    }
+    if prediction.consistency.is_none() {
+        return Some("not verified: no local description of the key slice".into());
+    }
+    if warned("not understood") {
+        return Some("part of the model's answer was not read".into());
+    }
+    None
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError + '_ {
+    move |source| WorkspaceError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The lock file's name: held while a command changes the workspace's case list or
+/// analyses its cases.
+pub const LOCK_FILE: &str = ".keyslice.lock";
+
+/// An exclusive hold on a workspace, released when dropped (or when the process ends, however
+/// it ends: the operating system drops the lock with the file).
+#[derive(Debug)]
+pub struct WorkspaceLock {
+    _file: std::fs::File,
+}
+
+impl WorkspaceLock {
+    /// Takes the workspace lock of `root`, calling `waiting` once first if another process
+    /// holds it, then waiting for it.
+    pub fn acquire(root: &Path, waiting: impl FnOnce()) -> Result<Self, WorkspaceError> {
+        let path = root.join(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_error(&path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                waiting();
+                file.lock().map_err(io_error(&path))?;
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(WorkspaceError::Io { path, source });
+            }
+        }
+        Ok(Self { _file: file })
+    }
+}
+
+impl Workspace {
+    /// Opens the workspace in `root`.
+    pub fn open(root: &Path) -> Result<Self, WorkspaceError> {
+        let path = root.join(MANIFEST_FILE);
+        if !path.is_file() {
+            return Err(WorkspaceError::NotAWorkspace(root.to_path_buf()));
+        }
+        let text = std::fs::read_to_string(&path).map_err(io_error(&path))?;
+        let manifest: Manifest =
+            serde_json::from_str(&text).map_err(|error| WorkspaceError::Manifest {
+                path: path.clone(),
+                detail: error.to_string(),
+            })?;
+        if manifest.keyslice_workspace > MANIFEST_VERSION {
+            return Err(WorkspaceError::Newer {
+                path,
+                found: manifest.keyslice_workspace,
+            });
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+            manifest,
+        })
+    }
+
+    /// Creates the workspace in `root` (or opens it when it exists) and adds the cases found
+    /// in `inputs` that it does not hold yet (same volume path). Returns the workspace and
+    /// the number of cases added.
+    pub fn create_or_extend(
+        root: &Path,
+        inputs: &[PathBuf],
+    ) -> Result<(Self, usize), WorkspaceError> {
+        std::fs::create_dir_all(root).map_err(io_error(root))?;
+        // Read, extend and write the case list under the lock: two runs at once each add
+        // their cases instead of one overwriting the other's.
+        let _lock = WorkspaceLock::acquire(root, || {})?;
+        let mut workspace = if root.join(MANIFEST_FILE).is_file() {
+            Self::open(root)?
+        } else {
+            Self {
+                root: root.to_path_buf(),
+                manifest: Manifest {
+                    keyslice_workspace: MANIFEST_VERSION,
+                    cases: Vec::new(),
+                },
+            }
+        };
+        let mut found = Vec::new();
+        for input in inputs {
+            found.extend(discover_cases(input)?);
+        }
+        let mut added = 0;
+        for mut case in found {
+            if workspace
+                .manifest
+                .cases
+                .iter()
+                .any(|known| known.volume == case.volume)
+            {
+                continue;
+            }
+            case.case_id = workspace.unique_id(&case.case_id);
+            workspace.manifest.cases.push(case);
+            added += 1;
+        }
+        workspace.save_manifest()?;
+        // The database is made with the workspace, so a reviewer finds it ready.
+        ReviewStore::open(&workspace.database_path())?;
+        Ok((workspace, added))
+    }
+
+    fn unique_id(&self, wanted: &str) -> String {
+        let taken = |id: &str| self.manifest.cases.iter().any(|case| case.case_id == id);
+        if !taken(wanted) {
+            return wanted.to_string();
+        }
+        // One of the first len + 2 suffixes is free (each case takes at most one).
+        (2..self.manifest.cases.len() + 4)
+            .map(|n| format!("{wanted}_{n}"))
+            .find(|id| !taken(id))
+            .unwrap_or_else(|| wanted.to_string())
+    }
+
+    /// Writes `workspace.json` (temporary file, synced, renamed into place).
+    pub fn save_manifest(&self) -> Result<(), WorkspaceError> {
+        let path = self.root.join(MANIFEST_FILE);
+        let text = serde_json::to_string_pretty(&self.manifest).map_err(|error| {
+            WorkspaceError::Manifest {
+                path: path.clone(),
+                detail: error.to_string(),
+            }
+        })?;
+        keyslice_io::atomic::write_atomically(&path, format!("{text}\n").as_bytes())
+            .map_err(io_error(&path))
+    }
+
+    /// `review.sqlite`.
+    #[must_use]
+    pub fn database_path(&self) -> PathBuf {
+        self.root.join(DATABASE_FILE)
+    }
+
+    /// `predictions.jsonl`.
+    #[must_use]
+    pub fn predictions_path(&self) -> PathBuf {
+        self.root.join(PREDICTIONS_FILE)
+    }
+
+    /// Reads the predictions (none when the file does not exist yet).
+    pub fn predictions(&self) -> Result<Predictions, WorkspaceError> {
+        let path = self.predictions_path();
+        let mut predictions = Predictions::default();
+        if !path.is_file() {
+            return Ok(predictions);
+        }
+        let text = std::fs::read_to_string(&path).map_err(io_error(&path))?;
+        for (index, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<Prediction>(line) {
+                Ok(prediction) => {
+                    match predictions
+                        .by_case
+                        .iter_mut()
+                        .find(|p| p.case_id == prediction.case_id)
+                    {
+                        Some(slot) => *slot = prediction,
+                        None => predictions.by_case.push(prediction),
+                    }
+                }
+                Err(error) => predictions
+                    .damaged
+                    .push(format!("line {}: {error}", index + 1)),
+            }
+        }
+        Ok(predictions)
+    }
+
+    /// The cases with status and consistency in triage order ([`triage_order`]).
+    pub fn worklist(
+        &self,
+        predictions: &Predictions,
+    ) -> Result<Vec<WorklistEntry>, WorkspaceError> {
+        let store = ReviewStore::open(&self.database_path())?;
+        let mut rows = Vec::with_capacity(self.manifest.cases.len());
+        for case in &self.manifest.cases {
+            let state = store.case_state(&case.case_id)?;
+            let prediction = predictions.get(&case.case_id);
+            rows.push(WorklistEntry {
+                case_id: case.case_id.clone(),
+                status: state.status,
+                reviewer: state.reviewer,
+                consistency: prediction
+                    .and_then(|p| p.consistency.as_ref())
+                    .map(|c| c.score),
+                attention: attention(prediction),
+            });
+        }
+        rows.sort_by(triage_order);
+        Ok(rows)
+    }
+
+    /// The manifest entry of `case_id`.
+    #[must_use]
+    pub fn case(&self, case_id: &str) -> Option<&WorkspaceCase> {
+        self.manifest
+            .cases
+            .iter()
+            .find(|case| case.case_id == case_id)
+    }
+
+    /// Appends `prediction` as one line and syncs it to disk before returning. A line torn
+    /// by an earlier crash is closed first, so it damages only itself.
+    pub fn append_prediction(&self, prediction: &Prediction) -> Result<(), WorkspaceError> {
+        let path = self.predictions_path();
+        let line = serde_json::to_string(prediction).map_err(|error| WorkspaceError::Manifest {
+            path: path.clone(),
+            detail: error.to_string(),
+        })?;
+        keyslice_io::jsonl::append_line(&path, &line).map_err(io_error(&path))
+    }
+}
+
+/// Triage order: cases without grounded evidence first (see [`attention`]), in the order
+/// they come, then the lowest consistency (likely hallucinations); use it with a stable sort.
+#[must_use]
+pub fn triage_order(a: &WorklistEntry, b: &WorklistEntry) -> std::cmp::Ordering {
+    match (a.attention.is_some(), b.attention.is_some()) {
+        (true, true) => std::cmp::Ordering::Equal,
+        (true, false) => std::cmp::Ordering::Less,
+        (false, true) => std::cmp::Ordering::Greater,
+        (false, false) => {
+            let key = |entry: &WorklistEntry| entry.consistency.unwrap_or(f64::INFINITY);
+            key(a).total_cmp(&key(b))
+        }
+    }
+}
+
+/// The file's last byte (`None` when it is empty).
+/// FNV-1a (64 bit) of `bytes`: stable across builds and machines, unlike std's hasher. Names
+/// scratch workspaces and orders export splits.
+#[must_use]
+pub fn stable_hash<'a>(bytes: impl IntoIterator<Item = &'a u8>) -> u64 {
+    bytes
+        .into_iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+        })
+}
+
+/// The cases an input names: a case folder (`ct.nii.gz`/`ct.nii`, optional
+/// `segmentations/` and `truth.json`), a folder of case folders, a NIfTI file, or any other
+/// folder as a DICOM series folder.
+pub fn discover_cases(input: &Path) -> Result<Vec<WorkspaceCase>, WorkspaceError> {
+    let absolute = std::path::absolute(input).map_err(io_error(input))?;
+    if !absolute.exists() {
+        return Err(WorkspaceError::Io {
+            path: input.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or folder"),
+        });
+    }
+    let name = |path: &Path| {
+        path.file_name()
+            .map_or_else(|| "case".into(), |name| name.to_string_lossy().to_string())
+    };
+    if absolute.is_file() {
+        // The CT of a case folder brings the folder's masks and truth along.
+        if let Some(case) = absolute
+            .parent()
+            .and_then(case_folder)
+            .filter(|case| case.volume == absolute)
+        {
+            return Ok(vec![case]);
+        }
+        if keyslice_io::nifti::is_nifti_path(&absolute) {
+            let id = name(&absolute)
+                .trim_end_matches(".gz")
+                .trim_end_matches(".nii")
+                .to_string();
+            return Ok(vec![WorkspaceCase {
+                case_id: id,
+                volume: absolute,
+                masks: None,
+                truth: None,
+            }]);
+        }
+        return Err(WorkspaceError::Input(input.to_path_buf()));
+    }
+    if let Some(case) = case_folder(&absolute) {
+        return Ok(vec![case]);
+    }
+    let mut children: Vec<PathBuf> = std::fs::read_dir(&absolute)
+        .map_err(io_error(&absolute))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.is_dir())
+        .collect();
+    children.sort();
+    let cases: Vec<WorkspaceCase> = children.iter().filter_map(|c| case_folder(c)).collect();
+    if !cases.is_empty() {
+        return Ok(cases);
+    }
+    Ok(vec![WorkspaceCase {
+        case_id: name(&absolute),
+        volume: absolute,
+        masks: None,
+        truth: None,
+    }])
+}
+
+/// A folder in the AbdomenAtlas layout as a case.
+fn case_folder(folder: &Path) -> Option<WorkspaceCase> {
+    let ct = ["ct.nii.gz", "ct.nii"]
+        .iter()
+        .map(|name| folder.join(name))
+        .find(|path| path.is_file())?;
+    let masks = folder.join("segmentations");
+    let truth = folder.join("truth.json");
+    Some(WorkspaceCase {
+        case_id: folder
+            .file_name()
+            .map_or_else(|| "case".into(), |name| name.to_string_lossy().to_string()),
+        volume: ct,
+        masks: masks.is_dir().then_some(masks),
+        truth: truth.is_file().then_some(truth),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ReviewStatus;
+
+    fn entry(case_id: &str, consistency: Option<f64>, attention: Option<&str>) -> WorklistEntry {
+        WorklistEntry {
+            case_id: case_id.into(),
+            status: ReviewStatus::New,
+            reviewer: None,
+            consistency,
+            attention: attention.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn cases_without_grounded_evidence_come_first_then_the_lowest_consistency() {
+        let mut rows = [
+            entry("verified-high", Some(0.9), None),
+            entry("verified-low", Some(0.2), None),
+            entry(
+                "negative",
+                None,
+                Some("called negative with no evidence slice"),
+            ),
+            entry(
+                "unread",
+                Some(0.95),
+                Some("part of the model's answer was not read"),
+            ),
+        ];
+        rows.sort_by(triage_order);
+        let order: Vec<&str> = rows.iter().map(|row| row.case_id.as_str()).collect();
+        assert_eq!(
+            order,
+            ["negative", "unread", "verified-low", "verified-high"]
+        );
+        rows.swap(0, 1);
+        rows.sort_by(triage_order);
+        assert_eq!(
+            rows[0].case_id, "unread",
+            "cases that need a look keep their order"
+        );
+    }
+
+    #[test]
+    fn a_case_called_negative_is_flagged_for_a_missed_tumor() {
+        assert_eq!(attention(None).as_deref(), Some("not analysed"));
+        let prediction: Prediction = serde_json::from_value(serde_json::json!({
+            "version": 1,
+            "case_id": "c",
+            "diagnoser": {"id": "m", "version": "1"},
+            "verifier": null,
+            "report": "Liver: no tumor.",
+            "findings": keyslice_core::findings::Findings::default(),
+            "key_slice": null,
+            "box": null,
+            "local_description": null,
+            "local_findings": null,
+            "consistency": null,
+            "timings_ms": {"diagnose": 0.0, "verify": 0.0, "total": 0.0},
+            "warnings": ["the model named no key slice; nothing to verify"]
+        }))
+        .expect("a prediction");
+        let reason = attention(Some(&prediction)).expect("needs a look");
+        assert!(reason.contains("missed tumor"), "{reason}");
+    }
+}

@@ -1,0 +1,202 @@
+//! Opening a study in the window: the loading job's events (progress, worklist, the CT, its
+//! masks, a failure) applied as they arrive, and files dropped on the window.
+
+use std::time::Instant;
+
+use super::job::{Job, Polled};
+use super::open::{LoadEvent, LoadedMasks, LoadedStudy, load_in_background};
+use super::{KeysliceApp, Shown, Source};
+use crate::ui::viewport::{Viewer, ViewerGpu};
+
+/// The study being opened and the timing of the one on screen.
+pub(super) struct Loader {
+    /// The source being loaded, if any.
+    current: Option<Loading>,
+    /// When the study on screen (or being loaded) was asked for.
+    pub(super) started: Instant,
+    /// What preparing the demo workspace is doing, and the fraction done.
+    pub(super) progress: Option<(String, f32)>,
+    /// Whether the first slices of the study on screen have been drawn (logged once).
+    pub(super) first_slice_logged: bool,
+}
+
+/// A source being loaded: its job, and whether its study has arrived (masks may follow).
+struct Loading {
+    source: Source,
+    job: Job<LoadEvent>,
+    study_arrived: bool,
+}
+
+impl Default for Loader {
+    fn default() -> Self {
+        Self {
+            current: None,
+            started: Instant::now(),
+            progress: None,
+            first_slice_logged: false,
+        }
+    }
+}
+
+impl Loader {
+    /// Whether a source is being loaded.
+    pub(super) fn is_loading(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// While loading: whether the study has arrived (its masks are still coming).
+    pub(super) fn study_arrived(&self) -> Option<bool> {
+        self.current.as_ref().map(|loading| loading.study_arrived)
+    }
+}
+
+impl KeysliceApp {
+    /// Starts loading `source`; the study on screen stays until the new one has arrived.
+    pub(super) fn open(&mut self, ctx: &egui::Context, source: Source) {
+        self.title = match &source {
+            Source::Path(path) => path.display().to_string(),
+            Source::Demo => "demo".to_string(),
+            Source::DemoWorkspace => "demo workspace".to_string(),
+            Source::Workspace(root) => root.display().to_string(),
+            Source::WorkspaceCase { case_id, .. } => case_id.clone(),
+        };
+        if let Source::WorkspaceCase { case_id, .. } = &source {
+            self.cases.open_case = Some(case_id.clone());
+        } else {
+            // The worklist arrives with the workspace, if the source is one.
+            self.cases.close_workspace();
+        }
+        self.loader.started = Instant::now();
+        self.error = None;
+        self.loader.progress = None;
+        self.notices.clear();
+        let job = load_in_background(ctx, source.clone());
+        self.loader.current = Some(Loading {
+            source,
+            job,
+            study_arrived: false,
+        });
+    }
+
+    /// Applies the loading job's events that have arrived.
+    pub(super) fn poll_loading(&mut self) {
+        loop {
+            let Some(loading) = &mut self.loader.current else {
+                return;
+            };
+            let event = match loading.job.poll() {
+                Polled::Pending => return,
+                Polled::Message(event) => event,
+                Polled::Ended => {
+                    if !loading.study_arrived {
+                        self.error = Some((
+                            "loading stopped unexpectedly".into(),
+                            "try opening the study again".into(),
+                        ));
+                    }
+                    self.loader.current = None;
+                    return;
+                }
+            };
+            match event {
+                LoadEvent::Progress(text, fraction) => {
+                    self.loader.progress = Some((text, fraction));
+                }
+                LoadEvent::Workspace(root, worklist) => self.cases.show_workspace(root, worklist),
+                LoadEvent::Study(study) => {
+                    loading.study_arrived = true;
+                    let opened = match &loading.source {
+                        Source::Path(path) => Some(path.clone()),
+                        _ => None,
+                    };
+                    self.loader.progress = None;
+                    if let Some(path) = opened {
+                        self.settings.settings.remember(&path);
+                        self.save_settings();
+                    }
+                    self.show_study(study);
+                }
+                LoadEvent::Masks(masks) => self.show_masks(*masks),
+                LoadEvent::Notice(notice) => self.notices.push(notice),
+                LoadEvent::Failed(message, hint) => {
+                    self.loader.current = None;
+                    // The study that was open (if any) is dropped so the error is not
+                    // mistaken for a message about it.
+                    self.study = None;
+                    self.error = Some((message, hint));
+                }
+            }
+        }
+    }
+
+    /// Uploads a newly loaded CT and starts a viewer on it.
+    fn show_study(&mut self, study: LoadedStudy) {
+        self.title = study.title;
+        self.notices.extend(study.warnings);
+        let volume = study.volume;
+        if let Some(render_state) = &self.render_state {
+            let notices = ViewerGpu::install(render_state, &volume, None);
+            self.notices.extend(notices);
+            let mut viewer = Viewer::new(&volume);
+            viewer.mask_opacity = self.settings.settings.mask_opacity;
+            self.study = Some(Shown { volume, viewer });
+            self.loader.first_slice_logged = false;
+            self.analysis.reset();
+            self.notices.extend(self.cases.open_review());
+            if let Some(prediction) = study.prediction {
+                self.show_prediction(*prediction, true);
+            }
+        } else {
+            self.error = Some((
+                "no GPU renderer is available for this window".into(),
+                "install a Vulkan driver (mesa-vulkan-drivers gives a software one)".into(),
+            ));
+        }
+    }
+
+    /// Adds a case's masks to the study on screen.
+    fn show_masks(&mut self, masks: LoadedMasks) {
+        self.notices.extend(masks.warnings);
+        let (Some(render_state), Some(Shown { volume, viewer })) =
+            (&self.render_state, &mut self.study)
+        else {
+            return;
+        };
+        ViewerGpu::set_labels(render_state, volume.dims(), masks.labels.as_ref());
+        let opacity = viewer.mask_opacity;
+        // The model's key slice, once shown, stays the one marked; the masks' reference key
+        // slice is then only in the lesion extents.
+        let model_key = viewer
+            .key_slice
+            .zip(viewer.key_slice_source.clone())
+            .filter(|_| self.analysis.prediction().is_some());
+        *viewer = std::mem::replace(viewer, Viewer::new(volume))
+            .with_structures(&masks.structures)
+            .with_lesions(masks.lesion_marks, masks.key_slice);
+        if let Some((slice, source)) = model_key {
+            viewer.key_slice = Some(slice);
+            viewer.key_slice_source = Some(source);
+        }
+        viewer.mask_opacity = opacity;
+        tracing::info!(
+            elapsed_ms = self.loader.started.elapsed().as_millis(),
+            structures = masks.structures.len(),
+            "masks shown"
+        );
+        self.sync_key_slice();
+    }
+
+    /// Opens the first file or folder dropped on the window.
+    pub(super) fn dropped_files(&mut self, ctx: &egui::Context) {
+        let dropped = ctx.input(|input| {
+            input
+                .raw
+                .dropped_files
+                .first()
+                .map(|file| file.path().to_path_buf())
+        });
+        if let Some(path) = dropped {
+            self.open(ctx, Source::Path(path));
+        }
+    }
+}

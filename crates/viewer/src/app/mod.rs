@@ -1,0 +1,246 @@
+//! The eframe application: opens a window at once, loads the study on a background thread
+//! with a progress indicator, uploads it to the GPU, and runs the viewer, applying the
+//! commands its panels return. Studies open from the command line, the File menu (native
+//! dialog, typed path, recent studies) or by dropping a file or folder on the window. Errors
+//! are shown in the window with a hint; nothing panics, and the window stays usable.
+//!
+//! Each part of the window owns its state: the loader ([`loading`]), the File menu and its
+//! dialog ([`file_menu`]), the analysis panel with its running job ([`analysis`]), the
+//! workspace and the case under review ([`review`]), a running export ([`export`]) and the
+//! saved settings ([`settings`]). Work off the UI thread is a [`job::Job`]. This module holds
+//! them together and routes the commands the panels return.
+
+mod analysis;
+mod export;
+mod file_menu;
+pub mod job;
+mod loading;
+pub mod open;
+mod panels;
+mod review;
+pub mod settings;
+pub mod workspace;
+
+use std::sync::Arc;
+
+pub use open::Source;
+
+use analysis::AnalysisPanel;
+use export::ExportJob;
+use file_menu::{FileCommand, FileMenu};
+use loading::Loader;
+use open::Pick;
+use review::Cases;
+use settings::SettingsFile;
+
+use crate::ui::analysis::AnalysisCommand;
+use crate::ui::report::ReportCommand;
+use crate::ui::viewport::{Viewer, ViewerCommand};
+use keyslice_core::volume::Volume;
+use keyslice_infer::backend::Backend;
+
+/// Who is reviewing: `$KEYSLICE_REVIEWER`, else the login name, else "reviewer".
+fn reviewer_name() -> String {
+    ["KEYSLICE_REVIEWER", "USER", "USERNAME"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|value| !value.is_empty()))
+        .unwrap_or_else(|| "reviewer".to_string())
+}
+
+/// The study on screen: the CT and the viewer's state on it.
+struct Shown {
+    volume: Arc<Volume>,
+    viewer: Viewer,
+}
+
+/// The application state.
+pub struct KeysliceApp {
+    /// What the title bar shows.
+    title: String,
+    /// The study being opened, and when the one on screen was asked for.
+    loader: Loader,
+    /// The study on screen.
+    study: Option<Shown>,
+    /// Shown in the top bar until the next study opens.
+    notices: Vec<String>,
+    /// Why the last study could not be opened, and what to do.
+    error: Option<(String, String)>,
+    render_state: Option<egui_wgpu::RenderState>,
+    settings: SettingsFile,
+    file_menu: FileMenu,
+    analysis: AnalysisPanel,
+    /// The open workspace, its case on screen, and that case's review.
+    cases: Cases,
+    export: ExportJob,
+    /// Whether the keyboard help (`?`) is open.
+    help_open: bool,
+}
+
+impl KeysliceApp {
+    /// Starts loading `source` in the background; the window shows progress meanwhile.
+    #[must_use]
+    pub fn new(cc: &eframe::CreationContext<'_>, source: Source, backend: Option<Backend>) -> Self {
+        let (settings, notice) = SettingsFile::load();
+        let mut app = Self {
+            title: String::new(),
+            loader: Loader::default(),
+            study: None,
+            notices: Vec::new(),
+            error: None,
+            render_state: cc.wgpu_render_state.clone(),
+            settings,
+            file_menu: FileMenu::default(),
+            analysis: AnalysisPanel::new(backend.map(Arc::new)),
+            cases: Cases::default(),
+            export: ExportJob::default(),
+            help_open: false,
+        };
+        app.open(&cc.egui_ctx, source);
+        // After `open`, which clears the previous study's notices.
+        app.notices.extend(notice);
+        app
+    }
+
+    /// Writes the settings now; a failure is shown, never fatal.
+    fn save_settings(&mut self) {
+        self.notices.extend(self.settings.save());
+    }
+
+    /// Applies what the File menu asked for.
+    fn apply_file_command(&mut self, ctx: &egui::Context, command: FileCommand) {
+        match command {
+            FileCommand::Open(source) => self.open(ctx, source),
+            FileCommand::Export(format, name) => {
+                if let Some(root) = self.cases.root() {
+                    let notice = self.export.start(ctx, root, format, name);
+                    self.notices.push(notice);
+                }
+            }
+        }
+    }
+
+    /// Applies the viewer's commands; an opacity change is remembered in the settings.
+    fn apply_viewer_commands(&mut self, commands: Vec<ViewerCommand>) {
+        let Some(study) = &mut self.study else {
+            return;
+        };
+        for command in commands {
+            if let ViewerCommand::SetOpacity(opacity) = command {
+                self.settings.settings.mask_opacity = opacity.clamp(0.0, 1.0);
+                self.settings.mark_changed();
+            }
+            study.viewer.apply(command, &study.volume);
+        }
+    }
+}
+
+impl eframe::App for KeysliceApp {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        let ctx = ui.ctx().clone();
+        self.poll_loading();
+        if let Some(command) = self.file_menu.poll(&mut self.notices) {
+            self.apply_file_command(&ctx, command);
+        }
+        self.poll_analysis(&ctx);
+        self.export.poll(&mut self.notices);
+        self.dropped_files(&ctx);
+        if ctx.input_mut(|input| input.consume_key(egui::Modifiers::COMMAND, egui::Key::O)) {
+            self.file_menu.show_dialog(&ctx, Pick::File, None);
+        }
+        let mut file_command = None;
+        egui::Panel::top("keyslice-top").show(ui, |ui| {
+            // The menu holds a text field, so only a click outside (or a chosen entry) closes it.
+            let config = egui::containers::menu::MenuConfig::new()
+                .close_behavior(egui::PopupCloseBehavior::CloseOnClickOutside);
+            egui::MenuBar::new().config(config).ui(ui, |ui| {
+                let can_export = self.cases.root().is_some() && !self.export.running();
+                file_command = self
+                    .file_menu
+                    .ui(ui, &self.settings.settings.recent, can_export);
+                ui.strong("Keyslice");
+                ui.label(&self.title);
+                if let Some(study_arrived) = self.loader.study_arrived()
+                    && self.study.is_some()
+                {
+                    ui.spinner();
+                    ui.label(if study_arrived {
+                        "loading masks…"
+                    } else {
+                        "opening…"
+                    });
+                }
+                for notice in &self.notices {
+                    ui.colored_label(egui::Color32::from_rgb(230, 180, 60), notice);
+                }
+            });
+        });
+        if let Some(command) = file_command {
+            self.apply_file_command(&ctx, command);
+        }
+        let mut commands = Vec::new();
+        let mut analysis_command = None;
+        let mut worklist_command = None;
+        let mut report_command = None;
+        let mut edit_commands = Vec::new();
+        self.analysis
+            .ensure_evidence(&ctx, self.study.as_ref().map(|s| &*s.volume));
+        if self.study.is_some() {
+            (worklist_command, analysis_command, report_command) = self.left_panel_ui(ui);
+            (commands, edit_commands) = self.right_panel_ui(ui);
+            let typing = ctx.egui_wants_keyboard_input();
+            if !typing && ctx.input(|input| input.key_pressed(egui::Key::A)) {
+                analysis_command = Some(AnalysisCommand::Run);
+            }
+        }
+        if let Some(command) = worklist_command {
+            self.apply_worklist(&ctx, command);
+        }
+        if !edit_commands.is_empty() {
+            self.apply_edits(edit_commands);
+        }
+        match analysis_command {
+            Some(AnalysisCommand::Run) if !self.analysis.running() => self.start_analysis(&ctx),
+            Some(AnalysisCommand::Cancel) => {
+                if self.analysis.cancel() {
+                    self.notices
+                        .push("analysis cancelled; the case is as it was".into());
+                    tracing::info!("analysis cancelled");
+                }
+            }
+            _ => {}
+        }
+        if report_command == Some(ReportCommand::JumpToKeySlice) {
+            commands.push(ViewerCommand::JumpToKeySlice);
+        }
+        egui::CentralPanel::default().show(ui, |ui| self.central_ui(ui, &mut commands));
+        self.apply_viewer_commands(commands);
+        // Opacity drags change the setting every frame; it is written once they settle.
+        if let Some(notice) = self.settings.save_when_settled(&ctx) {
+            self.notices.push(notice);
+        }
+        crate::ui::help::help_ui(&ctx, &mut self.help_open);
+        Self::drop_hint_ui(&ctx);
+    }
+
+    fn on_exit(&mut self) {
+        if self.settings.unsaved() {
+            self.save_settings();
+        }
+    }
+}
+
+/// Opens the viewer window on `source` and runs until it is closed.
+pub fn run(source: Source, backend: Option<Backend>) -> Result<(), eframe::Error> {
+    let options = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("Keyslice")
+            .with_inner_size([1280.0, 800.0]),
+        renderer: eframe::Renderer::Wgpu,
+        ..eframe::NativeOptions::default()
+    };
+    eframe::run_native(
+        "Keyslice",
+        options,
+        Box::new(move |cc| Ok(Box::new(KeysliceApp::new(cc, source, backend)))),
+    )
+}

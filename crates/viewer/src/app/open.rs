@@ -1,0 +1,399 @@
+//! Opening a study off the UI thread: read the volume, its case masks and lesion extents, and
+//! hand the result back over a channel; and the native file/folder dialog, also off the UI
+//! thread so the window keeps drawing while it is open.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::channel;
+
+use super::job::Job;
+
+use super::workspace::{data_dir, demo_dir, prepare_demo, scratch_workspace};
+use keyslice_core::prediction::Prediction;
+use keyslice_review::workspace::{MANIFEST_FILE, WorklistEntry, Workspace, WorkspaceError};
+
+use crate::render::view::{Plane, PlaneAxes};
+use crate::ui::viewport::LesionMark;
+use keyslice_core::volume::demo::demo_abdomen;
+use keyslice_core::volume::label::{extent_of, first_largest, is_lesion};
+use keyslice_core::volume::{LabelVolume, Structure, Volume, combine_structures};
+use keyslice_io::masks::load_masks_onto;
+use keyslice_io::{LoadOptions, SourceFormat, Study, load_study};
+
+/// What to open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A file or folder the user named.
+    Path(PathBuf),
+    /// The built-in synthetic demo volume.
+    Demo,
+    /// The demo workspace (phantom cases analysed by keyslice-tiny, made on first run):
+    /// its worklist, then its first case.
+    DemoWorkspace,
+    /// A review workspace folder: its worklist, then its first case.
+    Workspace(PathBuf),
+    /// One case of a workspace, with its saved prediction.
+    WorkspaceCase {
+        /// The workspace folder.
+        root: PathBuf,
+        /// The case.
+        case_id: String,
+    },
+}
+
+/// A loaded CT, ready to show.
+pub struct LoadedStudy {
+    /// The CT (shared with the worker that goes on to load the masks onto its grid).
+    pub volume: Arc<Volume>,
+    /// What the title bar shows.
+    pub title: String,
+    /// Shown above the viewer.
+    pub warnings: Vec<String>,
+    /// The case's saved prediction (workspace cases), if any.
+    pub prediction: Option<Box<Prediction>>,
+}
+
+/// A case's masks on the CT grid, with what they say about lesions.
+#[derive(Default)]
+pub struct LoadedMasks {
+    /// Combined label volume on the CT grid.
+    pub labels: Option<LabelVolume>,
+    /// The structures in `labels`.
+    pub structures: Vec<Structure>,
+    /// Axial extents of the lesion structures.
+    pub lesion_marks: Vec<LesionMark>,
+    /// Reference key slice from the masks (axial slice with the most lesion voxels).
+    pub key_slice: Option<(usize, String)>,
+    /// Masks that could not be read or shown.
+    pub warnings: Vec<String>,
+}
+
+/// What the loading worker reports, in this order: the study, then (for a case folder with
+/// `segmentations/`) its masks; or a failure.
+pub enum LoadEvent {
+    /// Preparing the demo workspace: what is being done, and the fraction done.
+    Progress(String, f32),
+    /// A workspace's folder and worklist (sent before its first case's study).
+    Workspace(PathBuf, Vec<WorklistEntry>),
+    /// The CT is ready: show it at once.
+    Study(LoadedStudy),
+    /// The masks are ready.
+    Masks(Box<LoadedMasks>),
+    /// Something the user should know that does not stop loading.
+    Notice(String),
+    /// Loading failed: what failed and what to do.
+    Failed(String, String),
+}
+
+/// Starts loading `source` on a worker thread; each event wakes the window. The CT is sent as soon as it is read, masks follow, so the first
+/// slices never wait for a dozen segmentation files.
+pub fn load_in_background(ctx: &egui::Context, source: Source) -> Job<LoadEvent> {
+    Job::spawn(ctx, move |send| {
+        let mut send = |event| send(event);
+        let source = match resolve(with_scratch_workspace(source, &mut send), &mut send) {
+            Ok(source) => source,
+            Err((message, hint)) => {
+                send(LoadEvent::Failed(message, hint));
+                return;
+            }
+        };
+        match load_volume(&source) {
+            Ok((study, mask_folder)) => {
+                let volume = Arc::clone(&study.volume);
+                send(LoadEvent::Study(study));
+                if let Some(folder) = mask_folder {
+                    send(LoadEvent::Masks(Box::new(load_case_masks(
+                        &folder, &volume,
+                    ))));
+                }
+            }
+            Err((message, hint)) => send(LoadEvent::Failed(message, hint)),
+        }
+    })
+}
+
+/// A study opened by path becomes a case of its scratch workspace (see
+/// [`scratch_workspace`]) so corrections on it are recorded; where that cannot be made (no
+/// data folder, not writable, a single DICOM file), the study opens alone with a notice.
+/// Other sources are returned as they are.
+fn with_scratch_workspace(source: Source, send: &mut dyn FnMut(LoadEvent)) -> Source {
+    let Source::Path(path) = &source else {
+        return source;
+    };
+    if path.join(MANIFEST_FILE).is_file() {
+        return source;
+    }
+    let Some(data) = data_dir() else {
+        send(LoadEvent::Notice(
+            "corrections are not recorded: no data folder (set KEYSLICE_DATA_DIR)".into(),
+        ));
+        return source;
+    };
+    match scratch_workspace(&data, path) {
+        Ok(root) => Source::Workspace(root),
+        Err((message, _)) => {
+            tracing::warn!(%message, "no scratch workspace");
+            // A path that does not load says so itself; only a readable study needs the note.
+            if path.exists() {
+                send(LoadEvent::Notice(format!(
+                    "corrections are not recorded for this study: {message}"
+                )));
+            }
+            source
+        }
+    }
+}
+
+/// Turns a workspace source (the demo, a workspace folder, or a path holding
+/// `workspace.json`) into its first case, sending progress and the worklist to `send`; other
+/// sources are returned as they are.
+fn resolve(source: Source, send: &mut dyn FnMut(LoadEvent)) -> Result<Source, (String, String)> {
+    let root = match source {
+        Source::DemoWorkspace => {
+            let folder = demo_dir().ok_or_else(|| {
+                (
+                    "no data folder for the demo workspace (HOME is not set)".to_string(),
+                    "set KEYSLICE_DATA_DIR to a writable folder".to_string(),
+                )
+            })?;
+            prepare_demo(&folder, &mut |text, fraction| {
+                send(LoadEvent::Progress(text.to_string(), fraction));
+            })?;
+            folder
+        }
+        Source::Workspace(root) => root,
+        Source::Path(path) if path.join(MANIFEST_FILE).is_file() => path,
+        other => return Ok(other),
+    };
+    let failed = |error: WorkspaceError| (error.to_string(), error.hint().to_string());
+    let workspace = Workspace::open(&root).map_err(failed)?;
+    let predictions = workspace.predictions().map_err(failed)?;
+    let worklist = workspace.worklist(&predictions).map_err(failed)?;
+    let first = worklist.first().map(|entry| entry.case_id.clone());
+    send(LoadEvent::Workspace(root.clone(), worklist));
+    let case_id = first.ok_or_else(|| {
+        (
+            format!("the workspace {} has no cases", root.display()),
+            "add cases with `keyslice workspace create DIR INPUT...`".to_string(),
+        )
+    })?;
+    Ok(Source::WorkspaceCase { root, case_id })
+}
+
+/// Loads `source` and its masks in one go (what the worker does, without the channel).
+pub fn load(source: &Source) -> Result<(LoadedStudy, Option<LoadedMasks>), (String, String)> {
+    let source = resolve(source.clone(), &mut |_| {})?;
+    let (study, mask_folder) = load_volume(&source)?;
+    let masks = mask_folder.map(|folder| load_case_masks(&folder, &study.volume));
+    Ok((study, masks))
+}
+
+/// Reads the CT; also returns the case's `segmentations/` folder when there is one.
+pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {
+    match source {
+        Source::Demo => Ok((
+            LoadedStudy {
+                volume: Arc::new(demo_abdomen()),
+                title: "Synthetic demo abdomen (not patient data)".to_string(),
+                warnings: Vec::new(),
+                prediction: None,
+            },
+            None,
+        )),
+        Source::DemoWorkspace | Source::Workspace(_) => {
+            load_volume(&resolve(source.clone(), &mut |_| {})?)
+        }
+        Source::WorkspaceCase { root, case_id } => load_workspace_case(root, case_id),
+        Source::Path(path) if path.join(MANIFEST_FILE).is_file() => {
+            load_volume(&resolve(source.clone(), &mut |_| {})?)
+        }
+        Source::Path(path) => {
+            let study: Study = load_study(path, &LoadOptions::default())
+                .map_err(|error| (error.to_string(), error.hint()))?;
+            let mut warnings = study.volume.warnings().to_vec();
+            warnings.extend(
+                study
+                    .unreadable
+                    .iter()
+                    .map(|file| format!("skipped {}: {}", file.path.display(), file.reason)),
+            );
+            let mask_folder = (study.format == SourceFormat::Nifti)
+                .then(|| {
+                    study
+                        .path
+                        .parent()
+                        .map(|parent| parent.join("segmentations"))
+                })
+                .flatten()
+                .filter(|folder| folder.is_dir());
+            Ok((
+                LoadedStudy {
+                    title: study.path.display().to_string(),
+                    volume: Arc::new(study.volume),
+                    warnings,
+                    prediction: None,
+                },
+                mask_folder,
+            ))
+        }
+    }
+}
+
+/// Reads one case of a workspace: its CT, its masks folder and its saved prediction.
+fn load_workspace_case(
+    root: &Path,
+    case_id: &str,
+) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {
+    let failed = |error: WorkspaceError| (error.to_string(), error.hint().to_string());
+    let workspace = Workspace::open(root).map_err(failed)?;
+    let case = workspace.case(case_id).cloned().ok_or_else(|| {
+        (
+            format!("{}: no case {case_id} in this workspace", root.display()),
+            "pick a case from the worklist".to_string(),
+        )
+    })?;
+    let (mut study, _) = load_volume(&Source::Path(case.volume.clone()))?;
+    let predictions = workspace.predictions().map_err(failed)?;
+    study
+        .warnings
+        .extend(predictions.damaged.iter().map(|line| {
+            format!(
+                "{}: {line} (skipped)",
+                workspace.predictions_path().display()
+            )
+        }));
+    study.prediction = predictions.get(case_id).cloned().map(Box::new);
+    study.title = format!("{case_id} — {}", root.display());
+    let masks = case.masks.filter(|folder| folder.is_dir());
+    Ok((study, masks))
+}
+
+/// Reads an AbdomenAtlas `segmentations/` folder onto the CT grid and derives the lesion
+/// extents and reference key slice. A mask that cannot be read becomes a warning.
+#[must_use]
+pub fn load_case_masks(folder: &Path, volume: &Volume) -> LoadedMasks {
+    let mut warnings = Vec::new();
+    let (labels, structures) = case_masks(folder, volume, &mut warnings);
+    let (lesion_marks, key_slice) = labels
+        .as_ref()
+        .map(|labels| lesion_marks(volume, labels, &structures))
+        .unwrap_or_default();
+    LoadedMasks {
+        labels,
+        structures,
+        lesion_marks,
+        key_slice,
+        warnings,
+    }
+}
+
+/// The masks in `folder` on the CT's grid, combined into one label volume.
+fn case_masks(
+    folder: &Path,
+    volume: &Volume,
+    warnings: &mut Vec<String>,
+) -> (Option<LabelVolume>, Vec<Structure>) {
+    match load_masks_onto(folder, volume) {
+        Ok(masks) => {
+            let (combined, structures, left_out) = combine_structures(&masks);
+            if !left_out.is_empty() {
+                warnings.push(format!(
+                    "masks not shown (more than 15 structures): {}",
+                    left_out.join(", ")
+                ));
+            }
+            (combined, structures)
+        }
+        Err(error) => {
+            warnings.push(format!("masks not shown: {error}"));
+            (None, Vec::new())
+        }
+    }
+}
+
+/// Each lesion structure's axial extent, and the axial slice where the lesions together cover
+/// the largest area (the key-slice definition of the ground truth).
+#[must_use]
+pub fn lesion_marks(
+    volume: &Volume,
+    labels: &LabelVolume,
+    structures: &[Structure],
+) -> (Vec<LesionMark>, Option<(usize, String)>) {
+    let axis = PlaneAxes::new(Plane::Axial, &volume.directions_lps()).normal;
+    let lesions: Vec<&Structure> = structures
+        .iter()
+        .filter(|structure| is_lesion(&structure.name))
+        .collect();
+    // One pass over the labels for every structure.
+    let by_label = labels.counts_by_label_along(axis);
+    let marks = lesions
+        .iter()
+        .filter_map(|structure| {
+            extent_of(&by_label[usize::from(structure.label)]).map(|(first_slice, last_slice)| {
+                LesionMark {
+                    name: structure.name.clone(),
+                    label: structure.label,
+                    first_slice,
+                    last_slice,
+                }
+            })
+        })
+        .collect();
+    let all: Vec<usize> = (0..labels.dims[axis])
+        .map(|slice| {
+            lesions
+                .iter()
+                .map(|structure| by_label[usize::from(structure.label)][slice])
+                .sum()
+        })
+        .collect();
+    let key_slice = first_largest(&all)
+        .map(|slice| (slice, "most lesion voxels, from the case masks".to_string()));
+    (marks, key_slice)
+}
+
+/// What the user picks in the native dialog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// A NIfTI file or one DICOM file.
+    File,
+    /// A DICOM folder or a case folder.
+    Folder,
+}
+
+/// Shows the native file or folder dialog (xdg-desktop-portal on Linux) without blocking the
+/// window: the choice arrives as the job's message, `None` when cancelled or when no
+/// dialog service is available (the path field in the File menu works without one).
+pub fn pick_in_background(
+    pick: Pick,
+    start_in: Option<PathBuf>,
+    ctx: &egui::Context,
+) -> Job<Option<PathBuf>> {
+    let (sender, receiver) = channel();
+    let context = ctx.clone();
+    let show = move || {
+        let mut dialog = rfd::FileDialog::new().set_title(match pick {
+            Pick::File => "Open a CT (NIfTI or DICOM file)",
+            Pick::Folder => "Open a DICOM folder or case folder",
+        });
+        if let Some(folder) = start_in {
+            dialog = dialog.set_directory(folder);
+        }
+        let chosen = match pick {
+            Pick::File => dialog
+                .add_filter("CT volumes", &["nii", "gz", "hdr", "dcm", "DCM"])
+                .add_filter("All files", &["*"])
+                .pick_file(),
+            Pick::Folder => dialog.pick_folder(),
+        };
+        let _ = sender.send(chosen);
+        context.request_repaint();
+    };
+    // macOS wants dialogs on the main thread; elsewhere a worker keeps the window drawing.
+    if cfg!(target_os = "macos") {
+        show();
+    } else {
+        std::thread::spawn(show);
+    }
+    Job::from_receiver(receiver)
+}

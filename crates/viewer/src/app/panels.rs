@@ -1,0 +1,162 @@
+//! The window's layout: the left panel (worklist, analysis, evidence, report), the right
+//! panel (findings editor, measurements, key slice, structures), the central area (error,
+//! progress or the viewer) and the veil shown while files are dragged over the window.
+
+use std::time::Duration;
+
+use super::{KeysliceApp, Shown};
+use crate::render::view::Plane;
+use crate::ui::analysis::AnalysisCommand;
+use crate::ui::editor::{EditCommand, FindingsEditor, ruler_size};
+use crate::ui::report::ReportCommand;
+use crate::ui::viewport::ViewerCommand;
+use crate::ui::worklist::{WorklistCommand, worklist_ui};
+use keyslice_core::findings::KeySlice;
+use keyslice_core::prediction::PredictionKeySlice;
+
+impl KeysliceApp {
+    /// The left panel: worklist, analysis, evidence and report.
+    pub(super) fn left_panel_ui(
+        &self,
+        ui: &mut egui::Ui,
+    ) -> (
+        Option<WorklistCommand>,
+        Option<AnalysisCommand>,
+        Option<ReportCommand>,
+    ) {
+        let mut worklist_command = None;
+        let mut analysis_command = None;
+        let mut report_command = None;
+        egui::Panel::left("keyslice-left")
+            .default_size(300.0)
+            .show(ui, |ui| {
+                egui::ScrollArea::vertical().show(ui, |ui| {
+                    if let Some((root, worklist)) = &self.cases.workspace {
+                        worklist_command =
+                            worklist_ui(ui, root, worklist, self.cases.open_case.as_deref());
+                        ui.separator();
+                    }
+                    (analysis_command, report_command) = self.analysis.ui(ui);
+                });
+            });
+        (worklist_command, analysis_command, report_command)
+    }
+
+    /// The right panel: the findings editor (in a workspace), measurements, key slice,
+    /// structures.
+    pub(super) fn right_panel_ui(
+        &self,
+        ui: &mut egui::Ui,
+    ) -> (Vec<ViewerCommand>, Vec<EditCommand>) {
+        let Some(Shown { volume, viewer }) = &self.study else {
+            return (Vec::new(), Vec::new());
+        };
+        let mut edit_commands = Vec::new();
+        let commands = egui::Panel::right("keyslice-side")
+            .default_size(280.0)
+            .show(ui, |ui| {
+                egui::ScrollArea::vertical()
+                    .show(ui, |ui| {
+                        if let Some(review) = &self.cases.review {
+                            let axial = viewer.view(Plane::Axial).slice.round().max(0.0);
+                            let key = PredictionKeySlice::of(volume, axial as u32);
+                            let lengths: Vec<f64> = viewer
+                                .measurements
+                                .iter()
+                                .filter(|m| m.plane == Plane::Axial)
+                                .map(|m| m.length_mm)
+                                .collect();
+                            let editor = FindingsEditor {
+                                case: review.case(),
+                                model: review.base(),
+                                history: review.history(),
+                                current_slice: KeySlice {
+                                    index: key.index,
+                                    z_mm: Some(key.z_mm),
+                                    sop_instance_uid: key.sop_instance_uid,
+                                    span: None,
+                                },
+                                ruler: ruler_size(&lengths),
+                            };
+                            edit_commands = editor.ui(ui);
+                        } else {
+                            ui.heading("Findings");
+                            ui.weak(
+                                "Corrections are recorded in a workspace: \
+                                 keyslice workspace create DIR THIS_STUDY, then open DIR.",
+                            );
+                        }
+                        ui.separator();
+                        viewer.side_panel_ui(ui)
+                    })
+                    .inner
+            })
+            .inner;
+        (commands, edit_commands)
+    }
+
+    /// The central area: the error, the loading progress, or the viewer.
+    pub(super) fn central_ui(&mut self, ui: &mut egui::Ui, commands: &mut Vec<ViewerCommand>) {
+        if let Some((message, hint)) = &self.error {
+            ui.colored_label(
+                egui::Color32::from_rgb(230, 90, 80),
+                format!("error: {message}"),
+            );
+            ui.label(format!("hint: {hint}"));
+            ui.label("Open another study from the File menu, or drop one on the window.");
+        } else if let Some(Shown { volume, viewer }) = &mut self.study {
+            commands.extend(viewer.viewer_ui(ui, volume));
+            if !self.loader.first_slice_logged {
+                // The frame that carries the first slices; measured by
+                // benches/viewer_first_slice.sh (KEYSLICE_LOG=info).
+                self.loader.first_slice_logged = true;
+                tracing::info!(
+                    elapsed_ms = self.loader.started.elapsed().as_millis(),
+                    "first slices drawn"
+                );
+            }
+        } else if self.loader.is_loading() {
+            if let Some((text, fraction)) = &self.loader.progress {
+                ui.heading("Preparing the demo workspace (first run only)");
+                ui.label(
+                    "A few synthetic CT phantoms are generated into your data folder and \
+                     analysed by the embedded keyslice-tiny model.",
+                );
+                ui.add(
+                    egui::ProgressBar::new(*fraction)
+                        .text(text.as_str())
+                        .desired_width(480.0),
+                );
+            }
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label(format!(
+                    "Loading… {:.1} s",
+                    self.loader.started.elapsed().as_secs_f32()
+                ));
+            });
+            ui.ctx().request_repaint_after(Duration::from_millis(100));
+        }
+    }
+
+    /// A veil over the window while files are dragged over it.
+    pub(super) fn drop_hint_ui(ctx: &egui::Context) {
+        let hovering = ctx.input(|input| !input.raw.hovered_files.is_empty());
+        if !hovering {
+            return;
+        }
+        let painter = ctx.layer_painter(egui::LayerId::new(
+            egui::Order::Foreground,
+            egui::Id::unique("keyslice-drop"),
+        ));
+        let rect = ctx.content_rect();
+        painter.rect_filled(rect, 0.0, egui::Color32::from_black_alpha(180));
+        painter.text(
+            rect.center(),
+            egui::Align2::CENTER_CENTER,
+            "Drop a NIfTI file, DICOM file or folder to open it",
+            egui::FontId::proportional(22.0),
+            egui::Color32::WHITE,
+        );
+    }
+}

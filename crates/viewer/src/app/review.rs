@@ -1,0 +1,225 @@
+//! The workspace in the window: its worklist, the case on screen and that case's review
+//! (corrections recorded as they are made, undo/redo, status), and the app's side of them
+//! (the key slice marker follows the review; moving along the worklist opens a case).
+
+use std::path::{Path, PathBuf};
+
+use super::{KeysliceApp, Source, reviewer_name};
+use crate::ui::editor::EditCommand;
+use crate::ui::worklist::WorklistCommand;
+use keyslice_core::findings::Findings;
+use keyslice_core::prediction::Prediction;
+use keyslice_review::reviewed::KEY_SLICE_FIELD;
+use keyslice_review::workspace::{DATABASE_FILE, WorklistEntry, Workspace};
+use keyslice_review::{CaseReview, ReviewStatus, ReviewStore};
+
+/// The open workspace and its case under review; all empty outside a workspace.
+#[derive(Default)]
+pub(super) struct Cases {
+    /// The open workspace's folder and worklist.
+    pub(super) workspace: Option<(PathBuf, Vec<WorklistEntry>)>,
+    /// The workspace case on screen.
+    pub(super) open_case: Option<String>,
+    /// The open workspace case under review (its corrections, undo/redo).
+    pub(super) review: Option<CaseReview>,
+}
+
+impl Cases {
+    /// The open workspace's folder.
+    pub(super) fn root(&self) -> Option<&Path> {
+        self.workspace.as_ref().map(|(root, _)| root.as_path())
+    }
+
+    /// A workspace has arrived: its worklist, and its first case as the one being opened.
+    pub(super) fn show_workspace(&mut self, root: PathBuf, worklist: Vec<WorklistEntry>) {
+        self.open_case = worklist.first().map(|entry| entry.case_id.clone());
+        self.workspace = Some((root, worklist));
+    }
+
+    /// Outside a workspace now (a study opened by itself).
+    pub(super) fn close_workspace(&mut self) {
+        self.open_case = None;
+        self.workspace = None;
+    }
+
+    /// Opens the review of the workspace case on screen (none outside a workspace); a
+    /// failure gives the notice to show.
+    pub(super) fn open_review(&mut self) -> Option<String> {
+        self.review = None;
+        let (Some((root, _)), Some(case_id)) = (&self.workspace, &self.open_case) else {
+            return None;
+        };
+        match CaseReview::open(&root.join(DATABASE_FILE), case_id, &reviewer_name(), None) {
+            Ok(review) => {
+                self.review = Some(review);
+                None
+            }
+            Err(error) => Some(format!(
+                "corrections cannot be recorded: {error} ({})",
+                error.hint()
+            )),
+        }
+    }
+
+    /// The model's findings the review starts from (a new analysis replaces them).
+    pub(super) fn set_model_findings(&mut self, findings: Findings) {
+        if let Some(review) = &mut self.review {
+            review.set_base(Some(findings));
+        }
+    }
+
+    /// The worklist row of the case under review shows its stored status.
+    fn sync_worklist_status(&mut self) {
+        let (Some(review), Some((_, worklist))) = (&self.review, &mut self.workspace) else {
+            return;
+        };
+        if let Some(entry) = worklist.iter_mut().find(|e| e.case_id == review.case_id()) {
+            entry.status = review.status();
+            if review.status() != ReviewStatus::New {
+                entry.reviewer = Some(reviewer_name());
+            }
+        }
+    }
+
+    /// Records the findings editor's commands, each committed before the next frame shows
+    /// it; failures are added to `notices`.
+    fn apply_edits(&mut self, commands: Vec<EditCommand>, notices: &mut Vec<String>) {
+        let Some(review) = &mut self.review else {
+            return;
+        };
+        for command in commands {
+            let result = match command {
+                EditCommand::Set { field, value } => review
+                    .set(&field, value)
+                    .map(|saved| saved.then_some(field)),
+                EditCommand::Undo => review.undo(),
+                EditCommand::Redo => review.redo(),
+            };
+            match result {
+                Ok(Some(field)) => {
+                    tracing::info!(case = review.case_id(), field, "correction saved");
+                }
+                Ok(None) => {}
+                Err(error) => notices.push(format!("not saved: {error} ({})", error.hint())),
+            }
+        }
+        self.sync_worklist_status();
+    }
+
+    /// In a workspace, appends a fresh analysis of the open case to its predictions and
+    /// updates the worklist; elsewhere nothing is written. A failure gives the notice to
+    /// show.
+    pub(super) fn save_prediction(&mut self, prediction: &Prediction) -> Option<String> {
+        let (Some((root, worklist)), Some(case_id)) = (&mut self.workspace, &self.open_case) else {
+            return None;
+        };
+        if prediction.case_id != *case_id {
+            return None;
+        }
+        match Workspace::open(root).and_then(|w| w.append_prediction(prediction)) {
+            Ok(()) => {
+                if let Some(entry) = worklist.iter_mut().find(|e| e.case_id == *case_id) {
+                    entry.consistency = prediction.consistency.as_ref().map(|c| c.score);
+                }
+                None
+            }
+            Err(error) => Some(format!("analysis shown but not saved: {error}")),
+        }
+    }
+
+    /// Records a status or moves along the worklist: the case to open, if any. The case
+    /// under review records its status in its own log (so Ctrl+Z undoes it); otherwise the
+    /// status goes to the workspace's review database, committed before the list shows it.
+    fn apply_worklist(
+        &mut self,
+        command: WorklistCommand,
+        notices: &mut Vec<String>,
+    ) -> Option<Source> {
+        if let WorklistCommand::SetStatus(status) = command
+            && let Some(review) = &mut self.review
+        {
+            if let Err(error) = review.set_status(status) {
+                notices.push(format!("status not saved: {error} ({})", error.hint()));
+            }
+            self.sync_worklist_status();
+            return None;
+        }
+        let (root, worklist) = self.workspace.as_mut()?;
+        let case_id = match command {
+            WorklistCommand::Open(case_id) => case_id,
+            WorklistCommand::SetStatus(status) => {
+                let case_id = self.open_case.clone()?;
+                let position = worklist.iter().position(|e| e.case_id == case_id)?;
+                let reviewer = reviewer_name();
+                let saved = ReviewStore::open(&root.join(DATABASE_FILE))
+                    .and_then(|mut store| store.set_status(&case_id, status, &reviewer));
+                match saved {
+                    Ok(_) => {
+                        worklist[position].status = status;
+                        worklist[position].reviewer = Some(reviewer);
+                    }
+                    Err(error) => {
+                        notices.push(format!("status not saved: {error} ({})", error.hint()));
+                    }
+                }
+                return None;
+            }
+        };
+        Some(Source::WorkspaceCase {
+            root: root.clone(),
+            case_id,
+        })
+    }
+}
+
+impl KeysliceApp {
+    /// Marks the key slice the review holds: the reviewer's when they set one, else the
+    /// model's.
+    pub(super) fn sync_key_slice(&mut self) {
+        let Some(study) = &mut self.study else {
+            return;
+        };
+        let viewer = &mut study.viewer;
+        let reviewed = self
+            .cases
+            .review
+            .as_ref()
+            .filter(|review| review.case().changed.iter().any(|f| f == KEY_SLICE_FIELD));
+        if let Some(review) = reviewed {
+            viewer.key_slice = review
+                .case()
+                .findings
+                .key_slice
+                .as_ref()
+                .map(|key| f64::from(key.index));
+            viewer.key_slice_source = viewer
+                .key_slice
+                .map(|_| "set in review (S), replacing the model's".to_string());
+        } else if let Some(prediction) = self.analysis.prediction()
+            && let Some(key) = &prediction.key_slice
+        {
+            viewer.key_slice = Some(f64::from(key.index));
+            viewer.key_slice_source = Some(format!(
+                "named by {} (its evidence for the report)",
+                prediction.diagnoser.id
+            ));
+        }
+    }
+
+    /// Records the findings editor's commands and keeps the worklist and key slice marker
+    /// in step.
+    pub(super) fn apply_edits(&mut self, commands: Vec<EditCommand>) {
+        if self.cases.review.is_none() {
+            return;
+        }
+        self.cases.apply_edits(commands, &mut self.notices);
+        self.sync_key_slice();
+    }
+
+    /// Opens a case, moves along the worklist, or records the open case's status.
+    pub(super) fn apply_worklist(&mut self, ctx: &egui::Context, command: WorklistCommand) {
+        if let Some(source) = self.cases.apply_worklist(command, &mut self.notices) {
+            self.open(ctx, source);
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The analysis header: run the model on the open study (`A`), its progress with a cancel
+//! button, what failed, or which model answered and when; the answer itself is shown by the
+//! evidence and report panels ([`crate::ui::report`]).
+//!
+//! Draws and returns commands; the app runs the pipeline off the UI thread.
+
+use egui::Color32;
+
+use keyslice_core::prediction::Prediction;
+
+/// Where the analysis of the open study stands.
+#[derive(Clone, Debug, Default)]
+pub enum AnalysisState {
+    /// Not run yet.
+    #[default]
+    Idle,
+    /// Running since this many seconds ago (the app updates it).
+    Running(f32),
+    /// Finished.
+    Done(Box<Prediction>),
+    /// Failed: what failed and what to do.
+    Failed(String, String),
+}
+
+/// What the user asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnalysisCommand {
+    /// Run (or run again) the embedded model on the open study.
+    Run,
+    /// Stop waiting for the running analysis; the open case stays reviewable.
+    Cancel,
+}
+
+/// Colour for a consistency value: red below ½, amber below ¾, green above.
+#[must_use]
+pub fn consistency_colour(value: f64) -> Color32 {
+    if value < 0.5 {
+        Color32::from_rgb(230, 90, 80)
+    } else if value < 0.75 {
+        Color32::from_rgb(230, 180, 60)
+    } else {
+        Color32::from_rgb(110, 200, 120)
+    }
+}
+
+/// The panel.
+#[must_use]
+pub fn analysis_ui(
+    ui: &mut egui::Ui,
+    state: &AnalysisState,
+    backend: &str,
+) -> Option<AnalysisCommand> {
+    let mut command = None;
+    ui.heading("Analysis");
+    match state {
+        AnalysisState::Idle => {
+            ui.label(backend);
+            if ui.button("Analyze (A)").clicked() {
+                command = Some(AnalysisCommand::Run);
+            }
+        }
+        AnalysisState::Running(seconds) => {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label(format!("analysing… {seconds:.1} s"));
+                if ui.small_button("Cancel").clicked() {
+                    command = Some(AnalysisCommand::Cancel);
+                }
+            });
+        }
+        AnalysisState::Failed(message, hint) => {
+            ui.colored_label(Color32::from_rgb(230, 90, 80), format!("error: {message}"));
+            ui.label(format!("hint: {hint}"));
+            if ui.button("Try again").clicked() {
+                command = Some(AnalysisCommand::Run);
+            }
+        }
+        AnalysisState::Done(prediction) => {
+            command = prediction_ui(ui, prediction);
+        }
+    }
+    command
+}
+
+fn prediction_ui(ui: &mut egui::Ui, prediction: &Prediction) -> Option<AnalysisCommand> {
+    let mut command = None;
+    ui.horizontal_wrapped(|ui| {
+        ui.small(format!(
+            "{} {} · {:.0} ms",
+            prediction.diagnoser.id, prediction.diagnoser.version, prediction.timings_ms.total
+        ));
+        if ui.small_button("Analyze again").clicked() {
+            command = Some(AnalysisCommand::Run);
+        }
+    });
+    command
+}

@@ -1,0 +1,349 @@
+//! The report and evidence panels: the model's report with every value the reader took from
+//! it highlighted by whether the verifier's reading of the key slice agrees (green), does not
+//! (red) or cannot say (grey), a list of the findings that jump to the key slice; and the
+//! evidence, the key slice thumbnail with the model's box, the verifier's local description
+//! and the consistency with its per-attribute breakdown in words (why it is low).
+//!
+//! Draws and returns commands; the app builds the thumbnail texture and applies them.
+
+use egui::text::LayoutJob;
+use egui::{Color32, RichText, TextFormat};
+
+use crate::ui::analysis::consistency_colour;
+use keyslice_core::findings::{Findings, Lesion, Location, Organ, TumorPresence};
+use keyslice_core::key_slice::KeySliceImage;
+use keyslice_core::prediction::Prediction;
+use keyslice_core::scoring::{Attribute, AttributeCheck, Verdict};
+
+/// What the user asked for in these panels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportCommand {
+    /// Show the key slice (and its box) in the axial plane.
+    JumpToKeySlice,
+}
+
+/// Background colour of a checked value.
+#[must_use]
+pub fn verdict_colour(verdict: Verdict) -> Color32 {
+    match verdict {
+        Verdict::Agrees => Color32::from_rgb(40, 110, 55),
+        Verdict::Disagrees => Color32::from_rgb(150, 45, 40),
+        Verdict::NotShown => Color32::from_rgb(75, 75, 80),
+    }
+}
+
+/// The verdict in words.
+#[must_use]
+pub fn verdict_words(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Agrees => "the key slice agrees",
+        Verdict::Disagrees => "the key slice does not support it",
+        Verdict::NotShown => "not on the key slice",
+    }
+}
+
+/// The report panel.
+pub fn report_ui(
+    ui: &mut egui::Ui,
+    prediction: &Prediction,
+    checks: &[AttributeCheck],
+) -> Option<ReportCommand> {
+    let mut command = None;
+    ui.label(RichText::new("Report").strong());
+    ui.horizontal_wrapped(|ui| {
+        for verdict in [Verdict::Agrees, Verdict::Disagrees, Verdict::NotShown] {
+            ui.label(
+                RichText::new(verdict_words(verdict))
+                    .small()
+                    .color(Color32::WHITE)
+                    .background_color(verdict_colour(verdict)),
+            );
+        }
+    });
+    egui::ScrollArea::vertical()
+        .max_height(220.0)
+        .id_salt("report-text")
+        .show(ui, |ui| {
+            ui.label(highlighted_report(ui, &prediction.report, checks));
+        });
+    // One row per finding: clicking it shows the evidence slice.
+    for organ in Organ::ALL {
+        let organ_checks: Vec<&AttributeCheck> =
+            checks.iter().filter(|check| check.organ == organ).collect();
+        if organ_checks.is_empty() {
+            continue;
+        }
+        let worst = organ_checks
+            .iter()
+            .map(|check| check.verdict)
+            .min_by_key(|verdict| match verdict {
+                Verdict::Disagrees => 0,
+                Verdict::NotShown => 1,
+                Verdict::Agrees => 2,
+            })
+            .unwrap_or(Verdict::NotShown);
+        let text = finding_summary(organ, &prediction.findings);
+        let button = egui::Button::new(RichText::new(text).color(Color32::WHITE))
+            .fill(verdict_colour(worst))
+            .small();
+        if ui
+            .add(button)
+            .on_hover_text("show the key slice this finding rests on")
+            .clicked()
+        {
+            command = Some(ReportCommand::JumpToKeySlice);
+        }
+    }
+    for warning in &prediction.warnings {
+        ui.colored_label(Color32::from_rgb(230, 180, 60), warning);
+    }
+    command
+}
+
+/// The report text with each checked span on its verdict colour.
+fn highlighted_report(ui: &egui::Ui, report: &str, checks: &[AttributeCheck]) -> LayoutJob {
+    let font = egui::FontId::monospace(11.0);
+    let plain = TextFormat {
+        font_id: font.clone(),
+        color: ui.visuals().text_color(),
+        ..TextFormat::default()
+    };
+    // A verdict per byte: organ statements first, then the lesion values inside them
+    // on top, so "hypoattenuating" keeps its own colour within its sentence.
+    let mut colours: Vec<Option<Verdict>> = vec![None; report.len()];
+    let presence_first = checks
+        .iter()
+        .filter(|check| check.attribute == Attribute::Presence)
+        .chain(
+            checks
+                .iter()
+                .filter(|check| check.attribute != Attribute::Presence),
+        );
+    for check in presence_first {
+        if let Some(span) = check.span {
+            let end = span.end.min(report.len());
+            for colour in colours.iter_mut().take(end).skip(span.start) {
+                *colour = Some(check.verdict);
+            }
+        }
+    }
+    let mut job = LayoutJob::default();
+    let mut start = 0;
+    while start < report.len() {
+        let verdict = colours[start];
+        let mut end = start + 1;
+        while end < report.len() && (colours[end] == verdict || !report.is_char_boundary(end)) {
+            end += 1;
+        }
+        let format = match verdict {
+            Some(verdict) => TextFormat {
+                background: verdict_colour(verdict),
+                color: Color32::WHITE,
+                ..plain.clone()
+            },
+            None => plain.clone(),
+        };
+        job.append(&report[start..end], 0.0, format);
+        start = end;
+    }
+    job.wrap.max_width = ui.available_width();
+    job
+}
+
+/// "liver: tumor · 3.1×2.4 cm, hypoattenuating, segment 7".
+#[must_use]
+pub fn finding_summary(organ: Organ, findings: &Findings) -> String {
+    let entry = findings.organ(organ);
+    let presence = match entry.tumor {
+        TumorPresence::Yes => "tumor",
+        TumorPresence::No => "no tumor",
+        TumorPresence::Uncertain => "possible tumor",
+        TumorPresence::NotMentioned => "not mentioned",
+    };
+    let lesions: Vec<String> = entry.lesions.iter().map(lesion_summary).collect();
+    if lesions.is_empty() {
+        format!("{organ}: {presence}")
+    } else {
+        format!("{organ}: {presence} · {}", lesions.join("; "))
+    }
+}
+
+/// "3.1×2.4 cm, hypoattenuating, segment 7".
+#[must_use]
+pub fn lesion_summary(lesion: &Lesion) -> String {
+    let mut parts = Vec::new();
+    if let Some(size) = lesion.size {
+        parts.push(match size.short_cm {
+            Some(short) => format!("{:.1}×{short:.1} cm", size.long_cm),
+            None => format!("{:.1} cm", size.long_cm),
+        });
+    }
+    if let Some(attenuation) = lesion.attenuation {
+        parts.push(attenuation.word().to_string());
+    }
+    if let Some(location) = &lesion.location {
+        parts.push(location_words(location));
+    }
+    if parts.is_empty() {
+        "lesion".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// "segment 7/8", "pancreatic head", "upper pole".
+#[must_use]
+pub fn location_words(location: &Location) -> String {
+    match location {
+        Location::LiverSegments(segments) => {
+            let list: Vec<String> = segments.iter().map(ToString::to_string).collect();
+            if list.len() == 1 {
+                format!("segment {}", list[0])
+            } else {
+                format!("segments {}", list.join("/"))
+            }
+        }
+        Location::Pancreas(part) => format!("{part:?}").to_lowercase(),
+        Location::Kidney(pole) => format!("{} pole", format!("{pole:?}").to_lowercase()),
+    }
+}
+
+/// The evidence panel: key slice thumbnail (with the pixel step it was made with) and the
+/// model's box, the local description and the consistency with its reasons.
+pub fn evidence_ui(
+    ui: &mut egui::Ui,
+    prediction: &Prediction,
+    checks: &[AttributeCheck],
+    thumbnail: Option<(&egui::TextureHandle, usize)>,
+) -> Option<ReportCommand> {
+    let mut command = None;
+    ui.label(RichText::new("Evidence").strong());
+    if let Some(key) = &prediction.key_slice {
+        ui.horizontal(|ui| {
+            ui.label(format!("key slice {} (z {:.1} mm)", key.index, key.z_mm));
+            if ui.small_button("go (K)").clicked() {
+                command = Some(ReportCommand::JumpToKeySlice);
+            }
+        });
+        if let Some((texture, stride)) = thumbnail {
+            let size = texture.size_vec2();
+            let scale = (200.0 / size.x.max(size.y)).min(2.0);
+            let response =
+                ui.add(egui::Image::new((texture.id(), size * scale)).sense(egui::Sense::click()));
+            if let Some(slice_box) = &prediction.slice_box {
+                let [c0, r0, c1, r1] = slice_box.voxels.map(|v| v as f32);
+                // Box corners are slice voxels; the texture keeps every `stride`-th one.
+                let per_voxel = response.rect.size() / size / stride as f32;
+                let rect = egui::Rect::from_min_max(
+                    response.rect.min + egui::vec2(c0, r0) * per_voxel,
+                    response.rect.min + egui::vec2(c1 + 1.0, r1 + 1.0) * per_voxel,
+                );
+                ui.painter().rect_stroke(
+                    rect,
+                    0.0,
+                    egui::Stroke::new(1.5, Color32::from_rgb(255, 210, 0)),
+                    egui::StrokeKind::Outside,
+                );
+            }
+            if response.on_hover_text("show this slice").clicked() {
+                command = Some(ReportCommand::JumpToKeySlice);
+            }
+        }
+    } else {
+        ui.weak("The model named no key slice: nothing to verify.");
+    }
+    if let Some(text) = &prediction.local_description {
+        ui.label(RichText::new("Verifier, key slice only:").strong());
+        ui.label(text.trim_end());
+    }
+    match &prediction.consistency {
+        Some(consistency) => {
+            ui.label(
+                RichText::new(format!("consistency {:.2}", consistency.score))
+                    .strong()
+                    .color(consistency_colour(consistency.score)),
+            );
+            let parts = [
+                ("organ", Some(consistency.organ)),
+                ("location", consistency.location),
+                ("attenuation", consistency.attenuation),
+                ("size", consistency.size),
+            ];
+            ui.horizontal_wrapped(|ui| {
+                for (name, value) in parts {
+                    match value {
+                        Some(value) => {
+                            ui.colored_label(
+                                consistency_colour(value),
+                                format!("{name} {value:.2}"),
+                            );
+                        }
+                        None => {
+                            ui.weak(format!("{name} –"));
+                        }
+                    }
+                }
+            });
+            for reason in reasons(checks) {
+                ui.small(reason);
+            }
+        }
+        None => {
+            ui.weak("no consistency: nothing on a key slice to verify");
+        }
+    }
+    command
+}
+
+/// Why the consistency is what it is: one line per report value the key slice contradicts.
+#[must_use]
+pub fn reasons(checks: &[AttributeCheck]) -> Vec<String> {
+    let lines: Vec<String> = checks
+        .iter()
+        .filter(|check| check.verdict == Verdict::Disagrees)
+        .map(|check| match (check.attribute, check.lesion) {
+            (Attribute::Presence, _) => format!(
+                "• {}: the report's tumor statement is not what the key slice shows",
+                check.organ
+            ),
+            (attribute, Some(index)) => format!(
+                "• {} lesion {}: the {} differs on the key slice",
+                check.organ,
+                index + 1,
+                attribute.name()
+            ),
+            (attribute, None) => format!("• {}: the {} differs", check.organ, attribute.name()),
+        })
+        .collect();
+    if lines.is_empty() && !checks.is_empty() {
+        vec!["Nothing the key slice shows contradicts the report.".to_string()]
+    } else {
+        lines
+    }
+}
+
+/// Thumbnails keep every `stride`-th pixel so the longer side is at most this many.
+const THUMBNAIL_PIXELS: usize = 256;
+
+/// The key slice as a grey thumbnail in the soft-tissue window (400/40 HU), every
+/// `stride`-th pixel, with the stride returned so boxes can be scaled; rows top to bottom
+/// as stored (anterior up for the usual LPS orientation).
+#[must_use]
+pub fn thumbnail_image(slice: &KeySliceImage) -> (egui::ColorImage, usize) {
+    let [columns, rows] = slice.dims;
+    let stride = columns.max(rows).div_ceil(THUMBNAIL_PIXELS).max(1);
+    let (width, height) = (columns.div_ceil(stride), rows.div_ceil(stride));
+    let mut pixels = Vec::with_capacity(width * height);
+    for row in (0..rows).step_by(stride) {
+        for column in (0..columns).step_by(stride) {
+            let hu = slice
+                .hu
+                .get(row * columns + column)
+                .copied()
+                .unwrap_or(-1000.0);
+            let grey = ((hu - (40.0 - 200.0)) / 400.0).clamp(0.0, 1.0);
+            pixels.push(Color32::from_gray((grey * 255.0).round() as u8));
+        }
+    }
+    (egui::ColorImage::new([width, height], pixels), stride)
+}

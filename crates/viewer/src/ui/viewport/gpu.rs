@@ -1,0 +1,109 @@
+//! GPU glue: the study's textures and pipeline kept in egui's callback resources
+//! ([`ViewerGpu`], built once per study), and the per-frame paint callback of one plane.
+
+use super::state::plane_index;
+use crate::render::view::{Plane, SliceView};
+use crate::render::{
+    SliceRenderer, ViewGeometry, ViewResources, ViewUniforms, VolumeTextures, upload_volume,
+};
+use keyslice_core::volume::{LabelVolume, Volume};
+
+/// GPU state of the open study, stored in `egui_wgpu`'s callback resources.
+pub struct ViewerGpu {
+    pub(super) renderer: SliceRenderer,
+    /// The uploaded textures (and their notices).
+    pub textures: VolumeTextures,
+    pub(super) views: [ViewResources; 3],
+}
+
+impl ViewerGpu {
+    /// Uploads `volume` and builds the pipeline for `render_state`'s target, replacing any
+    /// previous study. Returns the notices the user should see (downsampling and the like).
+    #[must_use = "the notices tell the user the volume was downsampled or rounded"]
+    pub fn install(
+        render_state: &egui_wgpu::RenderState,
+        volume: &Volume,
+        labels: Option<&LabelVolume>,
+    ) -> Vec<String> {
+        let renderer = SliceRenderer::new(&render_state.device, render_state.target_format);
+        let textures = upload_volume(&render_state.device, &render_state.queue, volume, labels);
+        let views = [0, 1, 2].map(|_| renderer.create_view(&render_state.device, &textures));
+        let notices = textures.notices.clone();
+        render_state
+            .renderer
+            .write()
+            .callback_resources
+            .insert(Self {
+                renderer,
+                textures,
+                views,
+            });
+        notices
+    }
+
+    /// Replaces the mask overlay of the installed study (masks that finish loading after the
+    /// volume is on screen). Does nothing when no study is installed.
+    pub fn set_labels(
+        render_state: &egui_wgpu::RenderState,
+        dims: [usize; 3],
+        labels: Option<&LabelVolume>,
+    ) {
+        let mut renderer = render_state.renderer.write();
+        let Some(gpu) = renderer.callback_resources.get_mut::<Self>() else {
+            return;
+        };
+        crate::render::upload_labels(
+            &render_state.device,
+            &render_state.queue,
+            &mut gpu.textures,
+            dims,
+            labels,
+        );
+        gpu.views = [0, 1, 2].map(|_| {
+            gpu.renderer
+                .create_view(&render_state.device, &gpu.textures)
+        });
+    }
+}
+
+/// One frame's draw of one plane: its view and geometry, turned into uniforms against the
+/// uploaded texture (which may be downsampled) in `prepare`.
+pub(super) struct SlicePaint {
+    pub(super) plane: Plane,
+    pub(super) view: SliceView,
+    pub(super) geometry: ViewGeometry,
+}
+
+impl egui_wgpu::CallbackTrait for SlicePaint {
+    fn prepare(
+        &self,
+        _device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        _screen: &egui_wgpu::ScreenDescriptor,
+        _encoder: &mut wgpu::CommandEncoder,
+        resources: &mut egui_wgpu::CallbackResources,
+    ) -> Vec<wgpu::CommandBuffer> {
+        if let Some(gpu) = resources.get::<ViewerGpu>() {
+            let uniforms = ViewUniforms::for_texture(
+                &self.view,
+                &self.geometry,
+                gpu.textures.step,
+                gpu.textures.texture_dims,
+            );
+            SliceRenderer::prepare(queue, &gpu.views[plane_index(self.plane)], &uniforms);
+        }
+        Vec::new()
+    }
+
+    fn paint(
+        &self,
+        _info: egui::PaintCallbackInfo,
+        pass: &mut wgpu::RenderPass<'static>,
+        resources: &egui_wgpu::CallbackResources,
+    ) {
+        if let Some(gpu) = resources.get::<ViewerGpu>() {
+            gpu.renderer
+                .paint(pass, &gpu.views[plane_index(self.plane)]);
+        }
+    }
+}

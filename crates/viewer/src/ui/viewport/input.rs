@@ -1,0 +1,156 @@
+//! Pointer and keyboard input of the planes turned into [`ViewerCommand`]s, following PACS
+//! habits (see the module above).
+
+use egui::{Key, PointerButton, Rect};
+
+use super::state::{Viewer, ViewerCommand, plane_index};
+use crate::render::ViewGeometry;
+use crate::render::view::Plane;
+use keyslice_core::volume::Volume;
+
+impl Viewer {
+    /// Hover read-out, wheel, clicks and drags over a plane.
+    #[allow(clippy::too_many_arguments)] // one plane's full context; splitting it hides the flow
+    pub(super) fn pointer_input(
+        &mut self,
+        ui: &egui::Ui,
+        volume: &Volume,
+        plane: Plane,
+        rect: Rect,
+        geometry: &ViewGeometry,
+        response: &egui::Response,
+        commands: &mut Vec<ViewerCommand>,
+    ) {
+        let index = plane_index(plane);
+        let spacing = geometry.spacing_mm;
+        if let Some(pos) = response.hover_pos() {
+            self.active = plane;
+            let voxel = self.voxel_at(plane, rect, pos, spacing).map(f64::round);
+            if (0..3).all(|axis| voxel[axis] >= 0.0 && voxel[axis] < self.dims[axis] as f64) {
+                let voxel = voxel.map(|value| value as usize);
+                if let Some(value) = volume.value(voxel) {
+                    self.hover = Some((plane, voxel, value));
+                }
+            }
+            let (lines, zoom_lines) = ui.input(|input| wheel_lines(&input.events));
+            if zoom_lines != 0.0 {
+                commands.push(ViewerCommand::Zoom {
+                    plane,
+                    factor: 1.2f64.powf(f64::from(zoom_lines)),
+                });
+            }
+            // One wheel notch is one slice; touchpad pixels add up until they make one.
+            self.wheel_remainder += lines;
+            let slices = self.wheel_remainder.trunc();
+            if slices != 0.0 {
+                self.wheel_remainder -= slices;
+                commands.push(ViewerCommand::Scroll {
+                    plane,
+                    slices: f64::from(slices),
+                });
+            }
+        }
+        if response.double_clicked() {
+            commands.push(ViewerCommand::ToggleEnlarge(plane));
+        } else if response.clicked_by(PointerButton::Primary)
+            && let Some(pos) = response.interact_pointer_pos()
+        {
+            let voxel = self.voxel_at(plane, rect, pos, spacing);
+            commands.push(if self.ruler {
+                ViewerCommand::RulerPoint { plane, voxel }
+            } else {
+                ViewerCommand::SetCrosshair(voxel)
+            });
+        }
+        if response.dragged_by(PointerButton::Secondary) {
+            let delta = response.drag_delta();
+            commands.push(ViewerCommand::AdjustWindow {
+                width_hu: f64::from(delta.x) * 4.0,
+                level_hu: f64::from(-delta.y) * 2.0,
+            });
+        }
+        if response.dragged_by(PointerButton::Middle) {
+            let delta = response.drag_delta();
+            let mm_per_pixel = self.views[index].mm_per_pixel(
+                self.axes[index],
+                self.dims,
+                spacing,
+                geometry.viewport_px,
+            );
+            commands.push(ViewerCommand::Pan {
+                plane,
+                mm: [
+                    f64::from(delta.x) * mm_per_pixel,
+                    f64::from(delta.y) * mm_per_pixel,
+                ],
+            });
+        }
+    }
+
+    pub(super) fn keyboard(&self, ui: &egui::Ui, commands: &mut Vec<ViewerCommand>) {
+        // Letters and digits typed into a text field (a note, a size) are text, not
+        // shortcuts: "3.1 x 2.4" must not switch to the lung window.
+        if ui.ctx().egui_wants_keyboard_input() {
+            return;
+        }
+        let plane = self.active;
+        ui.input(|input| {
+            let keys = [Key::Num1, Key::Num2, Key::Num3, Key::Num4, Key::Num5];
+            for (index, key) in keys.iter().enumerate() {
+                if input.key_pressed(*key) {
+                    commands.push(ViewerCommand::Preset(index));
+                }
+            }
+            let steps = [
+                (Key::ArrowUp, 1.0),
+                (Key::ArrowDown, -1.0),
+                (Key::PageUp, 10.0),
+                (Key::PageDown, -10.0),
+            ];
+            for (key, slices) in steps {
+                if input.key_pressed(key) {
+                    commands.push(ViewerCommand::Scroll { plane, slices });
+                }
+            }
+            if input.key_pressed(Key::R) {
+                commands.push(ViewerCommand::Reset);
+            }
+            if input.key_pressed(Key::M) {
+                commands.push(ViewerCommand::ToggleRuler);
+            }
+            if input.key_pressed(Key::K) {
+                commands.push(ViewerCommand::JumpToKeySlice);
+            }
+        });
+    }
+}
+
+/// Wheel movement this frame in lines (one notch of a mouse wheel): `(scroll, zoom)`, zoom
+/// being the part with Ctrl/Cmd held. Read from the raw events, not egui's smoothed delta,
+/// which spreads one notch over several frames; touchpad points count 40 to a line.
+pub(super) fn wheel_lines(events: &[egui::Event]) -> (f32, f32) {
+    let mut scroll = 0.0;
+    let mut zoom = 0.0;
+    for event in events {
+        if let egui::Event::MouseWheel {
+            unit,
+            delta,
+            modifiers,
+            ..
+        } = event
+        {
+            tracing::trace!(?unit, ?delta, "wheel");
+            let lines = match unit {
+                egui::MouseWheelUnit::Line => delta.y,
+                egui::MouseWheelUnit::Point => delta.y / 40.0,
+                egui::MouseWheelUnit::Page => delta.y * 10.0,
+            };
+            if modifiers.command {
+                zoom += lines;
+            } else {
+                scroll += lines;
+            }
+        }
+    }
+    (scroll, zoom)
+}

@@ -1,0 +1,214 @@
+//! The worklist panel: a workspace's cases with review status, the model's consistency and
+//! the reviewer; by default lowest consistency first, so likely hallucinations are triaged
+//! first, and sortable by case or status and filtered by status (the choice is kept for the
+//! session). The open case is highlighted. Returns what the user asked for: open a case
+//! (clicked, or the next / previous one in the order shown), accept or flag the open one.
+
+use std::path::Path;
+
+use crate::ui::analysis::consistency_colour;
+use keyslice_review::ReviewStatus;
+use keyslice_review::workspace::{WorklistEntry, triage_order};
+
+/// What the user asked for in the worklist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorklistCommand {
+    /// Open this case.
+    Open(String),
+    /// Set the open case's status (accept: done; flag: flagged).
+    SetStatus(ReviewStatus),
+}
+
+/// How the list is ordered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Order {
+    /// Cases without grounded evidence first (with the reason on hover), then lowest
+    /// consistency first.
+    #[default]
+    Consistency,
+    /// By case id.
+    Case,
+    /// New, in review, flagged, done.
+    Status,
+}
+
+fn status_rank(status: ReviewStatus) -> u8 {
+    match status {
+        ReviewStatus::New => 0,
+        ReviewStatus::InReview => 1,
+        ReviewStatus::Flagged => 2,
+        ReviewStatus::Done => 3,
+    }
+}
+
+/// The entries shown, in the order shown.
+fn visible(
+    worklist: &[WorklistEntry],
+    order: Order,
+    only: Option<ReviewStatus>,
+) -> Vec<&WorklistEntry> {
+    let mut shown: Vec<&WorklistEntry> = worklist
+        .iter()
+        .filter(|entry| only.is_none_or(|status| entry.status == status))
+        .collect();
+    match order {
+        Order::Consistency => {
+            shown.sort_by(|a, b| triage_order(a, b).then_with(|| a.case_id.cmp(&b.case_id)));
+        }
+        Order::Case => shown.sort_by(|a, b| a.case_id.cmp(&b.case_id)),
+        Order::Status => shown.sort_by(|a, b| {
+            status_rank(a.status)
+                .cmp(&status_rank(b.status))
+                .then_with(|| a.case_id.cmp(&b.case_id))
+        }),
+    }
+    shown
+}
+
+/// Draws the worklist.
+pub fn worklist_ui(
+    ui: &mut egui::Ui,
+    root: &Path,
+    worklist: &[WorklistEntry],
+    open_case: Option<&str>,
+) -> Option<WorklistCommand> {
+    let mut command = None;
+    ui.heading("Worklist");
+    ui.small(root.display().to_string());
+    let (order, only) = order_and_filter_ui(ui);
+    let shown = visible(worklist, order, only);
+    let done = worklist
+        .iter()
+        .filter(|entry| entry.status == ReviewStatus::Done)
+        .count();
+    ui.small(format!(
+        "{} of {} shown · {done} done",
+        shown.len(),
+        worklist.len()
+    ));
+    egui::Grid::new("keyslice-worklist")
+        .num_columns(3)
+        .striped(true)
+        .show(ui, |ui| {
+            ui.weak("case");
+            ui.weak("status");
+            ui.weak("consistency");
+            ui.end_row();
+            for entry in &shown {
+                let open = open_case == Some(entry.case_id.as_str());
+                if ui.selectable_label(open, &entry.case_id).clicked() && !open {
+                    command = Some(WorklistCommand::Open(entry.case_id.clone()));
+                }
+                let status = ui.label(entry.status.label());
+                if let Some(reviewer) = &entry.reviewer {
+                    status.on_hover_text(format!("last changed by {reviewer}"));
+                }
+                match (&entry.attention, entry.consistency) {
+                    (Some(reason), consistency) => {
+                        let text = consistency.map_or_else(
+                            || "check".to_string(),
+                            |value| format!("check {value:.2}"),
+                        );
+                        ui.colored_label(egui::Color32::from_rgb(230, 150, 40), text)
+                            .on_hover_text(reason);
+                    }
+                    (None, Some(value)) => {
+                        ui.colored_label(consistency_colour(value), format!("{value:.2}"));
+                    }
+                    (None, None) => {
+                        ui.weak("–");
+                    }
+                }
+                ui.end_row();
+            }
+        });
+    let position = open_case.and_then(|open| shown.iter().position(|e| e.case_id == open));
+    let step = |forward: bool| {
+        let target = match (position, forward) {
+            (Some(p), true) => shown.get(p + 1),
+            (Some(p), false) => p.checked_sub(1).and_then(|p| shown.get(p)),
+            // The open case is filtered out: start from the top.
+            (None, _) => shown.first(),
+        };
+        target.map(|entry| WorklistCommand::Open(entry.case_id.clone()))
+    };
+    if open_case.is_some() {
+        ui.horizontal(|ui| {
+            if ui.button("Accept (Ctrl+Enter)").clicked() {
+                command = Some(WorklistCommand::SetStatus(ReviewStatus::Done));
+            }
+            if ui.button("Flag (F)").clicked() {
+                command = Some(WorklistCommand::SetStatus(ReviewStatus::Flagged));
+            }
+        });
+        ui.horizontal(|ui| {
+            if ui.small_button("previous (P)").clicked() {
+                command = step(false);
+            }
+            if ui.small_button("next (N)").clicked() {
+                command = step(true);
+            }
+        });
+    }
+    let typing = ui.ctx().egui_wants_keyboard_input();
+    if !typing && open_case.is_some() {
+        // The modifiers are those of the key event itself: a quick Ctrl+Enter has released
+        // Ctrl again by the time the frame runs.
+        use egui::{Key, Modifiers};
+        ui.input_mut(|input| {
+            if input.consume_key(Modifiers::COMMAND, Key::Enter) {
+                command = Some(WorklistCommand::SetStatus(ReviewStatus::Done));
+            } else if input.consume_key(Modifiers::NONE, Key::F) {
+                command = Some(WorklistCommand::SetStatus(ReviewStatus::Flagged));
+            } else if input.consume_key(Modifiers::NONE, Key::N) {
+                command = step(true);
+            } else if input.consume_key(Modifiers::NONE, Key::P) {
+                command = step(false);
+            }
+        });
+    }
+    command
+}
+
+/// The order and status filter, kept in egui's memory for the session.
+fn order_and_filter_ui(ui: &mut egui::Ui) -> (Order, Option<ReviewStatus>) {
+    let order_id = egui::Id::unique("keyslice-worklist-order");
+    let filter_id = egui::Id::unique("keyslice-worklist-filter");
+    let mut order: Order = ui.data(|data| data.get_temp(order_id)).unwrap_or_default();
+    let mut only: Option<ReviewStatus> = ui.data(|data| data.get_temp(filter_id)).flatten();
+    ui.horizontal(|ui| {
+        egui::ComboBox::from_id_salt("worklist-order")
+            .selected_text(match order {
+                Order::Consistency => "needs a look first",
+                Order::Case => "by case",
+                Order::Status => "by status",
+            })
+            .show_ui(ui, |ui| {
+                ui.selectable_value(&mut order, Order::Consistency, "needs a look first");
+                ui.selectable_value(&mut order, Order::Case, "by case");
+                ui.selectable_value(&mut order, Order::Status, "by status");
+            })
+            .response
+            .accessible_name("worklist order");
+        egui::ComboBox::from_id_salt("worklist-filter")
+            .selected_text(only.map_or("all", ReviewStatus::label))
+            .show_ui(ui, |ui| {
+                ui.selectable_value(&mut only, None, "all");
+                for status in [
+                    ReviewStatus::New,
+                    ReviewStatus::InReview,
+                    ReviewStatus::Flagged,
+                    ReviewStatus::Done,
+                ] {
+                    ui.selectable_value(&mut only, Some(status), status.label());
+                }
+            })
+            .response
+            .accessible_name("show cases with status");
+    });
+    ui.data_mut(|data| {
+        data.insert_temp(order_id, order);
+        data.insert_temp(filter_id, only);
+    });
+    (order, only)
+}
