@@ -236,7 +236,7 @@ fn the_model_grid_keeps_millimetres_and_maps_back_to_ct_slices() {
     let (volume, mask) = bright_block(
         [100, 80, 40],
         [2.0, 2.0, 2.5],
-        [45..55, 35..45, 20..24],
+        &[45..55, 35..45, 20..24],
         500,
         "block",
     );

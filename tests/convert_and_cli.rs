@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Output;
 
@@ -277,10 +278,12 @@ fn the_command_reference_is_the_help_text() {
          each command with examples.\n",
     );
     for (line, help) in &pages {
-        reference.push_str(&format!(
-            "\n## `{line}`\n\n```text\n{}\n```\n",
+        writeln!(
+            reference,
+            "\n## `{line}`\n\n```text\n{}\n```",
             help.trim_end()
-        ));
+        )
+        .expect("a String takes any text");
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/cli.md");
     if std::env::var_os("UPDATE_DOCS").is_some() {

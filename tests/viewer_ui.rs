@@ -222,7 +222,7 @@ fn marker_cube() -> (Volume, keyslice::volume::LabelVolume) {
     bright_block(
         [40, 40, 40],
         [1.0; 3],
-        [27..33, 7..13, 17..23],
+        &[27..33, 7..13, 17..23],
         1000,
         "liver_lesion",
     )

@@ -249,7 +249,7 @@ pub fn write_lesion_case(case: &Path) -> ([usize; 3], keyslice::volume::Affine) 
 pub fn bright_block(
     dims: [usize; 3],
     spacing_mm: [f64; 3],
-    block: [std::ops::Range<usize>; 3],
+    block: &[std::ops::Range<usize>; 3],
     hu: i16,
     name: &str,
 ) -> (keyslice::volume::Volume, keyslice::volume::LabelVolume) {
@@ -294,7 +294,11 @@ pub fn score_predictions(
     truth: &Path,
 ) -> serde_json::Value {
     let pred = folder.join("pred.jsonl");
-    let lines: String = records.iter().map(|record| format!("{record}\n")).collect();
+    let mut lines = String::new();
+    for record in records {
+        lines.push_str(&record.to_string());
+        lines.push('\n');
+    }
     std::fs::write(&pred, lines).expect("predictions written");
     let scored = keyslice(&[
         "score",

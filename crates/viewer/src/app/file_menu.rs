@@ -51,20 +51,17 @@ impl FileMenu {
                 // Nobody cancels a dialog within half a second: no dialog service answered.
                 let too_quick = dialog.elapsed() < Duration::from_millis(500);
                 self.dialog = None;
-                match choice {
-                    Some(path) => Some(FileCommand::Open(Source::Path(path))),
-                    None => {
-                        if too_quick {
-                            notices.push(
-                                "no file dialog is available here (xdg-desktop-portal is not \
-                                 running): type the path under File > Open a path, or drop the \
-                                 file on the window"
-                                    .into(),
-                            );
-                        }
-                        None
-                    }
+                if let Some(path) = choice {
+                    return Some(FileCommand::Open(Source::Path(path)));
                 }
+                if too_quick {
+                    notices.push(
+                        "no file dialog is available here (xdg-desktop-portal is not running): \
+                         type the path under File > Open a path, or drop the file on the window"
+                            .into(),
+                    );
+                }
+                None
             }
         }
     }

@@ -50,6 +50,7 @@ impl<T> Job<T> {
     }
 
     /// The next message, if one has arrived; never blocks.
+    #[must_use]
     pub fn poll(&self) -> Polled<T> {
         match self.receiver.try_recv() {
             Ok(message) => Polled::Message(message),

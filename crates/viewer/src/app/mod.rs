@@ -200,12 +200,10 @@ impl eframe::App for KeysliceApp {
         }
         match analysis_command {
             Some(AnalysisCommand::Run) if !self.analysis.running() => self.start_analysis(&ctx),
-            Some(AnalysisCommand::Cancel) => {
-                if self.analysis.cancel() {
-                    self.notices
-                        .push("analysis cancelled; the case is as it was".into());
-                    tracing::info!("analysis cancelled");
-                }
+            Some(AnalysisCommand::Cancel) if self.analysis.cancel() => {
+                self.notices
+                    .push("analysis cancelled; the case is as it was".into());
+                tracing::info!("analysis cancelled");
             }
             _ => {}
         }

@@ -87,6 +87,7 @@ pub enum LoadEvent {
 
 /// Starts loading `source` on a worker thread; each event wakes the window. The CT is sent as soon as it is read, masks follow, so the first
 /// slices never wait for a dozen segmentation files.
+#[must_use]
 pub fn load_in_background(ctx: &egui::Context, source: Source) -> Job<LoadEvent> {
     Job::spawn(ctx, move |send| {
         let mut send = |event| send(event);
@@ -364,6 +365,7 @@ pub enum Pick {
 /// Shows the native file or folder dialog (xdg-desktop-portal on Linux) without blocking the
 /// window: the choice arrives as the job's message, `None` when cancelled or when no
 /// dialog service is available (the path field in the File menu works without one).
+#[must_use]
 pub fn pick_in_background(
     pick: Pick,
     start_in: Option<PathBuf>,
