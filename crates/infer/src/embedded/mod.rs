@@ -7,13 +7,12 @@
 //! and marks organs and lesions per pixel; [`decode`] turns that into findings, a report (the
 //! project's report writer), the key slice and a box. The **verifier** sees only a crop of the
 //! key slice around the box and describes what is visible there, through the same decoding,
-//! as a local description. From version 2 a third network, the **finder** ([`finder`]),
-//! decides which organs show a tumor and where: for every organ and slab an organ mask
-//! covers, it answers "tumor here?" on a finer grid, and the decoding grows the lesion from
-//! the cell that decided (the diagnoser's lesion masks are then unused). From version 3 a
-//! fourth, the **organ network** ([`organs`]), draws those organ masks on the finer grid
-//! (before, they were the diagnoser's). It is honest about what it is: trained only on
-//! synthetic phantoms, not for clinical use (see `MODEL_CARD.md`).
+//! as a local description. A third network, the **finder** ([`finder`]), decides which
+//! organs show a tumor and where: for every organ and slab an organ mask covers, it answers
+//! "tumor here?" on a finer grid, and the decoding grows the lesion from the cell that
+//! decided. A fourth, the **organ network** ([`organs`]), draws those organ masks on the
+//! finer grid. It is honest about what it is: trained only on synthetic phantoms, not for
+//! clinical use (see `MODEL_CARD.md`).
 
 mod adapters;
 mod anatomy;
