@@ -15,7 +15,11 @@ def fail(message):
 
 def run(command):
     """Run `command` (a list), return its standard output; stop with its stderr when it fails."""
-    result = subprocess.run(command, capture_output=True, text=True)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True)
+    except OSError as error:
+        fail(f"{command[0]}: {error.strerror}; build it with `cargo build --release` or pass "
+             "--keyslice PATH")
     if result.returncode != 0:
         shown = " ".join(map(str, command[:6])) + (" …" if len(command) > 6 else "")
         sys.exit(f"{shown} failed:\n{result.stderr}")
