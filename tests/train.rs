@@ -41,14 +41,12 @@ fn analyse(ct: &Path, model: &Path) -> serde_json::Value {
     serde_json::from_str(text(&analysed.stdout).trim()).expect("one JSON line")
 }
 
-/// `keyslice train` for three small steps on `data` with `config`, into `out`.
-fn train(data: &Path, out: &Path, config: &Path) -> std::process::Output {
-    keyslice(&[
+/// `keyslice train` for three small steps on `data` with `config`; `--out DIR` goes on.
+fn train_args<'a>(data: &'a Path, config: &'a Path) -> Vec<&'a str> {
+    vec![
         "train",
         "--data",
         path_str(data),
-        "--out",
-        path_str(out),
         "--steps",
         "3",
         "--batch",
@@ -59,7 +57,14 @@ fn train(data: &Path, out: &Path, config: &Path) -> std::process::Output {
         "test",
         "--config",
         path_str(config),
-    ])
+    ]
+}
+
+/// [`train_args`] into `out`.
+fn train(data: &Path, out: &Path, config: &Path) -> std::process::Output {
+    let mut args = train_args(data, config);
+    args.extend(["--out", path_str(out)]);
+    keyslice(&args)
 }
 
 #[test]
@@ -84,21 +89,7 @@ fn training_is_reproducible_and_its_checkpoint_analyses() {
     let first = train_twice(
         folder.path(),
         "supervised",
-        &[
-            "train",
-            "--data",
-            path_str(&data),
-            "--steps",
-            "3",
-            "--batch",
-            "2",
-            "--seed",
-            "5",
-            "--version",
-            "test",
-            "--config",
-            path_str(&config),
-        ],
+        &train_args(&data, &config),
         &["step 3/3"],
     );
     let written: serde_json::Value = serde_json::from_str(
