@@ -1,0 +1,168 @@
+//! A DICOMweb client: the server and its credentials ([`Server`]), `dicomweb+http://` URLs
+//! ([`DicomWebUrl`]), QIDO-RS search ([`qido`]), WADO-RS retrieve into a cache
+//! ([`retrieve`]), STOW-RS store ([`stow`]) and the multipart bodies they exchange
+//! ([`multipart`]).
+//!
+//! Every request goes through [`Server::get`] / [`Server::post`]: a timeout, retries with
+//! back-off where a retry helps (a dropped connection, HTTP 429/500/502/503/504), and an
+//! error that names the server (without credentials) and what was asked.
+
+pub mod http;
+pub mod multipart;
+pub mod qido;
+pub mod retrieve;
+pub mod stow;
+mod url;
+
+pub use http::Server;
+pub use url::{Auth, DicomWebUrl, Target};
+
+/// What went wrong talking to a PACS.
+#[derive(Debug, thiserror::Error)]
+pub enum PacsError {
+    /// The URL cannot be used.
+    #[error("not a DICOMweb URL: {url}: {reason}")]
+    Url {
+        /// The URL as given (credentials removed).
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Nothing answered, or the connection broke and retries did not help.
+    #[error("cannot reach the PACS at {server}: {detail}")]
+    Unreachable {
+        /// The server (without credentials).
+        server: String,
+        /// What happened.
+        detail: String,
+    },
+    /// The server refused the credentials.
+    #[error("the PACS at {server} refused the request for {what} (HTTP {status}): {detail}")]
+    Refused {
+        /// The server.
+        server: String,
+        /// What was asked.
+        what: String,
+        /// 401 or 403.
+        status: u16,
+        /// The server's words.
+        detail: String,
+    },
+    /// The study, series or instance is not on the server.
+    #[error("{what} is not on the PACS at {server} (HTTP 404)")]
+    NotFound {
+        /// The server.
+        server: String,
+        /// What was asked.
+        what: String,
+    },
+    /// The server failed.
+    #[error("the PACS at {server} failed on {what} (HTTP {status}){detail}")]
+    Server {
+        /// The server.
+        server: String,
+        /// What was asked.
+        what: String,
+        /// The HTTP status.
+        status: u16,
+        /// The server's words, when it gave any (with a leading `: `).
+        detail: String,
+    },
+    /// The answer is not what DICOMweb says it should be (a truncated multipart body,
+    /// JSON that is not a QIDO answer).
+    #[error("the PACS at {server} sent a broken answer to {what}: {detail}")]
+    Answer {
+        /// The server.
+        server: String,
+        /// What was asked.
+        what: String,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The study has no CT series to open.
+    #[error("study {study} on the PACS at {server} has no CT series (it holds: {modalities})")]
+    NoCt {
+        /// The server.
+        server: String,
+        /// Study Instance UID.
+        study: String,
+        /// The modalities it has.
+        modalities: String,
+    },
+    /// The local cache could not be written.
+    #[error("cannot write the DICOMweb cache: {source} ({})", path.display())]
+    Cache {
+        /// The file or folder.
+        path: std::path::PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A DICOM object could not be written or read.
+    #[error("{0}")]
+    Dicom(String),
+}
+
+impl PacsError {
+    /// One sentence on what to do.
+    #[must_use]
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Self::Url { .. } => {
+                "write it as dicomweb+http://HOST:PORT/ROOT/studies/STUDY_UID, or dicomweb+https://HOST/ROOT?PatientID=…&StudyDate=…&ModalitiesInStudy=CT for a query"
+            }
+            Self::Unreachable { .. } => {
+                "check the address and port, that the PACS is running and that this machine may reach it (a proxy or firewall); then run the command again: what was retrieved is kept"
+            }
+            Self::Refused { .. } => {
+                "set KEYSLICE_DICOMWEB_TOKEN (bearer token) or KEYSLICE_DICOMWEB_USER and KEYSLICE_DICOMWEB_PASSWORD (basic authentication) to an account the PACS accepts"
+            }
+            Self::NotFound { .. } => {
+                "check the Study Instance UID (keyslice pacs query lists the studies) and the DICOMweb root of the URL (Orthanc: /dicom-web)"
+            }
+            Self::Server { .. } | Self::Answer { .. } => {
+                "the PACS failed; run the command again (what was retrieved is kept), and if it persists ask its administrator to check the server's log"
+            }
+            Self::NoCt { .. } => "choose a study with a CT series; Keyslice reads CT only",
+            Self::Cache { .. } => {
+                "check that the cache folder is writable and the disk has room (--cache chooses another folder)"
+            }
+            Self::Dicom(_) => "the object named above is damaged or not a Keyslice result; retrieve it again",
+        }
+    }
+}
+
+/// A DICOM JSON attribute's first value as text (`"0020000D"` → the Study Instance UID).
+/// Person names give their alphabetic form.
+#[must_use]
+pub fn json_string(object: &serde_json::Value, tag: &str) -> Option<String> {
+    let value = object.get(tag)?.get("Value")?.get(0)?;
+    match value {
+        serde_json::Value::String(text) => Some(text.clone()),
+        serde_json::Value::Number(number) => Some(number.to_string()),
+        serde_json::Value::Object(name) => name
+            .get("Alphabetic")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string),
+        _ => None,
+    }
+}
+
+/// Every value of a DICOM JSON attribute as text (`ModalitiesInStudy`).
+#[must_use]
+pub fn json_strings(object: &serde_json::Value, tag: &str) -> Vec<String> {
+    object
+        .get(tag)
+        .and_then(|attribute| attribute.get("Value"))
+        .and_then(serde_json::Value::as_array)
+        .map(|values| {
+            values
+                .iter()
+                .filter_map(|value| match value {
+                    serde_json::Value::String(text) => Some(text.clone()),
+                    serde_json::Value::Number(number) => Some(number.to_string()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

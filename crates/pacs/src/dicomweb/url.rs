@@ -1,0 +1,349 @@
+//! `dicomweb+http(s)://` URLs: a server's DICOMweb root plus a study, a series or a query.
+//!
+//! ```text
+//! dicomweb+http://127.0.0.1:8042/dicom-web/studies/1.2.3              one study
+//! dicomweb+http://127.0.0.1:8042/dicom-web/studies/1.2.3/series/1.2.4 one series
+//! dicomweb+https://pacs.example.org/dicom-web?PatientID=P1&StudyDate=20240101-20241231
+//! dicomweb+http://127.0.0.1:8042/dicom-web?StudyInstanceUID=1.2.3     also one study
+//! ```
+//!
+//! Credentials come from `user:password@` in the URL or, better (they stay out of shell
+//! history), from `KEYSLICE_DICOMWEB_TOKEN` or `KEYSLICE_DICOMWEB_USER` /
+//! `KEYSLICE_DICOMWEB_PASSWORD`. They are never shown: [`DicomWebUrl::server`] is the URL
+//! without them.
+
+use super::PacsError;
+
+/// How to authenticate.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// No credentials.
+    None,
+    /// `Authorization: Bearer TOKEN`.
+    Bearer(String),
+    /// `Authorization: Basic …`.
+    Basic {
+        /// User name.
+        user: String,
+        /// Password.
+        password: String,
+    },
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Credentials never reach a log line, even a debug one.
+        f.write_str(match self {
+            Self::None => "Auth::None",
+            Self::Bearer(_) => "Auth::Bearer(…)",
+            Self::Basic { .. } => "Auth::Basic(…)",
+        })
+    }
+}
+
+impl Auth {
+    /// Credentials from the environment: `KEYSLICE_DICOMWEB_TOKEN`, else
+    /// `KEYSLICE_DICOMWEB_USER` with `KEYSLICE_DICOMWEB_PASSWORD`, else none.
+    #[must_use]
+    pub fn from_env() -> Self {
+        if let Ok(token) = std::env::var("KEYSLICE_DICOMWEB_TOKEN")
+            && !token.is_empty()
+        {
+            return Self::Bearer(token);
+        }
+        match std::env::var("KEYSLICE_DICOMWEB_USER") {
+            Ok(user) if !user.is_empty() => Self::Basic {
+                user,
+                password: std::env::var("KEYSLICE_DICOMWEB_PASSWORD").unwrap_or_default(),
+            },
+            _ => Self::None,
+        }
+    }
+
+    /// The `Authorization` header's value, if any.
+    #[must_use]
+    pub fn header(&self) -> Option<String> {
+        use base64::Engine as _;
+        match self {
+            Self::None => None,
+            Self::Bearer(token) => Some(format!("Bearer {token}")),
+            Self::Basic { user, password } => Some(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+            )),
+        }
+    }
+}
+
+/// What a URL names on the server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Every study (a URL with only the root).
+    AllStudies,
+    /// One study, optionally one series of it.
+    Study {
+        /// Study Instance UID.
+        study: String,
+        /// Series Instance UID.
+        series: Option<String>,
+    },
+    /// A QIDO-RS study query: attribute keyword or tag → value.
+    Query(Vec<(String, String)>),
+}
+
+/// A parsed `dicomweb+http(s)://` URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DicomWebUrl {
+    /// The DICOMweb root as an `http(s)://` URL, without credentials or trailing slash.
+    pub root: String,
+    /// What it names.
+    pub target: Target,
+    /// Credentials from the URL, else from the environment.
+    pub auth: Auth,
+}
+
+/// The URL scheme prefix that marks a DICOMweb URL.
+pub const SCHEME_PREFIX: &str = "dicomweb+";
+
+impl DicomWebUrl {
+    /// Whether `text` is meant as a DICOMweb URL (starts with `dicomweb+`).
+    #[must_use]
+    pub fn is_dicomweb(text: &str) -> bool {
+        text.starts_with(SCHEME_PREFIX)
+    }
+
+    /// Parses a `dicomweb+http(s)://` URL.
+    pub fn parse(text: &str) -> Result<Self, PacsError> {
+        let fail = |reason: &str| PacsError::Url {
+            url: redact(text),
+            reason: reason.to_string(),
+        };
+        let rest = text
+            .strip_prefix(SCHEME_PREFIX)
+            .ok_or_else(|| fail("it must start with dicomweb+http:// or dicomweb+https://"))?;
+        let (scheme, rest) = if let Some(rest) = rest.strip_prefix("http://") {
+            ("http", rest)
+        } else if let Some(rest) = rest.strip_prefix("https://") {
+            ("https", rest)
+        } else {
+            return Err(fail(
+                "it must start with dicomweb+http:// or dicomweb+https://",
+            ));
+        };
+        let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = location.split_once('/').unwrap_or((location, ""));
+        let (userinfo, host) = match authority.rsplit_once('@') {
+            Some((userinfo, host)) => (Some(userinfo), host),
+            None => (None, authority),
+        };
+        if host.is_empty() {
+            return Err(fail("it names no host"));
+        }
+        let auth = match userinfo {
+            Some(userinfo) => {
+                let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+                Auth::Basic {
+                    user: percent_decode(user),
+                    password: percent_decode(password),
+                }
+            }
+            None => Auth::from_env(),
+        };
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        let studies_at = segments.iter().position(|s| *s == "studies");
+        let root_segments = &segments[..studies_at.unwrap_or(segments.len())];
+        let mut root = format!("{scheme}://{host}");
+        for segment in root_segments {
+            root.push('/');
+            root.push_str(segment);
+        }
+        let mut target = match studies_at {
+            Some(at) => match &segments[at + 1..] {
+                [] => Target::AllStudies,
+                [study] => Target::Study {
+                    study: check_uid(study).map_err(|r| fail(&r))?,
+                    series: None,
+                },
+                [study, "series", series] => Target::Study {
+                    study: check_uid(study).map_err(|r| fail(&r))?,
+                    series: Some(check_uid(series).map_err(|r| fail(&r))?),
+                },
+                _ => {
+                    return Err(fail(
+                        "after /studies it may name only STUDY_UID or STUDY_UID/series/SERIES_UID",
+                    ));
+                }
+            },
+            None => Target::AllStudies,
+        };
+        let pairs: Vec<(String, String)> = query
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                (percent_decode(key), percent_decode(value))
+            })
+            .collect();
+        if !pairs.is_empty() {
+            if !matches!(target, Target::AllStudies) {
+                return Err(fail("a URL names either a study or a ?query, not both"));
+            }
+            target = match pairs.as_slice() {
+                [(key, value)] if key == "StudyInstanceUID" || key == "0020000D" => {
+                    Target::Study {
+                        study: check_uid(value).map_err(|r| fail(&r))?,
+                        series: None,
+                    }
+                }
+                _ => Target::Query(pairs),
+            };
+        }
+        Ok(Self { root, target, auth })
+    }
+
+    /// The server as shown to people: the root URL, never with credentials.
+    #[must_use]
+    pub fn server(&self) -> &str {
+        &self.root
+    }
+
+    /// The `dicomweb+` URL of one study on this server (credentials left out).
+    #[must_use]
+    pub fn study_url(&self, study: &str) -> String {
+        format!("{SCHEME_PREFIX}{}/studies/{study}", self.root)
+    }
+}
+
+/// `text` with any `user:password@` removed, for error messages.
+#[must_use]
+pub fn redact(text: &str) -> String {
+    let Some(scheme_end) = text.find("://") else {
+        return text.to_string();
+    };
+    let after = &text[scheme_end + 3..];
+    let authority_end = after.find(['/', '?']).unwrap_or(after.len());
+    match after[..authority_end].rfind('@') {
+        Some(at) => format!("{}://{}", &text[..scheme_end], &after[at + 1..]),
+        None => text.to_string(),
+    }
+}
+
+fn check_uid(text: &str) -> Result<String, String> {
+    let uid = percent_decode(text);
+    if uid.is_empty()
+        || uid.len() > 64
+        || !uid.chars().all(|c| c.is_ascii_digit() || c == '.')
+        || uid.starts_with('.')
+        || uid.ends_with('.')
+    {
+        return Err(format!(
+            "`{uid}` is not a DICOM UID (digits and dots, at most 64 characters)"
+        ));
+    }
+    Ok(uid)
+}
+
+/// Decodes `%XX` escapes and `+` (a space in a query).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = text.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
+                if let Some(byte) = hex {
+                    out.push(byte);
+                    i += 3;
+                } else {
+                    out.push(b'%');
+                    i += 1;
+                }
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            byte => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Encodes a query value for a URL (everything but unreserved characters).
+#[must_use]
+pub fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~' | b'*') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_study_url_gives_root_and_study() {
+        let url = DicomWebUrl::parse("dicomweb+http://127.0.0.1:8042/dicom-web/studies/1.2.3")
+            .unwrap();
+        assert_eq!(url.root, "http://127.0.0.1:8042/dicom-web");
+        assert_eq!(
+            url.target,
+            Target::Study {
+                study: "1.2.3".into(),
+                series: None
+            }
+        );
+    }
+
+    #[test]
+    fn a_query_url_keeps_its_pairs_and_credentials_stay_out_of_the_server_name() {
+        let url = DicomWebUrl::parse(
+            "dicomweb+https://rev:s%40cret@pacs.example.org/dicom-web?PatientID=P%201&StudyDate=20240101-",
+        )
+        .unwrap();
+        assert_eq!(url.server(), "https://pacs.example.org/dicom-web");
+        assert_eq!(
+            url.auth,
+            Auth::Basic {
+                user: "rev".into(),
+                password: "s@cret".into()
+            }
+        );
+        assert_eq!(
+            url.target,
+            Target::Query(vec![
+                ("PatientID".into(), "P 1".into()),
+                ("StudyDate".into(), "20240101-".into())
+            ])
+        );
+        assert_eq!(format!("{:?}", url.auth), "Auth::Basic(…)");
+    }
+
+    #[test]
+    fn study_instance_uid_query_names_one_study() {
+        let url =
+            DicomWebUrl::parse("dicomweb+http://h/dicom-web?StudyInstanceUID=1.2.840.1").unwrap();
+        assert!(matches!(url.target, Target::Study { ref study, .. } if study == "1.2.840.1"));
+    }
+
+    #[test]
+    fn bad_urls_say_what_is_wrong_without_the_password() {
+        let error = DicomWebUrl::parse("dicomweb+ftp://h/x").unwrap_err();
+        assert!(error.to_string().contains("dicomweb+http://"), "{error}");
+        let error =
+            DicomWebUrl::parse("dicomweb+http://u:pw@h/dicom-web/studies/1.2.x").unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains("not a DICOM UID"), "{text}");
+        assert!(!text.contains("pw"), "{text}");
+    }
+}

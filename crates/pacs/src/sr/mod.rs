@@ -1,0 +1,265 @@
+//! AI results and reviewer corrections as DICOM documents a PACS keeps and any viewer shows.
+//!
+//! One analysed case becomes two objects in the source study (the IHE AI Results profile):
+//! - a **Comprehensive 3D SR** following TID 1500 *Imaging Measurement Report*
+//!   ([`write::result_sr`]): per organ a measurement group with the tumor presence (present,
+//!   absent, equivocal), per lesion a group with long × short axis in cm (UCUM), location and
+//!   attenuation, and a key-evidence group (TID 1410) with the box on the key slice as a
+//!   SCOORD selected from the source CT image, the verifier's description and the
+//!   consistency with its per-attribute terms; the model is the device observer and, in each
+//!   group, the algorithm name and version (TID 4019). Comprehensive 3D rather than Enhanced
+//!   SR: it is what highdicom and dcmqi write for TID 1500, and it can carry the lesion's 3D
+//!   extent as SCOORD3D next to the 2D box.
+//! - a **Key Object Selection** document titled (113000, DCM, "Of Interest")
+//!   ([`write::key_object_selection`]) that references the key slice, so a PACS viewer jumps
+//!   to the image the report rests on.
+//!
+//! A reviewer's correction is a new SR of the same shape whose observer is the reviewer
+//! (a person), in its own series: the AI's document is never replaced. [`read`] gives either
+//! kind back as a [`CaseResult`].
+
+pub mod codes;
+pub mod read;
+pub mod tree;
+pub mod write;
+
+use std::path::Path;
+
+use dicom_dictionary_std::tags;
+use keyslice_core::findings::Findings;
+use keyslice_core::prediction::{ModelId, Prediction};
+use keyslice_core::scoring::Consistency;
+use sha2::{Digest, Sha256};
+
+use crate::PacsError;
+
+/// SOP Class UID of Comprehensive 3D SR Storage.
+pub const COMPREHENSIVE_3D_SR: &str = "1.2.840.10008.5.1.4.1.1.88.34";
+/// SOP Class UID of Key Object Selection Document Storage.
+pub const KEY_OBJECT_SELECTION: &str = "1.2.840.10008.5.1.4.1.1.88.59";
+/// SOP Class UID of CT Image Storage (the default for a key slice of unknown class).
+pub const CT_IMAGE: &str = "1.2.840.10008.5.1.4.1.1.2";
+
+/// Who made a document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observer {
+    /// The model (device observer).
+    Device {
+        /// The model.
+        model: ModelId,
+    },
+    /// A reviewer (person observer), by the name they review under.
+    Person {
+        /// The reviewer's name.
+        name: String,
+    },
+}
+
+/// One case's result as an SR says it: the AI's, or a reviewer's correction of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaseResult {
+    /// Who made it.
+    pub observer: Observer,
+    /// The model whose result this is (for a correction: the model that was corrected).
+    pub algorithm: ModelId,
+    /// The verifier model, when there was one.
+    pub verifier: Option<ModelId>,
+    /// Presence per organ, lesions, the key slice (index and SOP Instance UID) and its box.
+    pub findings: Findings,
+    /// The report text, when the document carries it.
+    pub report: Option<String>,
+    /// The verifier's description of the key slice.
+    pub local_description: Option<String>,
+    /// Report-evidence consistency.
+    pub consistency: Option<Consistency>,
+}
+
+impl CaseResult {
+    /// The AI result of a prediction.
+    #[must_use]
+    pub fn from_prediction(prediction: &Prediction) -> Self {
+        let mut findings = prediction.findings.without_spans();
+        findings.key_slice = prediction.key_slice.as_ref().map(|key| {
+            keyslice_core::findings::KeySlice {
+                index: key.index,
+                z_mm: Some(key.z_mm),
+                sop_instance_uid: key.sop_instance_uid.clone(),
+                span: None,
+            }
+        });
+        findings.slice_box.clone_from(&prediction.slice_box);
+        Self {
+            observer: Observer::Device {
+                model: prediction.diagnoser.clone(),
+            },
+            algorithm: prediction.diagnoser.clone(),
+            verifier: prediction.verifier.clone(),
+            findings,
+            report: Some(prediction.report.clone()),
+            local_description: prediction.local_description.clone(),
+            consistency: prediction.consistency,
+        }
+    }
+
+    /// A reviewer's corrected findings of the AI result `ai`.
+    #[must_use]
+    pub fn correction(ai: &Self, reviewer: &str, findings: &Findings) -> Self {
+        let mut findings = findings.without_spans();
+        if findings.key_slice.is_none() {
+            findings.key_slice.clone_from(&ai.findings.key_slice);
+        }
+        Self {
+            observer: Observer::Person {
+                name: reviewer.to_string(),
+            },
+            algorithm: ai.algorithm.clone(),
+            verifier: None,
+            findings,
+            report: None,
+            local_description: None,
+            consistency: None,
+        }
+    }
+}
+
+/// The source study's identity, copied into every document so it files with the images.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StudyContext {
+    /// Patient's Name.
+    pub patient_name: String,
+    /// Patient ID.
+    pub patient_id: String,
+    /// Patient's Birth Date.
+    pub patient_birth_date: String,
+    /// Patient's Sex.
+    pub patient_sex: String,
+    /// Study Instance UID.
+    pub study_uid: String,
+    /// Study Date.
+    pub study_date: String,
+    /// Study Time.
+    pub study_time: String,
+    /// Study ID.
+    pub study_id: String,
+    /// Accession Number.
+    pub accession: String,
+    /// Referring Physician's Name.
+    pub referring_physician: String,
+    /// The CT series the key slice is in.
+    pub series_uid: String,
+    /// SOP Class UID of its images.
+    pub image_class_uid: String,
+}
+
+impl StudyContext {
+    /// The identity in one image of the study (any file of the CT series).
+    pub fn from_file(path: &Path) -> Result<Self, PacsError> {
+        let object = dicom_object::OpenFileOptions::new()
+            .read_until(tags::PIXEL_DATA)
+            .open_file(path)
+            .map_err(|error| {
+                PacsError::Dicom(format!(
+                    "cannot read the study's identity from {}: {error}",
+                    path.display()
+                ))
+            })?;
+        let get = |tag| tree::string(&object, tag).unwrap_or_default();
+        let context = Self {
+            patient_name: get(tags::PATIENT_NAME),
+            patient_id: get(tags::PATIENT_ID),
+            patient_birth_date: get(tags::PATIENT_BIRTH_DATE),
+            patient_sex: get(tags::PATIENT_SEX),
+            study_uid: get(tags::STUDY_INSTANCE_UID),
+            study_date: get(tags::STUDY_DATE),
+            study_time: get(tags::STUDY_TIME),
+            study_id: get(tags::STUDY_ID),
+            accession: get(tags::ACCESSION_NUMBER),
+            referring_physician: get(tags::REFERRING_PHYSICIAN_NAME),
+            series_uid: get(tags::SERIES_INSTANCE_UID),
+            image_class_uid: get(tags::SOP_CLASS_UID),
+        };
+        if context.study_uid.is_empty() {
+            return Err(PacsError::Dicom(format!(
+                "{} has no Study Instance UID: results cannot be filed with its study",
+                path.display()
+            )));
+        }
+        Ok(context)
+    }
+
+    /// The first DICOM file of a series folder's identity.
+    pub fn from_folder(folder: &Path) -> Result<Self, PacsError> {
+        let mut files: Vec<_> = std::fs::read_dir(folder)
+            .map_err(|source| PacsError::Cache {
+                path: folder.to_path_buf(),
+                source,
+            })?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.is_file())
+            .collect();
+        files.sort();
+        let mut last_error = None;
+        for file in files {
+            match Self::from_file(&file) {
+                Ok(context) => return Ok(context),
+                Err(error) => last_error = Some(error),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| {
+            PacsError::Dicom(format!("{} holds no DICOM file", folder.display()))
+        }))
+    }
+}
+
+/// A new UID under `2.25` (a UUID-derived UID, PS3.5 B.2): 128 bits from a hash of `seed`,
+/// the time, the process and a counter, so two calls never give the same UID.
+#[must_use]
+pub fn new_uid(seed: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut hasher = Sha256::new();
+    hasher.update(seed.as_bytes());
+    hasher.update(nanos.to_le_bytes());
+    hasher.update(std::process::id().to_le_bytes());
+    hasher.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    let digest = hasher.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    // A UUID's variant and version bits (version 8, custom), as PS3.5 asks.
+    bytes[6] = (bytes[6] & 0x0f) | 0x80;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    format!("2.25.{}", u128::from_be_bytes(bytes))
+}
+
+/// The current date and time (UTC) as DICOM `YYYYMMDD` and `HHMMSS`.
+#[must_use]
+pub fn now_date_time() -> (String, String) {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = (seconds / 86_400) as i64;
+    let rest = seconds % 86_400;
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (
+        format!("{year:04}{month:02}{day:02}"),
+        format!(
+            "{:02}{:02}{:02}",
+            rest / 3600,
+            (rest % 3600) / 60,
+            rest % 60
+        ),
+    )
+}

@@ -1,0 +1,557 @@
+//! Writes a [`CaseResult`] as a TID 1500 Comprehensive 3D SR, and its key slice as a Key
+//! Object Selection document, as DICOM Part 10 bytes (Explicit VR Little Endian, UTF-8).
+
+use dicom_core::{DataElement, PrimitiveValue, VR};
+use dicom_dictionary_std::tags;
+use dicom_object::meta::FileMetaTableBuilder;
+use dicom_object::InMemDicomObject;
+use keyslice_core::findings::{Lesion, Organ, TumorPresence};
+use keyslice_core::prediction::ModelId;
+
+use super::codes::{self, Code};
+use super::tree::{Node, Value, put_item, sequence, sop_reference};
+use super::{
+    COMPREHENSIVE_3D_SR, CT_IMAGE, CaseResult, KEY_OBJECT_SELECTION, Observer, StudyContext,
+    new_uid, now_date_time,
+};
+use crate::PacsError;
+
+/// A written document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// SOP Instance UID.
+    pub sop_uid: String,
+    /// Series Instance UID.
+    pub series_uid: String,
+    /// SOP Class UID.
+    pub class_uid: String,
+    /// The Part 10 file.
+    pub bytes: Vec<u8>,
+}
+
+/// Series Number of the AI result SR.
+pub const RESULT_SERIES_NUMBER: i32 = 9901;
+/// Series Number of the Key Object Selection.
+pub const KEY_IMAGES_SERIES_NUMBER: i32 = 9902;
+/// Series Number of reviewers' correction SRs.
+pub const REVIEW_SERIES_NUMBER: i32 = 9903;
+
+const CONTAINS: &str = "CONTAINS";
+const CONCEPT_MOD: &str = "HAS CONCEPT MOD";
+const OBS_CONTEXT: &str = "HAS OBS CONTEXT";
+
+fn text(tag: dicom_core::Tag, vr: VR, value: &str) -> DataElement<InMemDicomObject> {
+    DataElement::new(tag, vr, PrimitiveValue::from(value))
+}
+
+/// The TID 1500 SR of `result` in `study`.
+pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, PacsError> {
+    let seed = format!("{}{:?}", study.study_uid, result.observer);
+    let tracking_seed = study.study_uid.clone();
+    let image_class = if study.image_class_uid.is_empty() {
+        CT_IMAGE
+    } else {
+        &study.image_class_uid
+    };
+    let key_sop = result
+        .findings
+        .key_slice
+        .as_ref()
+        .and_then(|key| key.sop_instance_uid.clone());
+
+    let mut groups = Vec::new();
+    let algorithm = algorithm_items(&result.algorithm);
+    for organ in Organ::ALL {
+        let organ_findings = result.findings.organ(organ);
+        let Some(presence) = codes::presence_code(organ_findings.tumor) else {
+            continue;
+        };
+        let mut items = group_head(organ.key(), &tracking_seed, Some(organ), &algorithm);
+        items.push(Node::new(
+            CONTAINS,
+            codes::tumor_presence(),
+            Value::Code(presence),
+        ));
+        groups.push(group(Some("1501"), items));
+        for (number, lesion) in organ_findings.lesions.iter().enumerate() {
+            let label = format!("{} lesion {}", organ.key(), number + 1);
+            let mut items = group_head(&label, &tracking_seed, Some(organ), &algorithm);
+            items.extend(lesion_items(lesion));
+            groups.push(group(Some("1501"), items));
+        }
+    }
+    if let Some(key) = &result.findings.key_slice {
+        let evidence_organ = Organ::ALL
+            .into_iter()
+            .find(|&organ| result.findings.organ(organ).tumor == TumorPresence::Yes);
+        let mut items = group_head("key evidence", &tracking_seed, evidence_organ, &algorithm);
+        let mut template = "1501";
+        if let Some(sop) = &key_sop {
+            if let Some(slice_box) = &result.findings.slice_box {
+                let [c0, r0, c1, r1] = slice_box.voxels.map(|v| v as f32);
+                // Pixel edges: the box covers voxels c0..=c1, r0..=r1.
+                let (c1, r1) = (c1 + 1.0, r1 + 1.0);
+                let points = vec![c0, r0, c1, r0, c1, r1, c0, r1, c0, r0];
+                items.push(
+                    Node::new(
+                        CONTAINS,
+                        codes::image_region(),
+                        Value::Scoord("POLYLINE".into(), points),
+                    )
+                    .with(vec![Node::new(
+                        "SELECTED FROM",
+                        Code::new("", "", ""),
+                        Value::Image(image_class.to_string(), sop.clone()),
+                    )]),
+                );
+                template = "1410";
+            }
+            items.push(Node::new(
+                CONTAINS,
+                codes::key_slice(),
+                Value::Image(image_class.to_string(), sop.clone()),
+            ));
+        }
+        items.push(Node::new(
+            CONTAINS,
+            codes::key_slice_index(),
+            Value::Num(f64::from(key.index), codes::no_units()),
+        ));
+        if let Some(description) = &result.local_description {
+            items.push(Node::new(
+                CONTAINS,
+                codes::verifier_description(),
+                Value::Text(description.clone()),
+            ));
+        }
+        if let Some(verifier) = &result.verifier {
+            items.push(Node::new(
+                CONTAINS,
+                codes::verifier_name(),
+                Value::Text(format!("{} {}", verifier.id, verifier.version)),
+            ));
+        }
+        if let Some(consistency) = &result.consistency {
+            let score = |name: Code, value: f64| {
+                Node::new(CONTAINS, name, Value::Num(value, codes::no_units()))
+            };
+            items.push(score(codes::consistency(), consistency.score));
+            items.push(score(codes::consistency_organ(), consistency.organ));
+            for (name, value) in [
+                (codes::consistency_location(), consistency.location),
+                (codes::consistency_attenuation(), consistency.attenuation),
+                (codes::consistency_size(), consistency.size),
+            ] {
+                if let Some(value) = value {
+                    items.push(score(name, value));
+                }
+            }
+        }
+        groups.push(group(Some(template), items));
+    }
+
+    let mut root = vec![
+        Node::new(CONCEPT_MOD, codes::language(), Value::Code(codes::english())),
+    ];
+    root.extend(observer_items(&result.observer, &seed));
+    root.push(Node::new(
+        CONCEPT_MOD,
+        codes::procedure_reported(),
+        Value::Code(codes::ct_procedure()),
+    ));
+    if let Some(sop) = &key_sop {
+        root.push(
+            Node::new(CONTAINS, codes::image_library(), Value::Container(None)).with(vec![
+                Node::new(CONTAINS, codes::image_library_group(), Value::Container(None)).with(
+                    vec![Node::new(
+                        CONTAINS,
+                        Code::new("", "", ""),
+                        Value::Image(image_class.to_string(), sop.clone()),
+                    )],
+                ),
+            ]),
+        );
+    }
+    root.push(
+        Node::new(CONTAINS, codes::imaging_measurements(), Value::Container(None)).with(groups),
+    );
+    if let Some(report) = result.report.as_ref().filter(|r| !r.trim().is_empty()) {
+        root.push(
+            Node::new(CONTAINS, codes::qualitative_evaluations(), Value::Container(None)).with(
+                vec![Node::new(
+                    CONTAINS,
+                    codes::findings_text(),
+                    Value::Text(report.clone()),
+                )],
+            ),
+        );
+    }
+    let root = Node::new("", codes::measurement_report(), Value::Container(Some("1500")))
+        .with(root);
+
+    let (series_number, description) = match &result.observer {
+        Observer::Device { model } => (
+            RESULT_SERIES_NUMBER,
+            format!("Keyslice AI result ({} {})", model.id, model.version),
+        ),
+        Observer::Person { name } => (REVIEW_SERIES_NUMBER, format!("Keyslice review by {name}")),
+    };
+    let document = Document {
+        class_uid: COMPREHENSIVE_3D_SR,
+        modality: "SR",
+        series_number,
+        series_description: description,
+        seed,
+    };
+    let mut object = document.header(study, &result.algorithm);
+    let (date, time) = now_date_time();
+    object.put(text(tags::COMPLETION_FLAG, VR::CS, "COMPLETE"));
+    match &result.observer {
+        Observer::Device { .. } => {
+            object.put(text(tags::VERIFICATION_FLAG, VR::CS, "UNVERIFIED"));
+        }
+        Observer::Person { name } => {
+            // A reviewer's correction is their verified statement.
+            object.put(text(tags::VERIFICATION_FLAG, VR::CS, "VERIFIED"));
+            let mut verifier = InMemDicomObject::new_empty();
+            verifier.put(text(tags::VERIFYING_OBSERVER_NAME, VR::PN, name));
+            verifier.put(text(tags::VERIFYING_ORGANIZATION, VR::LO, "Keyslice review"));
+            verifier.put(text(
+                tags::VERIFICATION_DATE_TIME,
+                VR::DT,
+                &format!("{date}{time}"),
+            ));
+            verifier.put(sequence(
+                tags::VERIFYING_OBSERVER_IDENTIFICATION_CODE_SEQUENCE,
+                Vec::new(),
+            ));
+            object.put(sequence(tags::VERIFYING_OBSERVER_SEQUENCE, vec![verifier]));
+        }
+    }
+    object.put(sequence(tags::PERFORMED_PROCEDURE_CODE_SEQUENCE, Vec::new()));
+    if let Some(sop) = &key_sop {
+        object.put(evidence(study, image_class, &[sop.as_str()]));
+    }
+    put_item(&mut object, &root);
+    document.finish(object)
+}
+
+/// The Key Object Selection document that points at the key slice of `result`.
+pub fn key_object_selection(
+    study: &StudyContext,
+    result: &CaseResult,
+) -> Result<Written, PacsError> {
+    let Some(sop) = result
+        .findings
+        .key_slice
+        .as_ref()
+        .and_then(|key| key.sop_instance_uid.clone())
+    else {
+        return Err(PacsError::Dicom(
+            "the key slice has no DICOM instance (the volume did not come from DICOM): no key image to select".into(),
+        ));
+    };
+    let image_class = if study.image_class_uid.is_empty() {
+        CT_IMAGE
+    } else {
+        &study.image_class_uid
+    };
+    let seed = format!("{}{sop}kos", study.study_uid);
+    let mut description = format!(
+        "Key evidence slice of the AI report by {} {}",
+        result.algorithm.id, result.algorithm.version
+    );
+    if let Some(consistency) = &result.consistency {
+        description.push_str(&format!(
+            "; report-evidence consistency {:.2}",
+            consistency.score
+        ));
+    }
+    let mut items = vec![Node::new(
+        CONCEPT_MOD,
+        codes::language(),
+        Value::Code(codes::english()),
+    )];
+    items.extend(observer_items(&result.observer, &seed));
+    items.push(Node::new(
+        CONTAINS,
+        codes::key_object_description(),
+        Value::Text(description),
+    ));
+    items.push(Node::new(
+        CONTAINS,
+        Code::new("", "", ""),
+        Value::Image(image_class.to_string(), sop.clone()),
+    ));
+    let root = Node::new("", codes::of_interest(), Value::Container(Some("2010"))).with(items);
+    let document = Document {
+        class_uid: KEY_OBJECT_SELECTION,
+        modality: "KO",
+        series_number: KEY_IMAGES_SERIES_NUMBER,
+        series_description: format!(
+            "Keyslice key images ({} {})",
+            result.algorithm.id, result.algorithm.version
+        ),
+        seed,
+    };
+    let mut object = document.header(study, &result.algorithm);
+    object.put(evidence(study, image_class, &[sop.as_str()]));
+    put_item(&mut object, &root);
+    document.finish(object)
+}
+
+struct Document {
+    class_uid: &'static str,
+    modality: &'static str,
+    series_number: i32,
+    series_description: String,
+    seed: String,
+}
+
+impl Document {
+    /// Patient, study, series, equipment and SOP common attributes.
+    fn header(&self, study: &StudyContext, model: &ModelId) -> InMemDicomObject {
+        let mut object = InMemDicomObject::new_empty();
+        let (date, time) = now_date_time();
+        object.put(text(tags::SPECIFIC_CHARACTER_SET, VR::CS, "ISO_IR 192"));
+        object.put(text(tags::SOP_CLASS_UID, VR::UI, self.class_uid));
+        object.put(text(tags::SOP_INSTANCE_UID, VR::UI, &new_uid(&self.seed)));
+        object.put(text(tags::INSTANCE_CREATION_DATE, VR::DA, &date));
+        object.put(text(tags::INSTANCE_CREATION_TIME, VR::TM, &time));
+        object.put(text(tags::TIMEZONE_OFFSET_FROM_UTC, VR::SH, "+0000"));
+        // Patient and study: copied from the images, so the document files with them.
+        object.put(text(tags::PATIENT_NAME, VR::PN, &study.patient_name));
+        object.put(text(tags::PATIENT_ID, VR::LO, &study.patient_id));
+        object.put(text(tags::PATIENT_BIRTH_DATE, VR::DA, &study.patient_birth_date));
+        object.put(text(tags::PATIENT_SEX, VR::CS, &study.patient_sex));
+        object.put(text(tags::STUDY_INSTANCE_UID, VR::UI, &study.study_uid));
+        object.put(text(tags::STUDY_DATE, VR::DA, &study.study_date));
+        object.put(text(tags::STUDY_TIME, VR::TM, &study.study_time));
+        object.put(text(tags::STUDY_ID, VR::SH, &study.study_id));
+        object.put(text(tags::ACCESSION_NUMBER, VR::SH, &study.accession));
+        object.put(text(
+            tags::REFERRING_PHYSICIAN_NAME,
+            VR::PN,
+            &study.referring_physician,
+        ));
+        object.put(text(tags::MODALITY, VR::CS, self.modality));
+        object.put(text(
+            tags::SERIES_INSTANCE_UID,
+            VR::UI,
+            &new_uid(&format!("{}series", self.seed)),
+        ));
+        object.put(text(
+            tags::SERIES_NUMBER,
+            VR::IS,
+            &self.series_number.to_string(),
+        ));
+        object.put(text(
+            tags::SERIES_DESCRIPTION,
+            VR::LO,
+            &truncate(&self.series_description, 64),
+        ));
+        object.put(text(tags::SERIES_DATE, VR::DA, &date));
+        object.put(text(tags::SERIES_TIME, VR::TM, &time));
+        object.put(sequence(
+            tags::REFERENCED_PERFORMED_PROCEDURE_STEP_SEQUENCE,
+            Vec::new(),
+        ));
+        object.put(text(tags::MANUFACTURER, VR::LO, "Keyslice"));
+        object.put(text(
+            tags::MANUFACTURER_MODEL_NAME,
+            VR::LO,
+            &truncate(&format!("{} {}", model.id, model.version), 64),
+        ));
+        object.put(text(tags::DEVICE_SERIAL_NUMBER, VR::LO, "0"));
+        object.put(text(
+            tags::SOFTWARE_VERSIONS,
+            VR::LO,
+            concat!("keyslice ", env!("CARGO_PKG_VERSION")),
+        ));
+        object.put(text(tags::INSTANCE_NUMBER, VR::IS, "1"));
+        object.put(text(tags::CONTENT_DATE, VR::DA, &date));
+        object.put(text(tags::CONTENT_TIME, VR::TM, &time));
+        let mut scheme = InMemDicomObject::new_empty();
+        scheme.put(text(tags::CODING_SCHEME_DESIGNATOR, VR::SH, codes::KSL));
+        scheme.put(text(tags::CODING_SCHEME_NAME, VR::ST, codes::KSL_NAME));
+        scheme.put(text(
+            tags::CODING_SCHEME_RESPONSIBLE_ORGANIZATION,
+            VR::ST,
+            "Keyslice",
+        ));
+        object.put(sequence(
+            tags::CODING_SCHEME_IDENTIFICATION_SEQUENCE,
+            vec![scheme],
+        ));
+        object
+    }
+
+    fn finish(&self, object: InMemDicomObject) -> Result<Written, PacsError> {
+        let get = |tag| super::tree::string(&object, tag).unwrap_or_default();
+        let sop_uid = get(tags::SOP_INSTANCE_UID);
+        let series_uid = get(tags::SERIES_INSTANCE_UID);
+        let meta = FileMetaTableBuilder::new()
+            .media_storage_sop_class_uid(self.class_uid)
+            .media_storage_sop_instance_uid(sop_uid.as_str())
+            .transfer_syntax("1.2.840.10008.1.2.1")
+            .implementation_class_uid("2.25.171717033417113150137064451573416633953")
+            .implementation_version_name("KEYSLICE")
+            .build()
+            .map_err(|error| PacsError::Dicom(format!("cannot build the file meta: {error}")))?;
+        let mut bytes = Vec::with_capacity(16 * 1024);
+        object
+            .with_exact_meta(meta)
+            .write_all(&mut bytes)
+            .map_err(|error| PacsError::Dicom(format!("cannot write the document: {error}")))?;
+        Ok(Written {
+            sop_uid,
+            series_uid,
+            class_uid: self.class_uid.to_string(),
+            bytes,
+        })
+    }
+}
+
+fn truncate(text: &str, max_chars: usize) -> String {
+    text.chars().take(max_chars).collect()
+}
+
+/// Current Requested Procedure Evidence: the images the document references.
+fn evidence(study: &StudyContext, class_uid: &str, sops: &[&str]) -> DataElement<InMemDicomObject> {
+    let mut series = InMemDicomObject::new_empty();
+    series.put(text(tags::SERIES_INSTANCE_UID, VR::UI, &study.series_uid));
+    series.put(sequence(
+        tags::REFERENCED_SOP_SEQUENCE,
+        sops.iter().map(|sop| sop_reference(class_uid, sop)).collect(),
+    ));
+    let mut item = InMemDicomObject::new_empty();
+    item.put(sequence(tags::REFERENCED_SERIES_SEQUENCE, vec![series]));
+    item.put(text(tags::STUDY_INSTANCE_UID, VR::UI, &study.study_uid));
+    sequence(tags::CURRENT_REQUESTED_PROCEDURE_EVIDENCE_SEQUENCE, vec![item])
+}
+
+/// TID 1002 observer context: the model as device, or the reviewer as person.
+fn observer_items(observer: &Observer, seed: &str) -> Vec<Node> {
+    match observer {
+        Observer::Device { model } => vec![
+            Node::new(OBS_CONTEXT, codes::observer_type(), Value::Code(codes::device())),
+            Node::new(
+                OBS_CONTEXT,
+                codes::device_observer_uid(),
+                Value::UidRef(new_uid(&format!("{seed}device"))),
+            ),
+            Node::new(
+                OBS_CONTEXT,
+                codes::device_observer_name(),
+                Value::Text(model.id.clone()),
+            ),
+            Node::new(
+                OBS_CONTEXT,
+                codes::device_observer_model_name(),
+                Value::Text(format!("{} {}", model.id, model.version)),
+            ),
+        ],
+        Observer::Person { name } => vec![
+            Node::new(OBS_CONTEXT, codes::observer_type(), Value::Code(codes::person())),
+            Node::new(
+                OBS_CONTEXT,
+                codes::person_observer_name(),
+                Value::PersonName(name.clone()),
+            ),
+        ],
+    }
+}
+
+/// TID 4019 algorithm identification.
+fn algorithm_items(model: &ModelId) -> Vec<Node> {
+    vec![
+        Node::new(
+            CONCEPT_MOD,
+            codes::algorithm_name(),
+            Value::Text(model.id.clone()),
+        ),
+        Node::new(
+            CONCEPT_MOD,
+            codes::algorithm_version(),
+            Value::Text(model.version.clone()),
+        ),
+    ]
+}
+
+/// The rows every measurement group starts with: tracking identifier and UID, finding,
+/// finding site, algorithm.
+fn group_head(label: &str, seed: &str, organ: Option<Organ>, algorithm: &[Node]) -> Vec<Node> {
+    let mut items = vec![
+        Node::new(
+            CONTAINS,
+            codes::tracking_identifier(),
+            Value::Text(label.to_string()),
+        ),
+        Node::new(
+            CONTAINS,
+            codes::tracking_uid(),
+            Value::UidRef(new_uid(&format!("{seed}{label}"))),
+        ),
+        Node::new(CONTAINS, codes::finding(), Value::Code(codes::neoplasm())),
+    ];
+    if let Some(organ) = organ {
+        let (site, laterality) = codes::organ_site(organ);
+        let mut node = Node::new(CONCEPT_MOD, codes::finding_site(), Value::Code(site));
+        if let Some(laterality) = laterality {
+            node.children.push(Node::new(
+                CONCEPT_MOD,
+                codes::laterality(),
+                Value::Code(laterality),
+            ));
+        }
+        items.push(node);
+    }
+    items.extend(algorithm.iter().cloned());
+    items
+}
+
+fn group(template: Option<&'static str>, items: Vec<Node>) -> Node {
+    Node::new(CONTAINS, codes::measurement_group(), Value::Container(template)).with(items)
+}
+
+fn lesion_items(lesion: &Lesion) -> Vec<Node> {
+    let mut items = Vec::new();
+    if let Some(size) = lesion.size {
+        items.push(Node::new(
+            CONTAINS,
+            codes::long_axis(),
+            Value::Num(size.long_cm, codes::centimeter()),
+        ));
+        if let Some(short_cm) = size.short_cm {
+            items.push(Node::new(
+                CONTAINS,
+                codes::short_axis(),
+                Value::Num(short_cm, codes::centimeter()),
+            ));
+        }
+    }
+    if let Some(location) = &lesion.location {
+        for code in codes::location_codes(location) {
+            items.push(Node::new(
+                CONTAINS,
+                codes::location_in_organ(),
+                Value::Code(code),
+            ));
+        }
+    }
+    if let Some(attenuation) = lesion.attenuation {
+        items.push(Node::new(
+            CONTAINS,
+            codes::attenuation(),
+            Value::Code(codes::attenuation_code(attenuation)),
+        ));
+    }
+    if let Some(count) = lesion.count {
+        items.push(Node::new(
+            CONTAINS,
+            codes::lesion_count(),
+            Value::Num(f64::from(count), codes::lesions_unit()),
+        ));
+    }
+    items
+}
