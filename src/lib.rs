@@ -14,6 +14,7 @@ pub use keyslice_core::{findings, key_slice, prediction, rng, scoring, volume};
 pub use keyslice_export as export;
 pub use keyslice_infer as infer;
 pub use keyslice_io as io;
+pub use keyslice_pacs as pacs;
 pub use keyslice_phantom as phantom;
 pub use keyslice_review as review;
 pub use keyslice_train as train;

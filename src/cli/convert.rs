@@ -1,5 +1,6 @@
 //! `keyslice convert PATH OUT.nii[.gz] [--series UID]`: a CT as NIfTI-1, oriented as dcm2niix
-//! writes it.
+//! writes it; `keyslice convert PATH OUT_FOLDER --dicom --patient-id ID`: a CT as a DICOM CT
+//! series (to load phantoms or converted studies into a PACS).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,6 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
+use crate::io::dicom::write::{SeriesIdentity, write_ct_series};
 use crate::io::nifti::{WriteOptions, write_nifti};
 use crate::io::{IoError, LoadOptions, load_study};
 
@@ -15,12 +17,24 @@ use crate::io::{IoError, LoadOptions, load_study};
 pub struct ConvertArgs {
     /// A DICOM file, folder or DICOMDIR, or a NIfTI file.
     pub path: PathBuf,
-    /// The NIfTI file to write; `.nii.gz` compresses.
-    #[arg(value_parser = nifti_output_path)]
+    /// The NIfTI file to write (`.nii.gz` compresses), or with `--dicom` the folder for the
+    /// DICOM series (it must not exist).
     pub out: PathBuf,
     /// Series Instance UID to convert instead of the largest image series.
     #[arg(long)]
     pub series: Option<String>,
+    /// Write a DICOM CT series (one file per axial slice) instead of NIfTI.
+    #[arg(long)]
+    pub dicom: bool,
+    /// With `--dicom`: the Patient ID to write (default: the input's file name).
+    #[arg(long, requires = "dicom")]
+    pub patient_id: Option<String>,
+    /// With `--dicom`: the Patient's Name to write, `Family^Given`.
+    #[arg(long, requires = "dicom", default_value = "Anonymous")]
+    pub patient_name: String,
+    /// With `--dicom`: the Accession Number to write.
+    #[arg(long, requires = "dicom", default_value = "")]
+    pub accession: String,
 }
 
 #[allow(clippy::case_sensitive_file_extension_comparisons)] // compared lower-cased
@@ -35,6 +49,11 @@ fn nifti_output_path(value: &str) -> Result<PathBuf, String> {
 
 /// Runs `convert`.
 pub fn run(args: &ConvertArgs) -> Result<(), CliError> {
+    if !args.dicom {
+        nifti_output_path(&args.out.to_string_lossy()).map_err(|reason| {
+            CliError::Argument(format!("{reason} (or add --dicom to write a DICOM series)"))
+        })?;
+    }
     let study = load_study(
         &args.path,
         &LoadOptions {
@@ -53,8 +72,36 @@ pub fn run(args: &ConvertArgs) -> Result<(), CliError> {
             skipped.reason
         )?;
     }
-    write_nifti(&study.volume, &args.out, WriteOptions::default()).map_err(IoError::from)?;
     let [columns, rows, slices] = study.volume.dims();
+    if args.dicom {
+        let stem = args
+            .path
+            .file_name()
+            .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+        let stem = stem
+            .trim_end_matches(".gz")
+            .trim_end_matches(".nii")
+            .to_string();
+        let identity = SeriesIdentity {
+            patient_name: args.patient_name.clone(),
+            patient_id: args.patient_id.clone().unwrap_or(stem),
+            accession: args.accession.clone(),
+            study_date: String::new(),
+            study_description: "CT abdomen".into(),
+            series_description: match study.volume.info().series_description.as_str() {
+                "" => "Converted by Keyslice".into(),
+                description => description.to_string(),
+            },
+        };
+        let files = write_ct_series(&study.volume, &args.out, &identity).map_err(IoError::from)?;
+        writeln!(
+            std::io::stdout().lock(),
+            "wrote {files} DICOM file(s) to {} ({columns} × {rows} × {slices})",
+            args.out.display()
+        )?;
+        return Ok(());
+    }
+    write_nifti(&study.volume, &args.out, WriteOptions::default()).map_err(IoError::from)?;
     writeln!(
         std::io::stdout().lock(),
         "wrote {} ({columns} × {rows} × {slices}, {})",

@@ -11,6 +11,7 @@ pub mod convert;
 pub mod export;
 pub mod findings;
 pub mod info;
+pub mod pacs;
 pub mod phantom;
 pub mod score;
 pub mod train;
@@ -60,6 +61,9 @@ pub enum Command {
     /// Ask a Qwen3-VL checkpoint about one image or video (greedy): the first thing to run on
     /// a new checkpoint.
     Vlm(vlm::VlmArgs),
+    /// The hospital's PACS over DICOMweb: search, retrieve, store results as DICOM SR and Key
+    /// Object Selection, read them back, reviewer agreement.
+    Pacs(pacs::PacsArgs),
 }
 
 /// A failed command, as a user sees it.
@@ -93,6 +97,9 @@ pub enum CliError {
     Phantom(#[from] crate::phantom::write::PhantomError),
     #[error(transparent)]
     Workspace(#[from] crate::review::workspace::WorkspaceError),
+    /// Talking to a PACS, or writing or reading its DICOM documents, failed.
+    #[error(transparent)]
+    Pacs(crate::pacs::PacsError),
     /// Exporting failed (nothing was placed at the output).
     #[error(transparent)]
     Export(#[from] crate::export::ExportError),
@@ -132,6 +139,7 @@ impl CliError {
             Self::Phantom(error) => error.hint().into(),
             Self::Workspace(error) => error.hint().into(),
             Self::Export(error) => error.hint().into(),
+            Self::Pacs(error) => error.hint().into(),
             Self::Infer(error) => error.hint().into(),
             Self::Vlm(error) => error.hint().into(),
             Self::Train(crate::train::tiny::TrainError::Export(error)) => {
@@ -202,6 +210,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Export(args) => export::run(&args),
         Command::Batch(args) => batch::run(&args),
         Command::Vlm(args) => vlm::run(&args),
+        Command::Pacs(args) => pacs::run(&args),
     }
 }
 

@@ -12,8 +12,9 @@ use crate::app::{Source, run as run_app};
 /// Arguments of `view`.
 #[derive(Debug, Args)]
 pub struct ViewArgs {
-    /// A DICOM file, folder or DICOMDIR, a NIfTI file, or a case folder; without one, the
-    /// demo workspace opens (made on first run in the user's data folder).
+    /// A DICOM file, folder or DICOMDIR, a NIfTI file, a case folder, or a study on a PACS
+    /// (`dicomweb+http(s)://HOST/ROOT/studies/STUDY_UID`: its CT is retrieved into the cache
+    /// and its stored AI result shown); without one, the demo workspace opens.
     pub path: Option<PathBuf>,
     /// The model live analysis (`A`) runs: the embedded one by default, or a server.
     #[command(flatten)]
@@ -22,10 +23,70 @@ pub struct ViewArgs {
 
 /// Runs `view`.
 pub fn run(args: &ViewArgs) -> Result<(), CliError> {
-    let source = args
-        .path
-        .clone()
-        .map_or(Source::DemoWorkspace, Source::Path);
+    let source = match &args.path {
+        Some(path) if crate::pacs::DicomWebUrl::is_dicomweb(&path.to_string_lossy()) => {
+            from_pacs(&path.to_string_lossy())?
+        }
+        Some(path) => Source::Path(path.clone()),
+        None => Source::DemoWorkspace,
+    };
     let backend = args.backend.backend()?;
     run_app(source, Some(backend)).map_err(|error| CliError::Window(error.to_string()))
+}
+
+/// Retrieves a study from a PACS into the PACS workspace in the cache (made on first use;
+/// `keyslice pacs publish` stores its reviews back) and returns the case to open. The study's
+/// stored AI result becomes the case's prediction, and each reviewer's stored correction is
+/// listed on the terminal.
+fn from_pacs(url: &str) -> Result<Source, CliError> {
+    use crate::pacs::dicomweb::Target;
+    use crate::pacs::dicomweb::retrieve::default_cache;
+    let parsed = crate::pacs::DicomWebUrl::parse(url)?;
+    let Target::Study { study, .. } = &parsed.target else {
+        return Err(CliError::Argument(
+            "view needs a URL that names one study (…/studies/STUDY_UID); list studies with `keyslice pacs query`".into(),
+        ));
+    };
+    let workspace_dir = std::env::var_os("KEYSLICE_PACS_WORKSPACE").map_or_else(
+        || default_cache().join("workspace"),
+        std::path::PathBuf::from,
+    );
+    let (added, failed) = super::pacs::add_to_workspace(&workspace_dir, url)?;
+    if failed > 0 {
+        return Err(CliError::PartlyFailed {
+            failed,
+            total: added + failed,
+        });
+    }
+    let case_id = super::pacs::case_id_of(study);
+    let workspace = crate::review::workspace::Workspace::open(&workspace_dir)?;
+    let connection = super::pacs::Connection::default();
+    let server = connection.server(&parsed);
+    let found =
+        crate::pacs::results::study_results(&server, study, &workspace_dir.join("dicomweb"), 6)?;
+    let predictions = workspace.predictions()?;
+    if let Some(ai) = found.latest_ai()
+        && predictions.get(&case_id).is_none()
+    {
+        let note = format!(
+            "stored AI result read from the PACS (SR {} of {})",
+            ai.sop_uid, ai.content_date_time
+        );
+        workspace.append_prediction(&ai.content.to_prediction(&case_id, &note))?;
+    }
+    for (reviewer, review) in found.latest_reviews() {
+        eprintln!(
+            "review by {reviewer} stored on the PACS ({}); see `keyslice pacs results {}`",
+            review.content_date_time,
+            crate::pacs::dicomweb::url::redact(url)
+        );
+    }
+    eprintln!(
+        "case {case_id} in the PACS workspace {} (`keyslice pacs publish` stores reviews back)",
+        workspace_dir.display()
+    );
+    Ok(Source::WorkspaceCase {
+        root: workspace_dir,
+        case_id,
+    })
 }

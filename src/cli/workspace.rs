@@ -23,11 +23,12 @@ pub struct WorkspaceArgs {
 #[derive(Debug, Subcommand)]
 pub enum WorkspaceAction {
     /// Create a workspace in DIR (or add to it) from NIfTI files, DICOM series folders, case
-    /// folders or a folder of case folders.
+    /// folders, a folder of case folders, or studies on a PACS (a `dicomweb+http(s)://` URL
+    /// naming a study or a query: each study's CT series is retrieved into DIR/dicomweb).
     Create {
         /// The workspace folder (created if needed).
         dir: PathBuf,
-        /// What to add.
+        /// What to add: paths, or `dicomweb+http://HOST/ROOT?PatientID=…&StudyDate=…`.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
@@ -58,7 +59,23 @@ pub enum WorkspaceAction {
 pub fn run(args: &WorkspaceArgs) -> Result<(), CliError> {
     match &args.action {
         WorkspaceAction::Create { dir, inputs } => {
-            let (workspace, added) = Workspace::create_or_extend(dir, inputs)?;
+            let (urls, paths): (Vec<&PathBuf>, Vec<&PathBuf>) = inputs
+                .iter()
+                .partition(|input| crate::pacs::DicomWebUrl::is_dicomweb(&input.to_string_lossy()));
+            let (mut from_pacs, mut failed) = (0, 0);
+            for url in urls {
+                let (added, not_added) =
+                    super::pacs::add_to_workspace(dir, &url.to_string_lossy())?;
+                from_pacs += added;
+                failed += not_added;
+            }
+            let paths: Vec<PathBuf> = paths.into_iter().cloned().collect();
+            let (workspace, added) = if paths.is_empty() {
+                (Workspace::open(dir)?, 0)
+            } else {
+                Workspace::create_or_extend(dir, &paths)?
+            };
+            let added = added + from_pacs;
             println!(
                 "{added} case(s) added; {} in {} ({}, {}, {})",
                 workspace.manifest.cases.len(),
@@ -67,6 +84,12 @@ pub fn run(args: &WorkspaceArgs) -> Result<(), CliError> {
                 crate::review::workspace::PREDICTIONS_FILE,
                 crate::review::workspace::DATABASE_FILE,
             );
+            if failed > 0 {
+                return Err(CliError::PartlyFailed {
+                    failed,
+                    total: added + failed,
+                });
+            }
             Ok(())
         }
         WorkspaceAction::Analyze {

@@ -111,9 +111,10 @@ pub fn agreement(labels: &[Label], slice_tolerance: u32) -> AgreementReport {
                     if px.as_positive() != py.as_positive() {
                         reasons.push(format!("{organ}: tumor {px:?} vs {py:?}").to_lowercase());
                     }
-                    let (Some(lx), Some(ly)) =
-                        (x.organ(organ).lesions.first(), y.organ(organ).lesions.first())
-                    else {
+                    let (Some(lx), Some(ly)) = (
+                        x.organ(organ).lesions.first(),
+                        y.organ(organ).lesions.first(),
+                    ) else {
                         continue;
                     };
                     let mut compare = |name: &str, agree: Option<bool>| {
@@ -262,6 +263,11 @@ mod tests {
         assert!((kappa - (2.0 / 3.0 - 4.0 / 9.0) / (5.0 / 9.0)).abs() < 1e-9);
         assert_eq!(report.disagreements.len(), 1);
         assert_eq!(report.disagreements[0].study, "s2");
-        assert_eq!(report.disagreements[0].reasons.len(), 2, "{:?}", report.disagreements);
+        assert_eq!(
+            report.disagreements[0].reasons.len(),
+            2,
+            "{:?}",
+            report.disagreements
+        );
     }
 }

@@ -7,6 +7,8 @@
 //! - [`sr`]: one case's AI result as a TID 1500 Measurement Report in a Comprehensive 3D SR,
 //!   the key slice as a Key Object Selection document, a reviewer's correction as a new SR
 //!   with the reviewer as person observer; and the reader that gives them back.
+//! - [`results`]: a study's Keyslice documents on the PACS, sorted into AI results,
+//!   reviewers' corrections and key images.
 //! - [`agreement`]: agreement between reviewers who labelled the same studies.
 //!
 //! This crate knows DICOM and HTTP; it knows nothing of the viewer, the review database or
@@ -15,6 +17,7 @@
 
 pub mod agreement;
 pub mod dicomweb;
+pub mod results;
 pub mod sr;
 
 pub use dicomweb::{DicomWebUrl, PacsError, Server};

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::Command;
 
 use keyslice_core::findings::{
-    Attenuation, Findings, KeySlice, Lesion, LesionSize, Location, Organ, PancreasPart,
-    SliceBox, TumorPresence,
+    Attenuation, Findings, KeySlice, Lesion, LesionSize, Location, Organ, PancreasPart, SliceBox,
+    TumorPresence,
 };
 use keyslice_core::prediction::ModelId;
 use keyslice_core::scoring::Consistency;
@@ -49,7 +49,7 @@ fn ai_result(sop: &str) -> CaseResult {
     findings.organ_mut(Organ::KidneyLeft).tumor = TumorPresence::No;
     findings.key_slice = Some(KeySlice {
         index: 57,
-        z_mm: None,
+        z_mm: Some(-112.5),
         sop_instance_uid: Some(sop.to_string()),
         span: None,
     });
@@ -95,7 +95,10 @@ fn tool(name: &str) -> bool {
 /// dciodvfy's errors (lines starting with `Error`); it prints warnings too, which are kept
 /// for the message.
 fn dciodvfy_errors(path: &Path) -> (Vec<String>, String) {
-    let output = Command::new("dciodvfy").arg(path).output().expect("dciodvfy runs");
+    let output = Command::new("dciodvfy")
+        .arg(path)
+        .output()
+        .expect("dciodvfy runs");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -119,7 +122,10 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
     let kos = key_object_selection(&study, &ai).unwrap();
     let mut correction_findings = ai.findings.clone();
     correction_findings.organ_mut(Organ::Pancreas).tumor = TumorPresence::No;
-    correction_findings.organ_mut(Organ::Pancreas).lesions.clear();
+    correction_findings
+        .organ_mut(Organ::Pancreas)
+        .lesions
+        .clear();
     let review = CaseResult::correction(&ai, "Reviewer^Ana", &correction_findings);
     let review_sr = result_sr(&study, &review).unwrap();
     assert_ne!(review_sr.series_uid, sr.series_uid);
@@ -128,14 +134,18 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
     let keep = std::env::var_os("KEYSLICE_KEEP_SR").map(std::path::PathBuf::from);
     let out = keep.as_deref().unwrap_or(dir.path());
     std::fs::create_dir_all(out).unwrap();
-    let paths: Vec<_> = [("ai_sr.dcm", &sr), ("ai_kos.dcm", &kos), ("review_sr.dcm", &review_sr)]
-        .iter()
-        .map(|(name, written)| {
-            let path = out.join(name);
-            std::fs::write(&path, &written.bytes).unwrap();
-            path
-        })
-        .collect();
+    let paths: Vec<_> = [
+        ("ai_sr.dcm", &sr),
+        ("ai_kos.dcm", &kos),
+        ("review_sr.dcm", &review_sr),
+    ]
+    .iter()
+    .map(|(name, written)| {
+        let path = out.join(name);
+        std::fs::write(&path, &written.bytes).unwrap();
+        path
+    })
+    .collect();
 
     // Read back by Keyslice.
     let Document::Result(read) = read_bytes(&sr.bytes).unwrap() else {
@@ -180,7 +190,12 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
                 .output()
                 .unwrap();
             let text = String::from_utf8_lossy(&output.stdout);
-            assert!(output.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&output.stderr));
+            assert!(
+                output.status.success(),
+                "{}: {}",
+                path.display(),
+                String::from_utf8_lossy(&output.stderr)
+            );
             if path.ends_with("ai_sr.dcm") {
                 assert!(text.contains("Imaging Measurement Report"), "{text}");
                 assert!(text.contains("TID 1500"), "{text}");
@@ -189,4 +204,82 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
             }
         }
     }
+    if highdicom() {
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pacs/read_with_highdicom.py");
+        let output = Command::new("python3")
+            .arg(&script)
+            .arg(&paths[0])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let parsed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(parsed["class"], "Comprehensive3DSR");
+        let group = |id: &str| {
+            parsed["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|g| g["tracking_identifier"] == id)
+                .unwrap_or_else(|| panic!("no group {id}: {parsed}"))
+                .clone()
+        };
+        assert_eq!(
+            group("liver")["qualitative"],
+            serde_json::json!([["Tumor presence", "Present"]])
+        );
+        assert_eq!(
+            group("pancreas")["qualitative"],
+            serde_json::json!([["Tumor presence", "Equivocal"]])
+        );
+        assert_eq!(
+            group("kidney_left")["finding_sites"],
+            serde_json::json!(["Left Kidney"])
+        );
+        let lesion = group("liver lesion 1");
+        assert_eq!(
+            lesion["measurements"]["Long Axis"],
+            serde_json::json!([3.2, "cm"])
+        );
+        assert_eq!(
+            lesion["measurements"]["Short Axis"],
+            serde_json::json!([2.1, "cm"])
+        );
+        assert_eq!(
+            lesion["qualitative"],
+            serde_json::json!([
+                ["Attenuation", "Hypoattenuating"],
+                ["Location in organ", "Couinaud segment 7"],
+                ["Location in organ", "Couinaud segment 8"]
+            ])
+        );
+        let roi = &parsed["rois"][0];
+        assert_eq!(roi["image"], sop);
+        assert_eq!(roi["graphic_type"], "POLYLINE");
+        assert_eq!(
+            roi["points"],
+            serde_json::json!([30.0, 40.0, 62.0, 40.0, 62.0, 71.0, 30.0, 71.0, 30.0, 40.0])
+        );
+        assert_eq!(
+            roi["measurements"]["Report-evidence consistency"],
+            serde_json::json!([0.75, "1"])
+        );
+    }
+}
+
+/// Whether python3 with highdicom is there (required with KEYSLICE_REQUIRE_DICOM_TOOLS).
+fn highdicom() -> bool {
+    let found = Command::new("python3")
+        .args(["-c", "import highdicom"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    assert!(
+        found || std::env::var_os("KEYSLICE_REQUIRE_DICOM_TOOLS").is_none(),
+        "python3 with highdicom is required (KEYSLICE_REQUIRE_DICOM_TOOLS is set): pip install highdicom"
+    );
+    found
 }

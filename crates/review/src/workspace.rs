@@ -102,6 +102,10 @@ pub struct WorkspaceCase {
     /// A phantom `truth.json`, when the case has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truth: Option<PathBuf>,
+    /// The study on a PACS the case was retrieved from (`dicomweb+http://…/studies/UID`,
+    /// without credentials): results and corrections are stored back there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 /// `workspace.json`.
@@ -268,7 +272,7 @@ impl Workspace {
         // Read, extend and write the case list under the lock: two runs at once each add
         // their cases instead of one overwriting the other's.
         let _lock = WorkspaceLock::acquire(root, || {})?;
-        let mut workspace = if root.join(MANIFEST_FILE).is_file() {
+        let workspace = if root.join(MANIFEST_FILE).is_file() {
             Self::open(root)?
         } else {
             Self {
@@ -283,6 +287,34 @@ impl Workspace {
         for input in inputs {
             found.extend(discover_cases(input)?);
         }
+        workspace.extend(found)
+    }
+
+    /// Creates the workspace in `root` if needed and adds `cases` (made by the caller, as for
+    /// studies retrieved from a PACS); a case whose volume is already listed is skipped.
+    pub fn add_cases(
+        root: &Path,
+        cases: Vec<WorkspaceCase>,
+    ) -> Result<(Self, usize), WorkspaceError> {
+        std::fs::create_dir_all(root).map_err(io_error(root))?;
+        let _lock = WorkspaceLock::acquire(root, || {})?;
+        let workspace = if root.join(MANIFEST_FILE).is_file() {
+            Self::open(root)?
+        } else {
+            Self {
+                root: root.to_path_buf(),
+                manifest: Manifest {
+                    keyslice_workspace: MANIFEST_VERSION,
+                    cases: Vec::new(),
+                },
+            }
+        };
+        workspace.extend(cases)
+    }
+
+    /// Adds `found` (under the caller's lock), saves the manifest, makes the database.
+    fn extend(mut self, found: Vec<WorkspaceCase>) -> Result<(Self, usize), WorkspaceError> {
+        let workspace = &mut self;
         let mut added = 0;
         for mut case in found {
             if workspace
@@ -300,7 +332,7 @@ impl Workspace {
         workspace.save_manifest()?;
         // The database is made with the workspace, so a reviewer finds it ready.
         ReviewStore::open(&workspace.database_path())?;
-        Ok((workspace, added))
+        Ok((self, added))
     }
 
     fn unique_id(&self, wanted: &str) -> String {
@@ -477,6 +509,7 @@ pub fn discover_cases(input: &Path) -> Result<Vec<WorkspaceCase>, WorkspaceError
                 volume: absolute,
                 masks: None,
                 truth: None,
+                origin: None,
             }]);
         }
         return Err(WorkspaceError::Input(input.to_path_buf()));
@@ -500,6 +533,7 @@ pub fn discover_cases(input: &Path) -> Result<Vec<WorkspaceCase>, WorkspaceError
         volume: absolute,
         masks: None,
         truth: None,
+        origin: None,
     }])
 }
 
@@ -518,6 +552,7 @@ fn case_folder(folder: &Path) -> Option<WorkspaceCase> {
         volume: ct,
         masks: masks.is_dir().then_some(masks),
         truth: truth.is_file().then_some(truth),
+        origin: None,
     })
 }
 

@@ -26,6 +26,7 @@ mod decode;
 mod guard;
 pub(crate) mod header;
 mod stack;
+pub mod write;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

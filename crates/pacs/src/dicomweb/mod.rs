@@ -12,7 +12,7 @@ pub mod multipart;
 pub mod qido;
 pub mod retrieve;
 pub mod stow;
-mod url;
+pub mod url;
 
 pub use http::Server;
 pub use url::{Auth, DicomWebUrl, Target};
@@ -126,7 +126,9 @@ impl PacsError {
             Self::Cache { .. } => {
                 "check that the cache folder is writable and the disk has room (--cache chooses another folder)"
             }
-            Self::Dicom(_) => "the object named above is damaged or not a Keyslice result; retrieve it again",
+            Self::Dicom(_) => {
+                "the object named above is damaged or not a Keyslice result; retrieve it again"
+            }
         }
     }
 }

@@ -243,7 +243,10 @@ mod tests {
         let (content_type, body) = related_dicom(&[one.clone(), two.clone()], "b0undary");
         assert_eq!(boundary(&content_type).unwrap(), "b0undary");
         for step in [1, 7, 64, 100_000] {
-            assert_eq!(parts_of(&body, step).unwrap(), vec![one.clone(), two.clone()]);
+            assert_eq!(
+                parts_of(&body, step).unwrap(),
+                vec![one.clone(), two.clone()]
+            );
         }
     }
 
@@ -252,7 +255,10 @@ mod tests {
         let (_, body) = related_dicom(&[vec![1; 500], vec![2; 500]], "b0undary");
         for cut in [10, 300, 700, body.len() - 10] {
             let error = parts_of(&body[..cut], 64).unwrap_err();
-            assert!(matches!(error, MultipartError::Truncated { .. }), "{cut}: {error}");
+            assert!(
+                matches!(error, MultipartError::Truncated { .. }),
+                "{cut}: {error}"
+            );
         }
         assert!(parts_of(b"", 64).is_err());
     }

@@ -63,7 +63,10 @@ const QUERY_KEYS: [&str; 9] = [
 
 /// Studies matching `query` (attribute keyword → value, QIDO-RS matching: `*` wildcards,
 /// date ranges `20240101-20241231`).
-pub fn studies(server: &Server, query: &[(String, String)]) -> Result<Vec<StudySummary>, PacsError> {
+pub fn studies(
+    server: &Server,
+    query: &[(String, String)],
+) -> Result<Vec<StudySummary>, PacsError> {
     let mut path = String::from("studies?includefield=00081030&includefield=00201208");
     for (key, value) in query {
         let is_tag = key.len() == 8 && key.chars().all(|c| c.is_ascii_hexdigit());

@@ -200,7 +200,11 @@ fn fetch_instance(server: &Server, place: &InstancePlace<'_>) -> Result<u64, Pac
     loop {
         match fetch_once(server, place) {
             Err(Fetch::Truncated(_)) if attempt < server.retries => {
-                tracing::debug!(attempt, server = server.name(), "truncated answer; retrying");
+                tracing::debug!(
+                    attempt,
+                    server = server.name(),
+                    "truncated answer; retrying"
+                );
                 std::thread::sleep(server.backoff * 2u32.pow(attempt));
                 attempt += 1;
             }
@@ -231,8 +235,8 @@ fn fetch_once(server: &Server, place: &InstancePlace<'_>) -> Result<u64, Fetch> 
             &what,
         )
         .map_err(Fetch::Failed)?;
-    let boundary =
-        boundary(&answer.content_type).map_err(|e| Fetch::Failed(server.broken(&what, e.to_string())))?;
+    let boundary = boundary(&answer.content_type)
+        .map_err(|e| Fetch::Failed(server.broken(&what, e.to_string())))?;
     let temporary = incoming.join(format!("{sop}.{}.part", std::process::id()));
     let cache_error = |source| {
         Fetch::Failed(PacsError::Cache {
@@ -267,15 +271,18 @@ fn fetch_once(server: &Server, place: &InstancePlace<'_>) -> Result<u64, Fetch> 
         .into_inner()
         .map_err(std::io::IntoInnerError::into_error)
         .and_then(|file| file.sync_data());
-    let result = result.and_then(|()| flushed.map_err(cache_error)).and_then(|()| {
-        if is_part10(&temporary) {
-            Ok(())
-        } else {
-            Err(Fetch::Failed(
-                server.broken(&what, "the part is not a DICOM file (no DICM marker)"),
-            ))
-        }
-    });
+    let result = result
+        .and_then(|()| flushed.map_err(cache_error))
+        .and_then(|()| {
+            if is_part10(&temporary) {
+                Ok(())
+            } else {
+                Err(Fetch::Failed(server.broken(
+                    &what,
+                    "the part is not a DICOM file (no DICM marker)",
+                )))
+            }
+        });
     if let Err(error) = result {
         let _ = fs::remove_file(&temporary);
         return Err(error);
@@ -293,7 +300,9 @@ fn fetch_once(server: &Server, place: &InstancePlace<'_>) -> Result<u64, Fetch> 
 
 fn multipart_failure(server: &Server, what: &str, error: MultipartError) -> Fetch {
     match error {
-        MultipartError::Truncated { .. } => Fetch::Truncated(server.broken(what, error.to_string())),
+        MultipartError::Truncated { .. } => {
+            Fetch::Truncated(server.broken(what, error.to_string()))
+        }
         // A dropped connection mid-body reads as an IO error: as good as a truncation.
         MultipartError::Io(ref io) if io.kind() != std::io::ErrorKind::StorageFull => {
             Fetch::Truncated(server.broken(what, error.to_string()))

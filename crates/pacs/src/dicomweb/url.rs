@@ -189,12 +189,10 @@ impl DicomWebUrl {
                 return Err(fail("a URL names either a study or a ?query, not both"));
             }
             target = match pairs.as_slice() {
-                [(key, value)] if key == "StudyInstanceUID" || key == "0020000D" => {
-                    Target::Study {
-                        study: check_uid(value).map_err(|r| fail(&r))?,
-                        series: None,
-                    }
-                }
+                [(key, value)] if key == "StudyInstanceUID" || key == "0020000D" => Target::Study {
+                    study: check_uid(value).map_err(|r| fail(&r))?,
+                    series: None,
+                },
                 _ => Target::Query(pairs),
             };
         }
@@ -251,7 +249,9 @@ fn percent_decode(text: &str) -> String {
     while i < bytes.len() {
         match bytes[i] {
             b'%' => {
-                let hex = text.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
+                let hex = text
+                    .get(i + 1..i + 3)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
                 if let Some(byte) = hex {
                     out.push(byte);
                     i += 3;
@@ -293,8 +293,8 @@ mod tests {
 
     #[test]
     fn a_study_url_gives_root_and_study() {
-        let url = DicomWebUrl::parse("dicomweb+http://127.0.0.1:8042/dicom-web/studies/1.2.3")
-            .unwrap();
+        let url =
+            DicomWebUrl::parse("dicomweb+http://127.0.0.1:8042/dicom-web/studies/1.2.3").unwrap();
         assert_eq!(url.root, "http://127.0.0.1:8042/dicom-web");
         assert_eq!(
             url.target,

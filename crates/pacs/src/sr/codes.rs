@@ -6,7 +6,9 @@
 //! use the private scheme `99KSL`, declared in each document's Coding Scheme Identification
 //! Sequence so any reader knows whose codes they are.
 
-use keyslice_core::findings::{Attenuation, KidneyPole, Location, Organ, PancreasPart, TumorPresence};
+use keyslice_core::findings::{
+    Attenuation, KidneyPole, Location, Organ, PancreasPart, TumorPresence,
+};
 
 /// A coded concept: value, scheme designator, meaning.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,23 +54,63 @@ macro_rules! code {
     };
 }
 
-code!(measurement_report, "126000", "DCM", "Imaging Measurement Report");
-code!(language, "121049", "DCM", "Language of Content Item and Descendants");
+code!(
+    measurement_report,
+    "126000",
+    "DCM",
+    "Imaging Measurement Report"
+);
+code!(
+    language,
+    "121049",
+    "DCM",
+    "Language of Content Item and Descendants"
+);
 code!(english, "en-US", "RFC5646", "English (United States)");
 code!(observer_type, "121005", "DCM", "Observer Type");
 code!(person, "121006", "DCM", "Person");
 code!(device, "121007", "DCM", "Device");
-code!(person_observer_name, "121008", "DCM", "Person Observer Name");
+code!(
+    person_observer_name,
+    "121008",
+    "DCM",
+    "Person Observer Name"
+);
 code!(device_observer_uid, "121012", "DCM", "Device Observer UID");
-code!(device_observer_name, "121013", "DCM", "Device Observer Name");
-code!(device_observer_model_name, "121015", "DCM", "Device Observer Model Name");
+code!(
+    device_observer_name,
+    "121013",
+    "DCM",
+    "Device Observer Name"
+);
+code!(
+    device_observer_model_name,
+    "121015",
+    "DCM",
+    "Device Observer Model Name"
+);
 code!(procedure_reported, "121058", "DCM", "Procedure reported");
-code!(ct_procedure, "77477000", "SCT", "Computerized axial tomography");
+code!(
+    ct_procedure,
+    "77477000",
+    "SCT",
+    "Computerized axial tomography"
+);
 code!(image_library, "111028", "DCM", "Image Library");
 code!(image_library_group, "126200", "DCM", "Image Library Group");
-code!(imaging_measurements, "126010", "DCM", "Imaging Measurements");
+code!(
+    imaging_measurements,
+    "126010",
+    "DCM",
+    "Imaging Measurements"
+);
 code!(measurement_group, "125007", "DCM", "Measurement Group");
-code!(qualitative_evaluations, "C0034375", "UMLS", "Qualitative Evaluations");
+code!(
+    qualitative_evaluations,
+    "C0034375",
+    "UMLS",
+    "Qualitative Evaluations"
+);
 code!(tracking_identifier, "112039", "DCM", "Tracking Identifier");
 code!(tracking_uid, "112040", "DCM", "Tracking Unique Identifier");
 code!(finding, "121071", "DCM", "Finding");
@@ -79,7 +121,7 @@ code!(laterality, "272741003", "SCT", "Laterality");
 code!(left, "7771000", "SCT", "Left");
 code!(right, "24028007", "SCT", "Right");
 code!(image_region, "111030", "DCM", "Image Region");
-code!(source_image, "121112", "DCM", "Source of Measurement");
+code!(source, "260753009", "SCT", "Source");
 code!(algorithm_name, "111001", "DCM", "Algorithm Name");
 code!(algorithm_version, "111003", "DCM", "Algorithm Version");
 code!(long_axis, "103339001", "SCT", "Long Axis");
@@ -91,21 +133,68 @@ code!(present, "52101004", "SCT", "Present");
 code!(absent, "2667000", "SCT", "Absent");
 code!(equivocal, "42425007", "SCT", "Equivocal");
 code!(of_interest, "113000", "DCM", "Of Interest");
-code!(key_object_description, "113012", "DCM", "Key Object Description");
+code!(
+    key_object_description,
+    "113012",
+    "DCM",
+    "Key Object Description"
+);
 code!(tumor_presence, "tumor-presence", "99KSL", "Tumor presence");
 code!(location_in_organ, "location", "99KSL", "Location in organ");
 code!(attenuation, "attenuation", "99KSL", "Attenuation");
 code!(lesion_count, "lesion-count", "99KSL", "Number of lesions");
 code!(key_slice, "key-slice", "99KSL", "Key evidence slice");
-code!(key_slice_index, "key-slice-index", "99KSL", "Key evidence slice index");
+code!(
+    key_slice_index,
+    "key-slice-index",
+    "99KSL",
+    "Key evidence slice index"
+);
+code!(
+    key_slice_z,
+    "key-slice-z",
+    "99KSL",
+    "Key evidence slice position (patient z)"
+);
+code!(millimeter, "mm", "UCUM", "millimeter");
 code!(evidence_group, "evidence", "99KSL", "Key evidence");
-code!(verifier_description, "verifier-text", "99KSL", "Verifier description of the key slice");
+code!(
+    verifier_description,
+    "verifier-text",
+    "99KSL",
+    "Verifier description of the key slice"
+);
 code!(verifier_name, "verifier", "99KSL", "Verifier model");
-code!(consistency, "consistency", "99KSL", "Report-evidence consistency");
-code!(consistency_organ, "cons-organ", "99KSL", "Consistency of organ");
-code!(consistency_location, "cons-location", "99KSL", "Consistency of location");
-code!(consistency_attenuation, "cons-attenuation", "99KSL", "Consistency of attenuation");
-code!(consistency_size, "cons-size", "99KSL", "Consistency of size");
+code!(
+    consistency,
+    "consistency",
+    "99KSL",
+    "Report-evidence consistency"
+);
+code!(
+    consistency_organ,
+    "cons-organ",
+    "99KSL",
+    "Consistency of organ"
+);
+code!(
+    consistency_location,
+    "cons-location",
+    "99KSL",
+    "Consistency of location"
+);
+code!(
+    consistency_attenuation,
+    "cons-attenuation",
+    "99KSL",
+    "Consistency of attenuation"
+);
+code!(
+    consistency_size,
+    "cons-size",
+    "99KSL",
+    "Consistency of size"
+);
 
 /// The organ as a Finding Site code, and its laterality for a kidney.
 #[must_use]

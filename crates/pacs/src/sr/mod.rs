@@ -26,7 +26,7 @@ pub mod write;
 use std::path::Path;
 
 use dicom_dictionary_std::tags;
-use keyslice_core::findings::Findings;
+use keyslice_core::findings::{Findings, SliceBox};
 use keyslice_core::prediction::{ModelId, Prediction};
 use keyslice_core::scoring::Consistency;
 use sha2::{Digest, Sha256};
@@ -79,15 +79,22 @@ impl CaseResult {
     #[must_use]
     pub fn from_prediction(prediction: &Prediction) -> Self {
         let mut findings = prediction.findings.without_spans();
-        findings.key_slice = prediction.key_slice.as_ref().map(|key| {
-            keyslice_core::findings::KeySlice {
-                index: key.index,
-                z_mm: Some(key.z_mm),
-                sop_instance_uid: key.sop_instance_uid.clone(),
-                span: None,
-            }
+        findings.key_slice =
+            prediction
+                .key_slice
+                .as_ref()
+                .map(|key| keyslice_core::findings::KeySlice {
+                    index: key.index,
+                    z_mm: Some(key.z_mm),
+                    sop_instance_uid: key.sop_instance_uid.clone(),
+                    span: None,
+                });
+        // The box goes as pixel corners on the key slice (its millimetres follow from the
+        // image's geometry and are not repeated).
+        findings.slice_box = prediction.slice_box.as_ref().map(|slice_box| SliceBox {
+            voxels: slice_box.voxels,
+            mm: None,
         });
-        findings.slice_box.clone_from(&prediction.slice_box);
         Self {
             observer: Observer::Device {
                 model: prediction.diagnoser.clone(),
@@ -98,6 +105,40 @@ impl CaseResult {
             report: Some(prediction.report.clone()),
             local_description: prediction.local_description.clone(),
             consistency: prediction.consistency,
+        }
+    }
+
+    /// The AI result as a prediction of case `case_id` (to show a stored result in the
+    /// viewer as if it had just been analysed); `note` goes into its warnings.
+    #[must_use]
+    pub fn to_prediction(&self, case_id: &str, note: &str) -> Prediction {
+        let key_slice = self.findings.key_slice.as_ref().map(|key| {
+            keyslice_core::prediction::PredictionKeySlice {
+                index: key.index,
+                z_mm: key.z_mm.unwrap_or_default(),
+                sop_instance_uid: key.sop_instance_uid.clone(),
+            }
+        });
+        let mut findings = self.findings.clone();
+        findings.key_slice = None;
+        findings.slice_box = None;
+        Prediction {
+            version: keyslice_core::prediction::PREDICTION_VERSION,
+            case_id: case_id.to_string(),
+            diagnoser: self.algorithm.clone(),
+            verifier: self.verifier.clone(),
+            report: self.report.clone().unwrap_or_default(),
+            findings,
+            key_slice,
+            slice_box: self.findings.slice_box.clone(),
+            local_findings: self
+                .local_description
+                .as_deref()
+                .map(|text| keyslice_core::findings::read_report(text).findings),
+            local_description: self.local_description.clone(),
+            consistency: self.consistency,
+            timings_ms: keyslice_core::prediction::Timings::default(),
+            warnings: vec![note.to_string()],
         }
     }
 

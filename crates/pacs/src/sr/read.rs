@@ -11,7 +11,7 @@ use keyslice_core::scoring::Consistency;
 
 use super::codes;
 use super::tree::{Node, Value, read_item, string};
-use super::{CaseResult, COMPREHENSIVE_3D_SR, KEY_OBJECT_SELECTION, Observer};
+use super::{COMPREHENSIVE_3D_SR, CaseResult, KEY_OBJECT_SELECTION, Observer};
 use crate::PacsError;
 
 /// A document read back.
@@ -86,9 +86,14 @@ fn read_object(object: &InMemDicomObject) -> Result<Document, String> {
                     root.name.meaning
                 ));
             }
-            Ok(Document::Result(Box::new(stored(object, case_result(&root)?))))
+            Ok(Document::Result(Box::new(stored(
+                object,
+                case_result(&root)?,
+            ))))
         }
-        other => Err(format!("SOP class {other} is neither an SR nor a Key Object Selection")),
+        other => Err(format!(
+            "SOP class {other} is neither an SR nor a Key Object Selection"
+        )),
     }
 }
 
@@ -170,7 +175,12 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
             .unwrap_or_default();
         let organ = organ_of(group);
         if label == "key evidence" {
-            evidence(group, &mut findings, &mut local_description, &mut consistency);
+            evidence(
+                group,
+                &mut findings,
+                &mut local_description,
+                &mut consistency,
+            );
             verifier = group
                 .child(&codes::verifier_name())
                 .and_then(Node::text)
@@ -184,7 +194,9 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
             continue;
         }
         let Some(organ) = organ else {
-            return Err(format!("measurement group `{label}` names no organ Keyslice knows"));
+            return Err(format!(
+                "measurement group `{label}` names no organ Keyslice knows"
+            ));
         };
         if let Some(presence) = group
             .child(&codes::tumor_presence())
@@ -267,7 +279,7 @@ fn evidence(
     if let Some(index) = index {
         findings.key_slice = Some(KeySlice {
             index,
-            z_mm: None,
+            z_mm: group.child(&codes::key_slice_z()).and_then(Node::number),
             sop_instance_uid: sop,
             span: None,
         });

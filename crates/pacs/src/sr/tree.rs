@@ -129,7 +129,11 @@ pub fn code_item(code: &Code) -> InMemDicomObject {
 pub fn sop_reference(class_uid: &str, instance_uid: &str) -> InMemDicomObject {
     let mut item = InMemDicomObject::new_empty();
     item.put(text(tags::REFERENCED_SOP_CLASS_UID, VR::UI, class_uid));
-    item.put(text(tags::REFERENCED_SOP_INSTANCE_UID, VR::UI, instance_uid));
+    item.put(text(
+        tags::REFERENCED_SOP_INSTANCE_UID,
+        VR::UI,
+        instance_uid,
+    ));
     item
 }
 

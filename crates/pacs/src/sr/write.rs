@@ -3,8 +3,8 @@
 
 use dicom_core::{DataElement, PrimitiveValue, VR};
 use dicom_dictionary_std::tags;
-use dicom_object::meta::FileMetaTableBuilder;
 use dicom_object::InMemDicomObject;
+use dicom_object::meta::FileMetaTableBuilder;
 use keyslice_core::findings::{Lesion, Organ, TumorPresence};
 use keyslice_core::prediction::ModelId;
 
@@ -100,7 +100,7 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
                     )
                     .with(vec![Node::new(
                         "SELECTED FROM",
-                        Code::new("", "", ""),
+                        codes::source(),
                         Value::Image(image_class.to_string(), sop.clone()),
                     )]),
                 );
@@ -117,6 +117,13 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
             codes::key_slice_index(),
             Value::Num(f64::from(key.index), codes::no_units()),
         ));
+        if let Some(z_mm) = key.z_mm {
+            items.push(Node::new(
+                CONTAINS,
+                codes::key_slice_z(),
+                Value::Num(z_mm, codes::millimeter()),
+            ));
+        }
         if let Some(description) = &result.local_description {
             items.push(Node::new(
                 CONTAINS,
@@ -150,9 +157,11 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
         groups.push(group(Some(template), items));
     }
 
-    let mut root = vec![
-        Node::new(CONCEPT_MOD, codes::language(), Value::Code(codes::english())),
-    ];
+    let mut root = vec![Node::new(
+        CONCEPT_MOD,
+        codes::language(),
+        Value::Code(codes::english()),
+    )];
     root.extend(observer_items(&result.observer, &seed));
     root.push(Node::new(
         CONCEPT_MOD,
@@ -162,32 +171,47 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
     if let Some(sop) = &key_sop {
         root.push(
             Node::new(CONTAINS, codes::image_library(), Value::Container(None)).with(vec![
-                Node::new(CONTAINS, codes::image_library_group(), Value::Container(None)).with(
-                    vec![Node::new(
-                        CONTAINS,
-                        Code::new("", "", ""),
-                        Value::Image(image_class.to_string(), sop.clone()),
-                    )],
-                ),
+                Node::new(
+                    CONTAINS,
+                    codes::image_library_group(),
+                    Value::Container(None),
+                )
+                .with(vec![Node::new(
+                    CONTAINS,
+                    Code::new("", "", ""),
+                    Value::Image(image_class.to_string(), sop.clone()),
+                )]),
             ]),
         );
     }
     root.push(
-        Node::new(CONTAINS, codes::imaging_measurements(), Value::Container(None)).with(groups),
+        Node::new(
+            CONTAINS,
+            codes::imaging_measurements(),
+            Value::Container(None),
+        )
+        .with(groups),
     );
     if let Some(report) = result.report.as_ref().filter(|r| !r.trim().is_empty()) {
         root.push(
-            Node::new(CONTAINS, codes::qualitative_evaluations(), Value::Container(None)).with(
-                vec![Node::new(
-                    CONTAINS,
-                    codes::findings_text(),
-                    Value::Text(report.clone()),
-                )],
-            ),
+            Node::new(
+                CONTAINS,
+                codes::qualitative_evaluations(),
+                Value::Container(None),
+            )
+            .with(vec![Node::new(
+                CONTAINS,
+                codes::findings_text(),
+                Value::Text(report.clone()),
+            )]),
         );
     }
-    let root = Node::new("", codes::measurement_report(), Value::Container(Some("1500")))
-        .with(root);
+    let root = Node::new(
+        "",
+        codes::measurement_report(),
+        Value::Container(Some("1500")),
+    )
+    .with(root);
 
     let (series_number, description) = match &result.observer {
         Observer::Device { model } => (
@@ -215,7 +239,11 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
             object.put(text(tags::VERIFICATION_FLAG, VR::CS, "VERIFIED"));
             let mut verifier = InMemDicomObject::new_empty();
             verifier.put(text(tags::VERIFYING_OBSERVER_NAME, VR::PN, name));
-            verifier.put(text(tags::VERIFYING_ORGANIZATION, VR::LO, "Keyslice review"));
+            verifier.put(text(
+                tags::VERIFYING_ORGANIZATION,
+                VR::LO,
+                "Keyslice review",
+            ));
             verifier.put(text(
                 tags::VERIFICATION_DATE_TIME,
                 VR::DT,
@@ -228,7 +256,10 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
             object.put(sequence(tags::VERIFYING_OBSERVER_SEQUENCE, vec![verifier]));
         }
     }
-    object.put(sequence(tags::PERFORMED_PROCEDURE_CODE_SEQUENCE, Vec::new()));
+    object.put(sequence(
+        tags::PERFORMED_PROCEDURE_CODE_SEQUENCE,
+        Vec::new(),
+    ));
     if let Some(sop) = &key_sop {
         object.put(evidence(study, image_class, &[sop.as_str()]));
     }
@@ -322,7 +353,11 @@ impl Document {
         // Patient and study: copied from the images, so the document files with them.
         object.put(text(tags::PATIENT_NAME, VR::PN, &study.patient_name));
         object.put(text(tags::PATIENT_ID, VR::LO, &study.patient_id));
-        object.put(text(tags::PATIENT_BIRTH_DATE, VR::DA, &study.patient_birth_date));
+        object.put(text(
+            tags::PATIENT_BIRTH_DATE,
+            VR::DA,
+            &study.patient_birth_date,
+        ));
         object.put(text(tags::PATIENT_SEX, VR::CS, &study.patient_sex));
         object.put(text(tags::STUDY_INSTANCE_UID, VR::UI, &study.study_uid));
         object.put(text(tags::STUDY_DATE, VR::DA, &study.study_date));
@@ -422,19 +457,28 @@ fn evidence(study: &StudyContext, class_uid: &str, sops: &[&str]) -> DataElement
     series.put(text(tags::SERIES_INSTANCE_UID, VR::UI, &study.series_uid));
     series.put(sequence(
         tags::REFERENCED_SOP_SEQUENCE,
-        sops.iter().map(|sop| sop_reference(class_uid, sop)).collect(),
+        sops.iter()
+            .map(|sop| sop_reference(class_uid, sop))
+            .collect(),
     ));
     let mut item = InMemDicomObject::new_empty();
     item.put(sequence(tags::REFERENCED_SERIES_SEQUENCE, vec![series]));
     item.put(text(tags::STUDY_INSTANCE_UID, VR::UI, &study.study_uid));
-    sequence(tags::CURRENT_REQUESTED_PROCEDURE_EVIDENCE_SEQUENCE, vec![item])
+    sequence(
+        tags::CURRENT_REQUESTED_PROCEDURE_EVIDENCE_SEQUENCE,
+        vec![item],
+    )
 }
 
 /// TID 1002 observer context: the model as device, or the reviewer as person.
 fn observer_items(observer: &Observer, seed: &str) -> Vec<Node> {
     match observer {
         Observer::Device { model } => vec![
-            Node::new(OBS_CONTEXT, codes::observer_type(), Value::Code(codes::device())),
+            Node::new(
+                OBS_CONTEXT,
+                codes::observer_type(),
+                Value::Code(codes::device()),
+            ),
             Node::new(
                 OBS_CONTEXT,
                 codes::device_observer_uid(),
@@ -452,7 +496,11 @@ fn observer_items(observer: &Observer, seed: &str) -> Vec<Node> {
             ),
         ],
         Observer::Person { name } => vec![
-            Node::new(OBS_CONTEXT, codes::observer_type(), Value::Code(codes::person())),
+            Node::new(
+                OBS_CONTEXT,
+                codes::observer_type(),
+                Value::Code(codes::person()),
+            ),
             Node::new(
                 OBS_CONTEXT,
                 codes::person_observer_name(),
@@ -511,7 +559,12 @@ fn group_head(label: &str, seed: &str, organ: Option<Organ>, algorithm: &[Node])
 }
 
 fn group(template: Option<&'static str>, items: Vec<Node>) -> Node {
-    Node::new(CONTAINS, codes::measurement_group(), Value::Container(template)).with(items)
+    Node::new(
+        CONTAINS,
+        codes::measurement_group(),
+        Value::Container(template),
+    )
+    .with(items)
 }
 
 fn lesion_items(lesion: &Lesion) -> Vec<Node> {

@@ -1,0 +1,261 @@
+//! [`Volume`] → a DICOM CT series: one CT Image Storage file per axial slice (Explicit VR
+//! Little Endian, 16-bit signed, rescale 1/0 so stored values are Hounsfield units).
+//!
+//! For loading phantoms and converted NIfTI studies into a PACS; the identity written is the
+//! one the caller gives (a synthetic one for phantoms), never invented from elsewhere. UIDs
+//! are derived from that identity and the geometry, so writing the same volume again gives
+//! the same UIDs (a PACS that receives it twice keeps one copy).
+
+use std::path::{Path, PathBuf};
+
+use dicom_core::{DataElement, PrimitiveValue, VR};
+use dicom_dictionary_std::tags;
+use dicom_object::InMemDicomObject;
+use dicom_object::meta::FileMetaTableBuilder;
+use keyslice_core::volume::{Volume, Voxels};
+
+use super::DicomError;
+
+/// Who and what the series is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeriesIdentity {
+    /// Patient's Name (`Family^Given`).
+    pub patient_name: String,
+    /// Patient ID.
+    pub patient_id: String,
+    /// Accession Number.
+    pub accession: String,
+    /// Study Date (`YYYYMMDD`).
+    pub study_date: String,
+    /// Study Description.
+    pub study_description: String,
+    /// Series Description.
+    pub series_description: String,
+}
+
+const CT_IMAGE_STORAGE: &str = "1.2.840.10008.5.1.4.1.1.2";
+
+/// A UID under `2.25` from a hash of `parts` (the same parts, the same UID).
+#[must_use]
+pub fn derived_uid(parts: &[&str]) -> String {
+    // FNV-1a over the parts, twice with different offsets, for 128 bits.
+    let mut halves = [0xcbf2_9ce4_8422_2325_u64, 0x8422_2325_cbf2_9ce4_u64];
+    for half in &mut halves {
+        for part in parts {
+            for byte in part.bytes().chain(std::iter::once(0x1f)) {
+                *half ^= u64::from(byte);
+                *half = half.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        *half = half.rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15;
+    }
+    let value = (u128::from(halves[0]) << 64) | u128::from(halves[1]);
+    format!("2.25.{value}")
+}
+
+fn text(tag: dicom_core::Tag, vr: VR, value: &str) -> DataElement<InMemDicomObject> {
+    DataElement::new(tag, vr, PrimitiveValue::from(value))
+}
+
+fn decimals(values: &[f64]) -> String {
+    values
+        .iter()
+        .map(|value| {
+            let text = format!("{value:.6}");
+            let text = text.trim_end_matches('0').trim_end_matches('.');
+            if text == "-0" {
+                "0".to_string()
+            } else {
+                text.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\\")
+}
+
+/// Writes `volume` as a CT series into `folder` (created; it must not exist), one file per
+/// slice named `slice_NNNN.dcm`. The files go into a temporary sibling folder renamed into
+/// place at the end, so `folder` is either complete or absent. Returns the file count.
+pub fn write_ct_series(
+    volume: &Volume,
+    folder: &Path,
+    identity: &SeriesIdentity,
+) -> Result<usize, DicomError> {
+    let io_error = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DicomError::Io { path, source }
+    };
+    if folder.exists() {
+        return Err(DicomError::Io {
+            path: folder.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "the output folder exists; choose a new one",
+            ),
+        });
+    }
+    let [columns, rows, slices] = volume.dims();
+    let (Ok(columns_u16), Ok(rows_u16)) = (u16::try_from(columns), u16::try_from(rows)) else {
+        return Err(DicomError::Io {
+            path: folder.to_path_buf(),
+            source: std::io::Error::other("a slice larger than 65535 pixels"),
+        });
+    };
+    if identity.accession.len() > 16 || identity.patient_id.len() > 64 {
+        return Err(DicomError::Io {
+            path: folder.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the accession number may have at most 16 characters and the patient ID 64 (DICOM SH, LO)",
+            ),
+        });
+    }
+    let affine = volume.patient_from_voxel();
+    let [x, y, _] = volume.directions_lps();
+    let spacing = volume.spacing_mm();
+    let geometry = format!("{columns}x{rows}x{slices}@{:?}", affine.translation);
+    let study_uid = derived_uid(&[&identity.patient_id, &identity.accession, "study"]);
+    let series_uid = derived_uid(&[
+        &identity.patient_id,
+        &identity.accession,
+        &geometry,
+        "series",
+    ]);
+    let frame_uid = derived_uid(&[&series_uid, "frame"]);
+    let parent = folder.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(io_error(parent))?;
+    let name = folder.file_name().map_or_else(
+        || "series".to_string(),
+        |name| name.to_string_lossy().into_owned(),
+    );
+    let temporary: PathBuf = parent.join(format!(".{name}.partial-{}", std::process::id()));
+    let result = (|| {
+        std::fs::create_dir_all(&temporary).map_err(io_error(&temporary))?;
+        let plane = columns * rows;
+        for k in 0..slices {
+            let stored: Vec<u8> = (0..plane)
+                .flat_map(|n| {
+                    let index = k * plane + n;
+                    let value = match volume.voxels() {
+                        Voxels::I16(values) => values[index],
+                        Voxels::F32(values) => {
+                            values[index].round().clamp(-32768.0, 32767.0) as i16
+                        }
+                    };
+                    value.to_le_bytes()
+                })
+                .collect();
+            let position = affine.apply([0.0, 0.0, k as f64]);
+            let sop_uid = derived_uid(&[&series_uid, &k.to_string()]);
+            let mut object = InMemDicomObject::new_empty();
+            object.put(text(tags::SPECIFIC_CHARACTER_SET, VR::CS, "ISO_IR 192"));
+            object.put(text(tags::IMAGE_TYPE, VR::CS, "ORIGINAL\\PRIMARY\\AXIAL"));
+            object.put(text(tags::SOP_CLASS_UID, VR::UI, CT_IMAGE_STORAGE));
+            object.put(text(tags::SOP_INSTANCE_UID, VR::UI, &sop_uid));
+            object.put(text(tags::STUDY_DATE, VR::DA, &identity.study_date));
+            object.put(text(tags::STUDY_TIME, VR::TM, "120000"));
+            object.put(text(tags::ACCESSION_NUMBER, VR::SH, &identity.accession));
+            object.put(text(tags::MODALITY, VR::CS, "CT"));
+            object.put(text(tags::BODY_PART_EXAMINED, VR::CS, "ABDOMEN"));
+            object.put(text(tags::LATERALITY, VR::CS, ""));
+            object.put(text(tags::ACQUISITION_NUMBER, VR::IS, "1"));
+            object.put(text(tags::MANUFACTURER, VR::LO, "Keyslice"));
+            object.put(text(tags::REFERRING_PHYSICIAN_NAME, VR::PN, ""));
+            object.put(text(
+                tags::STUDY_DESCRIPTION,
+                VR::LO,
+                &identity.study_description,
+            ));
+            object.put(text(
+                tags::SERIES_DESCRIPTION,
+                VR::LO,
+                &identity.series_description,
+            ));
+            object.put(text(tags::PATIENT_NAME, VR::PN, &identity.patient_name));
+            object.put(text(tags::PATIENT_ID, VR::LO, &identity.patient_id));
+            object.put(text(tags::PATIENT_BIRTH_DATE, VR::DA, ""));
+            object.put(text(tags::PATIENT_SEX, VR::CS, "O"));
+            object.put(text(
+                tags::SLICE_THICKNESS,
+                VR::DS,
+                &decimals(&[spacing[2]]),
+            ));
+            object.put(text(tags::KVP, VR::DS, "120"));
+            object.put(text(tags::PATIENT_POSITION, VR::CS, "FFS"));
+            object.put(text(tags::STUDY_INSTANCE_UID, VR::UI, &study_uid));
+            object.put(text(tags::SERIES_INSTANCE_UID, VR::UI, &series_uid));
+            object.put(text(tags::STUDY_ID, VR::SH, "1"));
+            object.put(text(tags::SERIES_NUMBER, VR::IS, "1"));
+            object.put(text(tags::INSTANCE_NUMBER, VR::IS, &(k + 1).to_string()));
+            object.put(text(
+                tags::IMAGE_POSITION_PATIENT,
+                VR::DS,
+                &decimals(&position),
+            ));
+            object.put(text(
+                tags::IMAGE_ORIENTATION_PATIENT,
+                VR::DS,
+                &decimals(&[x[0], x[1], x[2], y[0], y[1], y[2]]),
+            ));
+            object.put(text(tags::FRAME_OF_REFERENCE_UID, VR::UI, &frame_uid));
+            object.put(text(tags::POSITION_REFERENCE_INDICATOR, VR::LO, ""));
+            object.put(text(
+                tags::SLICE_LOCATION,
+                VR::DS,
+                &decimals(&[position[2]]),
+            ));
+            let short =
+                |tag, value: u16| DataElement::new(tag, VR::US, PrimitiveValue::from(value));
+            object.put(short(tags::SAMPLES_PER_PIXEL, 1));
+            object.put(text(
+                tags::PHOTOMETRIC_INTERPRETATION,
+                VR::CS,
+                "MONOCHROME2",
+            ));
+            object.put(short(tags::ROWS, rows_u16));
+            object.put(short(tags::COLUMNS, columns_u16));
+            object.put(text(
+                tags::PIXEL_SPACING,
+                VR::DS,
+                &decimals(&[spacing[1], spacing[0]]),
+            ));
+            object.put(short(tags::BITS_ALLOCATED, 16));
+            object.put(short(tags::BITS_STORED, 16));
+            object.put(short(tags::HIGH_BIT, 15));
+            object.put(short(tags::PIXEL_REPRESENTATION, 1));
+            object.put(text(tags::WINDOW_CENTER, VR::DS, "40"));
+            object.put(text(tags::WINDOW_WIDTH, VR::DS, "400"));
+            object.put(text(tags::RESCALE_INTERCEPT, VR::DS, "0"));
+            object.put(text(tags::RESCALE_SLOPE, VR::DS, "1"));
+            object.put(text(tags::RESCALE_TYPE, VR::LO, "HU"));
+            object.put(DataElement::new(
+                tags::PIXEL_DATA,
+                VR::OW,
+                PrimitiveValue::from(stored),
+            ));
+            let meta = FileMetaTableBuilder::new()
+                .media_storage_sop_class_uid(CT_IMAGE_STORAGE)
+                .media_storage_sop_instance_uid(sop_uid.as_str())
+                .transfer_syntax("1.2.840.10008.1.2.1")
+                .build()
+                .map_err(|error| DicomError::Io {
+                    path: temporary.clone(),
+                    source: std::io::Error::other(error.to_string()),
+                })?;
+            let path = temporary.join(format!("slice_{:04}.dcm", k + 1));
+            object
+                .with_exact_meta(meta)
+                .write_to_file(&path)
+                .map_err(|error| DicomError::Io {
+                    path: path.clone(),
+                    source: std::io::Error::other(error.to_string()),
+                })?;
+        }
+        std::fs::rename(&temporary, folder).map_err(io_error(folder))
+    })();
+    if result.is_err() {
+        // Best effort: the temporary folder is ours and incomplete.
+        let _ = std::fs::remove_dir_all(&temporary);
+    }
+    result.map(|()| slices)
+}

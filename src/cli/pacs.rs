@@ -1,0 +1,811 @@
+//! `keyslice pacs query|retrieve|publish|results|agreement`: the hospital's PACS over
+//! DICOMweb (see `keyslice_pacs`). URLs are `dicomweb+http(s)://HOST/ROOT[/studies/UID]` or
+//! `…/ROOT?PatientID=…`; credentials come from `KEYSLICE_DICOMWEB_TOKEN` or
+//! `KEYSLICE_DICOMWEB_USER` / `KEYSLICE_DICOMWEB_PASSWORD`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::CliError;
+use crate::pacs::dicomweb::retrieve::{Progress, Retrieved, default_cache, retrieve_ct};
+use crate::pacs::dicomweb::{Target, qido, stow};
+use crate::pacs::results::{StudyResults, study_results};
+use crate::pacs::sr::write::{key_object_selection, result_sr};
+use crate::pacs::sr::{CaseResult, Observer, StudyContext};
+use crate::pacs::{DicomWebUrl, PacsError, Server, agreement};
+use crate::review::case::{CaseReview, model_findings};
+use crate::review::store::{ReviewStatus, ReviewStore};
+use crate::review::workspace::{Workspace, WorkspaceCase};
+
+/// Arguments of `pacs`.
+#[derive(Debug, Args)]
+pub struct PacsArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: PacsAction,
+}
+
+/// How to reach the server.
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// Seconds one request may wait for the server.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout_secs: u64,
+    /// Retries of a failed request (dropped connection, HTTP 429/5xx, truncated answer).
+    #[arg(long, default_value_t = 3)]
+    pub retries: u32,
+    /// Instances retrieved at once.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u16).range(1..=16))]
+    pub parallel: u16,
+    /// The retrieve cache (default: the user's cache folder, keyslice/dicomweb).
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+}
+
+impl Default for Connection {
+    fn default() -> Self {
+        Self {
+            timeout_secs: 60,
+            retries: 3,
+            parallel: 6,
+            cache: None,
+        }
+    }
+}
+
+impl Connection {
+    /// The server of `url` with these settings.
+    #[must_use]
+    pub fn server(&self, url: &DicomWebUrl) -> Server {
+        let mut server = Server::with_timeout(url, Duration::from_secs(self.timeout_secs));
+        server.retries = self.retries;
+        server
+    }
+
+    fn cache(&self) -> PathBuf {
+        self.cache.clone().unwrap_or_else(default_cache)
+    }
+}
+
+/// The `pacs` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PacsAction {
+    /// List the studies a URL names (all, one, or those matching its ?query).
+    Query {
+        /// `dicomweb+http(s)://HOST/ROOT[?PatientID=…&StudyDate=…&ModalitiesInStudy=CT]`.
+        url: String,
+        /// One JSON object per study.
+        #[arg(long)]
+        json: bool,
+        /// Server settings.
+        #[command(flatten)]
+        connection: Connection,
+    },
+    /// Retrieve a study's CT series into the cache (resumes what an earlier run began) and
+    /// print its folder.
+    Retrieve {
+        /// `dicomweb+http(s)://HOST/ROOT/studies/STUDY_UID`.
+        url: String,
+        /// Server settings.
+        #[command(flatten)]
+        connection: Connection,
+    },
+    /// Store the AI results (TID 1500 SR and a Key Object Selection of the key slice) and
+    /// each accepted review (an SR with the reviewer as observer) of a workspace's PACS cases
+    /// in their studies with STOW-RS. Documents already stored are not sent again.
+    Publish {
+        /// The workspace folder (made with `workspace create DIR dicomweb+…`).
+        dir: PathBuf,
+        /// Only this case.
+        #[arg(long)]
+        case: Option<String>,
+        /// Also write the documents as files into this folder.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Write the files only; store nothing (needs --out).
+        #[arg(long, requires = "out")]
+        no_store: bool,
+        /// Server settings.
+        #[command(flatten)]
+        connection: Connection,
+    },
+    /// Show the Keyslice results stored in a study: the AI's and each reviewer's.
+    Results {
+        /// `dicomweb+http(s)://HOST/ROOT/studies/STUDY_UID`.
+        url: String,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Server settings.
+        #[command(flatten)]
+        connection: Connection,
+    },
+    /// Agreement between the reviewers who corrected the studies a URL names: key slice
+    /// distance, presence kappa per organ, attribute agreement, and the studies to adjudicate.
+    Agreement {
+        /// `dicomweb+http(s)://HOST/ROOT[?query]` or one study.
+        url: String,
+        /// Key slices further apart than this many slices disagree.
+        #[arg(long, default_value_t = 5)]
+        slice_tolerance: u32,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Server settings.
+        #[command(flatten)]
+        connection: Connection,
+    },
+}
+
+/// Runs `pacs`.
+pub fn run(args: &PacsArgs) -> Result<(), CliError> {
+    match &args.action {
+        PacsAction::Query {
+            url,
+            json,
+            connection,
+        } => query(url, *json, connection),
+        PacsAction::Retrieve { url, connection } => {
+            let url = DicomWebUrl::parse(url)?;
+            let server = connection.server(&url);
+            let Target::Study { study, .. } = &url.target else {
+                return Err(CliError::Argument(
+                    "retrieve needs a URL that names one study (…/studies/STUDY_UID)".into(),
+                ));
+            };
+            let retrieved = retrieve_with_progress(&server, study, connection)?;
+            println!("{}", retrieved.folder.display());
+            Ok(())
+        }
+        PacsAction::Publish {
+            dir,
+            case,
+            out,
+            no_store,
+            connection,
+        } => publish(dir, case.as_deref(), out.as_deref(), *no_store, connection),
+        PacsAction::Results {
+            url,
+            json,
+            connection,
+        } => results(url, *json, connection),
+        PacsAction::Agreement {
+            url,
+            slice_tolerance,
+            json,
+            connection,
+        } => agreement_of(url, *slice_tolerance, *json, connection),
+    }
+}
+
+impl From<PacsError> for CliError {
+    fn from(error: PacsError) -> Self {
+        Self::Pacs(error)
+    }
+}
+
+/// The studies a URL names: the one study, or a QIDO search.
+pub fn studies_of(
+    url: &DicomWebUrl,
+    server: &Server,
+) -> Result<Vec<qido::StudySummary>, PacsError> {
+    match &url.target {
+        Target::Study { study, .. } => {
+            qido::studies(server, &[("StudyInstanceUID".to_string(), study.clone())]).and_then(
+                |found| {
+                    if found.is_empty() {
+                        Err(PacsError::NotFound {
+                            server: server.name().to_string(),
+                            what: format!("study {study}"),
+                        })
+                    } else {
+                        Ok(found)
+                    }
+                },
+            )
+        }
+        Target::Query(pairs) => qido::studies(server, pairs),
+        Target::AllStudies => qido::studies(server, &[]),
+    }
+}
+
+fn query(url: &str, json: bool, connection: &Connection) -> Result<(), CliError> {
+    let url = DicomWebUrl::parse(url)?;
+    let server = connection.server(&url);
+    let studies = studies_of(&url, &server)?;
+    let mut out = std::io::stdout().lock();
+    if !json {
+        writeln!(
+            out,
+            "{:<10} {:<14} {:<16} {:<10} {:>9}  {:<28} study",
+            "date", "accession", "patient id", "modality", "instances", "description"
+        )?;
+    }
+    for study in &studies {
+        if json {
+            writeln!(out, "{}", serde_json::to_string(study).unwrap_or_default())?;
+        } else {
+            writeln!(
+                out,
+                "{:<10} {:<14} {:<16} {:<10} {:>9}  {:<28} {}",
+                study.date,
+                study.accession,
+                study.patient_id,
+                study.modalities.join(","),
+                study.instances.map_or("–".into(), |n| n.to_string()),
+                study.description.chars().take(28).collect::<String>(),
+                study.study_uid
+            )?;
+        }
+    }
+    if !json {
+        writeln!(out, "{} study(ies) on {}", studies.len(), server.name())?;
+    }
+    Ok(())
+}
+
+/// Retrieves a study's CT series with a progress line on stderr (study UID only: no PHI).
+pub fn retrieve_with_progress(
+    server: &Server,
+    study: &str,
+    connection: &Connection,
+) -> Result<Retrieved, PacsError> {
+    let started = Instant::now();
+    let last = std::sync::Mutex::new(Instant::now() - Duration::from_secs(1));
+    let progress = |p: Progress| {
+        let Ok(mut last) = last.lock() else { return };
+        if p.done == p.total || last.elapsed() >= Duration::from_millis(500) {
+            *last = Instant::now();
+            eprint!(
+                "\rretrieving study {study}: {}/{} instances, {:.1} MB",
+                p.done,
+                p.total,
+                p.bytes as f64 / 1e6
+            );
+        }
+    };
+    let result = retrieve_ct(
+        server,
+        study,
+        &connection.cache(),
+        usize::from(connection.parallel),
+        &progress,
+    );
+    eprintln!();
+    let retrieved = result?;
+    eprintln!(
+        "{} instance(s) of series {} ({} fetched, {} already cached) in {:.1} s",
+        retrieved.instances,
+        retrieved.series.series_uid,
+        retrieved.fetched,
+        retrieved.instances - retrieved.fetched,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(retrieved)
+}
+
+/// Adds the CT of each study a URL names to the workspace `dir` (retrieved into
+/// `dir/dicomweb`); returns how many were added and how many failed (each reported).
+pub fn add_to_workspace(dir: &Path, url: &str) -> Result<(usize, usize), CliError> {
+    let url = DicomWebUrl::parse(url)?;
+    let connection = Connection {
+        cache: Some(dir.join("dicomweb")),
+        ..Connection::default()
+    };
+    let server = connection.server(&url);
+    let studies = studies_of(&url, &server)?;
+    let mut cases = Vec::new();
+    let mut failed = 0;
+    for study in &studies {
+        match retrieve_with_progress(&server, &study.study_uid, &connection) {
+            Ok(retrieved) => cases.push(WorkspaceCase {
+                case_id: case_id_of(&study.study_uid),
+                volume: retrieved.folder,
+                masks: None,
+                truth: None,
+                origin: Some(url.study_url(&study.study_uid)),
+            }),
+            Err(error) => {
+                eprintln!("error: {error}\nhint: {}", error.hint());
+                failed += 1;
+            }
+        }
+    }
+    let (_, added) = Workspace::add_cases(dir, cases)?;
+    Ok((added, failed))
+}
+
+/// A pseudonymous case id for a study: `pacs-` and 10 hex digits of a hash of its UID
+/// (stable, and free of the accession number or patient identity).
+#[must_use]
+pub fn case_id_of(study_uid: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(study_uid.as_bytes());
+    let hex: String = digest[..5].iter().map(|b| format!("{b:02x}")).collect();
+    format!("pacs-{hex}")
+}
+
+/// What `publish` stored, kept in `DIR/pacs-published.json` so a second run sends only what
+/// changed.
+#[derive(Debug, Default, Serialize, serde::Deserialize)]
+struct Published {
+    /// Content fingerprints already stored.
+    stored: Vec<String>,
+}
+
+const PUBLISHED_FILE: &str = "pacs-published.json";
+
+#[derive(Debug, Serialize)]
+struct PublishedDocument {
+    case_id: String,
+    kind: &'static str,
+    sop_uid: String,
+    series_uid: String,
+    stored: bool,
+}
+
+fn publish(
+    dir: &Path,
+    only: Option<&str>,
+    out: Option<&Path>,
+    no_store: bool,
+    connection: &Connection,
+) -> Result<(), CliError> {
+    let workspace = Workspace::open(dir)?;
+    let predictions = workspace.predictions()?;
+    let store = ReviewStore::open(&workspace.database_path())
+        .map_err(crate::review::workspace::WorkspaceError::from)?;
+    let published_path = dir.join(PUBLISHED_FILE);
+    let mut published: Published = std::fs::read_to_string(&published_path)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    if let Some(out) = out {
+        std::fs::create_dir_all(out).map_err(|source| CliError::Input {
+            path: out.to_path_buf(),
+            source,
+        })?;
+    }
+    let cases: Vec<&WorkspaceCase> = workspace
+        .manifest
+        .cases
+        .iter()
+        .filter(|case| only.is_none_or(|id| case.case_id == id))
+        .collect();
+    if cases.is_empty() {
+        return Err(CliError::Argument(format!(
+            "no case {} in {}",
+            only.unwrap_or("at all"),
+            dir.display()
+        )));
+    }
+    let (mut documents, mut failed, mut skipped) = (Vec::new(), 0, 0);
+    for case in cases {
+        let outcome = publish_case(
+            case,
+            predictions.get(&case.case_id),
+            &store,
+            &workspace,
+            out,
+            no_store,
+            connection,
+            &mut published,
+        );
+        match outcome {
+            Ok(Some(mut written)) => documents.append(&mut written),
+            Ok(None) => skipped += 1,
+            Err(error) => {
+                eprintln!("error: {}: {error}\nhint: {}", case.case_id, error.hint());
+                failed += 1;
+            }
+        }
+        // Saved after each case: a run cut short does not store the same document twice.
+        let text = serde_json::to_string_pretty(&published).unwrap_or_default();
+        crate::io::atomic::write_atomically(&published_path, text.as_bytes()).map_err(
+            |source| CliError::Input {
+                path: published_path.clone(),
+                source,
+            },
+        )?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    for document in &documents {
+        writeln!(
+            stdout,
+            "{:<16} {:<10} {} {}",
+            document.case_id,
+            document.kind,
+            if document.stored {
+                "stored "
+            } else {
+                "written"
+            },
+            document.sop_uid
+        )?;
+    }
+    writeln!(
+        stdout,
+        "{} document(s); {skipped} case(s) without a PACS origin or analysis skipped; {failed} failed",
+        documents.len()
+    )?;
+    if failed > 0 {
+        return Err(CliError::PartlyFailed {
+            failed,
+            total: documents.len() + failed,
+        });
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)] // one case's whole context; called from one place
+fn publish_case(
+    case: &WorkspaceCase,
+    prediction: Option<&crate::prediction::Prediction>,
+    store: &ReviewStore,
+    workspace: &Workspace,
+    out: Option<&Path>,
+    no_store: bool,
+    connection: &Connection,
+    published: &mut Published,
+) -> Result<Option<Vec<PublishedDocument>>, CliError> {
+    let Some(prediction) = prediction else {
+        return Ok(None);
+    };
+    if case.origin.is_none() && out.is_none() {
+        return Ok(None);
+    }
+    let study = StudyContext::from_folder(&case.volume)?;
+    let ai = CaseResult::from_prediction(prediction);
+    // Another reviewer's machine may have stored this very AI result already.
+    let already_stored = match (&case.origin, no_store) {
+        (Some(origin), false) => {
+            let url = DicomWebUrl::parse(origin)?;
+            let found = study_results(
+                &connection.server(&url),
+                &study.study_uid,
+                &workspace.root.join("dicomweb"),
+                usize::from(connection.parallel),
+            )?;
+            found.ai.iter().any(|stored| {
+                stored.content.algorithm == ai.algorithm
+                    && stored.content.findings == ai.findings
+                    && stored.content.report == ai.report
+            })
+        }
+        _ => false,
+    };
+    let mut documents = Vec::new();
+    if !already_stored {
+        documents.push(("ai-result", result_sr(&study, &ai)?));
+        if ai
+            .findings
+            .key_slice
+            .as_ref()
+            .is_some_and(|key| key.sop_instance_uid.is_some())
+        {
+            documents.push(("key-images", key_object_selection(&study, &ai)?));
+        }
+    }
+    let state = store
+        .case_state(&case.case_id)
+        .map_err(crate::review::workspace::WorkspaceError::from)?;
+    if state.status == ReviewStatus::Done {
+        let reviewer = state.reviewer.clone().unwrap_or_else(|| "reviewer".into());
+        let review = CaseReview::open(
+            &workspace.database_path(),
+            &case.case_id,
+            &reviewer,
+            Some(model_findings(prediction)),
+        )
+        .map_err(crate::review::workspace::WorkspaceError::from)?;
+        let correction = CaseResult::correction(&ai, &reviewer, &review.case().findings);
+        documents.push(("review", result_sr(&study, &correction)?));
+    }
+    let mut report = Vec::new();
+    let mut to_store = Vec::new();
+    for (kind, written) in documents {
+        // The fingerprint: what the document says, not its fresh UIDs and times.
+        let fingerprint = format!(
+            "{}:{kind}:{}",
+            case.case_id,
+            fingerprint(&ai, kind, prediction, &state.status, store, &case.case_id)
+        );
+        if published.stored.contains(&fingerprint) {
+            continue;
+        }
+        if let Some(out) = out {
+            let path = out.join(format!("{}-{kind}.dcm", case.case_id));
+            crate::io::atomic::write_atomically(&path, &written.bytes)
+                .map_err(|source| CliError::Input { path, source })?;
+        }
+        report.push(PublishedDocument {
+            case_id: case.case_id.clone(),
+            kind,
+            sop_uid: written.sop_uid.clone(),
+            series_uid: written.series_uid.clone(),
+            stored: false,
+        });
+        to_store.push((fingerprint, written));
+    }
+    if !no_store && !to_store.is_empty() {
+        let Some(origin) = &case.origin else {
+            return Ok(Some(report));
+        };
+        let url = DicomWebUrl::parse(origin)?;
+        let server = connection.server(&url);
+        let objects: Vec<Vec<u8>> = to_store.iter().map(|(_, w)| w.bytes.clone()).collect();
+        stow::store(&server, &study.study_uid, &objects)?;
+        for entry in &mut report {
+            entry.stored = true;
+        }
+        published
+            .stored
+            .extend(to_store.into_iter().map(|(fingerprint, _)| fingerprint));
+    }
+    Ok(Some(report))
+}
+
+/// What a document would say, as a short hash: the prediction (AI documents) or the
+/// corrections log (a review).
+fn fingerprint(
+    ai: &CaseResult,
+    kind: &str,
+    prediction: &crate::prediction::Prediction,
+    status: &ReviewStatus,
+    store: &ReviewStore,
+    case_id: &str,
+) -> String {
+    use sha2::Digest as _;
+    let text = if kind == "review" {
+        let log = store.corrections(Some(case_id)).unwrap_or_default();
+        format!(
+            "{status:?}{:?}",
+            log.iter().map(|c| c.id).collect::<Vec<_>>()
+        )
+    } else {
+        format!("{:?}{:?}", ai, prediction.timings_ms)
+    };
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[derive(Serialize)]
+struct ResultsSummary<'a> {
+    study_uid: &'a str,
+    ai: Vec<serde_json::Value>,
+    reviews: Vec<serde_json::Value>,
+    key_images: Vec<serde_json::Value>,
+    skipped: &'a [String],
+}
+
+fn result_json(stored: &crate::pacs::sr::read::Stored<CaseResult>) -> serde_json::Value {
+    let result = &stored.content;
+    let observer = match &result.observer {
+        Observer::Device { model } => format!("{} {}", model.id, model.version),
+        Observer::Person { name } => name.clone(),
+    };
+    serde_json::json!({
+        "sop_uid": stored.sop_uid,
+        "series_uid": stored.series_uid,
+        "content_date_time": stored.content_date_time,
+        "observer": observer,
+        "algorithm": result.algorithm,
+        "findings": result.findings,
+        "consistency": result.consistency,
+        "local_description": result.local_description,
+    })
+}
+
+fn results(url: &str, json: bool, connection: &Connection) -> Result<(), CliError> {
+    let url = DicomWebUrl::parse(url)?;
+    let Target::Study { study, .. } = &url.target else {
+        return Err(CliError::Argument(
+            "results needs a URL that names one study (…/studies/STUDY_UID)".into(),
+        ));
+    };
+    let server = connection.server(&url);
+    let found = study_results(
+        &server,
+        study,
+        &connection.cache(),
+        usize::from(connection.parallel),
+    )?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        let summary = ResultsSummary {
+            study_uid: study,
+            ai: found.ai.iter().map(result_json).collect(),
+            reviews: found.reviews.iter().map(result_json).collect(),
+            key_images: found
+                .key_images
+                .iter()
+                .map(|k| {
+                    serde_json::json!({"sop_uid": k.sop_uid, "title": k.content.title,
+                        "description": k.content.description, "images": k.content.images})
+                })
+                .collect(),
+            skipped: &found.skipped,
+        };
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&summary).unwrap_or_default()
+        )?;
+        return Ok(());
+    }
+    write_results(&mut out, study, &found)?;
+    Ok(())
+}
+
+fn write_results(out: &mut impl Write, study: &str, found: &StudyResults) -> std::io::Result<()> {
+    writeln!(out, "study {study}")?;
+    for stored in &found.ai {
+        let result = &stored.content;
+        writeln!(
+            out,
+            "  AI result {} {} ({}): {}{}",
+            result.algorithm.id,
+            result.algorithm.version,
+            stored.content_date_time,
+            summary_line(result),
+            result
+                .consistency
+                .map_or(String::new(), |c| format!("; consistency {:.2}", c.score))
+        )?;
+    }
+    for stored in &found.reviews {
+        if let Observer::Person { name } = &stored.content.observer {
+            writeln!(
+                out,
+                "  review by {name} ({}): {}",
+                stored.content_date_time,
+                summary_line(&stored.content)
+            )?;
+        }
+    }
+    for keys in &found.key_images {
+        writeln!(
+            out,
+            "  key images \"{}\": {} image(s) — {}",
+            keys.content.title,
+            keys.content.images.len(),
+            keys.content.description
+        )?;
+    }
+    for skipped in &found.skipped {
+        writeln!(out, "  skipped: {skipped}")?;
+    }
+    if found.ai.is_empty() && found.reviews.is_empty() {
+        writeln!(out, "  no Keyslice results stored")?;
+    }
+    Ok(())
+}
+
+/// One line: presence per organ and the key slice.
+fn summary_line(result: &CaseResult) -> String {
+    use crate::findings::{Organ, TumorPresence};
+    let mut parts: Vec<String> = Organ::ALL
+        .iter()
+        .filter_map(|&organ| {
+            let findings = result.findings.organ(organ);
+            let word = match findings.tumor {
+                TumorPresence::Yes => "tumor",
+                TumorPresence::No => "no tumor",
+                TumorPresence::Uncertain => "uncertain",
+                TumorPresence::NotMentioned => return None,
+            };
+            let sizes: Vec<String> = findings
+                .lesions
+                .iter()
+                .filter_map(|lesion| lesion.size)
+                .map(|size| match size.short_cm {
+                    Some(short) => format!("{:.1}×{short:.1} cm", size.long_cm),
+                    None => format!("{:.1} cm", size.long_cm),
+                })
+                .collect();
+            Some(if sizes.is_empty() {
+                format!("{organ} {word}")
+            } else {
+                format!("{organ} {word} ({})", sizes.join(", "))
+            })
+        })
+        .collect();
+    if let Some(key) = &result.findings.key_slice {
+        parts.push(format!("key slice {}", key.index));
+    }
+    parts.join(", ")
+}
+
+fn agreement_of(
+    url: &str,
+    slice_tolerance: u32,
+    json: bool,
+    connection: &Connection,
+) -> Result<(), CliError> {
+    let url = DicomWebUrl::parse(url)?;
+    let server = connection.server(&url);
+    let studies = studies_of(&url, &server)?;
+    let mut labels = Vec::new();
+    for study in &studies {
+        let found = study_results(
+            &server,
+            &study.study_uid,
+            &connection.cache(),
+            usize::from(connection.parallel),
+        )?;
+        for (reviewer, review) in found.latest_reviews() {
+            labels.push(agreement::Label {
+                study: study.study_uid.clone(),
+                reviewer: reviewer.to_string(),
+                findings: review.content.findings.clone(),
+            });
+        }
+    }
+    let report = agreement::agreement(&labels, slice_tolerance);
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&report).unwrap_or_default()
+        )?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{} study(ies), {} review(s) by {} reviewer(s)",
+        studies.len(),
+        labels.len(),
+        {
+            let mut names: Vec<&str> = labels.iter().map(|l| l.reviewer.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            names.len()
+        }
+    )?;
+    for pair in &report.pairs {
+        let kappas: Vec<String> = pair
+            .presence_kappa
+            .iter()
+            .map(|(organ, kappa)| {
+                format!(
+                    "{}={}",
+                    organ.key(),
+                    kappa.map_or("n/a".into(), |k| format!("{k:.2}"))
+                )
+            })
+            .collect();
+        writeln!(
+            out,
+            "{} vs {}: {} common study(ies); presence agreement {:.2}; kappa {}; mean key slice distance {}; attribute agreement {}",
+            pair.reviewer_a,
+            pair.reviewer_b,
+            pair.studies,
+            pair.presence_agreement,
+            kappas.join(" "),
+            pair.mean_key_slice_distance
+                .map_or("n/a".into(), |d| format!("{d:.1} slices")),
+            pair.attribute_agreement
+                .map_or("n/a".into(), |a| format!("{a:.2}"))
+        )?;
+    }
+    if report.disagreements.is_empty() {
+        writeln!(out, "no studies to adjudicate")?;
+    } else {
+        writeln!(out, "to adjudicate:")?;
+        for disagreement in &report.disagreements {
+            writeln!(
+                out,
+                "  {} ({}): {}",
+                disagreement.study,
+                disagreement.reviewers.join(" vs "),
+                disagreement.reasons.join("; ")
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,696 @@
+//! The PACS path against a real Orthanc with its DICOMweb plugin, started here on a free port
+//! with a temporary storage folder: a phantom CT stored with STOW-RS, found with QIDO-RS,
+//! retrieved into a workspace, analysed, its AI result stored as SR + KOS and read back, two
+//! reviewers' corrections stored from two machines and compared; and the faults a hospital
+//! network produces (wrong credentials, unknown study, no CT, a server that is down, slow,
+//! failing or cuts its answer).
+//!
+//! Orthanc runs when installed (Debian packages `orthanc` and `orthanc-dicomweb`); CI
+//! installs it and sets `KEYSLICE_REQUIRE_PACS=1`, which makes its absence a failure.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{data, text};
+use keyslice::findings::{Organ, TumorPresence};
+use keyslice::pacs::DicomWebUrl;
+use keyslice::pacs::dicomweb::{Server, stow};
+use keyslice::pacs::sr::StudyContext;
+use keyslice::review::ReviewStatus;
+use keyslice::review::case::{CaseReview, model_findings};
+use keyslice::review::workspace::Workspace;
+
+const USER: &str = "alice";
+const PASSWORD: &str = "wonder-land";
+
+/// A running Orthanc, stopped when dropped.
+struct Orthanc {
+    child: Child,
+    port: u16,
+    _storage: tempfile::TempDir,
+}
+
+impl Drop for Orthanc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free port")
+}
+
+impl Orthanc {
+    /// Starts Orthanc with DICOMweb and basic authentication; `None` when it is not installed
+    /// (and `KEYSLICE_REQUIRE_PACS` is not set).
+    fn start() -> Option<Self> {
+        let binary = std::env::var_os("KEYSLICE_ORTHANC")
+            .map_or_else(|| PathBuf::from("/usr/sbin/Orthanc"), PathBuf::from);
+        let plugin = std::env::var_os("KEYSLICE_ORTHANC_DICOMWEB").map_or_else(
+            || PathBuf::from("/usr/share/orthanc/plugins/libOrthancDicomWeb.so"),
+            PathBuf::from,
+        );
+        if !binary.is_file() || !plugin.is_file() {
+            assert!(
+                std::env::var_os("KEYSLICE_REQUIRE_PACS").is_none(),
+                "Orthanc with DICOMweb is required (KEYSLICE_REQUIRE_PACS is set) but {} or {} is missing: apt-get install orthanc orthanc-dicomweb",
+                binary.display(),
+                plugin.display()
+            );
+            eprintln!("skipped: Orthanc is not installed");
+            return None;
+        }
+        let storage = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let config = serde_json::json!({
+            "Name": "KeysliceTest",
+            "StorageDirectory": storage.path().join("db"),
+            "IndexDirectory": storage.path().join("db"),
+            "HttpPort": port,
+            "DicomServerEnabled": false,
+            "RemoteAccessAllowed": false,
+            "AuthenticationEnabled": true,
+            "RegisteredUsers": { USER: PASSWORD },
+            "Plugins": [plugin],
+            "DicomWeb": { "Enable": true, "Root": "/dicom-web/" },
+        });
+        let config_path = storage.path().join("orthanc.json");
+        std::fs::write(&config_path, config.to_string()).expect("config written");
+        let child = Command::new(&binary)
+            .arg(&config_path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("Orthanc starts");
+        let orthanc = Self {
+            child,
+            port,
+            _storage: storage,
+        };
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "Orthanc did not listen on port {port} within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(orthanc)
+    }
+
+    fn url(&self, rest: &str) -> String {
+        format!("dicomweb+http://127.0.0.1:{}/dicom-web{rest}", self.port)
+    }
+
+    fn server(&self) -> Server {
+        let mut url = DicomWebUrl::parse(&self.url("")).expect("URL parses");
+        url.auth = keyslice::pacs::dicomweb::Auth::Basic {
+            user: USER.into(),
+            password: PASSWORD.into(),
+        };
+        Server::new(&url)
+    }
+
+    /// Stores every file of `folder` with STOW-RS; returns the study UID.
+    fn store_folder(&self, folder: &Path) -> String {
+        let study = StudyContext::from_folder(folder).expect("a DICOM folder");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
+            .expect("folder")
+            .map(|entry| entry.expect("entry").path())
+            .collect();
+        files.sort();
+        let objects: Vec<Vec<u8>> = files
+            .iter()
+            .map(|f| std::fs::read(f).expect("read"))
+            .collect();
+        let stored = stow::store(&self.server(), &study.study_uid, &objects).expect("stored");
+        assert_eq!(stored.accepted.len(), objects.len());
+        study.study_uid
+    }
+}
+
+/// The binary with the test's credentials in its environment.
+fn run(args: &[&str]) -> Output {
+    run_with(
+        args,
+        &[
+            ("KEYSLICE_DICOMWEB_USER", USER),
+            ("KEYSLICE_DICOMWEB_PASSWORD", PASSWORD),
+        ],
+    )
+}
+
+fn run_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_keyslice"));
+    command
+        .args(args)
+        .env_remove("KEYSLICE_DICOMWEB_TOKEN")
+        .env_remove("KEYSLICE_DICOMWEB_USER")
+        .env_remove("KEYSLICE_DICOMWEB_PASSWORD");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().expect("the binary runs")
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "stdout: {}\nstderr: {}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    text(&output.stdout)
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// A phantom CT written as a DICOM series in `dir/dicom`.
+fn phantom_series(dir: &Path, seed: &str, patient_id: &str) -> PathBuf {
+    let phantoms = dir.join("phantoms");
+    ok(&run(&[
+        "phantom",
+        "--out",
+        s(&phantoms),
+        "--cases",
+        "1",
+        "--seed",
+        seed,
+        "--matrix",
+        "128",
+    ]));
+    let ct = phantoms.join(format!("PHANTOM_{seed}_0000/ct.nii.gz"));
+    let series = dir.join(format!("dicom-{patient_id}"));
+    ok(&run(&[
+        "convert",
+        s(&ct),
+        s(&series),
+        "--dicom",
+        "--patient-id",
+        patient_id,
+        "--patient-name",
+        "Phantom^Test",
+        "--accession",
+        &format!("A{patient_id}"),
+    ]));
+    series
+}
+
+/// dciodvfy's error lines for a file (none when dicom3tools is not installed and not
+/// required).
+fn dciodvfy_errors(path: &Path) -> Vec<String> {
+    let Ok(output) = Command::new("dciodvfy").arg(path).output() else {
+        assert!(
+            std::env::var_os("KEYSLICE_REQUIRE_DICOM_TOOLS").is_none(),
+            "dciodvfy is required (KEYSLICE_REQUIRE_DICOM_TOOLS is set)"
+        );
+        return Vec::new();
+    };
+    format!("{}{}", text(&output.stdout), text(&output.stderr))
+        .lines()
+        .filter(|line| line.starts_with("Error"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// One reviewer on one machine accepts the case after `edit`.
+fn review(ws: &Path, reviewer: &str, edit: impl FnOnce(&mut CaseReview)) {
+    let workspace = Workspace::open(ws).expect("workspace");
+    let case = &workspace.manifest.cases[0];
+    let predictions = workspace.predictions().expect("predictions");
+    let prediction = predictions.get(&case.case_id).expect("analysed");
+    let mut review = CaseReview::open(
+        &workspace.database_path(),
+        &case.case_id,
+        reviewer,
+        Some(model_findings(prediction)),
+    )
+    .expect("review opens");
+    edit(&mut review);
+    review.set_status(ReviewStatus::Done).expect("accepted");
+}
+
+#[test]
+#[allow(clippy::too_many_lines)] // the whole loop, step by step, as a department runs it
+fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
+    let Some(orthanc) = Orthanc::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let series = phantom_series(dir.path(), "1", "PH1");
+    let study_uid = orthanc.store_folder(&series);
+
+    // Query: the study is found by patient and modality.
+    let query = orthanc.url("?PatientID=PH1&ModalitiesInStudy=CT");
+    let listed = ok(&run(&["pacs", "query", &query, "--json"]));
+    let studies: Vec<serde_json::Value> = listed
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON line"))
+        .collect();
+    assert_eq!(studies.len(), 1, "{listed}");
+    assert_eq!(studies[0]["study_uid"], study_uid.as_str());
+    assert_eq!(studies[0]["accession"], "APH1");
+
+    // Machine 1: a worklist from the PACS, analysed, results stored.
+    let ws1 = dir.path().join("ws1");
+    let created = ok(&run(&["workspace", "create", s(&ws1), &query]));
+    assert!(created.starts_with("1 case(s) added"), "{created}");
+    let workspace = Workspace::open(&ws1).expect("workspace");
+    let case = workspace.manifest.cases[0].clone();
+    assert_eq!(
+        case.origin.as_deref(),
+        Some(orthanc.url(&format!("/studies/{study_uid}")).as_str())
+    );
+    let cached = std::fs::read_dir(&case.volume)
+        .expect("series folder")
+        .count();
+    assert_eq!(cached, std::fs::read_dir(&series).expect("series").count());
+    ok(&run(&["workspace", "analyze", s(&ws1)]));
+    let prediction = workspace
+        .predictions()
+        .expect("predictions")
+        .get(&case.case_id)
+        .cloned()
+        .expect("analysed");
+    let key_sop = prediction
+        .key_slice
+        .as_ref()
+        .and_then(|key| key.sop_instance_uid.clone())
+        .expect("the phantom's key slice is a DICOM instance");
+
+    let files = dir.path().join("published");
+    let published = ok(&run(&["pacs", "publish", s(&ws1), "--out", s(&files)]));
+    assert!(published.contains("ai-result  stored"), "{published}");
+    assert!(published.contains("key-images stored"), "{published}");
+    for entry in std::fs::read_dir(&files).expect("files") {
+        let path = entry.expect("entry").path();
+        let errors = dciodvfy_errors(&path);
+        assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+    }
+    // Nothing new: nothing sent again.
+    let again = ok(&run(&["pacs", "publish", s(&ws1)]));
+    assert!(again.starts_with("0 document(s)"), "{again}");
+
+    // Read back: the AI result says what the prediction said; the KOS points at its key slice.
+    let study_url = orthanc.url(&format!("/studies/{study_uid}"));
+    let cache = dir.path().join("cache");
+    let results = ok(&run(&[
+        "pacs",
+        "results",
+        &study_url,
+        "--json",
+        "--cache",
+        s(&cache),
+    ]));
+    let results: serde_json::Value = serde_json::from_str(&results).expect("JSON");
+    assert_eq!(results["ai"].as_array().map(Vec::len), Some(1), "{results}");
+    let ai = &results["ai"][0];
+    let mut expected = model_findings(&prediction);
+    if let Some(slice_box) = expected.slice_box.as_mut() {
+        slice_box.mm = None; // the SR carries the box as pixels on the key slice
+    }
+    let expected = serde_json::to_value(expected).expect("JSON");
+    assert_eq!(ai["findings"], expected, "{results}");
+    assert_eq!(ai["algorithm"]["id"], prediction.diagnoser.id.as_str());
+    assert_eq!(
+        ai["consistency"],
+        serde_json::to_value(prediction.consistency).expect("JSON")
+    );
+    assert_eq!(results["key_images"][0]["title"], "Of Interest");
+    assert_eq!(results["key_images"][0]["images"][0], key_sop.as_str());
+
+    // Reviewer Ana on machine 1 says the liver has no tumor.
+    review(&ws1, "Ana", |review| {
+        review
+            .set("liver.tumor", serde_json::json!("no"))
+            .expect("edit");
+    });
+    let published = ok(&run(&["pacs", "publish", s(&ws1)]));
+    assert!(published.contains("review     stored"), "{published}");
+    assert!(!published.contains("ai-result"), "{published}");
+
+    // Machine 2: the same worklist, reviewer Ben moves the key slice 12 slices; the AI's
+    // result is on the PACS already and is not stored twice.
+    let ws2 = dir.path().join("ws2");
+    ok(&run(&["workspace", "create", s(&ws2), &query]));
+    ok(&run(&["workspace", "analyze", s(&ws2)]));
+    let moved = prediction.key_slice.as_ref().map_or(0, |key| key.index) + 12;
+    review(&ws2, "Ben", |review| {
+        review
+            .set("key_slice.index", serde_json::json!(moved))
+            .expect("edit");
+    });
+    let published = ok(&run(&["pacs", "publish", s(&ws2)]));
+    assert!(published.contains("review     stored"), "{published}");
+    assert!(!published.contains("ai-result"), "{published}");
+
+    let results = ok(&run(&[
+        "pacs",
+        "results",
+        &study_url,
+        "--json",
+        "--cache",
+        s(&cache),
+    ]));
+    let results: serde_json::Value = serde_json::from_str(&results).expect("JSON");
+    assert_eq!(results["ai"].as_array().map(Vec::len), Some(1), "{results}");
+    let reviews = results["reviews"].as_array().expect("reviews");
+    let by = |name: &str| {
+        reviews
+            .iter()
+            .find(|review| review["observer"] == name)
+            .unwrap_or_else(|| panic!("no review by {name}: {results}"))
+    };
+    assert_eq!(by("Ana")["findings"]["organs"]["liver"]["tumor"], "no");
+    assert_eq!(by("Ben")["findings"]["key_slice"]["index"], moved);
+    let text_results = ok(&run(&["pacs", "results", &study_url, "--cache", s(&cache)]));
+    assert!(text_results.contains("review by Ana"), "{text_results}");
+
+    // Agreement: the two reviewers disagree on this study, for both reasons.
+    let agreement = ok(&run(&[
+        "pacs",
+        "agreement",
+        &orthanc.url(""),
+        "--json",
+        "--cache",
+        s(&cache),
+    ]));
+    let agreement: serde_json::Value = serde_json::from_str(&agreement).expect("JSON");
+    let pair = &agreement["pairs"][0];
+    assert_eq!(
+        (pair["reviewer_a"].as_str(), pair["reviewer_b"].as_str()),
+        (Some("Ana"), Some("Ben"))
+    );
+    assert_eq!(pair["studies"], 1);
+    assert_eq!(pair["mean_key_slice_distance"], 12.0);
+    let disagreement = &agreement["disagreements"][0];
+    assert_eq!(disagreement["study"], study_uid.as_str());
+    let reasons = disagreement["reasons"].to_string();
+    assert!(
+        reasons.contains("liver") && reasons.contains("12 slices apart"),
+        "{reasons}"
+    );
+
+    // The prior result opens as a prediction: what `view dicomweb+…` shows.
+    let stored = keyslice::pacs::results::study_results(&orthanc.server(), &study_uid, &cache, 4)
+        .expect("results");
+    let reopened = stored
+        .latest_ai()
+        .expect("AI result")
+        .content
+        .to_prediction(&case.case_id, "from the PACS");
+    assert_eq!(
+        reopened.findings.organ(Organ::Liver).tumor,
+        prediction.findings.organ(Organ::Liver).tumor
+    );
+    assert_eq!(reopened.key_slice, prediction.key_slice);
+    assert_eq!(
+        reopened.slice_box.as_ref().map(|b| b.voxels),
+        prediction.slice_box.as_ref().map(|b| b.voxels)
+    );
+    assert_eq!(reopened.report, prediction.report);
+    assert_ne!(
+        stored.latest_reviews()[0]
+            .1
+            .content
+            .findings
+            .organ(Organ::Liver)
+            .tumor,
+        TumorPresence::Yes
+    );
+}
+
+#[test]
+fn wrong_credentials_unknown_study_no_ct_and_a_down_server_are_named_and_retrieve_resumes() {
+    let Some(orthanc) = Orthanc::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let series = phantom_series(dir.path(), "2", "PH2");
+    let study_uid = orthanc.store_folder(&series);
+    let study_url = orthanc.url(&format!("/studies/{study_uid}"));
+    let cache = dir.path().join("cache");
+
+    // Wrong password: refused, with what to set.
+    let refused = run_with(
+        &["pacs", "retrieve", &study_url, "--cache", s(&cache)],
+        &[
+            ("KEYSLICE_DICOMWEB_USER", USER),
+            ("KEYSLICE_DICOMWEB_PASSWORD", "guess"),
+        ],
+    );
+    assert!(!refused.status.success());
+    let message = text(&refused.stderr);
+    assert!(
+        message.contains("refused") && message.contains("HTTP 401"),
+        "{message}"
+    );
+    assert!(message.contains("KEYSLICE_DICOMWEB_USER"), "{message}");
+    assert!(
+        !message.contains("guess"),
+        "a password is never printed: {message}"
+    );
+
+    // An unknown study: named, with the server.
+    let missing = run(&[
+        "pacs",
+        "retrieve",
+        &orthanc.url("/studies/1.2.3.999"),
+        "--cache",
+        s(&cache),
+    ]);
+    let message = text(&missing.stderr);
+    assert!(!missing.status.success());
+    assert!(
+        message.contains("study 1.2.3.999") && message.contains("127.0.0.1"),
+        "{message}"
+    );
+
+    // A study without CT (an MR image): named, with what it holds.
+    let mr = dir.path().join("mr");
+    std::fs::create_dir_all(&mr).expect("mkdir");
+    std::fs::copy(data("dicom/MR_small.dcm"), mr.join("mr.dcm")).expect("copy");
+    let mr_study = orthanc.store_folder(&mr);
+    let no_ct = run(&[
+        "pacs",
+        "retrieve",
+        &orthanc.url(&format!("/studies/{mr_study}")),
+        "--cache",
+        s(&cache),
+    ]);
+    let message = text(&no_ct.stderr);
+    assert!(
+        message.contains("has no CT series (it holds: MR)"),
+        "{message}"
+    );
+
+    // A server that is down: named, at once (connection refused is not retried).
+    let down = run(&[
+        "pacs",
+        "query",
+        &format!("dicomweb+http://127.0.0.1:{}/dicom-web", free_port()),
+    ]);
+    let message = text(&down.stderr);
+    assert!(
+        message.contains("cannot reach the PACS") && message.contains("connection refused"),
+        "{message}"
+    );
+
+    // Retrieve, lose part of the cache, retrieve again: only the missing instances come.
+    let first = ok(&run(&[
+        "pacs",
+        "retrieve",
+        &study_url,
+        "--cache",
+        s(&cache),
+    ]));
+    let folder = PathBuf::from(first.trim());
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
+        .expect("series folder")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    files.sort();
+    let total = files.len();
+    for file in &files[..5] {
+        std::fs::remove_file(file).expect("removed");
+    }
+    let again = run(&["pacs", "retrieve", &study_url, "--cache", s(&cache)]);
+    ok(&again);
+    let message = text(&again.stderr);
+    assert!(
+        message.contains(&format!("{total} instance(s)")) && message.contains("(5 fetched,"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read_dir(&folder).expect("folder").count(), total);
+}
+
+/// How the fake server below misbehaves on instance retrieves.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// HTTP 500 for everything.
+    Failing,
+    /// The multipart answer stops mid-part.
+    Truncated,
+    /// Answers after 3 s.
+    Slow,
+}
+
+/// A DICOMweb server with one CT series of one instance that misbehaves as told; counts the
+/// requests it got.
+fn fake_server(fault: Fault) -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&requests);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let counter = Arc::clone(&counter);
+            std::thread::spawn(move || {
+                let mut request = Vec::new();
+                let mut byte = [0u8; 1];
+                while !request.ends_with(b"\r\n\r\n")
+                    && stream.read(&mut byte).is_ok_and(|n| n == 1)
+                {
+                    request.push(byte[0]);
+                }
+                counter.fetch_add(1, Ordering::SeqCst);
+                let line = String::from_utf8_lossy(&request)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                let json = |body: &str| {
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/dicom+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .into_bytes()
+                };
+                let answer: Vec<u8> = if matches!(fault, Fault::Failing) {
+                    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 12\r\nConnection: close\r\n\r\ndisk failure".to_vec()
+                } else if line.contains("/series?") {
+                    json(
+                        r#"[{"0020000E":{"vr":"UI","Value":["1.2.3.4"]},"00080060":{"vr":"CS","Value":["CT"]}}]"#,
+                    )
+                } else if line.contains("/instances?") {
+                    json(r#"[{"00080018":{"vr":"UI","Value":["1.2.3.4.5"]}}]"#)
+                } else {
+                    if matches!(fault, Fault::Slow) {
+                        std::thread::sleep(Duration::from_secs(3));
+                    }
+                    let mut body = b"HTTP/1.1 200 OK\r\nContent-Type: multipart/related; type=\"application/dicom\"; boundary=XyZ\r\nConnection: close\r\n\r\n--XyZ\r\nContent-Type: application/dicom\r\n\r\n".to_vec();
+                    body.extend(std::iter::repeat_n(0u8, 128));
+                    body.extend_from_slice(b"DICM");
+                    body.extend(std::iter::repeat_n(7u8, 400));
+                    body
+                };
+                let _ = stream.write_all(&answer);
+            });
+        }
+    });
+    (port, requests)
+}
+
+#[test]
+fn a_failing_slow_or_truncating_server_gives_a_clear_error_and_leaves_no_partial_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = |port: u16| format!("dicomweb+http://127.0.0.1:{port}/dicom-web/studies/1.2.3");
+
+    let (port, requests) = fake_server(Fault::Failing);
+    let failed = run(&[
+        "pacs",
+        "retrieve",
+        &url(port),
+        "--cache",
+        s(dir.path()),
+        "--retries",
+        "2",
+    ]);
+    let message = text(&failed.stderr);
+    assert!(
+        message.contains("failed on the series of study 1.2.3 (HTTP 500): disk failure"),
+        "{message}"
+    );
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        3,
+        "one try and two retries"
+    );
+
+    let (port, requests) = fake_server(Fault::Truncated);
+    let truncated = run(&[
+        "pacs",
+        "retrieve",
+        &url(port),
+        "--cache",
+        s(dir.path()),
+        "--retries",
+        "1",
+    ]);
+    let message = text(&truncated.stderr);
+    assert!(!truncated.status.success());
+    assert!(
+        message.contains("truncated answer")
+            && message.contains("instance 1.2.3.4.5 of study 1.2.3"),
+        "{message}"
+    );
+    // Two QIDO requests, then the instance twice (a truncated answer is retried).
+    assert_eq!(requests.load(Ordering::SeqCst), 4);
+    let leftovers: Vec<PathBuf> = walk(dir.path())
+        .into_iter()
+        .filter(|path| path.is_file())
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "nothing half-written stays: {leftovers:?}"
+    );
+
+    let (port, _) = fake_server(Fault::Slow);
+    let started = Instant::now();
+    let slow = run(&[
+        "pacs",
+        "retrieve",
+        &url(port),
+        "--cache",
+        s(dir.path()),
+        "--timeout-secs",
+        "1",
+        "--retries",
+        "0",
+    ]);
+    let message = text(&slow.stderr);
+    assert!(
+        message.contains("no answer within 1 s") || message.contains("timed out"),
+        "{message}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+fn walk(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(root) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                found.extend(walk(&path));
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
