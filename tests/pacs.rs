@@ -535,6 +535,11 @@ fn wrong_credentials_unknown_study_no_ct_and_a_down_server_are_named_and_retriev
         "{message}"
     );
     assert_eq!(std::fs::read_dir(&folder).expect("folder").count(), total);
+    // No patient data in what it printed: the study is named by its UID only.
+    assert!(
+        !message.contains("PH2") && !message.contains("Phantom"),
+        "{message}"
+    );
 }
 
 /// How the fake server below misbehaves on instance retrieves.

@@ -255,11 +255,11 @@ pub fn retrieve_with_progress(
     connection: &Connection,
 ) -> Result<Retrieved, PacsError> {
     let started = Instant::now();
-    let last = std::sync::Mutex::new(Instant::now() - Duration::from_secs(1));
+    let last = std::sync::Mutex::new(None::<Instant>);
     let progress = |p: Progress| {
         let Ok(mut last) = last.lock() else { return };
-        if p.done == p.total || last.elapsed() >= Duration::from_millis(500) {
-            *last = Instant::now();
+        if p.done == p.total || last.is_none_or(|at| at.elapsed() >= Duration::from_millis(500)) {
+            *last = Some(Instant::now());
             eprint!(
                 "\rretrieving study {study}: {}/{} instances, {:.1} MB",
                 p.done,
@@ -325,7 +325,7 @@ pub fn add_to_workspace(dir: &Path, url: &str) -> Result<(usize, usize), CliErro
 pub fn case_id_of(study_uid: &str) -> String {
     use sha2::Digest as _;
     let digest = sha2::Sha256::digest(study_uid.as_bytes());
-    let hex: String = digest[..5].iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hex(&digest[..5]);
     format!("pacs-{hex}")
 }
 
@@ -512,7 +512,7 @@ fn publish_case(
         let fingerprint = format!(
             "{}:{kind}:{}",
             case.case_id,
-            fingerprint(&ai, kind, prediction, &state.status, store, &case.case_id)
+            fingerprint(&ai, kind, prediction, state.status, store, &case.case_id)
         );
         if published.stored.contains(&fingerprint) {
             continue;
@@ -555,7 +555,7 @@ fn fingerprint(
     ai: &CaseResult,
     kind: &str,
     prediction: &crate::prediction::Prediction,
-    status: &ReviewStatus,
+    status: ReviewStatus,
     store: &ReviewStore,
     case_id: &str,
 ) -> String {
@@ -570,7 +570,7 @@ fn fingerprint(
         format!("{:?}{:?}", ai, prediction.timings_ms)
     };
     let digest = sha2::Sha256::digest(text.as_bytes());
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    hex(&digest[..8])
 }
 
 #[derive(Serialize)]
@@ -651,7 +651,7 @@ fn write_results(out: &mut impl Write, study: &str, found: &StudyResults) -> std
             result.algorithm.id,
             result.algorithm.version,
             stored.content_date_time,
-            summary_line(result),
+            result.summary(),
             result
                 .consistency
                 .map_or(String::new(), |c| format!("; consistency {:.2}", c.score))
@@ -663,7 +663,7 @@ fn write_results(out: &mut impl Write, study: &str, found: &StudyResults) -> std
                 out,
                 "  review by {name} ({}): {}",
                 stored.content_date_time,
-                summary_line(&stored.content)
+                stored.content.summary()
             )?;
         }
     }
@@ -683,41 +683,6 @@ fn write_results(out: &mut impl Write, study: &str, found: &StudyResults) -> std
         writeln!(out, "  no Keyslice results stored")?;
     }
     Ok(())
-}
-
-/// One line: presence per organ and the key slice.
-fn summary_line(result: &CaseResult) -> String {
-    use crate::findings::{Organ, TumorPresence};
-    let mut parts: Vec<String> = Organ::ALL
-        .iter()
-        .filter_map(|&organ| {
-            let findings = result.findings.organ(organ);
-            let word = match findings.tumor {
-                TumorPresence::Yes => "tumor",
-                TumorPresence::No => "no tumor",
-                TumorPresence::Uncertain => "uncertain",
-                TumorPresence::NotMentioned => return None,
-            };
-            let sizes: Vec<String> = findings
-                .lesions
-                .iter()
-                .filter_map(|lesion| lesion.size)
-                .map(|size| match size.short_cm {
-                    Some(short) => format!("{:.1}×{short:.1} cm", size.long_cm),
-                    None => format!("{:.1} cm", size.long_cm),
-                })
-                .collect();
-            Some(if sizes.is_empty() {
-                format!("{organ} {word}")
-            } else {
-                format!("{organ} {word} ({})", sizes.join(", "))
-            })
-        })
-        .collect();
-    if let Some(key) = &result.findings.key_slice {
-        parts.push(format!("key slice {}", key.index));
-    }
-    parts.join(", ")
 }
 
 fn agreement_of(
@@ -808,4 +773,13 @@ fn agreement_of(
         }
     }
     Ok(())
+}
+
+/// Bytes as lower-case hex digits.
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut text, byte| {
+        let _ = write!(text, "{byte:02x}");
+        text
+    })
 }

@@ -65,28 +65,63 @@ fn from_pacs(url: &str) -> Result<Source, CliError> {
     let found =
         crate::pacs::results::study_results(&server, study, &workspace_dir.join("dicomweb"), 6)?;
     let predictions = workspace.predictions()?;
+    // The stored result is shown unless the case was analysed here since (a prediction of
+    // this machine's own wins until the next PACS result).
+    let from_pacs = predictions.get(&case_id).is_none_or(|prediction| {
+        prediction
+            .warnings
+            .first()
+            .is_some_and(|warning| warning.starts_with(FROM_PACS))
+    });
     if let Some(ai) = found.latest_ai()
-        && predictions.get(&case_id).is_none()
+        && from_pacs
     {
         let note = format!(
-            "stored AI result read from the PACS (SR {} of {})",
-            ai.sop_uid, ai.content_date_time
+            "{FROM_PACS} (SR of {})",
+            pretty_date_time(&ai.content_date_time)
         );
-        workspace.append_prediction(&ai.content.to_prediction(&case_id, &note))?;
+        let mut prediction = ai.content.to_prediction(&case_id, &note);
+        for (reviewer, review) in found.latest_reviews() {
+            prediction.warnings.push(format!(
+                "review by {reviewer} stored on the PACS ({}): {}",
+                pretty_date_time(&review.content_date_time),
+                review.content.summary()
+            ));
+        }
+        workspace.append_prediction(&prediction)?;
     }
     for (reviewer, review) in found.latest_reviews() {
         eprintln!(
-            "review by {reviewer} stored on the PACS ({}); see `keyslice pacs results {}`",
-            review.content_date_time,
-            crate::pacs::dicomweb::url::redact(url)
+            "review by {reviewer} stored on the PACS ({}): {}",
+            pretty_date_time(&review.content_date_time),
+            review.content.summary()
         );
     }
     eprintln!(
         "case {case_id} in the PACS workspace {} (`keyslice pacs publish` stores reviews back)",
         workspace_dir.display()
     );
-    Ok(Source::WorkspaceCase {
+    Ok(Source::WorkspaceAt {
         root: workspace_dir,
         case_id,
     })
+}
+
+/// The note that marks a prediction made from a result stored on the PACS.
+const FROM_PACS: &str = "stored AI result read from the PACS";
+
+/// `YYYYMMDDHHMMSS` as `YYYY-MM-DD HH:MM` (UTC); anything else as it is.
+fn pretty_date_time(text: &str) -> String {
+    if text.len() >= 12 && text.chars().take(12).all(|c| c.is_ascii_digit()) {
+        format!(
+            "{}-{}-{} {}:{} UTC",
+            &text[0..4],
+            &text[4..6],
+            &text[6..8],
+            &text[8..10],
+            &text[10..12]
+        )
+    } else {
+        text.to_string()
+    }
 }

@@ -101,60 +101,10 @@ pub fn agreement(labels: &[Label], slice_tolerance: u32) -> AgreementReport {
                 compared += pairs.len();
                 presence_kappa.insert(organ, cohen_kappa(&pairs));
             }
-            let mut distances = Vec::new();
-            let (mut attributes_same, mut attributes_compared) = (0usize, 0usize);
+            let mut tally = Tally::default();
             for study in &common {
                 let (x, y) = (labels_a[study], labels_b[study]);
-                let mut reasons = Vec::new();
-                for organ in Organ::ALL {
-                    let (px, py) = (x.organ(organ).tumor, y.organ(organ).tumor);
-                    if px.as_positive() != py.as_positive() {
-                        reasons.push(format!("{organ}: tumor {px:?} vs {py:?}").to_lowercase());
-                    }
-                    let (Some(lx), Some(ly)) = (
-                        x.organ(organ).lesions.first(),
-                        y.organ(organ).lesions.first(),
-                    ) else {
-                        continue;
-                    };
-                    let mut compare = |name: &str, agree: Option<bool>| {
-                        if let Some(agree) = agree {
-                            attributes_compared += 1;
-                            if agree {
-                                attributes_same += 1;
-                            } else {
-                                reasons.push(format!("{organ} lesion: {name} differs"));
-                            }
-                        }
-                    };
-                    compare(
-                        "location",
-                        lx.location
-                            .as_ref()
-                            .zip(ly.location.as_ref())
-                            .map(|(p, q)| p.agrees_with(q)),
-                    );
-                    compare(
-                        "attenuation",
-                        lx.attenuation.zip(ly.attenuation).map(|(p, q)| p == q),
-                    );
-                    compare(
-                        "size",
-                        lx.size
-                            .zip(ly.size)
-                            .map(|(p, q)| SizeTolerance::default().agrees(p, q)),
-                    );
-                }
-                if let (Some(kx), Some(ky)) = (&x.key_slice, &y.key_slice) {
-                    let distance = kx.index.abs_diff(ky.index);
-                    distances.push(f64::from(distance));
-                    if distance > slice_tolerance {
-                        reasons.push(format!(
-                            "key slices {} and {} are {distance} slices apart",
-                            kx.index, ky.index
-                        ));
-                    }
-                }
+                let reasons = compare(x, y, slice_tolerance, &mut tally);
                 if !reasons.is_empty() {
                     disagreements
                         .entry(((*study).to_string(), (*a).to_string(), (*b).to_string()))
@@ -172,10 +122,10 @@ pub fn agreement(labels: &[Label], slice_tolerance: u32) -> AgreementReport {
                 } else {
                     same as f64 / compared as f64
                 },
-                mean_key_slice_distance: (!distances.is_empty())
-                    .then(|| distances.iter().sum::<f64>() / distances.len() as f64),
-                attribute_agreement: (attributes_compared > 0)
-                    .then(|| attributes_same as f64 / attributes_compared as f64),
+                mean_key_slice_distance: (!tally.distances.is_empty())
+                    .then(|| tally.distances.iter().sum::<f64>() / tally.distances.len() as f64),
+                attribute_agreement: (tally.attributes_compared > 0)
+                    .then(|| tally.attributes_same as f64 / tally.attributes_compared as f64),
             });
         }
     }
@@ -190,6 +140,69 @@ pub fn agreement(labels: &[Label], slice_tolerance: u32) -> AgreementReport {
             })
             .collect(),
     }
+}
+
+/// What one pair of reviewers' comparisons add up to.
+#[derive(Default)]
+struct Tally {
+    distances: Vec<f64>,
+    attributes_same: usize,
+    attributes_compared: usize,
+}
+
+/// Compares two labels of one study; returns the disagreements in words.
+fn compare(x: &Findings, y: &Findings, slice_tolerance: u32, tally: &mut Tally) -> Vec<String> {
+    let mut reasons = Vec::new();
+    for organ in Organ::ALL {
+        let (px, py) = (x.organ(organ).tumor, y.organ(organ).tumor);
+        if px.as_positive() != py.as_positive() {
+            reasons.push(format!("{organ}: tumor {px:?} vs {py:?}").to_lowercase());
+        }
+        let (Some(lx), Some(ly)) = (
+            x.organ(organ).lesions.first(),
+            y.organ(organ).lesions.first(),
+        ) else {
+            continue;
+        };
+        let mut compare = |name: &str, agree: Option<bool>| {
+            if let Some(agree) = agree {
+                tally.attributes_compared += 1;
+                if agree {
+                    tally.attributes_same += 1;
+                } else {
+                    reasons.push(format!("{organ} lesion: {name} differs"));
+                }
+            }
+        };
+        compare(
+            "location",
+            lx.location
+                .as_ref()
+                .zip(ly.location.as_ref())
+                .map(|(p, q)| p.agrees_with(q)),
+        );
+        compare(
+            "attenuation",
+            lx.attenuation.zip(ly.attenuation).map(|(p, q)| p == q),
+        );
+        compare(
+            "size",
+            lx.size
+                .zip(ly.size)
+                .map(|(p, q)| SizeTolerance::default().agrees(p, q)),
+        );
+    }
+    if let (Some(kx), Some(ky)) = (&x.key_slice, &y.key_slice) {
+        let distance = kx.index.abs_diff(ky.index);
+        tally.distances.push(f64::from(distance));
+        if distance > slice_tolerance {
+            reasons.push(format!(
+                "key slices {} and {} are {distance} slices apart",
+                kx.index, ky.index
+            ));
+        }
+    }
+    reasons
 }
 
 /// Cohen's kappa of two raters' yes/no labels; `None` when chance agreement is total.

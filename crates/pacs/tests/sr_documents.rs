@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::Command;
 
 use keyslice_core::findings::{
-    Attenuation, Findings, KeySlice, Lesion, LesionSize, Location, Organ, PancreasPart, SliceBox,
-    TumorPresence,
+    Attenuation, Findings, KeySlice, Lesion, LesionSize, LesionSpans, Location, Organ,
+    PancreasPart, SliceBox, TumorPresence,
 };
 use keyslice_core::prediction::ModelId;
 use keyslice_core::scoring::Consistency;
@@ -33,7 +33,7 @@ fn ai_result(sop: &str) -> CaseResult {
         location: Some(Location::LiverSegments(vec![7, 8])),
         attenuation: Some(Attenuation::Hypo),
         count: None,
-        spans: Default::default(),
+        spans: LesionSpans::default(),
     });
     findings.organ_mut(Organ::Pancreas).tumor = TumorPresence::Uncertain;
     findings.organ_mut(Organ::Pancreas).lesions.push(Lesion {
@@ -44,7 +44,7 @@ fn ai_result(sop: &str) -> CaseResult {
         location: Some(Location::Pancreas(PancreasPart::Tail)),
         attenuation: None,
         count: Some(2),
-        spans: Default::default(),
+        spans: LesionSpans::default(),
     });
     findings.organ_mut(Organ::KidneyLeft).tumor = TumorPresence::No;
     findings.key_slice = Some(KeySlice {
@@ -113,6 +113,7 @@ fn dciodvfy_errors(path: &Path) -> (Vec<String>, String) {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one document set through four readers, in turn
 fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_findings() {
     let study = StudyContext::from_file(&source_ct()).unwrap();
     assert!(!study.study_uid.is_empty());
@@ -271,7 +272,7 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
     }
 }
 
-/// Whether python3 with highdicom is there (required with KEYSLICE_REQUIRE_DICOM_TOOLS).
+/// Whether python3 with highdicom is there (required with `KEYSLICE_REQUIRE_DICOM_TOOLS`).
 fn highdicom() -> bool {
     let found = Command::new("python3")
         .args(["-c", "import highdicom"])

@@ -111,8 +111,6 @@ pub fn write_ct_series(
         });
     }
     let affine = volume.patient_from_voxel();
-    let [x, y, _] = volume.directions_lps();
-    let spacing = volume.spacing_mm();
     let geometry = format!("{columns}x{rows}x{slices}@{:?}", affine.translation);
     let study_uid = derived_uid(&[&identity.patient_id, &identity.accession, "study"]);
     let series_uid = derived_uid(&[
@@ -122,6 +120,13 @@ pub fn write_ct_series(
         "series",
     ]);
     let frame_uid = derived_uid(&[&series_uid, "frame"]);
+    let plan = SeriesPlan {
+        study_uid,
+        series_uid,
+        frame_uid,
+        columns_u16,
+        rows_u16,
+    };
     let parent = folder.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(io_error(parent))?;
     let name = folder.file_name().map_or_else(
@@ -131,108 +136,8 @@ pub fn write_ct_series(
     let temporary: PathBuf = parent.join(format!(".{name}.partial-{}", std::process::id()));
     let result = (|| {
         std::fs::create_dir_all(&temporary).map_err(io_error(&temporary))?;
-        let plane = columns * rows;
         for k in 0..slices {
-            let stored: Vec<u8> = (0..plane)
-                .flat_map(|n| {
-                    let index = k * plane + n;
-                    let value = match volume.voxels() {
-                        Voxels::I16(values) => values[index],
-                        Voxels::F32(values) => {
-                            values[index].round().clamp(-32768.0, 32767.0) as i16
-                        }
-                    };
-                    value.to_le_bytes()
-                })
-                .collect();
-            let position = affine.apply([0.0, 0.0, k as f64]);
-            let sop_uid = derived_uid(&[&series_uid, &k.to_string()]);
-            let mut object = InMemDicomObject::new_empty();
-            object.put(text(tags::SPECIFIC_CHARACTER_SET, VR::CS, "ISO_IR 192"));
-            object.put(text(tags::IMAGE_TYPE, VR::CS, "ORIGINAL\\PRIMARY\\AXIAL"));
-            object.put(text(tags::SOP_CLASS_UID, VR::UI, CT_IMAGE_STORAGE));
-            object.put(text(tags::SOP_INSTANCE_UID, VR::UI, &sop_uid));
-            object.put(text(tags::STUDY_DATE, VR::DA, &identity.study_date));
-            object.put(text(tags::STUDY_TIME, VR::TM, "120000"));
-            object.put(text(tags::ACCESSION_NUMBER, VR::SH, &identity.accession));
-            object.put(text(tags::MODALITY, VR::CS, "CT"));
-            object.put(text(tags::BODY_PART_EXAMINED, VR::CS, "ABDOMEN"));
-            object.put(text(tags::LATERALITY, VR::CS, ""));
-            object.put(text(tags::ACQUISITION_NUMBER, VR::IS, "1"));
-            object.put(text(tags::MANUFACTURER, VR::LO, "Keyslice"));
-            object.put(text(tags::REFERRING_PHYSICIAN_NAME, VR::PN, ""));
-            object.put(text(
-                tags::STUDY_DESCRIPTION,
-                VR::LO,
-                &identity.study_description,
-            ));
-            object.put(text(
-                tags::SERIES_DESCRIPTION,
-                VR::LO,
-                &identity.series_description,
-            ));
-            object.put(text(tags::PATIENT_NAME, VR::PN, &identity.patient_name));
-            object.put(text(tags::PATIENT_ID, VR::LO, &identity.patient_id));
-            object.put(text(tags::PATIENT_BIRTH_DATE, VR::DA, ""));
-            object.put(text(tags::PATIENT_SEX, VR::CS, "O"));
-            object.put(text(
-                tags::SLICE_THICKNESS,
-                VR::DS,
-                &decimals(&[spacing[2]]),
-            ));
-            object.put(text(tags::KVP, VR::DS, "120"));
-            object.put(text(tags::PATIENT_POSITION, VR::CS, "FFS"));
-            object.put(text(tags::STUDY_INSTANCE_UID, VR::UI, &study_uid));
-            object.put(text(tags::SERIES_INSTANCE_UID, VR::UI, &series_uid));
-            object.put(text(tags::STUDY_ID, VR::SH, "1"));
-            object.put(text(tags::SERIES_NUMBER, VR::IS, "1"));
-            object.put(text(tags::INSTANCE_NUMBER, VR::IS, &(k + 1).to_string()));
-            object.put(text(
-                tags::IMAGE_POSITION_PATIENT,
-                VR::DS,
-                &decimals(&position),
-            ));
-            object.put(text(
-                tags::IMAGE_ORIENTATION_PATIENT,
-                VR::DS,
-                &decimals(&[x[0], x[1], x[2], y[0], y[1], y[2]]),
-            ));
-            object.put(text(tags::FRAME_OF_REFERENCE_UID, VR::UI, &frame_uid));
-            object.put(text(tags::POSITION_REFERENCE_INDICATOR, VR::LO, ""));
-            object.put(text(
-                tags::SLICE_LOCATION,
-                VR::DS,
-                &decimals(&[position[2]]),
-            ));
-            let short =
-                |tag, value: u16| DataElement::new(tag, VR::US, PrimitiveValue::from(value));
-            object.put(short(tags::SAMPLES_PER_PIXEL, 1));
-            object.put(text(
-                tags::PHOTOMETRIC_INTERPRETATION,
-                VR::CS,
-                "MONOCHROME2",
-            ));
-            object.put(short(tags::ROWS, rows_u16));
-            object.put(short(tags::COLUMNS, columns_u16));
-            object.put(text(
-                tags::PIXEL_SPACING,
-                VR::DS,
-                &decimals(&[spacing[1], spacing[0]]),
-            ));
-            object.put(short(tags::BITS_ALLOCATED, 16));
-            object.put(short(tags::BITS_STORED, 16));
-            object.put(short(tags::HIGH_BIT, 15));
-            object.put(short(tags::PIXEL_REPRESENTATION, 1));
-            object.put(text(tags::WINDOW_CENTER, VR::DS, "40"));
-            object.put(text(tags::WINDOW_WIDTH, VR::DS, "400"));
-            object.put(text(tags::RESCALE_INTERCEPT, VR::DS, "0"));
-            object.put(text(tags::RESCALE_SLOPE, VR::DS, "1"));
-            object.put(text(tags::RESCALE_TYPE, VR::LO, "HU"));
-            object.put(DataElement::new(
-                tags::PIXEL_DATA,
-                VR::OW,
-                PrimitiveValue::from(stored),
-            ));
+            let (sop_uid, object) = slice_object(volume, &plan, identity, k);
             let meta = FileMetaTableBuilder::new()
                 .media_storage_sop_class_uid(CT_IMAGE_STORAGE)
                 .media_storage_sop_instance_uid(sop_uid.as_str())
@@ -258,4 +163,138 @@ pub fn write_ct_series(
         let _ = std::fs::remove_dir_all(&temporary);
     }
     result.map(|()| slices)
+}
+
+/// The geometry and UIDs every slice of one series shares.
+struct SeriesPlan {
+    study_uid: String,
+    series_uid: String,
+    frame_uid: String,
+    columns_u16: u16,
+    rows_u16: u16,
+}
+
+/// Slice `k` as a CT Image Storage data set; returns its SOP Instance UID too.
+fn slice_object(
+    volume: &Volume,
+    plan: &SeriesPlan,
+    identity: &SeriesIdentity,
+    k: usize,
+) -> (String, InMemDicomObject) {
+    let SeriesPlan {
+        study_uid,
+        series_uid,
+        frame_uid,
+        ..
+    } = plan;
+    let affine = volume.patient_from_voxel();
+    let [x, y, _] = volume.directions_lps();
+    let spacing = volume.spacing_mm();
+    let position = affine.apply([0.0, 0.0, k as f64]);
+    let sop_uid = derived_uid(&[series_uid, &k.to_string()]);
+    let mut object = InMemDicomObject::new_empty();
+    object.put(text(tags::SPECIFIC_CHARACTER_SET, VR::CS, "ISO_IR 192"));
+    object.put(text(tags::IMAGE_TYPE, VR::CS, "ORIGINAL\\PRIMARY\\AXIAL"));
+    object.put(text(tags::SOP_CLASS_UID, VR::UI, CT_IMAGE_STORAGE));
+    object.put(text(tags::SOP_INSTANCE_UID, VR::UI, &sop_uid));
+    object.put(text(tags::STUDY_DATE, VR::DA, &identity.study_date));
+    object.put(text(tags::STUDY_TIME, VR::TM, "120000"));
+    object.put(text(tags::ACCESSION_NUMBER, VR::SH, &identity.accession));
+    object.put(text(tags::MODALITY, VR::CS, "CT"));
+    object.put(text(tags::BODY_PART_EXAMINED, VR::CS, "ABDOMEN"));
+    object.put(text(tags::LATERALITY, VR::CS, ""));
+    object.put(text(tags::ACQUISITION_NUMBER, VR::IS, "1"));
+    object.put(text(tags::MANUFACTURER, VR::LO, "Keyslice"));
+    object.put(text(tags::REFERRING_PHYSICIAN_NAME, VR::PN, ""));
+    object.put(text(
+        tags::STUDY_DESCRIPTION,
+        VR::LO,
+        &identity.study_description,
+    ));
+    object.put(text(
+        tags::SERIES_DESCRIPTION,
+        VR::LO,
+        &identity.series_description,
+    ));
+    object.put(text(tags::PATIENT_NAME, VR::PN, &identity.patient_name));
+    object.put(text(tags::PATIENT_ID, VR::LO, &identity.patient_id));
+    object.put(text(tags::PATIENT_BIRTH_DATE, VR::DA, ""));
+    object.put(text(tags::PATIENT_SEX, VR::CS, "O"));
+    object.put(text(
+        tags::SLICE_THICKNESS,
+        VR::DS,
+        &decimals(&[spacing[2]]),
+    ));
+    object.put(text(tags::KVP, VR::DS, "120"));
+    object.put(text(tags::PATIENT_POSITION, VR::CS, "FFS"));
+    object.put(text(tags::STUDY_INSTANCE_UID, VR::UI, study_uid));
+    object.put(text(tags::SERIES_INSTANCE_UID, VR::UI, series_uid));
+    object.put(text(tags::STUDY_ID, VR::SH, "1"));
+    object.put(text(tags::SERIES_NUMBER, VR::IS, "1"));
+    object.put(text(tags::INSTANCE_NUMBER, VR::IS, &(k + 1).to_string()));
+    object.put(text(
+        tags::IMAGE_POSITION_PATIENT,
+        VR::DS,
+        &decimals(&position),
+    ));
+    object.put(text(
+        tags::IMAGE_ORIENTATION_PATIENT,
+        VR::DS,
+        &decimals(&[x[0], x[1], x[2], y[0], y[1], y[2]]),
+    ));
+    object.put(text(tags::FRAME_OF_REFERENCE_UID, VR::UI, frame_uid));
+    object.put(text(tags::POSITION_REFERENCE_INDICATOR, VR::LO, ""));
+    object.put(text(
+        tags::SLICE_LOCATION,
+        VR::DS,
+        &decimals(&[position[2]]),
+    ));
+    put_pixels(&mut object, volume, plan, k);
+    (sop_uid, object)
+}
+
+/// The image pixel attributes and the pixel data of slice `k` (stored values = HU).
+fn put_pixels(object: &mut InMemDicomObject, volume: &Volume, plan: &SeriesPlan, k: usize) {
+    let [columns, rows, _] = volume.dims();
+    let plane = columns * rows;
+    let spacing = volume.spacing_mm();
+    let (columns_u16, rows_u16) = (plan.columns_u16, plan.rows_u16);
+    let stored: Vec<u8> = (0..plane)
+        .flat_map(|n| {
+            let index = k * plane + n;
+            let value = match volume.voxels() {
+                Voxels::I16(values) => values[index],
+                Voxels::F32(values) => values[index].round().clamp(-32768.0, 32767.0) as i16,
+            };
+            value.to_le_bytes()
+        })
+        .collect();
+    let short = |tag, value: u16| DataElement::new(tag, VR::US, PrimitiveValue::from(value));
+    object.put(short(tags::SAMPLES_PER_PIXEL, 1));
+    object.put(text(
+        tags::PHOTOMETRIC_INTERPRETATION,
+        VR::CS,
+        "MONOCHROME2",
+    ));
+    object.put(short(tags::ROWS, rows_u16));
+    object.put(short(tags::COLUMNS, columns_u16));
+    object.put(text(
+        tags::PIXEL_SPACING,
+        VR::DS,
+        &decimals(&[spacing[1], spacing[0]]),
+    ));
+    object.put(short(tags::BITS_ALLOCATED, 16));
+    object.put(short(tags::BITS_STORED, 16));
+    object.put(short(tags::HIGH_BIT, 15));
+    object.put(short(tags::PIXEL_REPRESENTATION, 1));
+    object.put(text(tags::WINDOW_CENTER, VR::DS, "40"));
+    object.put(text(tags::WINDOW_WIDTH, VR::DS, "400"));
+    object.put(text(tags::RESCALE_INTERCEPT, VR::DS, "0"));
+    object.put(text(tags::RESCALE_SLOPE, VR::DS, "1"));
+    object.put(text(tags::RESCALE_TYPE, VR::LO, "HU"));
+    object.put(DataElement::new(
+        tags::PIXEL_DATA,
+        VR::OW,
+        PrimitiveValue::from(stored),
+    ));
 }

@@ -32,7 +32,7 @@ impl Server {
     /// The server of a parsed URL, with 60 s timeouts and 3 retries from 0.5 s.
     #[must_use]
     pub fn new(url: &DicomWebUrl) -> Self {
-        Self::with_timeout(url, Duration::from_secs(60))
+        Self::with_timeout(url, Duration::from_mins(1))
     }
 
     /// The server with another per-request timeout (connect, each read, the whole answer's

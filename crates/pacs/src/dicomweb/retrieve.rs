@@ -62,7 +62,11 @@ pub fn default_cache() -> PathBuf {
 #[must_use]
 pub fn server_cache(cache: &Path, server: &Server) -> PathBuf {
     let digest = Sha256::digest(server.name().as_bytes());
-    let key: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let key = digest[..8].iter().fold(String::new(), |mut key, byte| {
+        use std::fmt::Write as _;
+        let _ = write!(key, "{byte:02x}");
+        key
+    });
     cache.join(key)
 }
 

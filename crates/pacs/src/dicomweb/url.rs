@@ -281,7 +281,8 @@ pub fn percent_encode(text: &str) -> String {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~' | b'*') {
             out.push(byte as char);
         } else {
-            out.push_str(&format!("%{byte:02X}"));
+            use std::fmt::Write as _;
+            let _ = write!(out, "%{byte:02X}");
         }
     }
     out
@@ -327,6 +328,24 @@ mod tests {
             ])
         );
         assert_eq!(format!("{:?}", url.auth), "Auth::Basic(…)");
+    }
+
+    #[test]
+    fn credentials_become_the_authorization_header() {
+        assert_eq!(
+            Auth::Basic {
+                user: "alice".into(),
+                password: "wonder-land".into()
+            }
+            .header()
+            .as_deref(),
+            Some("Basic YWxpY2U6d29uZGVyLWxhbmQ=")
+        );
+        assert_eq!(
+            Auth::Bearer("t0k3n".into()).header().as_deref(),
+            Some("Bearer t0k3n")
+        );
+        assert_eq!(Auth::None.header(), None);
     }
 
     #[test]

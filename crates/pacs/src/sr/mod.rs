@@ -142,6 +142,42 @@ impl CaseResult {
         }
     }
 
+    /// One line: presence per organ with lesion sizes, and the key slice.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        use keyslice_core::findings::{Organ, TumorPresence};
+        let mut parts: Vec<String> = Organ::ALL
+            .iter()
+            .filter_map(|&organ| {
+                let findings = self.findings.organ(organ);
+                let word = match findings.tumor {
+                    TumorPresence::Yes => "tumor",
+                    TumorPresence::No => "no tumor",
+                    TumorPresence::Uncertain => "uncertain",
+                    TumorPresence::NotMentioned => return None,
+                };
+                let sizes: Vec<String> = findings
+                    .lesions
+                    .iter()
+                    .filter_map(|lesion| lesion.size)
+                    .map(|size| match size.short_cm {
+                        Some(short) => format!("{:.1}×{short:.1} cm", size.long_cm),
+                        None => format!("{:.1} cm", size.long_cm),
+                    })
+                    .collect();
+                Some(if sizes.is_empty() {
+                    format!("{organ} {word}")
+                } else {
+                    format!("{organ} {word} ({})", sizes.join(", "))
+                })
+            })
+            .collect();
+        if let Some(key) = &self.findings.key_slice {
+            parts.push(format!("key slice {}", key.index));
+        }
+        parts.join(", ")
+    }
+
     /// A reviewer's corrected findings of the AI result `ai`.
     #[must_use]
     pub fn correction(ai: &Self, reviewer: &str, findings: &Findings) -> Self {

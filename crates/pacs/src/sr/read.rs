@@ -66,16 +66,6 @@ pub fn read_bytes(bytes: &[u8]) -> Result<Document, String> {
 
 fn read_object(object: &InMemDicomObject) -> Result<Document, String> {
     let class = string(object, tags::SOP_CLASS_UID).unwrap_or_default();
-    fn stored<T>(object: &InMemDicomObject, content: T) -> Stored<T> {
-        let get = |tag| string(object, tag).unwrap_or_default();
-        Stored {
-            study_uid: get(tags::STUDY_INSTANCE_UID),
-            series_uid: get(tags::SERIES_INSTANCE_UID),
-            sop_uid: get(tags::SOP_INSTANCE_UID),
-            content_date_time: format!("{}{}", get(tags::CONTENT_DATE), get(tags::CONTENT_TIME)),
-            content,
-        }
-    }
     let root = read_item(object)?;
     match class.as_str() {
         KEY_OBJECT_SELECTION => Ok(Document::KeyImages(stored(object, key_images(&root)))),
@@ -94,6 +84,18 @@ fn read_object(object: &InMemDicomObject) -> Result<Document, String> {
         other => Err(format!(
             "SOP class {other} is neither an SR nor a Key Object Selection"
         )),
+    }
+}
+
+/// `content` with where `object` is filed.
+fn stored<T>(object: &InMemDicomObject, content: T) -> Stored<T> {
+    let get = |tag| string(object, tag).unwrap_or_default();
+    Stored {
+        study_uid: get(tags::STUDY_INSTANCE_UID),
+        series_uid: get(tags::SERIES_INSTANCE_UID),
+        sop_uid: get(tags::SOP_INSTANCE_UID),
+        content_date_time: format!("{}{}", get(tags::CONTENT_DATE), get(tags::CONTENT_TIME)),
+        content,
     }
 }
 

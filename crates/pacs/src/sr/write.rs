@@ -59,6 +59,77 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
         .as_ref()
         .and_then(|key| key.sop_instance_uid.clone());
 
+    let groups = measurement_groups(result, &tracking_seed, image_class, key_sop.as_ref());
+
+    let root = root_items(result, &seed, image_class, key_sop.as_ref(), groups);
+    let root = Node::new(
+        "",
+        codes::measurement_report(),
+        Value::Container(Some("1500")),
+    )
+    .with(root);
+
+    let (series_number, description) = match &result.observer {
+        Observer::Device { model } => (
+            RESULT_SERIES_NUMBER,
+            format!("Keyslice AI result ({} {})", model.id, model.version),
+        ),
+        Observer::Person { name } => (REVIEW_SERIES_NUMBER, format!("Keyslice review by {name}")),
+    };
+    let document = Document {
+        class_uid: COMPREHENSIVE_3D_SR,
+        modality: "SR",
+        series_number,
+        series_description: description,
+        seed,
+    };
+    let mut object = document.header(study, &result.algorithm);
+    let (date, time) = now_date_time();
+    object.put(text(tags::COMPLETION_FLAG, VR::CS, "COMPLETE"));
+    match &result.observer {
+        Observer::Device { .. } => {
+            object.put(text(tags::VERIFICATION_FLAG, VR::CS, "UNVERIFIED"));
+        }
+        Observer::Person { name } => {
+            // A reviewer's correction is their verified statement.
+            object.put(text(tags::VERIFICATION_FLAG, VR::CS, "VERIFIED"));
+            let mut verifier = InMemDicomObject::new_empty();
+            verifier.put(text(tags::VERIFYING_OBSERVER_NAME, VR::PN, name));
+            verifier.put(text(
+                tags::VERIFYING_ORGANIZATION,
+                VR::LO,
+                "Keyslice review",
+            ));
+            verifier.put(text(
+                tags::VERIFICATION_DATE_TIME,
+                VR::DT,
+                &format!("{date}{time}"),
+            ));
+            verifier.put(sequence(
+                tags::VERIFYING_OBSERVER_IDENTIFICATION_CODE_SEQUENCE,
+                Vec::new(),
+            ));
+            object.put(sequence(tags::VERIFYING_OBSERVER_SEQUENCE, vec![verifier]));
+        }
+    }
+    object.put(sequence(
+        tags::PERFORMED_PROCEDURE_CODE_SEQUENCE,
+        Vec::new(),
+    ));
+    if let Some(sop) = &key_sop {
+        object.put(evidence(study, image_class, &[sop.as_str()]));
+    }
+    put_item(&mut object, &root);
+    document.finish(object)
+}
+
+/// Imaging Measurements: one group per organ spoken of, one per lesion, and the key evidence.
+fn measurement_groups(
+    result: &CaseResult,
+    tracking_seed: &str,
+    image_class: &str,
+    key_sop: Option<&String>,
+) -> Vec<Node> {
     let mut groups = Vec::new();
     let algorithm = algorithm_items(&result.algorithm);
     for organ in Organ::ALL {
@@ -66,7 +137,7 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
         let Some(presence) = codes::presence_code(organ_findings.tumor) else {
             continue;
         };
-        let mut items = group_head(organ.key(), &tracking_seed, Some(organ), &algorithm);
+        let mut items = group_head(organ.key(), tracking_seed, Some(organ), &algorithm);
         items.push(Node::new(
             CONTAINS,
             codes::tumor_presence(),
@@ -75,7 +146,7 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
         groups.push(group(Some("1501"), items));
         for (number, lesion) in organ_findings.lesions.iter().enumerate() {
             let label = format!("{} lesion {}", organ.key(), number + 1);
-            let mut items = group_head(&label, &tracking_seed, Some(organ), &algorithm);
+            let mut items = group_head(&label, tracking_seed, Some(organ), &algorithm);
             items.extend(lesion_items(lesion));
             groups.push(group(Some("1501"), items));
         }
@@ -84,9 +155,9 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
         let evidence_organ = Organ::ALL
             .into_iter()
             .find(|&organ| result.findings.organ(organ).tumor == TumorPresence::Yes);
-        let mut items = group_head("key evidence", &tracking_seed, evidence_organ, &algorithm);
+        let mut items = group_head("key evidence", tracking_seed, evidence_organ, &algorithm);
         let mut template = "1501";
-        if let Some(sop) = &key_sop {
+        if let Some(sop) = key_sop {
             if let Some(slice_box) = &result.findings.slice_box {
                 let [c0, r0, c1, r1] = slice_box.voxels.map(|v| v as f32);
                 // Pixel edges: the box covers voxels c0..=c1, r0..=r1.
@@ -157,18 +228,29 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
         groups.push(group(Some(template), items));
     }
 
+    groups
+}
+
+/// The document's top-level content items around the measurement `groups`.
+fn root_items(
+    result: &CaseResult,
+    seed: &str,
+    image_class: &str,
+    key_sop: Option<&String>,
+    groups: Vec<Node>,
+) -> Vec<Node> {
     let mut root = vec![Node::new(
         CONCEPT_MOD,
         codes::language(),
         Value::Code(codes::english()),
     )];
-    root.extend(observer_items(&result.observer, &seed));
+    root.extend(observer_items(&result.observer, seed));
     root.push(Node::new(
         CONCEPT_MOD,
         codes::procedure_reported(),
         Value::Code(codes::ct_procedure()),
     ));
-    if let Some(sop) = &key_sop {
+    if let Some(sop) = key_sop {
         root.push(
             Node::new(CONTAINS, codes::image_library(), Value::Container(None)).with(vec![
                 Node::new(
@@ -206,65 +288,7 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
             )]),
         );
     }
-    let root = Node::new(
-        "",
-        codes::measurement_report(),
-        Value::Container(Some("1500")),
-    )
-    .with(root);
-
-    let (series_number, description) = match &result.observer {
-        Observer::Device { model } => (
-            RESULT_SERIES_NUMBER,
-            format!("Keyslice AI result ({} {})", model.id, model.version),
-        ),
-        Observer::Person { name } => (REVIEW_SERIES_NUMBER, format!("Keyslice review by {name}")),
-    };
-    let document = Document {
-        class_uid: COMPREHENSIVE_3D_SR,
-        modality: "SR",
-        series_number,
-        series_description: description,
-        seed,
-    };
-    let mut object = document.header(study, &result.algorithm);
-    let (date, time) = now_date_time();
-    object.put(text(tags::COMPLETION_FLAG, VR::CS, "COMPLETE"));
-    match &result.observer {
-        Observer::Device { .. } => {
-            object.put(text(tags::VERIFICATION_FLAG, VR::CS, "UNVERIFIED"));
-        }
-        Observer::Person { name } => {
-            // A reviewer's correction is their verified statement.
-            object.put(text(tags::VERIFICATION_FLAG, VR::CS, "VERIFIED"));
-            let mut verifier = InMemDicomObject::new_empty();
-            verifier.put(text(tags::VERIFYING_OBSERVER_NAME, VR::PN, name));
-            verifier.put(text(
-                tags::VERIFYING_ORGANIZATION,
-                VR::LO,
-                "Keyslice review",
-            ));
-            verifier.put(text(
-                tags::VERIFICATION_DATE_TIME,
-                VR::DT,
-                &format!("{date}{time}"),
-            ));
-            verifier.put(sequence(
-                tags::VERIFYING_OBSERVER_IDENTIFICATION_CODE_SEQUENCE,
-                Vec::new(),
-            ));
-            object.put(sequence(tags::VERIFYING_OBSERVER_SEQUENCE, vec![verifier]));
-        }
-    }
-    object.put(sequence(
-        tags::PERFORMED_PROCEDURE_CODE_SEQUENCE,
-        Vec::new(),
-    ));
-    if let Some(sop) = &key_sop {
-        object.put(evidence(study, image_class, &[sop.as_str()]));
-    }
-    put_item(&mut object, &root);
-    document.finish(object)
+    root
 }
 
 /// The Key Object Selection document that points at the key slice of `result`.
@@ -293,10 +317,12 @@ pub fn key_object_selection(
         result.algorithm.id, result.algorithm.version
     );
     if let Some(consistency) = &result.consistency {
-        description.push_str(&format!(
+        use std::fmt::Write as _;
+        let _ = write!(
+            description,
             "; report-evidence consistency {:.2}",
             consistency.score
-        ));
+        );
     }
     let mut items = vec![Node::new(
         CONCEPT_MOD,

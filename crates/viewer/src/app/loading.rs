@@ -58,9 +58,15 @@ impl KeysliceApp {
             Source::Demo => "demo".to_string(),
             Source::DemoWorkspace => "demo workspace".to_string(),
             Source::Workspace(root) => root.display().to_string(),
-            Source::WorkspaceCase { case_id, .. } => case_id.clone(),
+            Source::WorkspaceCase { case_id, .. } | Source::WorkspaceAt { case_id, .. } => {
+                case_id.clone()
+            }
         };
         if let Source::WorkspaceCase { case_id, .. } = &source {
+            self.cases.open_case = Some(case_id.clone());
+        } else if let Source::WorkspaceAt { case_id, .. } = &source {
+            // The worklist arrives with the workspace; this case stays the one opened.
+            self.cases.close_workspace();
             self.cases.open_case = Some(case_id.clone());
         } else {
             // The worklist arrives with the workspace, if the source is one.

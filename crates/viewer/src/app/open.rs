@@ -32,6 +32,14 @@ pub enum Source {
     DemoWorkspace,
     /// A review workspace folder: its worklist, then its first case.
     Workspace(PathBuf),
+    /// A workspace opened at one of its cases: its worklist, and that case (a study just
+    /// retrieved from a PACS into the PACS workspace).
+    WorkspaceAt {
+        /// The workspace folder.
+        root: PathBuf,
+        /// The case to show first.
+        case_id: String,
+    },
     /// One case of a workspace, with its saved prediction.
     WorkspaceCase {
         /// The workspace folder.
@@ -163,6 +171,14 @@ fn resolve(source: Source, send: &mut dyn FnMut(LoadEvent)) -> Result<Source, (S
             folder
         }
         Source::Workspace(root) => root,
+        Source::WorkspaceAt { root, case_id } => {
+            let failed = |error: WorkspaceError| (error.to_string(), error.hint().to_string());
+            let workspace = Workspace::open(&root).map_err(failed)?;
+            let predictions = workspace.predictions().map_err(failed)?;
+            let worklist = workspace.worklist(&predictions).map_err(failed)?;
+            send(LoadEvent::Workspace(root.clone(), worklist));
+            return Ok(Source::WorkspaceCase { root, case_id });
+        }
         Source::Path(path) if path.join(MANIFEST_FILE).is_file() => path,
         other => return Ok(other),
     };
@@ -201,7 +217,7 @@ pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (S
             },
             None,
         )),
-        Source::DemoWorkspace | Source::Workspace(_) => {
+        Source::DemoWorkspace | Source::Workspace(_) | Source::WorkspaceAt { .. } => {
             load_volume(&resolve(source.clone(), &mut |_| {})?)
         }
         Source::WorkspaceCase { root, case_id } => load_workspace_case(root, case_id),

@@ -30,9 +30,14 @@ impl Cases {
         self.workspace.as_ref().map(|(root, _)| root.as_path())
     }
 
-    /// A workspace has arrived: its worklist, and its first case as the one being opened.
+    /// A workspace has arrived: its worklist, and the case being opened (the one asked for
+    /// when it is in the worklist, else the first).
     pub(super) fn show_workspace(&mut self, root: PathBuf, worklist: Vec<WorklistEntry>) {
-        self.open_case = worklist.first().map(|entry| entry.case_id.clone());
+        let wanted = self
+            .open_case
+            .take()
+            .filter(|case_id| worklist.iter().any(|entry| &entry.case_id == case_id));
+        self.open_case = wanted.or_else(|| worklist.first().map(|entry| entry.case_id.clone()));
         self.workspace = Some((root, worklist));
     }
 
