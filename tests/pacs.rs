@@ -613,18 +613,16 @@ fn fake_server(fault: Fault) -> (u16, Arc<AtomicUsize>) {
 #[test]
 fn a_failing_slow_or_truncating_server_gives_a_clear_error_and_leaves_no_partial_file() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let url = |port: u16| format!("dicomweb+http://127.0.0.1:{port}/dicom-web/studies/1.2.3");
+    // `pacs retrieve` of study 1.2.3 on the fake server, with more options.
+    let retrieve = |port: u16, options: &[&str]| {
+        let url = format!("dicomweb+http://127.0.0.1:{port}/dicom-web/studies/1.2.3");
+        let mut args = vec!["pacs", "retrieve", url.as_str(), "--cache", s(dir.path())];
+        args.extend_from_slice(options);
+        run(&args)
+    };
 
     let (port, requests) = fake_server(Fault::Failing);
-    let failed = run(&[
-        "pacs",
-        "retrieve",
-        &url(port),
-        "--cache",
-        s(dir.path()),
-        "--retries",
-        "2",
-    ]);
+    let failed = retrieve(port, &["--retries", "2"]);
     let message = text(&failed.stderr);
     assert!(
         message.contains("failed on the series of study 1.2.3 (HTTP 500): disk failure"),
@@ -637,15 +635,7 @@ fn a_failing_slow_or_truncating_server_gives_a_clear_error_and_leaves_no_partial
     );
 
     let (port, requests) = fake_server(Fault::Truncated);
-    let truncated = run(&[
-        "pacs",
-        "retrieve",
-        &url(port),
-        "--cache",
-        s(dir.path()),
-        "--retries",
-        "1",
-    ]);
+    let truncated = retrieve(port, &["--retries", "1"]);
     let message = text(&truncated.stderr);
     assert!(!truncated.status.success());
     assert!(
@@ -666,17 +656,7 @@ fn a_failing_slow_or_truncating_server_gives_a_clear_error_and_leaves_no_partial
 
     let (port, _) = fake_server(Fault::Slow);
     let started = Instant::now();
-    let slow = run(&[
-        "pacs",
-        "retrieve",
-        &url(port),
-        "--cache",
-        s(dir.path()),
-        "--timeout-secs",
-        "1",
-        "--retries",
-        "0",
-    ]);
+    let slow = retrieve(port, &["--timeout-secs", "1", "--retries", "0"]);
     let message = text(&slow.stderr);
     assert!(
         message.contains("no answer within 1 s") || message.contains("timed out"),

@@ -268,26 +268,11 @@ impl Workspace {
         root: &Path,
         inputs: &[PathBuf],
     ) -> Result<(Self, usize), WorkspaceError> {
-        std::fs::create_dir_all(root).map_err(io_error(root))?;
-        // Read, extend and write the case list under the lock: two runs at once each add
-        // their cases instead of one overwriting the other's.
-        let _lock = WorkspaceLock::acquire(root, || {})?;
-        let workspace = if root.join(MANIFEST_FILE).is_file() {
-            Self::open(root)?
-        } else {
-            Self {
-                root: root.to_path_buf(),
-                manifest: Manifest {
-                    keyslice_workspace: MANIFEST_VERSION,
-                    cases: Vec::new(),
-                },
-            }
-        };
         let mut found = Vec::new();
         for input in inputs {
             found.extend(discover_cases(input)?);
         }
-        workspace.extend(found)
+        Self::add_cases(root, found)
     }
 
     /// Creates the workspace in `root` if needed and adds `cases` (made by the caller, as for
@@ -297,6 +282,8 @@ impl Workspace {
         cases: Vec<WorkspaceCase>,
     ) -> Result<(Self, usize), WorkspaceError> {
         std::fs::create_dir_all(root).map_err(io_error(root))?;
+        // Read, extend and write the case list under the lock: two runs at once each add
+        // their cases instead of one overwriting the other's.
         let _lock = WorkspaceLock::acquire(root, || {})?;
         let workspace = if root.join(MANIFEST_FILE).is_file() {
             Self::open(root)?
