@@ -307,15 +307,18 @@ fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
     // Read back: the AI result says what the prediction said; the KOS points at its key slice.
     let study_url = orthanc.url(&format!("/studies/{study_uid}"));
     let cache = dir.path().join("cache");
-    let results = ok(&run(&[
-        "pacs",
-        "results",
-        &study_url,
-        "--json",
-        "--cache",
-        s(&cache),
-    ]));
-    let results: serde_json::Value = serde_json::from_str(&results).expect("JSON");
+    let stored_results = || -> serde_json::Value {
+        let printed = ok(&run(&[
+            "pacs",
+            "results",
+            &study_url,
+            "--json",
+            "--cache",
+            s(&cache),
+        ]));
+        serde_json::from_str(&printed).expect("JSON")
+    };
+    let results = stored_results();
     assert_eq!(results["ai"].as_array().map(Vec::len), Some(1), "{results}");
     let ai = &results["ai"][0];
     let mut expected = model_findings(&prediction);
@@ -357,15 +360,7 @@ fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
     assert!(published.contains("review     stored"), "{published}");
     assert!(!published.contains("ai-result"), "{published}");
 
-    let results = ok(&run(&[
-        "pacs",
-        "results",
-        &study_url,
-        "--json",
-        "--cache",
-        s(&cache),
-    ]));
-    let results: serde_json::Value = serde_json::from_str(&results).expect("JSON");
+    let results = stored_results();
     assert_eq!(results["ai"].as_array().map(Vec::len), Some(1), "{results}");
     let reviews = results["reviews"].as_array().expect("reviews");
     let by = |name: &str| {

@@ -49,6 +49,19 @@ fn nifti_output_path(value: &str) -> Result<PathBuf, String> {
 
 /// Runs `convert`.
 pub fn run(args: &ConvertArgs) -> Result<(), CliError> {
+    if args.accession.len() > 16 {
+        return Err(CliError::Argument(format!(
+            "--accession `{}` has {} characters; DICOM allows at most 16",
+            args.accession,
+            args.accession.len()
+        )));
+    }
+    if args.dicom && args.out.exists() {
+        return Err(CliError::Argument(format!(
+            "{} exists; --dicom writes the series into a new folder",
+            args.out.display()
+        )));
+    }
     if !args.dicom {
         nifti_output_path(&args.out.to_string_lossy()).map_err(|reason| {
             CliError::Argument(format!("{reason} (or add --dicom to write a DICOM series)"))

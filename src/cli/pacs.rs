@@ -460,8 +460,21 @@ fn publish_case(
     }
     let study = StudyContext::from_folder(&case.volume)?;
     let ai = CaseResult::from_prediction(prediction);
-    // Another reviewer's machine may have stored this very AI result already.
-    let already_stored = match (&case.origin, no_store) {
+    let state = store
+        .case_state(&case.case_id)
+        .map_err(crate::review::workspace::WorkspaceError::from)?;
+    // The fingerprint: what a document says, not its fresh UIDs and times.
+    let fingerprint_of = |kind: &str| {
+        format!(
+            "{}:{kind}:{}",
+            case.case_id,
+            fingerprint(&ai, kind, prediction, state.status, store, &case.case_id)
+        )
+    };
+    let ai_published = published.stored.contains(&fingerprint_of("ai-result"));
+    // Another reviewer's machine may have stored this very AI result already (asked only
+    // when this workspace has not sent it itself).
+    let already_stored = match (&case.origin, no_store || ai_published) {
         (Some(origin), false) => {
             let url = DicomWebUrl::parse(origin)?;
             let found = study_results(
@@ -479,7 +492,7 @@ fn publish_case(
         _ => false,
     };
     let mut documents = Vec::new();
-    if !already_stored {
+    if !ai_published && !already_stored {
         documents.push(("ai-result", result_sr(&study, &ai)?));
         if ai
             .findings
@@ -490,10 +503,7 @@ fn publish_case(
             documents.push(("key-images", key_object_selection(&study, &ai)?));
         }
     }
-    let state = store
-        .case_state(&case.case_id)
-        .map_err(crate::review::workspace::WorkspaceError::from)?;
-    if state.status == ReviewStatus::Done {
+    if state.status == ReviewStatus::Done && !published.stored.contains(&fingerprint_of("review")) {
         let reviewer = state.reviewer.clone().unwrap_or_else(|| "reviewer".into());
         let review = CaseReview::open(
             &workspace.database_path(),
@@ -508,12 +518,7 @@ fn publish_case(
     let mut report = Vec::new();
     let mut to_store = Vec::new();
     for (kind, written) in documents {
-        // The fingerprint: what the document says, not its fresh UIDs and times.
-        let fingerprint = format!(
-            "{}:{kind}:{}",
-            case.case_id,
-            fingerprint(&ai, kind, prediction, state.status, store, &case.case_id)
-        );
+        let fingerprint = fingerprint_of(kind);
         if published.stored.contains(&fingerprint) {
             continue;
         }

@@ -49,6 +49,14 @@ pub enum DicomError {
         /// What the OS said.
         source: std::io::Error,
     },
+    /// Writing a DICOM series failed (nothing was left under the output name).
+    #[error("cannot write the DICOM series: {reason} ({})", path.display())]
+    Write {
+        /// The output folder or file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// Nothing that looks like a DICOM image was found.
     #[error(
         "no DICOM images found ({}); {non_dicom_files} non-DICOM file(s) skipped, {unreadable} unreadable DICOM file(s)",
@@ -177,6 +185,9 @@ impl DicomError {
     pub fn hint(&self) -> String {
         match self {
             Self::Io { .. } => "check that the path exists and that you may read it".into(),
+            Self::Write { .. } => {
+                "give a new output folder in a writable place with room for the series".into()
+            }
             Self::NoImages { .. } | Self::NotDicom { .. } => {
                 "point Keyslice at a DICOM file, a folder of DICOM files, a DICOMDIR or a .nii/.nii.gz file".into()
             }

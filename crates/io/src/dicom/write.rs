@@ -83,30 +83,30 @@ pub fn write_ct_series(
 ) -> Result<usize, DicomError> {
     let io_error = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| DicomError::Io { path, source }
+        move |source: std::io::Error| DicomError::Write {
+            path,
+            reason: source.to_string(),
+        }
     };
     if folder.exists() {
-        return Err(DicomError::Io {
+        return Err(DicomError::Write {
             path: folder.to_path_buf(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                "the output folder exists; choose a new one",
-            ),
+            reason: "the output folder exists; a series is written into a new one".into(),
         });
     }
     let [columns, rows, slices] = volume.dims();
     let (Ok(columns_u16), Ok(rows_u16)) = (u16::try_from(columns), u16::try_from(rows)) else {
-        return Err(DicomError::Io {
+        return Err(DicomError::Write {
             path: folder.to_path_buf(),
-            source: std::io::Error::other("a slice larger than 65535 pixels"),
+            reason: "a slice larger than 65535 pixels".into(),
         });
     };
     if identity.accession.len() > 16 || identity.patient_id.len() > 64 {
-        return Err(DicomError::Io {
+        return Err(DicomError::Write {
             path: folder.to_path_buf(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "the accession number may have at most 16 characters and the patient ID 64 (DICOM SH, LO)",
+            reason: format!(
+                "the accession number `{}` has more than 16 characters or the patient ID more than 64 (DICOM SH, LO)",
+                identity.accession
             ),
         });
     }
@@ -143,17 +143,17 @@ pub fn write_ct_series(
                 .media_storage_sop_instance_uid(sop_uid.as_str())
                 .transfer_syntax("1.2.840.10008.1.2.1")
                 .build()
-                .map_err(|error| DicomError::Io {
+                .map_err(|error| DicomError::Write {
                     path: temporary.clone(),
-                    source: std::io::Error::other(error.to_string()),
+                    reason: error.to_string(),
                 })?;
             let path = temporary.join(format!("slice_{:04}.dcm", k + 1));
             object
                 .with_exact_meta(meta)
                 .write_to_file(&path)
-                .map_err(|error| DicomError::Io {
+                .map_err(|error| DicomError::Write {
                     path: path.clone(),
-                    source: std::io::Error::other(error.to_string()),
+                    reason: error.to_string(),
                 })?;
         }
         std::fs::rename(&temporary, folder).map_err(io_error(folder))

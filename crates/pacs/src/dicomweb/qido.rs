@@ -85,11 +85,7 @@ pub fn studies(
         path.push_str(&percent_encode(value));
     }
     let what = "the study search";
-    let answer = server.get(&path, ACCEPT_JSON, what)?;
-    let json = server.json(answer, what)?;
-    let items = json
-        .as_array()
-        .ok_or_else(|| server.broken(what, "the answer is not a JSON array"))?;
+    let items = search(server, &path, what)?;
     let mut studies: Vec<StudySummary> = items
         .iter()
         .filter_map(|item| {
@@ -120,11 +116,7 @@ pub fn series(
         path.push_str(&percent_encode(modality));
     }
     let what = format!("the series of study {study}");
-    let answer = server.get(&path, ACCEPT_JSON, &what)?;
-    let json = server.json(answer, &what)?;
-    let items = json
-        .as_array()
-        .ok_or_else(|| server.broken(&what, "the answer is not a JSON array"))?;
+    let items = search(server, &path, &what)?;
     let mut series: Vec<SeriesSummary> = items
         .iter()
         .filter_map(|item| {
@@ -148,11 +140,7 @@ pub fn instances(
 ) -> Result<Vec<InstanceSummary>, PacsError> {
     let path = format!("studies/{study}/series/{series}/instances?includefield=00080016");
     let what = format!("the instances of series {series} of study {study}");
-    let answer = server.get(&path, ACCEPT_JSON, &what)?;
-    let json = server.json(answer, &what)?;
-    let items = json
-        .as_array()
-        .ok_or_else(|| server.broken(&what, "the answer is not a JSON array"))?;
+    let items = search(server, &path, &what)?;
     let mut instances: Vec<InstanceSummary> = items
         .iter()
         .filter_map(|item| {
@@ -165,4 +153,13 @@ pub fn instances(
     instances.sort_by(|a, b| a.sop_uid.cmp(&b.sop_uid));
     instances.dedup();
     Ok(instances)
+}
+
+/// `GET` a QIDO-RS `path` and its answer's items (an empty search is an empty list).
+fn search(server: &Server, path: &str, what: &str) -> Result<Vec<serde_json::Value>, PacsError> {
+    let answer = server.get(path, ACCEPT_JSON, what)?;
+    match server.json(answer, what)? {
+        serde_json::Value::Array(items) => Ok(items),
+        _ => Err(server.broken(what, "the answer is not a JSON array")),
+    }
 }
