@@ -63,6 +63,7 @@ fn result() -> CaseResult {
             location: Some(1.0),
             attenuation: Some(1.0),
             size: Some(0.0),
+            region: None,
         }),
     }
 }

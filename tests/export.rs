@@ -141,6 +141,13 @@ fn reviewed_workspace(root: &Path) -> (Workspace, PathBuf) {
             json!({"size": {"long_cm": 2.1, "short_cm": 1.4}, "attenuation": "hypo"}),
         )
         .expect("lesion");
+    // The reviewer's evidence box on the key slice and the lesion's slice range.
+    review
+        .set("box", json!({"voxels": [10, 12, 30, 28]}))
+        .expect("box");
+    review
+        .set("lesion_slices", json!({"first": 4, "last": 8}))
+        .expect("range");
     review
         .set("note", json!("Mrs Doe MRN-99812345: compare with 20240105"))
         .expect("note");
@@ -324,6 +331,12 @@ fn each_format_reads_back_with_frames_key_slice_and_answer() {
         .value(0);
     let findings: keyslice::findings::Findings = serde_json::from_str(truth).expect("Findings");
     assert_eq!(findings.key_slice.map(|k| k.index), Some(6));
+    // The corrected box and extent are the ground truth of the reward.
+    assert_eq!(findings.slice_box.map(|b| b.voxels), Some([10, 12, 30, 28]));
+    assert_eq!(
+        findings.lesion_slices,
+        Some(keyslice::findings::SliceRange { first: 4, last: 8 })
+    );
 }
 
 #[test]
@@ -339,7 +352,16 @@ fn key_slice_rows_carry_a_pseudonymous_uid_and_the_reviewer() {
     assert!(cells[0].starts_with("case-"));
     assert_eq!((cells[2], cells[3]), ("6", "30.00"));
     assert!(cells[4].starts_with("2.25."), "{csv}");
-    assert_eq!(cells[9], "dr. reviewer");
+    assert_eq!(
+        &cells[5..11],
+        &["10", "12", "30", "28", "4", "8"],
+        "the box and the slice range: {csv}"
+    );
+    assert_eq!(cells[11], "dr. reviewer");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("keyslices.json")).expect("json"))
+            .expect("JSON");
+    assert_eq!(json[0]["lesion_slices"], json!({"first": 4, "last": 8}));
     assert!(!out.join("frames").exists(), "key slices need no frames");
 }
 
@@ -586,7 +608,12 @@ fn exports_never_contradict_themselves_in_any_format() {
             let answer = &cases[0].findings;
             assert!(answer.organ(Organ::Liver).lesions.is_empty(), "{format:?}");
             assert_eq!(answer.organ(Organ::Pancreas).lesions.len(), 1, "{format:?}");
-            assert_eq!(answer.slice_box, None, "{format:?}");
+            // The reviewer's own box (shared setup) replaces the model's.
+            assert_eq!(
+                answer.slice_box.as_ref().map(|b| b.voxels),
+                Some([10, 12, 30, 28]),
+                "{format:?}"
+            );
             assert_eq!(answer.key_slice.as_ref().map(|key| key.index), Some(6));
         }
     }

@@ -586,3 +586,40 @@ fn numbered_impression_items_are_read_without_their_numbers() {
         TumorPresence::Uncertain
     );
 }
+
+#[test]
+fn evidence_lines_are_read_as_written_and_faults_named() {
+    use keyslice::findings::TumorPresence;
+    let read = read_report(
+        "Liver: 3 cm lesion in segment 7.\nKey slice: 40\nBox on key slice: columns 120-100, rows 80-90\nLesion slices: 35-46",
+    );
+    let slice_box = read.findings.slice_box.as_ref().expect("a box");
+    assert_eq!(
+        slice_box.voxels,
+        [120, 80, 100, 90],
+        "corners kept as written"
+    );
+    let range = read.findings.lesion_slices.expect("a range");
+    assert_eq!((range.first, range.last), (35, 46));
+    assert!(read.problems.is_empty());
+    let faults = keyslice::findings::evidence_problems(&read.findings, [512, 512, 80]);
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert!(faults[0].contains("out of order"), "{faults:?}");
+
+    let elsewhere = read_report("Key slice: 40. Box on slice 41: columns 1-5, rows 1-5.");
+    assert!(elsewhere.findings.slice_box.is_none());
+    assert!(elsewhere.problems[0].contains("slice 41, not on the key slice 40"));
+    let garbled = read_report("Key slice: 40\nBox: upper left corner");
+    assert!(garbled.findings.slice_box.is_none());
+    assert!(garbled.problems[0].contains("no readable corners"));
+
+    let asked = |answer: &str| read_report(answer).findings.inside_box;
+    assert_eq!(asked("Inside the box: lesion."), Some(TumorPresence::Yes));
+    assert_eq!(asked("Inside the box: no lesion."), Some(TumorPresence::No));
+    assert_eq!(
+        asked("Inside the box: possible lesion."),
+        Some(TumorPresence::Uncertain)
+    );
+    assert_eq!(asked("No lesion is visible inside the box."), None);
+    assert!(read_report("Inside the box: hard to say").problems[0].contains("neither"));
+}

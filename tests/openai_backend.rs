@@ -321,3 +321,303 @@ fn batch_runs_in_parallel_resumes_and_records_a_failing_case() {
     );
     assert!(scored.status.success(), "{}", text(&scored.stderr));
 }
+
+/// The grey pixels of the PNG data URL in `part`.
+fn png_grey(part: &Value) -> (u32, u32, Vec<u8>) {
+    let url = part["image_url"]["url"].as_str().expect("data url");
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(
+            url.strip_prefix("data:image/png;base64,")
+                .expect("PNG data URL"),
+        )
+        .expect("base64");
+    let image = image::load_from_memory(&png).expect("a PNG").to_luma8();
+    (image.width(), image.height(), image.into_raw())
+}
+
+/// A model whose report carries `evidence` lines and whose verifier answers `local`.
+fn model_with(evidence: &'static str, local: &'static str) -> Box<Script> {
+    Box::new(move |_, body| {
+        let text = if images(body) > 1 {
+            format!("{REPORT}{evidence}")
+        } else {
+            local.to_string()
+        };
+        (200, completion(&text))
+    })
+}
+
+fn analyze_json(ct: &Path, server: &Server) -> Value {
+    let output = keyslice(
+        &[
+            "analyze",
+            ct.to_str().expect("utf-8"),
+            "--backend",
+            "openai",
+            "--url",
+            &server.url,
+            "--model",
+            "emrl-qwen3vl",
+            "--frames",
+            "8",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("one prediction")
+}
+
+#[test]
+fn the_models_box_is_drawn_for_the_verifier_asked_about_and_scored() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let ct = &phantoms(folder.path(), 1)[0];
+    let server = Server::start(model_with(
+        "Box on key slice: columns 10-20, rows 12-22\nLesion slices: 3-8\n",
+        "Liver lesion 1: Location: hepatic segment 7. Size: 3.1 x 2.4 cm. Enhancement relative to liver: Hypoattenuating.\nInside the box: lesion.",
+    ));
+    let prediction = analyze_json(ct, &server);
+    assert_eq!(
+        prediction["box"]["voxels"],
+        serde_json::json!([10, 12, 20, 22]),
+        "{prediction}"
+    );
+    assert_eq!(
+        prediction["findings"]["box"]["voxels"],
+        serde_json::json!([10, 12, 20, 22])
+    );
+    assert_eq!(
+        prediction["findings"]["lesion_slices"],
+        serde_json::json!({"first": 3, "last": 8})
+    );
+    assert_eq!(prediction["local_findings"]["inside_box"], "yes");
+    assert_eq!(prediction["consistency"]["region"], 1.0);
+
+    let seen = server.seen();
+    let diagnosis_prompt = seen[0].body["messages"][0]["content"]
+        .as_array()
+        .and_then(|parts| parts.last())
+        .and_then(|part| part["text"].as_str())
+        .expect("prompt");
+    assert!(
+        diagnosis_prompt.contains("48 × 48 pixels") && diagnosis_prompt.contains("C1 < 48"),
+        "{diagnosis_prompt}"
+    );
+    let parts = &seen[1].body["messages"][0]["content"];
+    let prompt = parts[1]["text"].as_str().expect("verifier prompt");
+    assert!(
+        prompt.contains("a white box marks the region of interest, columns 10-20, rows 12-22")
+            && prompt.contains("Inside the box:"),
+        "{prompt}"
+    );
+    // The whole slice with the box's border drawn white.
+    let (width, height, grey) = png_grey(&parts[0]);
+    assert_eq!((width, height), (48, 48));
+    let at = |column: usize, row: usize| grey[row * 48 + column];
+    for (column, row) in [(10, 12), (20, 22), (15, 12), (10, 17), (20, 17), (15, 22)] {
+        assert_eq!(at(column, row), 255, "border pixel ({column}, {row})");
+    }
+    assert_eq!(
+        at(9, 12),
+        at(9, 12).min(254),
+        "outside the border is the slice"
+    );
+}
+
+#[test]
+fn a_faulty_box_or_slice_range_is_reported_not_used() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let ct = &phantoms(folder.path(), 1)[0];
+    let cases: [(&'static str, &[&str]); 3] = [
+        (
+            "Box on key slice: columns 30-60, rows 12-22\nLesion slices: 8-3\n",
+            &["reaches outside the 48 × 48 slice", "inverted"],
+        ),
+        (
+            "Box on key slice: columns 20-10, rows 12-22\nLesion slices: 6-9\n",
+            &["corners out of order", "does not hold the key slice 5"],
+        ),
+        (
+            "Box on slice 9: columns 10-20, rows 12-22\nBox: somewhere left\n",
+            &["not on the key slice 5", "no readable corners"],
+        ),
+    ];
+    for (evidence, reasons) in cases {
+        let server = Server::start(model_with(evidence, chat_server::LOCAL));
+        let prediction = analyze_json(ct, &server);
+        let warnings = prediction["warnings"].to_string();
+        for reason in reasons {
+            assert!(
+                warnings.contains(reason),
+                "{evidence}: {reason} in {warnings}"
+            );
+        }
+        assert!(prediction["box"].is_null(), "{evidence}");
+        assert!(prediction["findings"]["box"].is_null(), "{evidence}");
+        // The report's findings are still read and verified on the key slice.
+        assert_eq!(prediction["key_slice"]["index"], 5);
+        let seen = server.seen();
+        let prompt = seen[1].body["messages"][0]["content"][1]["text"]
+            .as_str()
+            .expect("verifier prompt");
+        assert!(prompt.contains("no region is marked"), "{prompt}");
+    }
+}
+
+#[test]
+fn the_in_process_qwen3_vl_and_the_server_are_shown_the_same_frames_and_prompts() {
+    use keyslice::infer::openai::{DIAGNOSE_PROMPT, VERIFY_PROMPT};
+    use keyslice::infer::qwen3_vl::{Qwen3Vl, pipeline::Qwen3VlPipeline};
+    use keyslice::infer::{KeySliceImage, Verifier as _};
+    let folder = tempfile::tempdir().expect("temp dir");
+    let ct = &phantoms(folder.path(), 1)[0];
+    let volume = keyslice::io::nifti::read_nifti(ct).expect("phantom opens");
+    let model = Qwen3Vl::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/qwen3vl/tiny"),
+        &candle_core::Device::Cpu,
+        None,
+    )
+    .expect("the tiny checkpoint loads");
+    let pipeline = Qwen3VlPipeline::new(
+        model,
+        8,
+        4,
+        DIAGNOSE_PROMPT.to_string(),
+        VERIFY_PROMPT.to_string(),
+    );
+    let (frames, prompt) = pipeline.diagnosis_input(&volume).expect("frames");
+
+    let server = Server::start(model_with(
+        "Box on key slice: columns 10-20, rows 12-22\n",
+        chat_server::LOCAL,
+    ));
+    let prediction = analyze_json(ct, &server);
+    let seen = server.seen();
+    let parts = seen[0].body["messages"][0]["content"]
+        .as_array()
+        .expect("parts");
+    assert_eq!(parts.len(), frames.grey.len() + 1);
+    for (index, (part, grey)) in parts.iter().zip(&frames.grey).enumerate() {
+        let (width, height, sent) = png_grey(part);
+        assert_eq!(
+            (width as usize, height as usize),
+            (frames.columns, frames.rows)
+        );
+        assert!(&sent == grey, "frame {index} differs");
+    }
+    assert_eq!(
+        parts.last().and_then(|p| p["text"].as_str()),
+        Some(prompt.as_str())
+    );
+
+    // The verifier: the key slice with the same box drawn, the same prompt.
+    let slice_box: keyslice::findings::SliceBox =
+        serde_json::from_value(prediction["box"].clone()).expect("a box");
+    let image = KeySliceImage::extract(&volume, 5, Some(slice_box)).expect("slice 5");
+    let view = pipeline.verification_input(&image);
+    let sent = &seen[1].body["messages"][0]["content"];
+    let (_, _, grey) = png_grey(&sent[0]);
+    assert!(grey == view.grey, "the verifier's slice differs");
+    assert_eq!(sent[1]["text"].as_str(), Some(view.prompt.as_str()));
+    // And the in-process verifier runs on that view.
+    let _ = pipeline
+        .verifier()
+        .describe(&image)
+        .expect("the tiny model answers");
+}
+
+/// A good model that answers after `delay` and counts the requests it holds at once.
+fn counting_model(
+    delay: std::time::Duration,
+    now: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> Box<Script> {
+    use std::sync::atomic::Ordering;
+    Box::new(move |_, body| {
+        let holding = now.fetch_add(1, Ordering::SeqCst) + 1;
+        most.fetch_max(holding, Ordering::SeqCst);
+        std::thread::sleep(delay);
+        now.fetch_sub(1, Ordering::SeqCst);
+        let text = if images(body) > 1 {
+            REPORT
+        } else {
+            chat_server::LOCAL
+        };
+        (200, completion(text))
+    })
+}
+
+#[test]
+fn batch_spreads_cases_over_several_servers_each_at_its_own_concurrency() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let folder = tempfile::tempdir().expect("temp dir");
+    let dataset = folder.path().join("dataset");
+    phantoms(&dataset, 12);
+    let counters = || (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (a_now, a_most) = counters();
+    let (b_now, b_most) = counters();
+    let delay = std::time::Duration::from_millis(60);
+    let a = Server::start(counting_model(delay, a_now, Arc::clone(&a_most)));
+    let b = Server::start(counting_model(delay, b_now, Arc::clone(&b_most)));
+    // A third server that is gone: nothing listens on its port.
+    let gone = {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a port");
+        format!("http://{}/v1", listener.local_addr().expect("address"))
+    };
+    let out = folder.path().join("pred.jsonl");
+    let run = || {
+        keyslice(
+            &[
+                "batch",
+                dataset.to_str().expect("utf-8"),
+                "--out",
+                out.to_str().expect("utf-8"),
+                "--backend",
+                "openai",
+                "--url",
+                &format!("{}#jobs=2", a.url),
+                "--url",
+                &format!("{}#jobs=3", b.url),
+                "--url",
+                &format!("{gone}#jobs=2"),
+                "--model",
+                "m",
+                "--frames",
+                "4",
+                "--retries",
+                "0",
+                "--json",
+            ],
+            &[],
+        )
+    };
+    let output = run();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let summary: Value = serde_json::from_slice(&output.stdout).expect("summary");
+    assert_eq!(
+        (summary["done"].as_u64(), summary["failed"].as_u64()),
+        (Some(12), Some(0))
+    );
+    let endpoints = summary["endpoints"].as_array().expect("per server");
+    let done = |index: usize| endpoints[index]["done"].as_u64().unwrap_or(0);
+    assert_eq!(done(0) + done(1), 12, "{summary}");
+    assert!(done(0) > 0 && done(1) > 0, "both servers work: {summary}");
+    assert_eq!(endpoints[2]["down"], true, "{summary}");
+    assert!(endpoints[2]["handed_back"].as_u64() >= Some(1), "{summary}");
+    assert_eq!(done(2), 0);
+    // Each server held at most its own number of requests at once, and was kept busy.
+    assert!(a_most.load(Ordering::SeqCst) <= 2 && b_most.load(Ordering::SeqCst) <= 3);
+    assert_eq!(b_most.load(Ordering::SeqCst), 3, "B was given 3 at once");
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("stopped answering"), "{stderr}");
+    let lines = std::fs::read_to_string(&out).expect("predictions");
+    assert_eq!(lines.lines().count(), 12);
+    // Resumable: a rerun sends nothing.
+    let before = a.seen().len() + b.seen().len();
+    let output = run();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let summary: Value = serde_json::from_slice(&output.stdout).expect("summary");
+    assert_eq!(summary["skipped"], 12);
+    assert_eq!(a.seen().len() + b.seen().len(), before);
+}

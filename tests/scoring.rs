@@ -167,6 +167,7 @@ fn total_is_the_weighted_mean_of_scored_terms() {
     let prediction = Prediction {
         report: &predicted,
         key_slice: Some(20), // edge of the lesion: localization ½
+        slice_box: None,
         local_description: None,
     };
     let reference = Reference {

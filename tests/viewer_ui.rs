@@ -623,28 +623,33 @@ fn editor_harness(
 ) -> Harness<'static, keyslice::review::CaseReview> {
     use keyslice::findings::LesionSize;
     use keyslice::review::CaseReview;
-    use keyslice::ui::editor::{EditCommand, FindingsEditor};
+    use keyslice::ui::editor::{EditCommand, FindingsEditor, set_key_slice};
     Harness::builder()
         .with_size(egui::Vec2::new(330.0, 430.0))
         .wgpu()
         .build_ui_state(
             |ui, review: &mut CaseReview| {
+                let current_slice = keyslice::findings::KeySlice {
+                    index: 52,
+                    z_mm: Some(130.0),
+                    sop_instance_uid: None,
+                    span: None,
+                };
                 let editor = FindingsEditor {
                     case: review.case(),
                     model: review.base(),
                     history: review.history(),
-                    current_slice: keyslice::findings::KeySlice {
-                        index: 52,
-                        z_mm: Some(130.0),
-                        sop_instance_uid: None,
-                        span: None,
-                    },
+                    current_slice: current_slice.clone(),
                     ruler: Some(LesionSize {
                         long_cm: 2.8,
                         short_cm: Some(1.9),
                     }),
                 };
                 for command in editor.ui(ui) {
+                    let command = match command {
+                        EditCommand::KeySliceHere => set_key_slice(&current_slice),
+                        other => other,
+                    };
                     match command {
                         EditCommand::Set { field, value } => {
                             review.set(&field, value).expect("saved");
@@ -655,6 +660,7 @@ fn editor_harness(
                         EditCommand::Redo => {
                             review.redo().expect("redone");
                         }
+                        EditCommand::KeySliceHere => unreachable!("resolved above"),
                     }
                 }
             },
@@ -843,4 +849,81 @@ fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
         &Some(WorklistCommand::Open("PHANTOM_2026_0003".into()))
     );
     harness.snapshot("worklist");
+}
+
+fn drag(harness: &mut Harness<'static, State>, from: egui::Pos2, to: egui::Pos2) {
+    harness.event(egui::Event::PointerMoved(from));
+    harness.run();
+    harness.event(egui::Event::PointerButton {
+        pos: from,
+        button: egui::PointerButton::Primary,
+        pressed: true,
+        modifiers: egui::Modifiers::NONE,
+    });
+    harness.run();
+    for step in 1..=4 {
+        let t = step as f32 / 4.0;
+        harness.event(egui::Event::PointerMoved(from + (to - from) * t));
+        harness.run();
+    }
+    harness.event(egui::Event::PointerButton {
+        pos: to,
+        button: egui::PointerButton::Primary,
+        pressed: false,
+        modifiers: egui::Modifiers::NONE,
+    });
+    harness.run();
+}
+
+#[test]
+fn the_evidence_box_and_its_extent_show_on_all_planes_and_the_box_tool_edits_them() {
+    use keyslice::ui::viewport::{Evidence, ViewerCommand};
+    let Some(mut harness) = harness_or_skip() else {
+        return;
+    };
+    {
+        let State { viewer, volume, .. } = harness.state_mut();
+        // A box on key slice 46 over columns 60-100, rows 50-80; the lesion on slices 40-52.
+        viewer.evidence = Some(Evidence {
+            voxels: [60, 50, 100, 80],
+            key_slice: 46,
+            slices: Some((40, 52)),
+        });
+        viewer.apply(ViewerCommand::SetCrosshair([80.0, 65.0, 46.0]), volume);
+    }
+    harness.run();
+    harness.snapshot("viewer_evidence_three_planes");
+
+    // B, then a drag on the axial plane outside the box: a new box on the slice shown, the
+    // range kept because it holds that slice. Axial scale: 528.4 px for 192 columns.
+    harness.key_press(Key::B);
+    harness.run();
+    assert!(harness.state().viewer.box_tool);
+    let px = 528.4 / 192.0;
+    drag(
+        &mut harness,
+        egui::pos2(60.0, 120.0),
+        egui::pos2(60.0 + 20.0 * px, 120.0 + 10.0 * px),
+    );
+    let drawn = harness.state().viewer.evidence.expect("a box");
+    let [c0, r0, c1, r1] = drawn.voxels;
+    assert!(
+        (19..=21).contains(&(c1 - c0)) && (9..=11).contains(&(r1 - r0)),
+        "{drawn:?}"
+    );
+    assert_eq!((drawn.key_slice, drawn.slices), (46, Some((40, 52))));
+    // A drag from inside moves it, the same size.
+    let centre = egui::pos2(60.0 + 10.0 * px, 120.0 + 5.0 * px);
+    drag(&mut harness, centre, centre + egui::vec2(15.0 * px, 0.0));
+    let moved = harness.state().viewer.evidence.expect("a box");
+    assert_eq!(moved.voxels[2] - moved.voxels[0], c1 - c0, "{moved:?}");
+    assert!(
+        (14..=16).contains(&(moved.voxels[0] - c0)),
+        "{moved:?} from {drawn:?}"
+    );
+    assert_eq!(moved.voxels[1], r0);
+    // With the tool on, a click does not move the crosshair.
+    let crosshair = harness.state().viewer.crosshair;
+    click(&mut harness, egui::pos2(300.0, 400.0));
+    assert_eq!(harness.state().viewer.crosshair, crosshair);
 }

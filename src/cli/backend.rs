@@ -38,9 +38,10 @@ pub struct BackendArgs {
     /// With `openai`: the served model name. With `qwen3vl`: the checkpoint folder.
     #[arg(long)]
     pub model: Option<String>,
-    /// With `openai`: the server's base URL, up to `/v1` (`http://gpu-01:8000/v1`).
+    /// With `openai`: the server's base URL, up to `/v1` (`http://gpu-01:8000/v1`). `batch`
+    /// takes several, each with its own requests in flight as `URL#jobs=N` (default: --jobs).
     #[arg(long)]
-    pub url: Option<String>,
+    pub url: Vec<String>,
     /// With `openai`: the environment variable holding the API key (sent as a bearer token).
     #[arg(long)]
     pub api_key_env: Option<String>,
@@ -79,7 +80,96 @@ fn read_prompt(file: Option<&PathBuf>, default: &str) -> Result<String, CliError
     )
 }
 
+/// One server of a batch: its base URL and how many requests it takes at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Base URL up to `/v1`.
+    pub url: String,
+    /// Requests in flight (`#jobs=N`), when given.
+    pub jobs: Option<usize>,
+}
+
+/// `http://gpu-01:8000/v1#jobs=8` → the URL and 8.
+fn endpoint(text: &str) -> Result<Endpoint, CliError> {
+    let (url, fragment) = text.split_once('#').unwrap_or((text, ""));
+    let jobs = if fragment.is_empty() {
+        None
+    } else {
+        let value = fragment.strip_prefix("jobs=").ok_or_else(|| {
+            CliError::Argument(format!(
+                "--url {text}: after # only jobs=N is understood (requests in flight)"
+            ))
+        })?;
+        match value.parse::<usize>() {
+            Ok(jobs) if (1..=256).contains(&jobs) => Some(jobs),
+            _ => {
+                return Err(CliError::Argument(format!(
+                    "--url {text}: jobs={value} is not a number between 1 and 256"
+                )));
+            }
+        }
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(CliError::Argument(format!(
+            "--url {url}: not an http:// or https:// URL (e.g. http://host:8000/v1)"
+        )));
+    }
+    Ok(Endpoint {
+        url: url.to_string(),
+        jobs,
+    })
+}
+
 impl BackendArgs {
+    /// The servers given with `--url` (at least one with `--backend openai`).
+    pub fn endpoints(&self) -> Result<Vec<Endpoint>, CliError> {
+        if self.url.is_empty() {
+            return Err(CliError::Argument(
+                "--backend openai needs --url (e.g. http://host:8000/v1)".into(),
+            ));
+        }
+        let endpoints = self
+            .url
+            .iter()
+            .map(|text| endpoint(text))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (index, endpoint) in endpoints.iter().enumerate() {
+            if endpoints[..index].iter().any(|e| e.url == endpoint.url) {
+                return Err(CliError::Argument(format!(
+                    "--url {} is given twice; give it once with #jobs=N for more requests in flight",
+                    endpoint.url
+                )));
+            }
+        }
+        Ok(endpoints)
+    }
+
+    /// The server backend on `url`.
+    pub fn server(&self, url: &str) -> Result<Backend, CliError> {
+        let model = self.model.as_deref().ok_or_else(|| {
+            CliError::Argument("--backend openai needs --model (the served model name)".into())
+        })?;
+        let api_key = match &self.api_key_env {
+            Some(name) => Some(std::env::var(name).map_err(|_| {
+                CliError::Argument(format!("--api-key-env {name}: the variable is not set"))
+            })?),
+            None => None,
+        };
+        let mut client = OpenAiClient::new(url, model, api_key);
+        client.timeout = Duration::from_secs(self.timeout_secs.max(1));
+        client.retries = self.retries;
+        let diagnoser = OpenAiDiagnoser {
+            client: client.clone(),
+            frames: self.frames.clamp(1, 512),
+            prompt: read_prompt(self.diagnose_prompt.as_ref(), DIAGNOSE_PROMPT)?,
+        };
+        let verifier = OpenAiVerifier {
+            client,
+            prompt: read_prompt(self.verify_prompt.as_ref(), VERIFY_PROMPT)?,
+        };
+        Ok(Backend::Openai(Box::new((diagnoser, verifier))))
+    }
+
     /// Loads the model or sets up the server client.
     pub fn backend(&self) -> Result<Backend, CliError> {
         match self.backend {
@@ -91,35 +181,15 @@ impl BackendArgs {
                 Ok(Backend::Embedded(Box::new(model)))
             }
             BackendKind::Openai => {
-                let url = self.url.as_deref().ok_or_else(|| {
-                    CliError::Argument(
-                        "--backend openai needs --url (e.g. http://host:8000/v1)".into(),
-                    )
-                })?;
-                let model = self.model.as_deref().ok_or_else(|| {
-                    CliError::Argument(
-                        "--backend openai needs --model (the served model name)".into(),
-                    )
-                })?;
-                let api_key = match &self.api_key_env {
-                    Some(name) => Some(std::env::var(name).map_err(|_| {
-                        CliError::Argument(format!("--api-key-env {name}: the variable is not set"))
-                    })?),
-                    None => None,
-                };
-                let mut client = OpenAiClient::new(url, model, api_key);
-                client.timeout = Duration::from_secs(self.timeout_secs.max(1));
-                client.retries = self.retries;
-                let diagnoser = OpenAiDiagnoser {
-                    client: client.clone(),
-                    frames: self.frames.clamp(1, 512),
-                    prompt: read_prompt(self.diagnose_prompt.as_ref(), DIAGNOSE_PROMPT)?,
-                };
-                let verifier = OpenAiVerifier {
-                    client,
-                    prompt: read_prompt(self.verify_prompt.as_ref(), VERIFY_PROMPT)?,
-                };
-                Ok(Backend::Openai(Box::new((diagnoser, verifier))))
+                let endpoints = self.endpoints()?;
+                if let [endpoint] = &endpoints[..] {
+                    self.server(&endpoint.url)
+                } else {
+                    Err(CliError::Argument(format!(
+                        "{} --url given: only `keyslice batch` spreads cases over several servers",
+                        endpoints.len()
+                    )))
+                }
             }
             BackendKind::Qwen3vl => {
                 let folder = self.model.as_deref().ok_or_else(|| {

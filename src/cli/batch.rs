@@ -1,5 +1,7 @@
 //! `keyslice batch DATASET... --out PRED.jsonl [--backend …] [--jobs N]`: a backend over a
-//! whole dataset. Cases are found as `workspace create` finds them (case folders, a folder of
+//! whole dataset, on several servers at once when several `--url` are given (each with its
+//! own requests in flight, `URL#jobs=N`; a server that stops answering hands its case back to
+//! the others). Cases are found as `workspace create` finds them (case folders, a folder of
 //! case folders, NIfTI files, DICOM series folders, a workspace's `workspace.json`). Cases
 //! already in the output are skipped, so a stopped batch resumes; each prediction is appended
 //! as one synced line, so a killed batch loses at most the cases in flight; a case that fails
@@ -8,17 +10,18 @@
 //! carries is a JSON object (`progress`, `error`, the summary). `keyslice score --pred PRED.jsonl` reads the
 //! output.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use clap::Args;
 use serde::Serialize;
 
 use super::CliError;
-use super::backend::BackendArgs;
+use super::backend::{BackendArgs, BackendKind};
+use crate::infer::InferError;
 use crate::infer::backend::Backend;
 use crate::io::jsonl::append_line;
 use crate::io::{LoadOptions, load_study};
@@ -33,7 +36,8 @@ pub struct BatchArgs {
     /// The predictions file (JSONL), appended to.
     #[arg(long)]
     pub out: PathBuf,
-    /// Cases run at once (threads; for a server, requests in flight).
+    /// Cases run at once (threads; for a server, requests in flight; per server when several
+    /// --url are given, unless a URL says `#jobs=N`).
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
     /// Skip the verifier.
@@ -56,6 +60,8 @@ struct Summary {
     failed: usize,
     seconds: f64,
     cases_per_second: f64,
+    /// Per server (or the one in-process model).
+    endpoints: Vec<LaneSummary>,
 }
 
 /// Runs `batch`.
@@ -66,7 +72,7 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
             args.jobs
         )));
     }
-    let backend = args.backend.backend()?;
+    let lanes = lanes(args)?;
     let mut cases = Vec::new();
     for input in &args.inputs {
         if input.join(MANIFEST_FILE).is_file() {
@@ -90,7 +96,7 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
     }
     let errors_path = errors_path(&args.out);
     let started = Instant::now();
-    let (finished, failed) = run_cases(args, &backend, &todo, &errors_path)?;
+    let (finished, failed) = run_cases(args, &lanes, &todo, &errors_path)?;
     let seconds = started.elapsed().as_secs_f64();
     let done = finished - failed;
     let summary = Summary {
@@ -104,6 +110,17 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
         } else {
             0.0
         },
+        endpoints: lanes
+            .iter()
+            .map(|lane| LaneSummary {
+                endpoint: lane.name.clone(),
+                jobs: lane.jobs,
+                done: lane.done.load(Ordering::SeqCst),
+                failed: lane.failed.load(Ordering::SeqCst),
+                handed_back: lane.handed_back.load(Ordering::SeqCst),
+                down: lane.down.load(Ordering::SeqCst),
+            })
+            .collect(),
     };
     super::print_summary(args.json, &summary, || {
         format!(
@@ -131,78 +148,173 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Runs `todo` on `args.jobs` threads, appending each result as it comes; returns how many
-/// finished and how many of those failed. Stops taking cases when the output cannot be
-/// written.
+/// Where cases run: one backend (a server, or the model in this process) with its threads.
+struct Lane {
+    /// The server's URL, or the model's name.
+    name: String,
+    backend: Backend,
+    jobs: usize,
+    /// Set when the server stopped answering: its threads stop taking cases.
+    down: AtomicBool,
+    done: AtomicUsize,
+    failed: AtomicUsize,
+    handed_back: AtomicUsize,
+}
+
+/// What one lane did, in the summary.
+#[derive(Debug, Serialize)]
+struct LaneSummary {
+    endpoint: String,
+    jobs: usize,
+    done: usize,
+    failed: usize,
+    /// Cases given back to the other servers when this one stopped answering.
+    handed_back: usize,
+    down: bool,
+}
+
+/// The lanes of a batch: one per `--url` with `--backend openai` (each `#jobs=N`, else
+/// `--jobs`), else the one backend with `--jobs` threads.
+fn lanes(args: &BatchArgs) -> Result<Vec<Lane>, CliError> {
+    let lane = |name: String, backend: Backend, jobs: usize| Lane {
+        name,
+        backend,
+        jobs,
+        down: AtomicBool::new(false),
+        done: AtomicUsize::new(0),
+        failed: AtomicUsize::new(0),
+        handed_back: AtomicUsize::new(0),
+    };
+    if args.backend.backend == BackendKind::Openai {
+        return args
+            .backend
+            .endpoints()?
+            .into_iter()
+            .map(|endpoint| {
+                let backend = args.backend.server(&endpoint.url)?;
+                Ok(lane(
+                    endpoint.url,
+                    backend,
+                    endpoint.jobs.unwrap_or(args.jobs),
+                ))
+            })
+            .collect();
+    }
+    let backend = args.backend.backend()?;
+    Ok(vec![lane(backend.model_id().id, backend, args.jobs)])
+}
+
+/// A case's outcome: its prediction line, or why it failed and whether the server was
+/// unreachable (so the case can go to another server).
+type Outcome = Result<String, (String, bool)>;
+
+/// Whether `error` says the server cannot be reached now (refused, unreachable, no answer),
+/// rather than something about this case.
+fn unreachable(error: &InferError) -> bool {
+    matches!(error, InferError::Server { detail, .. }
+        if detail.starts_with("connection refused")
+            || detail.starts_with("unreachable")
+            || detail.starts_with("no answer within"))
+}
+
+/// Runs `todo` on every lane's threads, appending each result as it comes; returns how many
+/// finished and how many of those failed. A server that stops answering hands its case back
+/// and takes no more while another server is up. Stops taking cases when the output cannot
+/// be written.
+#[allow(clippy::too_many_lines)] // one scheduling loop with its bookkeeping
 fn run_cases(
     args: &BatchArgs,
-    backend: &Backend,
+    lanes: &[Lane],
     todo: &[WorkspaceCase],
     errors_path: &Path,
 ) -> Result<(usize, usize), CliError> {
-    let next = AtomicUsize::new(0);
+    let queue = Mutex::new((0..todo.len()).collect::<VecDeque<usize>>());
     let finished = AtomicUsize::new(0);
     let failed = AtomicUsize::new(0);
     let write_lock = Mutex::new(());
     let out_error = Mutex::new(None);
     let started = Instant::now();
-    let work = |case: &WorkspaceCase| -> Result<String, String> {
+    let work = |backend: &Backend, case: &WorkspaceCase| -> Outcome {
         // A case that fails, even inside a third-party decoder, is one failed case.
         crate::io::limits::contain(|| {
             let study = load_study(&case.volume, &LoadOptions::default())
-                .map_err(|e| format!("{e} ({})", e.hint()))?;
+                .map_err(|e| (format!("{e} ({})", e.hint()), false))?;
             let mut prediction = backend
                 .run(&case.case_id, &study.volume, !args.no_verify)
-                .map_err(|e| format!("{e} ({})", e.hint()))?;
+                .map_err(|e| (format!("{e} ({})", e.hint()), unreachable(&e)))?;
             prediction
                 .warnings
                 .extend(study.volume.warnings().iter().cloned());
-            serde_json::to_string(&prediction).map_err(|e| e.to_string())
+            serde_json::to_string(&prediction).map_err(|e| (e.to_string(), false))
         })
-        .unwrap_or_else(Err)
+        .unwrap_or_else(|message| Err((message, false)))
+    };
+    let take = || {
+        queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop_front()
+    };
+    let others_up = |me: &Lane| {
+        lanes
+            .iter()
+            .any(|lane| !std::ptr::eq(lane, me) && !lane.down.load(Ordering::SeqCst))
     };
     std::thread::scope(|scope| {
-        for _ in 0..args.jobs.min(todo.len().max(1)) {
-            scope.spawn(|| {
-                loop {
-                    let index = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(case) = todo.get(index) else { break };
-                    let result = work(case);
-                    let _guard = write_lock
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    let written = match &result {
-                        Ok(line) => append_line(&args.out, line),
-                        Err(message) => {
-                            failed.fetch_add(1, Ordering::SeqCst);
-                            if args.json {
-                                let line = serde_json::json!({
-                                    "error": {"case_id": case.case_id, "message": message}
-                                });
-                                eprintln!("{line}");
-                            } else {
-                                eprintln!("error: case {}: {message}", case.case_id);
+        for lane in lanes {
+            for _ in 0..lane.jobs.min(todo.len().max(1)) {
+                scope.spawn(|| {
+                    while !lane.down.load(Ordering::SeqCst) {
+                        let Some(index) = take() else { break };
+                        let case = &todo[index];
+                        let result = work(&lane.backend, case);
+                        if let Err((message, true)) = &result
+                            && others_up(lane)
+                        {
+                            // This server is gone: the case goes to the others.
+                            queue
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .push_back(index);
+                            lane.handed_back.fetch_add(1, Ordering::SeqCst);
+                            if !lane.down.swap(true, Ordering::SeqCst) {
+                                eprintln!(
+                                    "warning: {} stopped answering ({message}); its cases go to the other server(s)",
+                                    lane.name
+                                );
                             }
-                            let line = serde_json::json!({
-                                "case_id": case.case_id,
-                                "volume": case.volume,
-                                "error": message,
-                            });
-                            append_line(errors_path, &line.to_string())
+                            break;
                         }
-                    };
-                    if let Err(error) = written {
-                        *out_error
+                        let _guard = write_lock
                             .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(error);
-                        // Nothing more can be saved: stop taking cases.
-                        next.store(todo.len(), Ordering::SeqCst);
-                        break;
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let written = match &result {
+                            Ok(line) => {
+                                lane.done.fetch_add(1, Ordering::SeqCst);
+                                append_line(&args.out, line)
+                            }
+                            Err((message, _)) => {
+                                failed.fetch_add(1, Ordering::SeqCst);
+                                lane.failed.fetch_add(1, Ordering::SeqCst);
+                                report_failure(args, errors_path, case, message)
+                            }
+                        };
+                        if let Err(error) = written {
+                            *out_error
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(error);
+                            // Nothing more can be saved: stop taking cases.
+                            queue
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .clear();
+                            break;
+                        }
+                        let count = finished.fetch_add(1, Ordering::SeqCst) + 1;
+                        progress(count, todo.len(), started, args.json);
                     }
-                    let count = finished.fetch_add(1, Ordering::SeqCst) + 1;
-                    progress(count, todo.len(), started, args.json);
-                }
-            });
+                });
+            }
         }
     });
     if let Some(error) = out_error
@@ -215,6 +327,29 @@ fn run_cases(
         )));
     }
     Ok((finished.into_inner(), failed.into_inner()))
+}
+
+/// Prints a failed case and appends it to the errors file.
+fn report_failure(
+    args: &BatchArgs,
+    errors_path: &Path,
+    case: &WorkspaceCase,
+    message: &str,
+) -> std::io::Result<()> {
+    if args.json {
+        let line = serde_json::json!({
+            "error": {"case_id": case.case_id, "message": message}
+        });
+        eprintln!("{line}");
+    } else {
+        eprintln!("error: case {}: {message}", case.case_id);
+    }
+    let line = serde_json::json!({
+        "case_id": case.case_id,
+        "volume": case.volume,
+        "error": message,
+    });
+    append_line(errors_path, &line.to_string())
 }
 
 /// `PRED.errors.jsonl` beside `PRED.jsonl`.

@@ -1,5 +1,6 @@
-//! `keyslice score --pred PRED.jsonl --truth TRUTH [--json]`: the paper's metrics for a set of
-//! predictions against truth (JSONL, or case folders in the phantom / AbdomenAtlas layout).
+//! `keyslice score --pred PRED.jsonl --truth TRUTH [--json | --per-case]`: the paper's metrics
+//! for a set of predictions against truth (JSONL, or case folders in the phantom /
+//! AbdomenAtlas layout), or each case's E-MRL reward as training computes it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -10,11 +11,13 @@ use clap::Args;
 
 use super::CliError;
 use crate::findings::{Findings, read_report};
-use crate::io::cases::{read_predictions, read_truth};
+use crate::io::cases::{PredictionRecord, read_predictions, read_truth};
 use crate::scoring::metrics::{
     BinaryMetrics, DatasetMetrics, MissingCase, ScoredCase, dataset_metrics,
 };
-use crate::scoring::{LesionExtent, SizeTolerance};
+use crate::scoring::{
+    LesionExtent, Prediction, Reference, RewardWeights, SizeTolerance, rewards, score_answer,
+};
 
 /// Arguments of `score`.
 #[derive(Debug, Args)]
@@ -28,6 +31,10 @@ pub struct ScoreArgs {
     /// Print JSON (keys listed in `docs/manual.md`).
     #[arg(long)]
     pub json: bool,
+    /// Print each case's reward terms instead, one JSON object per line (the reward that
+    /// verl's `compute_score` and the ms-swift plugin of the Python module compute).
+    #[arg(long, conflicts_with = "json")]
+    pub per_case: bool,
     /// Relative size tolerance.
     #[arg(long, default_value_t = 0.2)]
     pub size_tolerance: f64,
@@ -111,8 +118,16 @@ pub fn run(args: &ScoreArgs) -> Result<(), CliError> {
         relative: args.size_tolerance,
         absolute_cm: args.size_tolerance_cm,
     };
-    let metrics = dataset_metrics(&cases, missing, tolerance, args.slice_tolerance);
     let mut stdout = std::io::stdout().lock();
+    if args.per_case {
+        for case in &owned {
+            let record = &prediction_by_case[&case.case_id];
+            let line = per_case(record, case, tolerance);
+            writeln!(stdout, "{line}")?;
+        }
+        return Ok(());
+    }
+    let metrics = dataset_metrics(&cases, missing, tolerance, args.slice_tolerance);
     if args.json {
         serde_json::to_writer_pretty(&mut stdout, &metrics).map_err(std::io::Error::from)?;
         writeln!(stdout)?;
@@ -120,6 +135,51 @@ pub fn run(args: &ScoreArgs) -> Result<(), CliError> {
         write!(stdout, "{}", table(&metrics, cases.len()))?;
     }
     Ok(())
+}
+
+/// One case's reward line: the answer text scored as training scores it when the record is
+/// a report alone, else the record's findings and key slice.
+fn per_case(
+    record: &PredictionRecord,
+    case: &OwnedCase,
+    tolerance: SizeTolerance,
+) -> serde_json::Value {
+    let reference = Reference {
+        findings: &case.truth,
+        lesion_extents: &case.extents,
+    };
+    let weights = RewardWeights::default();
+    let text_alone = record
+        .report
+        .as_deref()
+        .filter(|_| record.findings.is_none() && record.key_slice.is_none());
+    let (rewards, problems) = if let Some(report) = text_alone {
+        let scored = score_answer(
+            report,
+            record.local_description.as_deref(),
+            &reference,
+            &weights,
+            tolerance,
+        );
+        (scored.rewards, scored.problems)
+    } else {
+        let prediction = Prediction {
+            report: &case.predicted,
+            key_slice: case.key_slice,
+            slice_box: case.predicted.slice_box.as_ref(),
+            local_description: case.local.as_ref(),
+        };
+        (
+            rewards(&prediction, &reference, &weights, tolerance),
+            Vec::new(),
+        )
+    };
+    serde_json::json!({
+        "case_id": case.case_id,
+        "reward": rewards.total,
+        "rewards": rewards,
+        "problems": problems,
+    })
 }
 
 fn percent(value: Option<f64>) -> String {

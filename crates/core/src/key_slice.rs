@@ -62,7 +62,9 @@ impl KeySliceImage {
             || "no region is marked.".to_string(),
             |b| {
                 let [c0, r0, c1, r1] = b.voxels;
-                format!("the region of interest is columns {c0}-{c1}, rows {r0}-{r1}.")
+                format!(
+                    "a white box marks the region of interest, columns {c0}-{c1}, rows {r0}-{r1}."
+                )
             },
         )
     }

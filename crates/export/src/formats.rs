@@ -5,7 +5,7 @@
 //! | `llamafactory` | `train.json` (`val.json`), `dataset_info.json` | `ShareGPT`: `messages` (user: `<video>` + prompt; assistant: corrected report), `videos` (one list of frame paths) |
 //! | `swift` | `train.jsonl` (`val.jsonl`) | `messages` (user: one `<image>` per frame + prompt), `images` (the frame paths: ms-swift's Qwen video loader reads video files, not frame lists), and for reward functions `solution`, `key_slice`, `key_frame`, `organs`, `findings`, `hard` |
 //! | `verl` | `train.parquet` (`val.parquet`) | `data_source`, `prompt`, `videos`, `ability`, `reward_model {style, ground_truth}`, `extra_info {split, index, case, key_slice, key_frame, hard}` |
-//! | `keyslices` | `keyslices.csv`, `keyslices.json` | case, slice index, z (mm), pseudonymous SOP Instance UID, box, reviewer, time |
+//! | `keyslices` | `keyslices.csv`, `keyslices.json` | case, slice index, z (mm), pseudonymous SOP Instance UID, box, lesion slice range, reviewer, time |
 //!
 //! Paths inside rows are relative to the export folder. JSON is written with sorted keys
 //! where maps are involved and a fixed field order elsewhere, so exports are byte-identical.
@@ -280,7 +280,7 @@ fn write_keyslices(cases: &[ExportCase], folder: &Path) -> Result<usize, ExportE
     let mut rows = Vec::new();
     let mut csv = String::from(
         "case,split,slice_index,z_mm,sop_instance_uid,box_columns_min,box_rows_min,\
-         box_columns_max,box_rows_max,reviewer,time,hard\n",
+         box_columns_max,box_rows_max,lesion_first_slice,lesion_last_slice,reviewer,time,hard\n",
     );
     for case in cases {
         let Some(key) = case.findings.key_slice.as_ref() else {
@@ -294,17 +294,19 @@ fn write_keyslices(cases: &[ExportCase], folder: &Path) -> Result<usize, ExportE
             "z_mm": key.z_mm,
             "sop_instance_uid": case.key_slice_uid,
             "box": slice_box,
+            "lesion_slices": case.findings.lesion_slices,
             "reviewer": case.reviewer,
             "time": case.updated_at,
             "hard": case.hard,
         });
         let field = |value: Option<String>| csv_field(&value.unwrap_or_default());
+        let range = case.findings.lesion_slices;
         let corners: [String; 4] = std::array::from_fn(|i| {
             slice_box.map_or_else(String::new, |corners| corners[i].to_string())
         });
         let _ = writeln!(
             csv,
-            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             case.pseudonym,
             case.split,
             key.index,
@@ -314,6 +316,8 @@ fn write_keyslices(cases: &[ExportCase], folder: &Path) -> Result<usize, ExportE
             corners[1],
             corners[2],
             corners[3],
+            range.map_or_else(String::new, |r| r.first.to_string()),
+            range.map_or_else(String::new, |r| r.last.to_string()),
             field(case.reviewer.clone()),
             field(case.updated_at.clone()),
             case.hard

@@ -4,15 +4,17 @@
 //! [`reconcile`] first brings a reviewed answer into agreement with what the reviewer said:
 //! an organ set to no tumor (or not mentioned) keeps no lesion; the model's evidence box is
 //! dropped when the reviewer moved the key slice or changed which organs have a tumor and did
-//! not draw a box of their own (the box was the model's, on the model's slice). [`check`]
+//! not draw a box of their own (the box was the model's, on the model's slice), and the
+//! model's lesion slice range when it does not hold the reviewer's key slice. [`check`]
 //! then tests the rules against the CT the answer describes; a case that fails is left out
 //! of the export with the rule it broke:
 //!
 //! 1. an organ with lesions is reported with a tumor (present or uncertain);
 //! 2. the key slice is an axial slice of the volume (0-based index below the slice count);
-//! 3. a box needs a key slice, and lies inside that slice, its corners in order.
+//! 3. a box needs a key slice, and lies inside that slice, its corners in order;
+//! 4. the lesion's slice range lies in the volume, in order, and holds the key slice.
 
-use keyslice_core::findings::{Findings, SliceBox};
+use keyslice_core::findings::{Findings, evidence_problems};
 
 /// The correction field of the evidence box.
 const BOX_FIELD: &str = "box";
@@ -24,6 +26,14 @@ pub fn reconcile(findings: &mut Findings, model: Option<&Findings>, changed: &[S
         if !organ.tumor.as_positive() {
             organ.lesions.clear();
         }
+    }
+    // A slice range that no longer holds the key slice the reviewer chose was the model's.
+    let range_set = changed.iter().any(|field| field == "lesion_slices");
+    if !range_set
+        && let (Some(range), Some(key)) = (findings.lesion_slices, &findings.key_slice)
+        && !range.contains(key.index)
+    {
+        findings.lesion_slices = None;
     }
     let reviewer_drew_box = changed
         .iter()
@@ -60,40 +70,17 @@ pub fn check(findings: &Findings, dims: [usize; 3]) -> Result<(), String> {
             ));
         }
     }
-    if let Some(key) = &findings.key_slice
-        && key.index as usize >= dims[2]
-    {
-        return Err(format!(
-            "key slice {} is outside the volume's {} axial slices (0 to {})",
-            key.index,
-            dims[2],
-            dims[2].saturating_sub(1)
-        ));
+    // Rules 2 to 4: the evidence checks every prediction also passes.
+    match evidence_problems(findings, dims).into_iter().next() {
+        Some(problem) => Err(problem),
+        None => Ok(()),
     }
-    if let Some(SliceBox { voxels, .. }) = &findings.slice_box {
-        if findings.key_slice.is_none() {
-            return Err("the evidence box has no key slice to lie on".into());
-        }
-        let [column_min, row_min, column_max, row_max] = voxels.map(|value| value as usize);
-        if column_min > column_max || row_min > row_max {
-            return Err(format!(
-                "the evidence box {voxels:?} has its corners out of order"
-            ));
-        }
-        if column_max >= dims[0] || row_max >= dims[1] {
-            return Err(format!(
-                "the evidence box {voxels:?} reaches outside the {}×{} key slice",
-                dims[0], dims[1]
-            ));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use keyslice_core::findings::{KeySlice, Lesion, Organ, TumorPresence};
+    use keyslice_core::findings::{KeySlice, Lesion, Organ, SliceBox, SliceRange, TumorPresence};
 
     fn key(index: u32) -> KeySlice {
         KeySlice {
@@ -122,7 +109,7 @@ mod tests {
             voxels: [10, 10, 64, 20],
             mm: None,
         });
-        assert!(check(&findings, dims).is_err_and(|rule| rule.contains("outside the 64×48")));
+        assert!(check(&findings, dims).is_err_and(|rule| rule.contains("outside the 64 × 48")));
         findings.slice_box = Some(SliceBox {
             voxels: [30, 10, 20, 20],
             mm: None,
@@ -133,6 +120,11 @@ mod tests {
             mm: None,
         });
         assert_eq!(check(&findings, dims), Ok(()));
+        findings.lesion_slices = Some(SliceRange { first: 2, last: 9 });
+        assert!(
+            check(&findings, dims)
+                .is_err_and(|rule| rule.contains("does not hold the key slice 19"))
+        );
     }
 
     #[test]

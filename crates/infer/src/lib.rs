@@ -16,6 +16,7 @@ pub mod backend;
 pub mod embedded;
 pub mod openai;
 pub mod qwen3_vl;
+pub mod views;
 
 use std::time::Instant;
 
@@ -24,7 +25,8 @@ pub use keyslice_core::prediction::{
     ModelId, PREDICTION_VERSION, Prediction, PredictionKeySlice, Timings,
 };
 
-use keyslice_core::findings::{SliceBox, read_report};
+use keyslice_core::findings::evidence::{box_problem, range_problem};
+use keyslice_core::findings::{Findings, KeySlice, SliceBox, read_report};
 use keyslice_core::scoring::{SizeTolerance, consistency};
 use keyslice_core::volume::Volume;
 
@@ -182,7 +184,10 @@ pub fn run_pipeline(
             unread.text
         ));
     }
-    let findings = read.findings;
+    for problem in &read.problems {
+        warnings.push(format!("report evidence not used: {problem}"));
+    }
+    let mut findings = read.findings;
     // The key slice the model named explicitly wins over one written in its report.
     let key_index = diagnosis
         .key_slice
@@ -202,13 +207,20 @@ pub fn run_pipeline(
             None
         }
     };
+    let slice_box = checked_evidence(
+        &mut findings,
+        diagnosis.slice_box.clone(),
+        key_index,
+        volume.dims(),
+        &mut warnings,
+    );
     let key_slice = key_index.map(|index| PredictionKeySlice::of(volume, index));
     let verify_started = Instant::now();
     let mut local_description = None;
     let mut local_findings = None;
     let mut consistency_score = None;
     if let (Some(verifier), Some(index)) = (verifier, key_index) {
-        let image = KeySliceImage::extract(volume, index, diagnosis.slice_box.clone());
+        let image = KeySliceImage::extract(volume, index, slice_box.clone());
         match image.map(|image| verifier.describe(&image)) {
             Some(Ok(text)) => {
                 let local = read_report(&text);
@@ -239,7 +251,7 @@ pub fn run_pipeline(
         report: diagnosis.report,
         findings,
         key_slice,
-        slice_box: diagnosis.slice_box,
+        slice_box,
         local_description,
         local_findings,
         consistency: consistency_score,
@@ -250,6 +262,42 @@ pub fn run_pipeline(
         },
         warnings,
     })
+}
+
+/// The box the diagnoser gave (explicitly, else in its report) and its lesion slice range,
+/// checked against the volume and the key slice: a faulty one is dropped from `findings` with
+/// the reason in `warnings`, never used as it is. Returns the box to show and verify.
+fn checked_evidence(
+    findings: &mut Findings,
+    given_box: Option<SliceBox>,
+    key_index: Option<u32>,
+    dims: [usize; 3],
+    warnings: &mut Vec<String>,
+) -> Option<SliceBox> {
+    let mut evidence = Findings {
+        key_slice: key_index.map(|index| KeySlice {
+            index,
+            z_mm: None,
+            sop_instance_uid: None,
+            span: None,
+        }),
+        slice_box: given_box.or_else(|| findings.slice_box.clone()),
+        lesion_slices: findings.lesion_slices,
+        ..Findings::default()
+    };
+    if let Some(problem) = box_problem(&evidence, dims) {
+        warnings.push(format!("the model's box is not used: {problem}"));
+        evidence.slice_box = None;
+    }
+    if let Some(problem) = range_problem(&evidence, dims[2]) {
+        warnings.push(format!(
+            "the model's lesion slice range is not used: {problem}"
+        ));
+        evidence.lesion_slices = None;
+    }
+    findings.slice_box.clone_from(&evidence.slice_box);
+    findings.lesion_slices = evidence.lesion_slices;
+    evidence.slice_box
 }
 
 fn round_ms(ms: f64) -> f64 {

@@ -2,9 +2,10 @@
 //! diagnoser and verifier: how a team runs a fine-tuned checkpoint on a GPU fleet and points
 //! Keyslice at one URL.
 //!
-//! The diagnoser sends the CT as `frames` axial slices (sampled as in `io::frames`: evenly,
-//! soft-tissue window) as base64 PNG `image_url` parts, then the prompt (`prompts/diagnose.txt`,
-//! with the frame → slice table filled in); the verifier sends the key slice alone with
+//! The diagnoser sends the CT as `frames` axial slices ([`crate::views::ct_frames`]: evenly
+//! sampled, soft-tissue window) as base64 PNG `image_url` parts, then the prompt
+//! (`prompts/diagnose.txt`, with the frame → slice table and the frame size filled in); the
+//! verifier sends the key slice alone with its box drawn ([`crate::views::verifier_view`]) and
 //! `prompts/verify.txt`. Both prompts can be replaced by files. Requests are greedy
 //! (`temperature: 0`), time out, and are retried with exponential backoff on 429 and 5xx;
 //! every failure names the server and says what to do (unreachable, refused key, context too
@@ -13,11 +14,13 @@
 use std::time::Duration;
 
 use base64::Engine as _;
+use rayon::prelude::*;
 use serde_json::{Value, json};
 
 use super::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
+use crate::views::{ct_frames, diagnose_prompt, verifier_view};
 use keyslice_core::volume::Volume;
-use keyslice_io::frames::{frame_png, grey_png, sample_slices, window_grey};
+use keyslice_io::frames::grey_png;
 
 /// The diagnosis prompt shipped with Keyslice (`{frames}`: the frame → slice table).
 pub const DIAGNOSE_PROMPT: &str = include_str!("../../../prompts/diagnose.txt");
@@ -65,14 +68,20 @@ impl OpenAiClient {
         }
     }
 
-    /// Sends one user turn of `parts` and returns the answer's text.
-    pub fn complete(&self, parts: &[Value]) -> Result<String, InferError> {
-        let body = json!({
+    /// The request body of one user turn of `parts`: greedy, at most `max_tokens`.
+    #[must_use]
+    pub fn body(&self, parts: &[Value]) -> Value {
+        json!({
             "model": self.model,
             "messages": [{"role": "user", "content": parts}],
             "temperature": 0,
             "max_tokens": self.max_tokens,
-        });
+        })
+    }
+
+    /// Sends one user turn of `parts` and returns the answer's text.
+    pub fn complete(&self, parts: &[Value]) -> Result<String, InferError> {
+        let body = self.body(parts);
         let endpoint = format!("{}/chat/completions", self.url);
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(self.timeout))
@@ -224,6 +233,27 @@ pub struct OpenAiDiagnoser {
     pub prompt: String,
 }
 
+impl OpenAiDiagnoser {
+    /// The content parts of the diagnosis request for `volume`: one PNG `image_url` part per
+    /// frame (encoded in parallel), then the prompt. All of Keyslice's own work per request.
+    pub fn request_parts(&self, volume: &Volume) -> Result<Vec<Value>, InferError> {
+        let frames = ct_frames(volume, self.frames)?;
+        let mut parts = frames
+            .grey
+            .par_iter()
+            .zip(&frames.slices)
+            .map(|(grey, slice)| {
+                grey_png(grey, frames.columns, frames.rows)
+                    .map(|png| image_part(&png))
+                    .map_err(|e| InferError::Volume(format!("slice {slice}: {e}")))
+            })
+            .collect::<Result<Vec<Value>, InferError>>()?;
+        let prompt = diagnose_prompt(&self.prompt, &frames);
+        parts.push(json!({"type": "text", "text": prompt}));
+        Ok(parts)
+    }
+}
+
 impl Diagnoser for OpenAiDiagnoser {
     fn model_id(&self) -> ModelId {
         ModelId {
@@ -233,21 +263,7 @@ impl Diagnoser for OpenAiDiagnoser {
     }
 
     fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError> {
-        let slices = sample_slices(volume.dims()[2], self.frames, None);
-        if slices.is_empty() {
-            return Err(InferError::Volume("the volume has no slices".into()));
-        }
-        let table: Vec<String> = slices.iter().map(ToString::to_string).collect();
-        let mut parts = Vec::with_capacity(slices.len() + 1);
-        for &slice in &slices {
-            let png = frame_png(volume, slice)
-                .map_err(|e| InferError::Volume(format!("slice {slice}: {e}")))?;
-            parts.push(image_part(&png));
-        }
-        let prompt = self
-            .prompt
-            .replace("{frames}", &format!("[{}]", table.join(", ")));
-        parts.push(json!({"type": "text", "text": prompt}));
+        let parts = self.request_parts(volume)?;
         let report = self.client.complete(&parts)?;
         Ok(Diagnosis {
             report,
@@ -275,16 +291,12 @@ impl Verifier for OpenAiVerifier {
     }
 
     fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError> {
-        let [columns, rows] = slice.dims;
-        let pixels: Vec<u8> = slice.hu.iter().map(|&hu| window_grey(hu)).collect();
-        let png = grey_png(&pixels, columns, rows)
+        let view = verifier_view(slice, &self.prompt);
+        let png = grey_png(&view.grey, view.columns, view.rows)
             .map_err(|e| InferError::Volume(format!("slice {}: {e}", slice.index)))?;
-        let box_words = slice.box_words();
-        let prompt = self
-            .prompt
-            .replace("{slice}", &slice.index.to_string())
-            .replace("{box}", &box_words);
-        self.client
-            .complete(&[image_part(&png), json!({"type": "text", "text": prompt})])
+        self.client.complete(&[
+            image_part(&png),
+            json!({"type": "text", "text": view.prompt}),
+        ])
     }
 }

@@ -79,6 +79,7 @@ fn ai_result(sop: &str) -> CaseResult {
             location: Some(1.0),
             attenuation: Some(1.0),
             size: None,
+            region: Some(1.0),
         }),
     }
 }

@@ -40,6 +40,10 @@ pub const NOTE_FIELD: &str = "note";
 pub const STATUS_FIELD: &str = "status";
 /// The key-slice field.
 pub const KEY_SLICE_FIELD: &str = "key_slice";
+/// The correction field of the lesion's slice range (`{"first", "last"}`, or `null`).
+pub const LESION_SLICES_FIELD: &str = "lesion_slices";
+/// The correction field of the evidence box (`{"voxels": [c0, r0, c1, r1]}`, or `null`).
+pub const BOX_FIELD: &str = "box";
 
 /// A case's findings after review.
 #[derive(Clone, Debug, PartialEq)]
@@ -152,7 +156,7 @@ fn findings_path(field: &str) -> Result<Vec<String>, FieldError> {
     let unknown = || FieldError::Unknown(field.to_string());
     let segments: Vec<&str> = field.split('.').collect();
     let first = *segments.first().ok_or_else(unknown)?;
-    if first == KEY_SLICE_FIELD || first == "box" {
+    if first == KEY_SLICE_FIELD || first == "box" || first == LESION_SLICES_FIELD {
         return Ok(segments.iter().map(|s| (*s).to_string()).collect());
     }
     if !Organ::ALL.iter().any(|organ| organ.key() == first) {

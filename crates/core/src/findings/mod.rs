@@ -8,6 +8,7 @@
 //!
 //! Core module: no file formats, no GPU, no UI.
 
+pub mod evidence;
 pub mod reader;
 pub mod writer;
 
@@ -16,6 +17,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use evidence::{SliceRange, evidence_problems};
 pub use reader::{ReadReport, UnreadSentence, read_report};
 pub use writer::{write_local_description, write_report};
 
@@ -286,6 +288,34 @@ pub struct SliceBox {
     pub mm: Option<[f64; 4]>,
 }
 
+impl SliceBox {
+    /// Intersection over union of two boxes (inclusive voxel corners), in [0, 1]; 0 when
+    /// either has its corners out of order.
+    #[must_use]
+    pub fn iou(&self, other: &Self) -> f64 {
+        let area = |[c0, r0, c1, r1]: [u32; 4]| -> f64 {
+            if c1 < c0 || r1 < r0 {
+                0.0
+            } else {
+                f64::from(c1 - c0 + 1) * f64::from(r1 - r0 + 1)
+            }
+        };
+        let (a, b) = (self.voxels, other.voxels);
+        let (sa, sb) = (area(a), area(b));
+        if sa == 0.0 || sb == 0.0 {
+            return 0.0;
+        }
+        let both = [
+            a[0].max(b[0]),
+            a[1].max(b[1]),
+            a[2].min(b[2]),
+            a[3].min(b[3]),
+        ];
+        let overlap = area(both);
+        overlap / (sa + sb - overlap)
+    }
+}
+
 /// Everything Keyslice extracts from a report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Findings {
@@ -299,6 +329,13 @@ pub struct Findings {
     /// A box on the key slice, when given.
     #[serde(default, rename = "box", skip_serializing_if = "Option::is_none")]
     pub slice_box: Option<SliceBox>,
+    /// The axial slices the key lesion covers (its 3D extent along the slice axis), when
+    /// given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lesion_slices: Option<SliceRange>,
+    /// What a verifier saw inside the box it was shown (`Inside the box: …`), when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside_box: Option<TumorPresence>,
 }
 
 impl Default for Findings {
@@ -311,6 +348,8 @@ impl Default for Findings {
                 .collect(),
             key_slice: None,
             slice_box: None,
+            lesion_slices: None,
+            inside_box: None,
         }
     }
 }

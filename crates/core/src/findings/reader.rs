@@ -24,6 +24,13 @@
 //! 123)" is RadGPT's canonical-grid slice, not the key slice, and is ignored. The key slice
 //! is a 0-based index (`Key slice: 117`); PACS wording (`Key image: series 3, image 118`)
 //! counts images from 1 and is read as the same slice.
+//!
+//! The evidence lines are read strictly: `Box on key slice: columns C0-C1, rows R0-R1` keeps
+//! its corners as written (out-of-order corners are a fault for
+//! [`super::evidence_problems`], not something to swap), a box given `on slice N` other than
+//! the key slice is not used and named in [`ReadReport::problems`], as is a box line whose
+//! numbers cannot be read; `Lesion slices: A-B` is the lesion's slice range and `Inside the
+//! box: …` a verifier's answer about the box it was shown.
 
 use std::sync::LazyLock;
 
@@ -32,7 +39,7 @@ use serde::Serialize;
 
 use super::{
     Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ, PancreasPart,
-    SliceBox, Span, TumorPresence,
+    SliceBox, SliceRange, Span, TumorPresence,
 };
 
 /// A sentence the reader could not turn into findings.
@@ -53,6 +60,9 @@ pub struct ReadReport {
     pub findings: Findings,
     /// Sentences that said nothing Keyslice could use.
     pub unread: Vec<UnreadSentence>,
+    /// Evidence the text gives but that cannot be used as written (a box on another slice
+    /// than the key slice, a box line without readable corners), as sentences.
+    pub problems: Vec<String>,
 }
 
 macro_rules! regex {
@@ -77,6 +87,16 @@ regex!(
     BOX,
     r"(?i)columns\s+(\d+)\s*[-–]\s*(\d+)\s*,\s*rows\s+(\d+)\s*[-–]\s*(\d+)"
 );
+regex!(
+    BOX_LINE,
+    r"(?i)^\s*(?:evidence\s+)?box\b|\bbox\s+on\s+(?:the\s+)?(?:key\s+)?slice\b"
+);
+regex!(BOX_SLICE, r"(?i)\bbox\s+on\s+slice\s+(\d+)");
+regex!(
+    LESION_SLICES,
+    r"(?i)\blesion\s+slices?\s*(?:are|is)?\s*[:=]?\s*(\d+)\s*(?:-|–|to)\s*(\d+)"
+);
+regex!(INSIDE_BOX, r"(?i)\binside\s+the\s+box\s*[:,-]\s*(.+)$");
 regex!(
     BOX_MM,
     r"(?i)x\s+(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*mm\s*,\s*y\s+(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*mm"
@@ -165,6 +185,10 @@ struct State {
     context_organ: Option<Organ>,
     /// Organ and index of the lesion that key/value lines fill.
     current_lesion: Option<(Organ, usize)>,
+    /// The slice a box line names (`Box on slice N`), checked against the key slice at the
+    /// end.
+    box_slice: Option<u32>,
+    problems: Vec<String>,
 }
 
 fn organ_index(organ: Organ) -> usize {
@@ -186,13 +210,30 @@ pub fn read_report(text: &str) -> ReadReport {
         section: Section::Findings,
         context_organ: None,
         current_lesion: None,
+        box_slice: None,
+        problems: Vec::new(),
     };
     for segment in segments(text) {
         read_segment(text, segment, &mut state);
     }
+    if let (Some(slice), Some(slice_box)) = (state.box_slice, &state.findings.slice_box) {
+        let key = state.findings.key_slice.as_ref().map(|key| key.index);
+        if key != Some(slice) {
+            let [c0, r0, c1, r1] = slice_box.voxels;
+            state.problems.push(format!(
+                "the box (columns {c0}-{c1}, rows {r0}-{r1}) is given on slice {slice}, {}; it is not used",
+                key.map_or_else(
+                    || "and no key slice is named".to_string(),
+                    |key| format!("not on the key slice {key}")
+                )
+            ));
+            state.findings.slice_box = None;
+        }
+    }
     ReadReport {
         findings: state.findings,
         unread: state.unread,
+        problems: state.problems,
     }
 }
 
@@ -476,8 +517,40 @@ fn read_key_slice(sentence: &str, offset: usize, state: &mut State) -> bool {
                 voxels: [c0, r0, c1, r1],
                 mm,
             });
+            state.box_slice = BOX_SLICE
+                .captures(sentence)
+                .and_then(|found| found[1].parse().ok());
             used = true;
         }
+    } else if BOX_LINE.is_match(sentence) {
+        state.problems.push(format!(
+            "the box line {:?} has no readable corners (columns C0-C1, rows R0-R1); no box is used",
+            sentence.trim()
+        ));
+        used = true;
+    }
+    if let Some(captures) = LESION_SLICES.captures(sentence)
+        && let (Ok(first), Ok(last)) = (captures[1].parse(), captures[2].parse())
+    {
+        state.findings.lesion_slices = Some(SliceRange { first, last });
+        used = true;
+    }
+    if let Some(captures) = INSIDE_BOX.captures(sentence) {
+        let answer = &captures[1];
+        state.findings.inside_box = Some(if UNCERTAIN.is_match(answer) {
+            TumorPresence::Uncertain
+        } else if NEGATION.is_match(answer) {
+            TumorPresence::No
+        } else if LESION.is_match(answer) || answer.trim_start().to_lowercase().starts_with("yes") {
+            TumorPresence::Yes
+        } else {
+            state.problems.push(format!(
+                "the answer about the box {:?} says neither lesion nor no lesion",
+                answer.trim()
+            ));
+            return true;
+        });
+        used = true;
     }
     used
 }

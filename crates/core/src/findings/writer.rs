@@ -177,6 +177,9 @@ fn write_key_slice_lines(findings: &Findings, text: &mut String) {
         }
         text.push_str(".\n");
     }
+    if let Some(range) = findings.lesion_slices {
+        let _ = writeln!(text, "Lesion slices: {range}.");
+    }
 }
 
 /// Renders what one slice shows: one sentence per lesion, or which organs show none.
@@ -229,6 +232,14 @@ pub fn write_local_description(slice_index: u32, findings: &Findings) -> String 
     }
     if text.is_empty() {
         let _ = writeln!(text, "Slice {slice_index}: no lesion visible.");
+    }
+    match findings.inside_box {
+        Some(TumorPresence::Yes) => text.push_str("Inside the box: lesion.\n"),
+        Some(TumorPresence::Uncertain) => text.push_str("Inside the box: possible lesion.\n"),
+        Some(TumorPresence::No | TumorPresence::NotMentioned) => {
+            text.push_str("Inside the box: no lesion.\n");
+        }
+        None => {}
     }
     text
 }

@@ -10,21 +10,23 @@
 //! | format | ½·[the report states something about an organ] + ½·[a key slice is given] |
 //! | existence | mean over the four organs of 1 (definite and right), ½ (uncertain), 0 (wrong); not mentioned counts as "no" |
 //! | attributes | lesions matched within each organ (best pairs first); a pair scores the mean of the truth's attributes it gets right (size within tolerance, overlapping location, same attenuation); sum of pair scores ÷ Σ max(truth lesions, predicted lesions); 1 when neither side describes a lesion |
-//! | localization | key slice inside a true lesion's slice extent: ½ + ½·(1 − distance to that lesion's largest-area slice ÷ its half extent); outside every extent: 0; no extents known: not scored |
+//! | localization | mean of the slice part and the box part, each when it can be scored. Slice: key slice inside a true lesion's slice extent (from masks, else the truth's `lesion_slices` around its key slice): ½ + ½·(1 − distance to that lesion's largest-area slice ÷ its half extent); outside every extent: 0. Box: when the truth has a box, IoU of the predicted box with it if the predicted key slice lies in a true extent (or within 2 slices of the true key slice), else 0 |
 //! | consistency | see [`consistency`]: agreement of the report with the local description on what one slice can show |
 //! | total | Σ weightᵢ·termᵢ ÷ Σ weightᵢ over the terms that were scored |
 //!
 //! Core module: no file formats, no GPU, no UI.
 
+pub mod answer;
 pub mod checks;
 pub mod metrics;
 
 use serde::{Deserialize, Serialize};
 
+pub use answer::{AnswerScore, score_answer};
 pub use checks::{Attribute, AttributeCheck, Verdict, attribute_checks};
 
 pub use crate::findings::LesionExtent;
-use crate::findings::{Findings, Lesion, LesionSize, Organ, TumorPresence};
+use crate::findings::{Findings, Lesion, LesionSize, Organ, SliceBox, TumorPresence};
 
 /// Weights of the reward terms (defaults: all 1, i.e. the plain mean of the scored terms).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -99,6 +101,10 @@ pub struct Consistency {
     pub attenuation: Option<f64>,
     /// In-plane sizes agree within tolerance (when both state one).
     pub size: Option<f64>,
+    /// The verifier's answer about the box it was shown agrees with the report (when it was
+    /// asked): see [`region_agreement`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<f64>,
 }
 
 /// All reward terms for one prediction.
@@ -125,6 +131,8 @@ pub struct Prediction<'a> {
     pub report: &'a Findings,
     /// The predicted key slice.
     pub key_slice: Option<u32>,
+    /// The predicted box on the key slice.
+    pub slice_box: Option<&'a SliceBox>,
     /// Findings read from the verifier's local description of the key slice.
     pub local_description: Option<&'a Findings>,
 }
@@ -300,7 +308,85 @@ pub(crate) fn add_counts(total: &mut AttributeCounts, more: &AttributeCounts) {
     total.attenuation.1 += more.attenuation.1;
 }
 
-/// Localization term (see the module table); `None` when no extents are known.
+/// True extents for the localization term: the masks' when known, else one built from the
+/// truth's `lesion_slices` (largest-area slice: the true key slice when it lies inside, else
+/// the middle), in the first organ reported with a tumor.
+#[must_use]
+pub fn reference_extents(truth: &Findings, extents: &[LesionExtent]) -> Vec<LesionExtent> {
+    if !extents.is_empty() {
+        return extents.to_vec();
+    }
+    let Some(range) = truth
+        .lesion_slices
+        .filter(|range| range.first <= range.last)
+    else {
+        return Vec::new();
+    };
+    let Some(organ) = Organ::ALL
+        .into_iter()
+        .find(|organ| truth.organ(*organ).tumor.as_positive())
+    else {
+        return Vec::new();
+    };
+    let largest = truth
+        .key_slice
+        .as_ref()
+        .map(|key| key.index)
+        .filter(|index| range.contains(*index))
+        .unwrap_or(range.first + (range.last - range.first) / 2);
+    vec![LesionExtent {
+        organ,
+        first_slice: range.first,
+        last_slice: range.last,
+        largest_slice: largest,
+    }]
+}
+
+/// The box part of the localization term (see the module table); `None` when the truth has
+/// no box on a key slice.
+#[must_use]
+pub fn box_localization(
+    prediction: &Prediction<'_>,
+    truth: &Findings,
+    extents: &[LesionExtent],
+) -> Option<f64> {
+    let truth_box = truth.slice_box.as_ref()?;
+    let truth_key = truth.key_slice.as_ref()?.index;
+    let (Some(key), Some(predicted_box)) = (prediction.key_slice, prediction.slice_box) else {
+        return Some(0.0);
+    };
+    let on_the_lesion = if extents.is_empty() {
+        key.abs_diff(truth_key) <= 2
+    } else {
+        extents
+            .iter()
+            .any(|extent| extent.first_slice <= key && key <= extent.last_slice)
+    };
+    Some(if on_the_lesion {
+        predicted_box.iou(truth_box)
+    } else {
+        0.0
+    })
+}
+
+/// Localization term (see the module table): the mean of the slice part
+/// ([`localization_score`] on [`reference_extents`]) and [`box_localization`], each when
+/// scored; `None` when neither is.
+#[must_use]
+pub fn localization(prediction: &Prediction<'_>, reference: &Reference<'_>) -> Option<f64> {
+    let extents = reference_extents(reference.findings, reference.lesion_extents);
+    let parts: Vec<f64> = [
+        localization_score(prediction.key_slice, &extents),
+        box_localization(prediction, reference.findings, &extents),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    mean(&parts)
+}
+
+/// The slice part of the localization term (see the module table); `None` when no extents
+/// are known.
 #[must_use]
 pub fn localization_score(key_slice: Option<u32>, extents: &[LesionExtent]) -> Option<f64> {
     if extents.is_empty() {
@@ -378,7 +464,8 @@ pub fn consistency(report: &Findings, local: &Findings, tolerance: SizeTolerance
     let location = mean(&location);
     let attenuation = mean(&attenuation);
     let size = mean(&size);
-    let parts: Vec<f64> = [Some(organ), location, attenuation, size]
+    let region = region_agreement(report, local);
+    let parts: Vec<f64> = [Some(organ), location, attenuation, size, region]
         .into_iter()
         .flatten()
         .collect();
@@ -388,7 +475,31 @@ pub fn consistency(report: &Findings, local: &Findings, tolerance: SizeTolerance
         location,
         attenuation,
         size,
+        region,
     }
+}
+
+/// Whether the verifier's answer about the box (`local.inside_box`) supports the report:
+/// for a report with a tumor, 1 for "lesion", ½ for "possible lesion", 0 for "no lesion";
+/// for a report without one, 1 for "no lesion" and 0 otherwise. When the verifier also
+/// marked a box of its own, its IoU with the report's box is averaged in. `None` when the
+/// verifier was not asked about a box.
+#[must_use]
+pub fn region_agreement(report: &Findings, local: &Findings) -> Option<f64> {
+    let answer = local.inside_box?;
+    let said = if report.any_tumor() {
+        match answer {
+            TumorPresence::Yes => 1.0,
+            TumorPresence::Uncertain => 0.5,
+            TumorPresence::No | TumorPresence::NotMentioned => 0.0,
+        }
+    } else {
+        f64::from(u8::from(!answer.as_positive()))
+    };
+    Some(match (&report.slice_box, &local.slice_box) {
+        (Some(a), Some(b)) => f64::midpoint(said, a.iou(b)),
+        _ => said,
+    })
 }
 
 fn mean(values: &[f64]) -> Option<f64> {
@@ -406,7 +517,7 @@ pub fn rewards(
     let format = format_score(prediction);
     let existence = existence_score(prediction.report, reference.findings);
     let attributes = attribute_score(prediction.report, reference.findings, tolerance).score;
-    let localization = localization_score(prediction.key_slice, reference.lesion_extents);
+    let localization = localization(prediction, reference);
     let consistency = prediction
         .local_description
         .map(|local| consistency(prediction.report, local, tolerance));

@@ -6,15 +6,16 @@
 //! frames `floor(t)` and `floor(t) + 1`. The prompt (`prompts/diagnose.txt`, `{frames}` replaced
 //! by the frame → slice table) asks for the report and `Key slice: K` with `K` a slice index;
 //! the findings reader parses the answer. Verifier: the key slice alone as an image with
-//! `prompts/verify.txt` (`{slice}`, `{box}` filled in).
+//! `prompts/verify.txt` (`{slice}`, `{box}` filled in) and the box drawn
+//! ([`crate::views`]: the same frames and prompts as the server backend).
 
 use std::sync::Mutex;
 
 use super::preprocess::RgbFrame;
 use super::{Qwen3Vl, VisualInput, VlmError};
+use crate::views::{CtFrames, VerifierView, ct_frames, diagnose_prompt, verifier_view};
 use crate::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
 use keyslice_core::volume::Volume;
-use keyslice_io::frames::{frame_grey, sample_slices, window_grey};
 
 /// The model with the settings of both roles; shared by the diagnoser and the verifier.
 pub struct Qwen3VlPipeline {
@@ -89,6 +90,25 @@ impl Qwen3VlPipeline {
         Role(self)
     }
 
+    /// What the diagnoser is shown for `volume`: the frames and the prompt (the same as the
+    /// server backend sends, from [`crate::views`]).
+    pub fn diagnosis_input(&self, volume: &Volume) -> Result<(CtFrames, String), InferError> {
+        let sent = ct_frames(volume, self.frames.max(2))?;
+        if sent.slices.len() < 2 {
+            return Err(InferError::Volume(
+                "a CT video needs at least 2 slices".into(),
+            ));
+        }
+        let prompt = diagnose_prompt(&self.diagnose_prompt, &sent);
+        Ok((sent, prompt))
+    }
+
+    /// What the verifier is shown for `slice`: the slice with its box drawn, and the prompt.
+    #[must_use]
+    pub fn verification_input(&self, slice: &KeySliceImage) -> VerifierView {
+        verifier_view(slice, &self.verify_prompt)
+    }
+
     /// Name and device, for the window.
     pub fn describe(&self) -> String {
         let id = self.id();
@@ -104,22 +124,12 @@ impl Diagnoser for Role<'_> {
     }
 
     fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError> {
-        let [columns, rows, nz] = volume.dims();
-        let slices = sample_slices(nz, self.0.frames.max(2), None);
-        if slices.len() < 2 {
-            return Err(InferError::Volume(
-                "a CT video needs at least 2 slices".into(),
-            ));
-        }
-        let frames: Vec<RgbFrame> = slices
+        let (sent, prompt) = self.0.diagnosis_input(volume)?;
+        let frames: Vec<RgbFrame> = sent
+            .grey
             .iter()
-            .map(|&s| RgbFrame::from_grey(columns, rows, &frame_grey(volume, s)))
+            .map(|grey| RgbFrame::from_grey(sent.columns, sent.rows, grey))
             .collect();
-        let table: Vec<String> = slices.iter().map(ToString::to_string).collect();
-        let prompt = self
-            .0
-            .diagnose_prompt
-            .replace("{frames}", &format!("[{}]", table.join(", ")));
         let indices = (0..frames.len()).collect();
         let report = self.0.ask(
             VisualInput::Video {
@@ -144,17 +154,10 @@ impl Verifier for Role<'_> {
     }
 
     fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError> {
-        let [columns, rows] = slice.dims;
-        let grey: Vec<u8> = slice.hu.iter().map(|&hu| window_grey(hu)).collect();
-        let box_words = slice.box_words();
-        let prompt = self
-            .0
-            .verify_prompt
-            .replace("{slice}", &slice.index.to_string())
-            .replace("{box}", &box_words);
+        let view = self.0.verification_input(slice);
         self.0.ask(
-            VisualInput::Image(RgbFrame::from_grey(columns, rows, &grey)),
-            &prompt,
+            VisualInput::Image(RgbFrame::from_grey(view.columns, view.rows, &view.grey)),
+            &view.prompt,
         )
     }
 }

@@ -195,6 +195,12 @@ code!(
     "99KSL",
     "Consistency of size"
 );
+code!(
+    consistency_region,
+    "cons-region",
+    "99KSL",
+    "Consistency of the box region"
+);
 
 /// The organ as a Finding Site code, and its laterality for a kidney.
 #[must_use]

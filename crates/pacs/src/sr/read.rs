@@ -315,6 +315,7 @@ fn evidence(
             location: part(codes::consistency_location()),
             attenuation: part(codes::consistency_attenuation()),
             size: part(codes::consistency_size()),
+            region: part(codes::consistency_region()),
         });
     }
 }

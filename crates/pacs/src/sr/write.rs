@@ -219,6 +219,7 @@ fn measurement_groups(
                 (codes::consistency_location(), consistency.location),
                 (codes::consistency_attenuation(), consistency.attenuation),
                 (codes::consistency_size(), consistency.size),
+                (codes::consistency_region(), consistency.region),
             ] {
                 if let Some(value) = value {
                     items.push(score(name, value));

@@ -25,6 +25,7 @@ pub fn sample_reward(
         &Prediction {
             report,
             key_slice,
+            slice_box: None,
             local_description: None,
         },
         &Reference {

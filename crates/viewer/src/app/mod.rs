@@ -195,9 +195,6 @@ impl eframe::App for KeysliceApp {
         if let Some(command) = worklist_command {
             self.apply_worklist(&ctx, command);
         }
-        if !edit_commands.is_empty() {
-            self.apply_edits(edit_commands);
-        }
         match analysis_command {
             Some(AnalysisCommand::Run) if !self.analysis.running() => self.start_analysis(&ctx),
             Some(AnalysisCommand::Cancel) if self.analysis.cancel() => {
@@ -211,7 +208,18 @@ impl eframe::App for KeysliceApp {
             commands.push(ViewerCommand::JumpToKeySlice);
         }
         egui::CentralPanel::default().show(ui, |ui| self.central_ui(ui, &mut commands));
+        for command in &commands {
+            if let ViewerCommand::EditEvidence(evidence) = command {
+                let edits = self.evidence_edits(*evidence);
+                edit_commands.extend(edits);
+            }
+        }
         self.apply_viewer_commands(commands);
+        // After the viewer's commands, so that "key slice = current" reads the slice that
+        // this frame's keys (K, ↑) moved to.
+        if !edit_commands.is_empty() {
+            self.apply_edits(edit_commands);
+        }
         // Opacity drags change the setting every frame; it is written once they settle.
         if let Some(notice) = self.settings.save_when_settled(&ctx) {
             self.notices.push(notice);

@@ -9,10 +9,11 @@ use crate::render::view::Plane;
 use crate::ui::analysis::AnalysisCommand;
 use crate::ui::editor::{EditCommand, FindingsEditor, ruler_size};
 use crate::ui::report::ReportCommand;
-use crate::ui::viewport::ViewerCommand;
+use crate::ui::viewport::{Viewer, ViewerCommand};
 use crate::ui::worklist::{WorklistCommand, worklist_ui};
 use keyslice_core::findings::KeySlice;
 use keyslice_core::prediction::PredictionKeySlice;
+use keyslice_core::volume::Volume;
 
 impl KeysliceApp {
     /// The left panel: worklist, analysis, evidence and report.
@@ -58,8 +59,6 @@ impl KeysliceApp {
                 egui::ScrollArea::vertical()
                     .show(ui, |ui| {
                         if let Some(review) = &self.cases.review {
-                            let axial = viewer.view(Plane::Axial).slice.round().max(0.0);
-                            let key = PredictionKeySlice::of(volume, axial as u32);
                             let lengths: Vec<f64> = viewer
                                 .measurements
                                 .iter()
@@ -70,12 +69,7 @@ impl KeysliceApp {
                                 case: review.case(),
                                 model: review.base(),
                                 history: review.history(),
-                                current_slice: KeySlice {
-                                    index: key.index,
-                                    z_mm: Some(key.z_mm),
-                                    sop_instance_uid: key.sop_instance_uid,
-                                    span: None,
-                                },
+                                current_slice: Self::key_slice_on_screen(volume, viewer),
                                 ruler: ruler_size(&lengths),
                             };
                             edit_commands = editor.ui(ui);
@@ -93,6 +87,25 @@ impl KeysliceApp {
             })
             .inner;
         (commands, edit_commands)
+    }
+
+    /// The axial slice on screen as a key slice (index, z, SOP Instance UID).
+    fn key_slice_on_screen(volume: &Volume, viewer: &Viewer) -> KeySlice {
+        let axial = viewer.view(Plane::Axial).slice.round().max(0.0);
+        let key = PredictionKeySlice::of(volume, axial as u32);
+        KeySlice {
+            index: key.index,
+            z_mm: Some(key.z_mm),
+            sop_instance_uid: key.sop_instance_uid,
+            span: None,
+        }
+    }
+
+    /// The axial slice on screen as a key slice, when a study is shown.
+    pub(super) fn axial_key_slice(&self) -> Option<KeySlice> {
+        self.study
+            .as_ref()
+            .map(|Shown { volume, viewer }| Self::key_slice_on_screen(volume, viewer))
     }
 
     /// The central area: the error, the loading progress, or the viewer.

@@ -4,12 +4,16 @@
 
 use std::path::{Path, PathBuf};
 
+use super::Shown;
 use super::{KeysliceApp, Source, reviewer_name};
-use crate::ui::editor::EditCommand;
+use crate::ui::editor::{EditCommand, set_key_slice};
+use crate::ui::viewport::Evidence;
 use crate::ui::worklist::WorklistCommand;
 use keyslice_core::findings::Findings;
+use keyslice_core::findings::{KeySlice, SliceRange};
 use keyslice_core::prediction::Prediction;
-use keyslice_review::reviewed::KEY_SLICE_FIELD;
+use keyslice_core::prediction::PredictionKeySlice;
+use keyslice_review::reviewed::{BOX_FIELD, KEY_SLICE_FIELD, LESION_SLICES_FIELD};
 use keyslice_review::workspace::{DATABASE_FILE, WorklistEntry, Workspace};
 use keyslice_review::{CaseReview, ReviewStatus, ReviewStore};
 
@@ -99,6 +103,8 @@ impl Cases {
                     .map(|saved| saved.then_some(field)),
                 EditCommand::Undo => review.undo(),
                 EditCommand::Redo => review.redo(),
+                // Resolved to a `Set` by the app, which knows the slice on screen.
+                EditCommand::KeySliceHere => Ok(None),
             };
             match result {
                 Ok(Some(field)) => {
@@ -177,6 +183,19 @@ impl Cases {
     }
 }
 
+/// The evidence to draw from findings: their box on their key slice, with the slice range.
+fn evidence_of(findings: &Findings) -> Option<Evidence> {
+    let slice_box = findings.slice_box.as_ref()?;
+    let key = findings.key_slice.as_ref()?;
+    Some(Evidence {
+        voxels: slice_box.voxels,
+        key_slice: key.index,
+        slices: findings
+            .lesion_slices
+            .map(|range| (range.first, range.last)),
+    })
+}
+
 impl KeysliceApp {
     /// Marks the key slice the review holds: the reviewer's when they set one, else the
     /// model's.
@@ -209,6 +228,65 @@ impl KeysliceApp {
                 prediction.diagnoser.id
             ));
         }
+        viewer.evidence = if let Some(review) = &self.cases.review {
+            evidence_of(&review.case().findings)
+        } else {
+            self.analysis.prediction().and_then(|prediction| {
+                let mut findings = prediction.findings.clone();
+                findings.slice_box.clone_from(&prediction.slice_box);
+                if let Some(key) = &prediction.key_slice {
+                    findings.key_slice = Some(KeySlice {
+                        index: key.index,
+                        z_mm: Some(key.z_mm),
+                        sop_instance_uid: None,
+                        span: None,
+                    });
+                }
+                evidence_of(&findings)
+            })
+        };
+    }
+
+    /// The corrections a box tool drag makes: the key slice when the box went to another
+    /// slice, the box, the slice range; each recorded (and undone) as its own correction.
+    pub(super) fn evidence_edits(&mut self, evidence: Evidence) -> Vec<EditCommand> {
+        let Some(review) = &self.cases.review else {
+            self.notices.push(
+                "the box is shown but not recorded: corrections are recorded in a workspace \
+                 (keyslice workspace create DIR THIS_STUDY)"
+                    .into(),
+            );
+            return Vec::new();
+        };
+        let findings = &review.case().findings;
+        let mut edits = Vec::new();
+        if findings.key_slice.as_ref().map(|key| key.index) != Some(evidence.key_slice)
+            && let Some(Shown { volume, .. }) = &self.study
+        {
+            let key = PredictionKeySlice::of(volume, evidence.key_slice);
+            edits.push(set_key_slice(&KeySlice {
+                index: key.index,
+                z_mm: Some(key.z_mm),
+                sop_instance_uid: key.sop_instance_uid,
+                span: None,
+            }));
+        }
+        if findings.slice_box.as_ref().map(|b| b.voxels) != Some(evidence.voxels) {
+            edits.push(EditCommand::Set {
+                field: BOX_FIELD.into(),
+                value: serde_json::json!({ "voxels": evidence.voxels }),
+            });
+        }
+        let range = evidence
+            .slices
+            .map(|(first, last)| SliceRange { first, last });
+        if findings.lesion_slices != range {
+            edits.push(EditCommand::Set {
+                field: LESION_SLICES_FIELD.into(),
+                value: range.map_or(serde_json::Value::Null, |range| serde_json::json!(range)),
+            });
+        }
+        edits
     }
 
     /// Records the findings editor's commands and keeps the worklist and key slice marker
@@ -217,6 +295,14 @@ impl KeysliceApp {
         if self.cases.review.is_none() {
             return;
         }
+        let here = self.axial_key_slice();
+        let commands = commands
+            .into_iter()
+            .filter_map(|command| match command {
+                EditCommand::KeySliceHere => here.as_ref().map(set_key_slice),
+                other => Some(other),
+            })
+            .collect();
         self.cases.apply_edits(commands, &mut self.notices);
         self.sync_key_slice();
     }

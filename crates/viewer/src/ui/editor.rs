@@ -35,6 +35,9 @@ pub enum EditCommand {
     Undo,
     /// Reapply the latest undone edit.
     Redo,
+    /// Make the axial slice on screen the key slice, read once the frame's viewer commands
+    /// are applied (K then S in one frame marks the model's slice).
+    KeySliceHere,
 }
 
 /// What the editor shows.
@@ -282,7 +285,7 @@ impl FindingsEditor<'_> {
                 egui::Button::new(format!("= current, slice {current} (S)")).small(),
             );
             if button.clicked() {
-                commands.push(set_key_slice(&self.current_slice));
+                commands.push(EditCommand::KeySliceHere);
             }
         });
     }
@@ -332,7 +335,7 @@ impl FindingsEditor<'_> {
                 commands.push(EditCommand::Undo);
             }
             if input.consume_key(egui::Modifiers::NONE, egui::Key::S) {
-                commands.push(set_key_slice(&self.current_slice));
+                commands.push(EditCommand::KeySliceHere);
             }
             if input.consume_key(egui::Modifiers::NONE, egui::Key::L)
                 && let Some(command) = from_ruler
@@ -365,7 +368,9 @@ fn selection_id() -> egui::Id {
     egui::Id::unique("keyslice-selected-lesion")
 }
 
-fn set_key_slice(current: &KeySlice) -> EditCommand {
+/// The edit that makes `current` the key slice (z rounded to 0.01 mm, no span).
+#[must_use]
+pub fn set_key_slice(current: &KeySlice) -> EditCommand {
     let mut key = current.clone();
     key.z_mm = key.z_mm.map(|z| (z * 100.0).round() / 100.0);
     key.span = None;

@@ -20,6 +20,10 @@ pub const KEYS: &[(&str, &[(&str, &str)])] = &[
             ("double-click", "enlarge a plane, again for all three"),
             ("M", "ruler on/off; click two points to measure"),
             ("K", "go to the key slice"),
+            (
+                "B",
+                "evidence box tool: drag a box on the axial plane, move or resize it; drag the extent's ends on coronal / sagittal",
+            ),
             ("R", "reset the view"),
         ],
     ),

@@ -95,6 +95,7 @@ impl Viewer {
             },
         ));
         self.overlays_ui(ui, volume, plane, rect, spacing);
+        self.evidence_overlay(ui, plane, rect, spacing);
         self.pointer_input(ui, volume, plane, rect, &geometry, &response, commands);
         self.slice_bar_ui(ui, plane, rect, commands);
     }

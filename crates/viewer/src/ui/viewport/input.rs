@@ -50,9 +50,11 @@ impl Viewer {
                 });
             }
         }
+        let box_tool = self.box_tool_input(plane, rect, response, spacing, commands);
         if response.double_clicked() {
             commands.push(ViewerCommand::ToggleEnlarge(plane));
-        } else if response.clicked_by(PointerButton::Primary)
+        } else if !box_tool
+            && response.clicked_by(PointerButton::Primary)
             && let Some(pos) = response.interact_pointer_pos()
         {
             let voxel = self.voxel_at(plane, rect, pos, spacing);
@@ -94,32 +96,41 @@ impl Viewer {
             return;
         }
         let plane = self.active;
+        // In the order pressed: K then ↑ in one frame is the slice above the key slice.
         ui.input(|input| {
-            let keys = [Key::Num1, Key::Num2, Key::Num3, Key::Num4, Key::Num5];
-            for (index, key) in keys.iter().enumerate() {
-                if input.key_pressed(*key) {
-                    commands.push(ViewerCommand::Preset(index));
-                }
-            }
-            let steps = [
-                (Key::ArrowUp, 1.0),
-                (Key::ArrowDown, -1.0),
-                (Key::PageUp, 10.0),
-                (Key::PageDown, -10.0),
-            ];
-            for (key, slices) in steps {
-                if input.key_pressed(key) {
-                    commands.push(ViewerCommand::Scroll { plane, slices });
-                }
-            }
-            if input.key_pressed(Key::R) {
-                commands.push(ViewerCommand::Reset);
-            }
-            if input.key_pressed(Key::M) {
-                commands.push(ViewerCommand::ToggleRuler);
-            }
-            if input.key_pressed(Key::K) {
-                commands.push(ViewerCommand::JumpToKeySlice);
+            for event in &input.events {
+                let egui::Event::Key {
+                    key, pressed: true, ..
+                } = event
+                else {
+                    continue;
+                };
+                let command = match key {
+                    Key::Num1 => ViewerCommand::Preset(0),
+                    Key::Num2 => ViewerCommand::Preset(1),
+                    Key::Num3 => ViewerCommand::Preset(2),
+                    Key::Num4 => ViewerCommand::Preset(3),
+                    Key::Num5 => ViewerCommand::Preset(4),
+                    Key::ArrowUp => ViewerCommand::Scroll { plane, slices: 1.0 },
+                    Key::ArrowDown => ViewerCommand::Scroll {
+                        plane,
+                        slices: -1.0,
+                    },
+                    Key::PageUp => ViewerCommand::Scroll {
+                        plane,
+                        slices: 10.0,
+                    },
+                    Key::PageDown => ViewerCommand::Scroll {
+                        plane,
+                        slices: -10.0,
+                    },
+                    Key::R => ViewerCommand::Reset,
+                    Key::M => ViewerCommand::ToggleRuler,
+                    Key::K => ViewerCommand::JumpToKeySlice,
+                    Key::B => ViewerCommand::ToggleBoxTool,
+                    _ => continue,
+                };
+                commands.push(command);
             }
         });
     }

@@ -14,11 +14,13 @@
 //! only the small per-view uniforms through the paint callback (`gpu`).
 
 mod draw;
+mod evidence;
 mod gpu;
 mod input;
 mod panels;
 mod screen;
 mod state;
 
+pub use evidence::Evidence;
 pub use gpu::ViewerGpu;
 pub use state::{LesionMark, Measurement, Viewer, ViewerCommand, WINDOW_PRESETS};

@@ -24,6 +24,15 @@ impl Viewer {
                 "None yet."
             });
         }
+        let mut box_tool = self.box_tool;
+        if ui.toggle_value(&mut box_tool, "Evidence box (B)").changed() {
+            commands.push(ViewerCommand::ToggleBoxTool);
+        }
+        if self.box_tool {
+            ui.label(
+                "Drag on the axial plane: a new box, or move it or a corner on the key slice;                  drag the extent's end on coronal or sagittal: its slice range.",
+            );
+        }
         for (index, measurement) in self.measurements.iter().enumerate() {
             ui.horizontal(|ui| {
                 ui.label(format!(

@@ -1,7 +1,8 @@
 //! The viewer as a state machine without egui: three [`SliceView`]s, the shared window and
-//! level, the crosshair, the ruler and its measurements, overlay structures and the key
-//! slice, changed only by [`ViewerCommand`]s through [`Viewer::apply`].
+//! level, the crosshair, the ruler and its measurements, overlay structures, the key slice
+//! and the evidence box, changed only by [`ViewerCommand`]s through [`Viewer::apply`].
 
+use super::evidence::{BoxDrag, Evidence};
 use crate::render::view::{Plane, PlaneAxes, SliceView};
 use keyslice_core::volume::Volume;
 
@@ -81,6 +82,10 @@ pub enum ViewerCommand {
     },
     /// Set (or clear) the key evidence slice (axial index), shown on the slice bar.
     SetKeySlice(Option<f64>),
+    /// Switch the box tool on or off (key `B`).
+    ToggleBoxTool,
+    /// The reviewer drew, moved or resized the evidence box or its slice range.
+    EditEvidence(Evidence),
     /// Show the key slice in the axial plane (key `K`).
     JumpToKeySlice,
     /// Set the overlay opacity (0–1).
@@ -119,6 +124,12 @@ pub struct Viewer {
     pub key_slice_source: Option<String>,
     /// Lesion extents along the axial stack, marked beside the axial slice bar.
     pub lesion_marks: Vec<LesionMark>,
+    /// The evidence box on the key slice and its slice range, drawn on all three planes.
+    pub evidence: Option<Evidence>,
+    /// Whether primary drags edit the evidence box instead of moving the crosshair.
+    pub box_tool: bool,
+    /// A box tool drag in progress.
+    pub(super) box_drag: Option<BoxDrag>,
     /// Touchpad scrolling not yet worth a whole slice (in wheel lines).
     pub(super) wheel_remainder: f32,
 }
@@ -176,6 +187,9 @@ impl Viewer {
             key_slice: None,
             key_slice_source: None,
             lesion_marks: Vec::new(),
+            evidence: None,
+            box_tool: false,
+            box_drag: None,
             wheel_remainder: 0.0,
         }
     }
@@ -296,10 +310,7 @@ impl Viewer {
                 }
             }
             ViewerCommand::SetOpacity(opacity) => self.mask_opacity = opacity.clamp(0.0, 1.0),
-            ViewerCommand::ToggleRuler => {
-                self.ruler = !self.ruler;
-                self.ruler_start = None;
-            }
+            ViewerCommand::ToggleRuler => self.toggle_tool(true),
             ViewerCommand::RulerPoint { plane, voxel } => self.ruler_point(plane, voxel, volume),
             ViewerCommand::SetSlice { plane, slice } => {
                 let index = plane_index(plane);
@@ -313,6 +324,9 @@ impl Viewer {
                 );
             }
             ViewerCommand::SetKeySlice(slice) => self.key_slice = slice,
+            ViewerCommand::ToggleBoxTool => self.toggle_tool(false),
+            // Shown at once; the app records it and shows what was recorded next frame.
+            ViewerCommand::EditEvidence(evidence) => self.evidence = Some(evidence),
             ViewerCommand::JumpToKeySlice => {
                 if let Some(slice) = self.key_slice {
                     self.apply(
@@ -331,6 +345,15 @@ impl Viewer {
             }
             ViewerCommand::Reset => self.reset(volume),
         }
+    }
+
+    /// Switches the ruler (`true`) or the box tool on or off; one tool at a time.
+    fn toggle_tool(&mut self, ruler: bool) {
+        let on = !if ruler { self.ruler } else { self.box_tool };
+        self.ruler = ruler && on;
+        self.box_tool = !ruler && on;
+        self.ruler_start = None;
+        self.box_drag = None;
     }
 
     /// A ruler click: the first starts a measurement, the second (on the same plane) ends it.
@@ -362,6 +385,7 @@ impl Viewer {
         let key_slice_source = self.key_slice_source.take();
         let lesion_marks = std::mem::take(&mut self.lesion_marks);
         let mask_opacity = self.mask_opacity;
+        let (evidence, box_tool) = (self.evidence, self.box_tool);
         *self = Self::new(volume);
         self.structures = structures;
         self.measurements = measurements;
@@ -369,6 +393,8 @@ impl Viewer {
         self.key_slice_source = key_slice_source;
         self.lesion_marks = lesion_marks;
         self.mask_opacity = mask_opacity;
+        self.evidence = evidence;
+        self.box_tool = box_tool;
     }
 
     /// The status line: active slice and its position, HU under the cursor, window/level.

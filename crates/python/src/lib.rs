@@ -1,0 +1,120 @@
+//! `keyslice_reward._native`: the findings reader and the E-MRL reward of Keyslice for
+//! Python, so that verl and ms-swift train on the reward `keyslice score --per-case` reports.
+//!
+//! The Python package around it (`python/keyslice_reward`) adds verl's `compute_score` and
+//! the ms-swift reward plugin. A ground truth that cannot be read raises `ValueError` naming
+//! the field: a training sample never gets a reward computed against a wrong truth. A
+//! garbled answer is not an error; it earns what it earns (no key slice, no format term).
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use serde::Deserialize;
+
+use keyslice_core::findings::{Findings, read_report};
+use keyslice_core::scoring::{LesionExtent, Reference, RewardWeights, SizeTolerance, score_answer};
+
+/// The truth as exported (`findings` JSON) or as `keyslice score` reads it (`findings` or
+/// `report`, with `lesion_extents`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TruthRecord {
+    #[serde(default)]
+    case_id: Option<String>,
+    #[serde(default)]
+    findings: Option<Findings>,
+    #[serde(default)]
+    report: Option<String>,
+    #[serde(default)]
+    lesion_extents: Vec<LesionExtent>,
+}
+
+fn truth_of(json: &str) -> Result<(Findings, Vec<LesionExtent>), String> {
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("ground truth is not JSON: {e}"))?;
+    if value.get("organs").is_some() {
+        let findings: Findings =
+            serde_json::from_value(value).map_err(|e| format!("ground truth findings: {e}"))?;
+        return Ok((findings, Vec::new()));
+    }
+    let record: TruthRecord = serde_json::from_value(value).map_err(|e| {
+        format!("ground truth: {e} (expected findings JSON, or {{\"findings\"|\"report\", \"lesion_extents\"}})")
+    })?;
+    let _ = record.case_id;
+    let findings = match (record.findings, record.report) {
+        (Some(findings), _) => findings,
+        (None, Some(report)) => read_report(&report).findings,
+        (None, None) => {
+            return Err(
+                "ground truth has neither \"findings\" nor \"report\": there is nothing to score against"
+                    .into(),
+            );
+        }
+    };
+    Ok((findings, record.lesion_extents))
+}
+
+fn weights_of(json: Option<&str>) -> Result<RewardWeights, String> {
+    let Some(json) = json else {
+        return Ok(RewardWeights::default());
+    };
+    let weights: RewardWeights =
+        serde_json::from_str(json).map_err(|e| format!("reward weights: {e}"))?;
+    let all = [
+        weights.format,
+        weights.existence,
+        weights.attributes,
+        weights.localization,
+        weights.consistency,
+    ];
+    if all.iter().any(|w| !w.is_finite() || *w < 0.0) {
+        return Err(format!(
+            "reward weights must be finite and not negative: {all:?}"
+        ));
+    }
+    Ok(weights)
+}
+
+/// The reward of `answer` against `ground_truth` (JSON text), with `local_description` the
+/// verifier's text about the answer's key slice when there is one, and `weights` a JSON
+/// object of the five term weights (all 1 by default). Returns the result as JSON text:
+/// `{"rewards": {format, existence, attributes, localization, consistency, total},
+/// "problems": [...], "unread": n}`.
+#[pyfunction]
+#[pyo3(signature = (answer, ground_truth, local_description=None, weights=None))]
+fn score(
+    answer: &str,
+    ground_truth: &str,
+    local_description: Option<&str>,
+    weights: Option<&str>,
+) -> PyResult<String> {
+    let (findings, extents) = truth_of(ground_truth).map_err(PyValueError::new_err)?;
+    let weights = weights_of(weights).map_err(PyValueError::new_err)?;
+    let reference = Reference {
+        findings: &findings,
+        lesion_extents: &extents,
+    };
+    let scored = score_answer(
+        answer,
+        local_description,
+        &reference,
+        &weights,
+        SizeTolerance::default(),
+    );
+    serde_json::to_string(&scored).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// A report read into findings JSON (what Keyslice understood), with the sentences it could
+/// not read and the evidence it could not use.
+#[pyfunction]
+fn read(text: &str) -> PyResult<String> {
+    serde_json::to_string(&read_report(text)).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The module.
+#[pymodule]
+fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(score, module)?)?;
+    module.add_function(wrap_pyfunction!(read, module)?)?;
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
