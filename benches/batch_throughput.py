@@ -38,7 +38,12 @@ def make_handler(latency, slots):
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             parts = body["messages"][0]["content"]
-            images = sum(1 for p in parts if p.get("type") == "image_url")
+            images = sum(
+                1 if p.get("type") == "image_url"
+                else p["video_url"]["url"].count(",") if p.get("type") == "video_url"
+                else 0
+                for p in parts
+            )
             with gate:
                 time.sleep(latency)
             text = REPORT if images > 1 else LOCAL

@@ -9,7 +9,9 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use keyslice::findings::SliceBox;
 use keyslice::infer::KeySliceImage;
-use keyslice::infer::openai::{DIAGNOSE_PROMPT, OpenAiClient, OpenAiDiagnoser, VERIFY_PROMPT};
+use keyslice::infer::openai::{
+    DIAGNOSE_PROMPT, Media, OpenAiClient, OpenAiDiagnoser, VERIFY_PROMPT,
+};
 use keyslice::infer::views::verifier_view;
 use keyslice::io::frames::grey_png;
 use keyslice::phantom::{PhantomOptions, generate};
@@ -25,19 +27,27 @@ fn bench(c: &mut Criterion) {
         },
     )
     .volume;
-    let diagnoser = OpenAiDiagnoser {
-        client: OpenAiClient::new("http://127.0.0.1:9/v1", "bench", None),
-        frames: 32,
-        prompt: DIAGNOSE_PROMPT.to_string(),
-    };
+    let diagnoser = OpenAiDiagnoser::new(
+        OpenAiClient::new("http://127.0.0.1:9/v1", "bench", None),
+        32,
+        DIAGNOSE_PROMPT.to_string(),
+        Media::Auto,
+    );
     let mut group = c.benchmark_group("server_requests");
     group.sample_size(20);
-    group.bench_function("diagnosis_request_32_frames_512", |b| {
-        b.iter(|| {
-            let parts = diagnoser.request_parts(black_box(&volume)).expect("parts");
-            black_box(diagnoser.client.body(&parts).to_string())
+    for (name, video) in [
+        ("diagnosis_request_32_frames_512_video", true),
+        ("diagnosis_request_32_frames_512_images", false),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let parts = diagnoser
+                    .request_parts(black_box(&volume), video)
+                    .expect("parts");
+                black_box(diagnoser.client.body(&parts).to_string())
+            });
         });
-    });
+    }
     let slice = KeySliceImage::extract(
         &volume,
         60,

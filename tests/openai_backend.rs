@@ -102,23 +102,20 @@ fn analyze_sends_frames_and_the_key_slice_to_the_server_and_reads_its_answers() 
     assert_eq!(diagnosis.body["model"], "emrl-qwen3vl");
     assert_eq!(diagnosis.body["temperature"], 0);
     assert_eq!(images(&diagnosis.body), 8);
+    assert_eq!(prediction["input"], "video (8 frames)");
     let parts = diagnosis.body["messages"][0]["content"]
         .as_array()
         .expect("parts");
+    assert_eq!(parts.len(), 2, "one video part and the prompt");
+    assert_eq!(parts[0]["type"], "video_url");
     let prompt = parts.last().expect("text")["text"]
         .as_str()
         .expect("prompt");
     assert!(prompt.contains("[0, 4, 9, 13, 18, 22, 27, 31]"), "{prompt}");
-    // Each image is a PNG of the slice.
-    let url = parts[0]["image_url"]["url"].as_str().expect("data url");
-    let png = base64::engine::general_purpose::STANDARD
-        .decode(
-            url.strip_prefix("data:image/png;base64,")
-                .expect("PNG data URL"),
-        )
-        .expect("base64");
-    let image = image::load_from_memory(&png).expect("a PNG");
-    assert_eq!((image.width(), image.height()), (48, 48));
+    // Each frame of the video is a JPEG of the slice.
+    let frames = chat_server::video_frames(&diagnosis.body);
+    assert_eq!(frames.len(), 8);
+    assert!(frames.iter().all(|(w, h, _)| (*w, *h) == (48, 48)));
     // The verifier sees the key slice alone.
     assert_eq!(images(&seen[1].body), 1);
     let local_prompt = seen[1].body["messages"][0]["content"][1]["text"]
@@ -348,22 +345,25 @@ fn model_with(evidence: &'static str, local: &'static str) -> Box<Script> {
 }
 
 fn analyze_json(ct: &Path, server: &Server) -> Value {
-    let output = keyslice(
-        &[
-            "analyze",
-            ct.to_str().expect("utf-8"),
-            "--backend",
-            "openai",
-            "--url",
-            &server.url,
-            "--model",
-            "emrl-qwen3vl",
-            "--frames",
-            "8",
-            "--json",
-        ],
-        &[],
-    );
+    analyze_json_with(ct, server, &[])
+}
+
+fn analyze_json_with(ct: &Path, server: &Server, more: &[&str]) -> Value {
+    let mut args = vec![
+        "analyze",
+        ct.to_str().expect("utf-8"),
+        "--backend",
+        "openai",
+        "--url",
+        &server.url,
+        "--model",
+        "emrl-qwen3vl",
+        "--frames",
+        "8",
+        "--json",
+    ];
+    args.extend_from_slice(more);
+    let output = keyslice(&args, &[]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     serde_json::from_slice(&output.stdout).expect("one prediction")
 }
@@ -491,7 +491,30 @@ fn the_in_process_qwen3_vl_and_the_server_are_shown_the_same_frames_and_prompts(
         "Box on key slice: columns 10-20, rows 12-22\n",
         chat_server::LOCAL,
     ));
-    let prediction = analyze_json(ct, &server);
+    // As a video: the same frames, through JPEG (within a few grey levels).
+    let _ = analyze_json(ct, &server);
+    let video = chat_server::video_frames(&server.seen()[0].body);
+    assert_eq!(video.len(), frames.grey.len());
+    for (index, ((_, _, sent), grey)) in video.iter().zip(&frames.grey).enumerate() {
+        let differences: Vec<u32> = sent
+            .iter()
+            .zip(grey)
+            .map(|(a, b)| u32::from(a.abs_diff(*b)))
+            .collect();
+        let mean = f64::from(differences.iter().sum::<u32>()) / differences.len() as f64;
+        let most = differences.iter().copied().max().unwrap_or(0);
+        assert!(
+            mean < 1.5 && most <= 24,
+            "frame {index}: mean {mean:.2}, max {most}"
+        );
+    }
+    // As images: the same frames, pixel for pixel.
+    let server = Server::start(model_with(
+        "Box on key slice: columns 10-20, rows 12-22\n",
+        chat_server::LOCAL,
+    ));
+    let prediction = analyze_json_with(ct, &server, &["--media", "images"]);
+    assert_eq!(prediction["input"], "images (8 frames)");
     let seen = server.seen();
     let parts = seen[0].body["messages"][0]["content"]
         .as_array()
@@ -620,4 +643,98 @@ fn batch_spreads_cases_over_several_servers_each_at_its_own_concurrency() {
     let summary: Value = serde_json::from_slice(&output.stdout).expect("summary");
     assert_eq!(summary["skipped"], 12);
     assert_eq!(a.seen().len() + b.seen().len(), before);
+}
+
+#[test]
+fn a_server_without_video_gets_images_and_the_choice_is_recorded() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let dataset = folder.path().join("dataset");
+    let cts = phantoms(&dataset, 3);
+    // vLLM's answer for a model served without video input.
+    let no_video: Box<Script> = Box::new(|_, body| {
+        let video = body["messages"][0]["content"]
+            .as_array()
+            .is_some_and(|parts| parts.iter().any(|p| p["type"] == "video_url"));
+        if video {
+            return (
+                400,
+                r#"{"object":"error","message":"At most 0 video(s) may be provided in one prompt.","type":"BadRequestError","code":400}"#
+                    .to_string(),
+            );
+        }
+        let text = if images(body) > 1 {
+            REPORT
+        } else {
+            chat_server::LOCAL
+        };
+        (200, completion(text))
+    });
+    let server = Server::start(no_video);
+    let out = folder.path().join("pred.jsonl");
+    let output = keyslice(
+        &[
+            "batch",
+            dataset.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+            "--backend",
+            "openai",
+            "--url",
+            &server.url,
+            "--model",
+            "m",
+            "--frames",
+            "4",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let predictions: Vec<Value> = std::fs::read_to_string(&out)
+        .expect("predictions")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .collect();
+    assert_eq!(predictions.len(), 3);
+    for prediction in &predictions {
+        let input = prediction["input"].as_str().expect("recorded");
+        assert!(
+            input.starts_with("images (4 frames; the server refused video: HTTP 400")
+                && input.contains("At most 0 video(s)"),
+            "{input}"
+        );
+        assert_eq!(prediction["key_slice"]["index"], 5);
+    }
+    // Video is tried once; after the refusal every case goes as images at once.
+    let videos = server
+        .seen()
+        .iter()
+        .filter(|seen| seen.body.to_string().contains("video_url"))
+        .count();
+    assert_eq!(videos, 1, "one refused video request");
+    assert_eq!(server.seen().len(), 1 + 3 * 2);
+
+    // Told to send video only, the refusal is an error that says what to do.
+    let ct = &cts[0];
+    let output = keyslice(
+        &[
+            "analyze",
+            ct.to_str().expect("utf-8"),
+            "--backend",
+            "openai",
+            "--url",
+            &server.url,
+            "--model",
+            "m",
+            "--media",
+            "video",
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("At most 0 video(s)") && stderr.contains("--media images"),
+        "{stderr}"
+    );
 }

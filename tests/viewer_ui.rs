@@ -594,6 +594,7 @@ fn report_colours_each_value_by_what_the_key_slice_shows_and_says_why() {
             voxels: [40, 30, 70, 55],
             mm: None,
         }),
+        input: None,
         local_description: Some(local.into()),
         local_findings: Some(local_findings),
         timings_ms: Timings::default(),

@@ -11,7 +11,7 @@ use super::CliError;
 use crate::infer::backend::Backend;
 use crate::infer::embedded::TinyModel;
 use crate::infer::openai::{
-    DIAGNOSE_PROMPT, OpenAiClient, OpenAiDiagnoser, OpenAiVerifier, VERIFY_PROMPT,
+    DIAGNOSE_PROMPT, Media, OpenAiClient, OpenAiDiagnoser, OpenAiVerifier, VERIFY_PROMPT,
 };
 use crate::infer::qwen3_vl::pipeline::Qwen3VlPipeline;
 use crate::infer::qwen3_vl::{Qwen3Vl, pick_device};
@@ -26,6 +26,18 @@ pub enum BackendKind {
     Openai,
     /// A Qwen3-VL checkpoint folder (`--model DIR`) on candle, in this process.
     Qwen3vl,
+}
+
+/// How the CT goes to a server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum MediaArg {
+    /// A video content part; images when the server refuses video.
+    #[default]
+    Auto,
+    /// A video content part only.
+    Video,
+    /// One image content part per frame.
+    Images,
 }
 
 /// Backend options.
@@ -54,6 +66,11 @@ pub struct BackendArgs {
     /// With `openai` and `qwen3vl`: axial slices sent per case (evenly spread).
     #[arg(long, default_value_t = 32)]
     pub frames: usize,
+    /// With `openai`: how the CT goes to the server: `video` (one video content part),
+    /// `images` (one image part per frame) or `auto` (video, images when the server refuses
+    /// video). What was sent is recorded with each prediction (`input`).
+    #[arg(long, value_enum, default_value_t = MediaArg::Auto)]
+    pub media: MediaArg,
     /// With `openai`: seconds to wait for one answer.
     #[arg(long, default_value_t = 120)]
     pub timeout_secs: u64,
@@ -158,11 +175,17 @@ impl BackendArgs {
         let mut client = OpenAiClient::new(url, model, api_key);
         client.timeout = Duration::from_secs(self.timeout_secs.max(1));
         client.retries = self.retries;
-        let diagnoser = OpenAiDiagnoser {
-            client: client.clone(),
-            frames: self.frames.clamp(1, 512),
-            prompt: read_prompt(self.diagnose_prompt.as_ref(), DIAGNOSE_PROMPT)?,
+        let media = match self.media {
+            MediaArg::Auto => Media::Auto,
+            MediaArg::Video => Media::Video,
+            MediaArg::Images => Media::Images,
         };
+        let diagnoser = OpenAiDiagnoser::new(
+            client.clone(),
+            self.frames.clamp(1, 512),
+            read_prompt(self.diagnose_prompt.as_ref(), DIAGNOSE_PROMPT)?,
+            media,
+        );
         let verifier = OpenAiVerifier {
             client,
             prompt: read_prompt(self.verify_prompt.as_ref(), VERIFY_PROMPT)?,

@@ -107,13 +107,51 @@ pub fn completion(text: &str) -> String {
     .to_string()
 }
 
-/// Images in a request's user turn.
+/// Frames in a request's user turn: image parts, and the frames of a video part
+/// (`data:video/jpeg;base64,F0,F1,…`).
 pub fn images(body: &Value) -> usize {
     body["messages"][0]["content"]
         .as_array()
         .map_or(0, |parts| {
-            parts.iter().filter(|p| p["type"] == "image_url").count()
+            parts
+                .iter()
+                .map(|p| match p["type"].as_str() {
+                    Some("image_url") => 1,
+                    Some("video_url") => p["video_url"]["url"]
+                        .as_str()
+                        .map_or(0, |url| url.split(',').count() - 1),
+                    _ => 0,
+                })
+                .sum()
         })
+}
+
+/// The frames of the video part of a request, decoded to grey pixels.
+pub fn video_frames(body: &Value) -> Vec<(u32, u32, Vec<u8>)> {
+    use base64::Engine as _;
+    let parts = body["messages"][0]["content"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let Some(url) = parts
+        .iter()
+        .find(|p| p["type"] == "video_url")
+        .and_then(|p| p["video_url"]["url"].as_str().map(str::to_string))
+    else {
+        return Vec::new();
+    };
+    let data = url
+        .strip_prefix("data:video/jpeg;base64,")
+        .expect("vLLM's frame-by-frame video form");
+    data.split(',')
+        .map(|frame| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(frame)
+                .expect("base64");
+            let image = image::load_from_memory(&bytes).expect("a JPEG").to_luma8();
+            (image.width(), image.height(), image.into_raw())
+        })
+        .collect()
 }
 
 /// A model that reports a segment-7 liver lesion on slice 5 and, shown one slice, sees it.

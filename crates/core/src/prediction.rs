@@ -93,6 +93,10 @@ pub struct Prediction {
     /// The box on the key slice.
     #[serde(rename = "box")]
     pub slice_box: Option<SliceBox>,
+    /// How the CT was given to the diagnoser (`"video (32 frames)"`, or images and why),
+    /// when the backend records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
     /// The verifier's description of the key slice.
     pub local_description: Option<String>,
     /// What the findings reader took from the local description.

@@ -104,6 +104,9 @@ pub struct Diagnosis {
     pub slice_box: Option<SliceBox>,
     /// Anything the backend wants the user to know.
     pub warnings: Vec<String>,
+    /// How the CT was given to the model (`"video (32 frames)"`, `"images (32 frames; …)"`),
+    /// when the backend chooses.
+    pub input: Option<String>,
 }
 
 /// Reads a whole volume and writes a report with a key slice.
@@ -252,6 +255,7 @@ pub fn run_pipeline(
         findings,
         key_slice,
         slice_box,
+        input: diagnosis.input,
         local_description,
         local_findings,
         consistency: consistency_score,

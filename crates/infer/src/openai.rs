@@ -3,7 +3,10 @@
 //! Keyslice at one URL.
 //!
 //! The diagnoser sends the CT as `frames` axial slices ([`crate::views::ct_frames`]: evenly
-//! sampled, soft-tissue window) as base64 PNG `image_url` parts, then the prompt
+//! sampled, soft-tissue window) as one video content part (`video_url` with
+//! `data:video/jpeg;base64,` and the frames comma-separated, as vLLM takes a video frame by
+//! frame), or as base64 PNG `image_url` parts ([`Media`]: by default video, falling back to
+//! images when the server refuses video; what was sent is recorded), then the prompt
 //! (`prompts/diagnose.txt`, with the frame → slice table and the frame size filled in); the
 //! verifier sends the key slice alone with its box drawn ([`crate::views::verifier_view`]) and
 //! `prompts/verify.txt`. Both prompts can be replaced by files. Requests are greedy
@@ -11,6 +14,7 @@
 //! every failure names the server and says what to do (unreachable, refused key, context too
 //! long, an answer that is not a chat completion).
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -61,7 +65,7 @@ impl OpenAiClient {
         }
     }
 
-    fn error(&self, detail: impl Into<String>) -> InferError {
+    pub(crate) fn error(&self, detail: impl Into<String>) -> InferError {
         InferError::Server {
             url: self.url.clone(),
             detail: detail.into(),
@@ -223,6 +227,19 @@ fn image_part(png: &[u8]) -> Value {
     json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}})
 }
 
+/// How the diagnoser sends the CT to a server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Media {
+    /// As one video content part; as images when the server refuses video (and from then
+    /// on for this run).
+    #[default]
+    Auto,
+    /// As one video content part only; a server that refuses it is an error.
+    Video,
+    /// As one image content part per frame.
+    Images,
+}
+
 /// The diagnoser: the CT as sampled frames, the report back.
 pub struct OpenAiDiagnoser {
     /// The endpoint.
@@ -231,27 +248,89 @@ pub struct OpenAiDiagnoser {
     pub frames: usize,
     /// The prompt (`{frames}` is replaced by the frame → slice table).
     pub prompt: String,
+    /// Video or images.
+    pub media: Media,
+    /// Why the server refused video, once it has: later cases go as images at once.
+    video_refused: OnceLock<String>,
 }
 
+/// JPEG quality of video frames: grey CT frames come back within a few grey levels.
+const VIDEO_JPEG_QUALITY: u8 = 95;
+
 impl OpenAiDiagnoser {
-    /// The content parts of the diagnosis request for `volume`: one PNG `image_url` part per
-    /// frame (encoded in parallel), then the prompt. All of Keyslice's own work per request.
-    pub fn request_parts(&self, volume: &Volume) -> Result<Vec<Value>, InferError> {
+    /// A diagnoser on `client` sending `frames` frames as `media`, with `prompt`.
+    #[must_use]
+    pub fn new(client: OpenAiClient, frames: usize, prompt: String, media: Media) -> Self {
+        Self {
+            client,
+            frames,
+            prompt,
+            media,
+            video_refused: OnceLock::new(),
+        }
+    }
+
+    /// The content parts of the diagnosis request for `volume`: the frames (encoded in
+    /// parallel) as one `video_url` part (`data:video/jpeg;base64,F0,F1,…`, vLLM's form of a
+    /// video given frame by frame) or as one PNG `image_url` part each, then the prompt. All
+    /// of Keyslice's own work per request.
+    pub fn request_parts(&self, volume: &Volume, video: bool) -> Result<Vec<Value>, InferError> {
         let frames = ct_frames(volume, self.frames)?;
-        let mut parts = frames
+        let encode = |(grey, slice): (&Vec<u8>, &usize)| {
+            let encoded = if video {
+                jpeg(grey, frames.columns, frames.rows)
+            } else {
+                grey_png(grey, frames.columns, frames.rows)
+            };
+            encoded
+                .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
+                .map_err(|e| InferError::Volume(format!("slice {slice}: {e}")))
+        };
+        let encoded = frames
             .grey
             .par_iter()
             .zip(&frames.slices)
-            .map(|(grey, slice)| {
-                grey_png(grey, frames.columns, frames.rows)
-                    .map(|png| image_part(&png))
-                    .map_err(|e| InferError::Volume(format!("slice {slice}: {e}")))
-            })
-            .collect::<Result<Vec<Value>, InferError>>()?;
+            .map(encode)
+            .collect::<Result<Vec<String>, InferError>>()?;
+        let mut parts = if video {
+            vec![json!({
+                "type": "video_url",
+                "video_url": {"url": format!("data:video/jpeg;base64,{}", encoded.join(","))}
+            })]
+        } else {
+            encoded
+                .into_iter()
+                .map(|data| {
+                    json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}})
+                })
+                .collect()
+        };
         let prompt = diagnose_prompt(&self.prompt, &frames);
         parts.push(json!({"type": "text", "text": prompt}));
         Ok(parts)
     }
+}
+
+/// 8-bit grey pixels as JPEG bytes.
+fn jpeg(pixels: &[u8], columns: usize, rows: usize) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let width = u32::try_from(columns).map_err(std::io::Error::other)?;
+    let height = u32::try_from(rows).map_err(std::io::Error::other)?;
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, VIDEO_JPEG_QUALITY)
+        .encode(pixels, width, height, image::ExtendedColorType::L8)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(bytes)
+}
+
+/// Whether `error` is the server refusing the request's content (a 4xx that no retry or
+/// credential fixes, and not a context-length error), as a server without video input does.
+fn refused_content(error: &InferError) -> bool {
+    let InferError::Server { detail, .. } = error else {
+        return false;
+    };
+    ["HTTP 400", "HTTP 415", "HTTP 422", "HTTP 501"]
+        .iter()
+        .any(|status| detail.starts_with(status))
 }
 
 impl Diagnoser for OpenAiDiagnoser {
@@ -263,13 +342,49 @@ impl Diagnoser for OpenAiDiagnoser {
     }
 
     fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError> {
-        let parts = self.request_parts(volume)?;
-        let report = self.client.complete(&parts)?;
+        let (report, input) = match (self.media, self.video_refused.get()) {
+            (Media::Images, _) => (
+                self.client.complete(&self.request_parts(volume, false)?)?,
+                format!("images ({} frames)", self.frames),
+            ),
+            (Media::Auto, Some(reason)) => (
+                self.client.complete(&self.request_parts(volume, false)?)?,
+                format!(
+                    "images ({} frames; the server refused video: {reason})",
+                    self.frames
+                ),
+            ),
+            (media, _) => match self.client.complete(&self.request_parts(volume, true)?) {
+                Ok(report) => (report, format!("video ({} frames)", self.frames)),
+                Err(error) if media == Media::Auto && refused_content(&error) => {
+                    let reason = match &error {
+                        InferError::Server { detail, .. } => detail.clone(),
+                        other => other.to_string(),
+                    };
+                    tracing::info!(url = %self.client.url, %reason, "video refused; sending images");
+                    let reason = self.video_refused.get_or_init(|| reason).clone();
+                    (
+                        self.client.complete(&self.request_parts(volume, false)?)?,
+                        format!(
+                            "images ({} frames; the server refused video: {reason})",
+                            self.frames
+                        ),
+                    )
+                }
+                Err(error) if refused_content(&error) => {
+                    return Err(self.client.error(format!(
+                        "{error}; the server does not take this video input (--media images sends the frames as images)"
+                    )));
+                }
+                Err(error) => return Err(error),
+            },
+        };
         Ok(Diagnosis {
             report,
             key_slice: None,
             slice_box: None,
             warnings: Vec::new(),
+            input: Some(input),
         })
     }
 }

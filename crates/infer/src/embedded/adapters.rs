@@ -104,6 +104,7 @@ impl Diagnoser for TinyDiagnoser<'_> {
             key_slice,
             slice_box,
             warnings: Vec::new(),
+            input: None,
         })
     }
 }

@@ -144,6 +144,10 @@ impl Diagnoser for Role<'_> {
             key_slice: None,
             slice_box: None,
             warnings: Vec::new(),
+            input: Some(format!(
+                "video ({} frames, in this process)",
+                sent.slices.len()
+            )),
         })
     }
 }

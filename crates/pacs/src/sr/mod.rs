@@ -131,6 +131,7 @@ impl CaseResult {
             findings,
             key_slice,
             slice_box: self.findings.slice_box.clone(),
+            input: None,
             local_findings: self
                 .local_description
                 .as_deref()
