@@ -9,14 +9,15 @@ use super::model::TinyModel;
 use super::weights::candle_message;
 
 use super::decode::{
-    FINDER_RULE, Probabilities, find_lesions, findings_of, key_slab, slab_box, visible_organs,
+    FINDER_RULE, FoundLesion, Probabilities, find_lesions, findings_of, key_slab, slab_box,
+    visible_organs,
 };
 use super::finder::{FinderConfig, SlabAnswer};
 use super::grid::{GridSpec, ModelGrid};
 use super::organs::Reading;
 use crate::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
 use keyslice_core::findings::{
-    Findings, SliceBox, TumorPresence, write_local_description, write_report,
+    Findings, SliceBox, SliceRange, TumorPresence, write_local_description, write_report,
 };
 use keyslice_core::volume::Volume;
 
@@ -84,6 +85,7 @@ impl Diagnoser for TinyDiagnoser<'_> {
             key_slice = Some(index);
             slice_box = slab_box(&lesions, slab, grid.spec.size)
                 .map(|bounds| ct_box(volume, &grid, bounds, index));
+            findings.lesion_slices = lesion_slices(&lesions, slab, &grid);
         }
         findings.key_slice = key_slice.map(|index| keyslice_core::findings::KeySlice {
             index,
@@ -149,6 +151,24 @@ pub(super) fn strongest_slab(
             level(a.0).total_cmp(&level(b.0)).then(a.1.cmp(&b.1))
         })
         .map(|(answer, _)| answer.slab)
+}
+
+/// The CT slices the lesion(s) on the key slab cover: from the first slice of their lowest
+/// slab to the last of their highest.
+fn lesion_slices(lesions: &[FoundLesion], slab: usize, grid: &ModelGrid) -> Option<SliceRange> {
+    let slabs = lesions
+        .iter()
+        .filter(|found| found.voxels.iter().any(|(s, _)| *s == slab))
+        .flat_map(|found| found.voxels.iter().map(|(s, _)| *s));
+    let (low, high) = slabs.fold(None, |range: Option<(usize, usize)>, s| {
+        Some(range.map_or((s, s), |(low, high)| (low.min(s), high.max(s))))
+    })?;
+    let (first, _) = grid.slab_slices(low);
+    let (_, last) = grid.slab_slices(high);
+    Some(SliceRange {
+        first: u32::try_from(first).ok()?,
+        last: u32::try_from(last).ok()?,
+    })
 }
 
 /// A model-pixel box on the key slice as CT voxels (outer edges of the model pixels) and mm.

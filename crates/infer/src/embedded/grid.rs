@@ -48,6 +48,12 @@ pub struct ModelGrid {
 }
 
 impl ModelGrid {
+    /// The first and last CT slice averaged into slab `s`.
+    #[must_use]
+    pub fn slab_slices(&self, s: usize) -> (usize, usize) {
+        slab_slices(s, self.spec, self.ct_spacing_mm, self.ct_dims)
+    }
+
     /// Samples `volume` onto the grid: each slab is the mean of the CT slices whose centres
     /// fall in it (the nearest one if none), each pixel the mean over its footprint in-plane.
     #[must_use]

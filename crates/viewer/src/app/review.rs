@@ -272,9 +272,18 @@ impl KeysliceApp {
             }));
         }
         if findings.slice_box.as_ref().map(|b| b.voxels) != Some(evidence.voxels) {
+            // The corners in patient millimetres too, as the model's box has them.
+            let mm = self.study.as_ref().map(|Shown { volume, .. }| {
+                let [c0, r0, c1, r1] = evidence.voxels.map(f64::from);
+                let z = f64::from(evidence.key_slice);
+                let low = volume.patient_from_voxel().apply([c0, r0, z]);
+                let high = volume.patient_from_voxel().apply([c1, r1, z]);
+                let round = |value: f64| (value * 100.0).round() / 100.0;
+                [round(low[0]), round(low[1]), round(high[0]), round(high[1])]
+            });
             edits.push(EditCommand::Set {
                 field: BOX_FIELD.into(),
-                value: serde_json::json!({ "voxels": evidence.voxels }),
+                value: serde_json::json!({ "voxels": evidence.voxels, "mm": mm }),
             });
         }
         let range = evidence

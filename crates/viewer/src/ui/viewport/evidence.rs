@@ -143,9 +143,15 @@ impl Viewer {
             Plane::Axial => format!("evidence, slice {}", evidence.key_slice),
             _ => format!("lesion slices {first}-{last}"),
         };
+        // Above the box, towards the middle of the plane, so the label stays on screen.
+        let (at, align) = if shape.center().x > rect.center().x {
+            (shape.right_top(), egui::Align2::RIGHT_BOTTOM)
+        } else {
+            (shape.left_top(), egui::Align2::LEFT_BOTTOM)
+        };
         painter.text(
-            shape.left_top() - Vec2::new(0.0, 3.0),
-            egui::Align2::LEFT_BOTTOM,
+            at - Vec2::new(0.0, 3.0),
+            align,
             text,
             egui::FontId::proportional(12.0),
             EVIDENCE_COLOUR,
