@@ -18,16 +18,12 @@ import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-REPORT = (
-    "FINDINGS:\nLiver lesion 1:\nLocation: hepatic segment 7.\nSize: 3.0 x 2.5 cm.\n"
-    "Enhancement relative to liver: Hypoattenuating.\nPancreas: no tumor.\n"
-    "Left kidney: no tumor.\nRight kidney: no tumor.\nKey slice: 5\n"
-    "Box on key slice: columns 200-260, rows 180-240\n"
-)
-LOCAL = "Liver lesion 1: Location: hepatic segment 7. Size: 3.1 x 2.4 cm.\nInside the box: lesion."
+import chat_mock
+
+REPORT = chat_mock.REPORT + "Box on key slice: columns 200-260, rows 180-240\n"
+LOCAL = chat_mock.LOCAL + "\nInside the box: lesion."
 
 
 class Counter:
@@ -39,10 +35,12 @@ class Counter:
         self.events = []
         self.frames = []
 
-    def change(self, delta):
+    def change(self, delta, frames):
         with self.lock:
             self.now += delta
             self.events.append((time.perf_counter(), self.now))
+            if delta > 0 and frames > 1:
+                self.frames.append(frames)
 
     def summary(self):
         """Most held at once, and the time-weighted mean while the server was busy (from
@@ -55,41 +53,6 @@ class Counter:
             area += n * (t1 - t0)
         span = self.events[-1][0] - self.events[0][0]
         return most, area / span if span > 0 else 0.0
-
-
-def make_handler(latency, counter):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self):
-            counter.change(+1)
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            parts = body["messages"][0]["content"]
-            images = sum(
-                1 if p.get("type") == "image_url"
-                else p["video_url"]["url"].count(",") if p.get("type") == "video_url"
-                else 0
-                for p in parts
-            )
-            if images > 1:
-                counter.frames.append(images)
-            time.sleep(latency)
-            text = REPORT if images > 1 else LOCAL
-            answer = json.dumps(
-                {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(answer)
-            counter.change(-1)
-
-        def log_message(self, *args):
-            pass
-
-    return Handler
 
 
 def main():
@@ -107,11 +70,11 @@ def main():
     counters, servers, urls = [], [], []
     for level in jobs:
         counter = Counter()
-        server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(args.latency, counter))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        server, url = chat_mock.start(args.latency, on_request=counter.change,
+                                      report=REPORT, local=LOCAL)
         counters.append(counter)
         servers.append(server)
-        urls.append(f"http://127.0.0.1:{server.server_address[1]}/v1#jobs={level}")
+        urls.append(f"{url}#jobs={level}")
 
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)

@@ -18,49 +18,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-REPORT = (
-    "FINDINGS:\nLiver lesion 1:\nLocation: hepatic segment 7.\nSize: 3.0 x 2.5 cm.\n"
-    "Enhancement relative to liver: Hypoattenuating.\nPancreas: no tumor.\n"
-    "Left kidney: no tumor.\nRight kidney: no tumor.\nKey slice: 5\n"
-)
-LOCAL = "Liver lesion 1: Location: hepatic segment 7. Size: 3.1 x 2.4 cm."
-
-
-def make_handler(latency, slots):
-    gate = threading.Semaphore(slots)
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            parts = body["messages"][0]["content"]
-            images = sum(
-                1 if p.get("type") == "image_url"
-                else p["video_url"]["url"].count(",") if p.get("type") == "video_url"
-                else 0
-                for p in parts
-            )
-            with gate:
-                time.sleep(latency)
-            text = REPORT if images > 1 else LOCAL
-            answer = json.dumps(
-                {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        def log_message(self, *args):
-            pass
-
-    return Handler
-
+import chat_mock
 
 def run_batch(binary, dataset, out, url, jobs):
     started = time.perf_counter()
@@ -87,9 +48,7 @@ def main():
     parser.add_argument("--slots", type=int, default=8)
     args = parser.parse_args()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(args.latency, args.slots))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server, url = chat_mock.start(args.latency, slots=args.slots)
 
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)

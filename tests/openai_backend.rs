@@ -43,6 +43,14 @@ fn keyslice(args: &[&str], envs: &[(&str, &str)]) -> Output {
     command.output().expect("the binary runs")
 }
 
+/// The text of a verification request (the part after the key slice).
+fn verifier_prompt(body: &Value) -> String {
+    body["messages"][0]["content"][1]["text"]
+        .as_str()
+        .expect("the verifier's prompt")
+        .to_string()
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).to_string()
 }
@@ -118,9 +126,7 @@ fn analyze_sends_frames_and_the_key_slice_to_the_server_and_reads_its_answers() 
     assert!(frames.iter().all(|(w, h, _)| (*w, *h) == (48, 48)));
     // The verifier sees the key slice alone.
     assert_eq!(images(&seen[1].body), 1);
-    let local_prompt = seen[1].body["messages"][0]["content"][1]["text"]
-        .as_str()
-        .expect("text");
+    let local_prompt = verifier_prompt(&seen[1].body);
     assert!(local_prompt.contains("slice 5"), "{local_prompt}");
 }
 
@@ -456,10 +462,7 @@ fn a_faulty_box_or_slice_range_is_reported_not_used() {
         assert!(prediction["findings"]["box"].is_null(), "{evidence}");
         // The report's findings are still read and verified on the key slice.
         assert_eq!(prediction["key_slice"]["index"], 5);
-        let seen = server.seen();
-        let prompt = seen[1].body["messages"][0]["content"][1]["text"]
-            .as_str()
-            .expect("verifier prompt");
+        let prompt = verifier_prompt(&server.seen()[1].body);
         assert!(prompt.contains("no region is marked"), "{prompt}");
     }
 }
