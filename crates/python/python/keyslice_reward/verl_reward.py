@@ -23,9 +23,11 @@ def compute_score(
     solution_str: str,
     ground_truth,
     extra_info: Optional[dict] = None,
+    **kwargs,
 ) -> dict:
     """The E-MRL reward: ``score`` is the total, the other keys are its terms (verl logs
-    every key of the returned dict)."""
+    every key of the returned dict). Other keyword arguments a verl version passes are
+    ignored."""
     extra_info = extra_info or {}
     if not isinstance(extra_info, dict):
         raise ValueError("extra_info must be a dict, not %s" % type(extra_info).__name__)
