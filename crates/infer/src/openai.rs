@@ -314,10 +314,10 @@ impl OpenAiDiagnoser {
 /// 8-bit grey pixels as JPEG bytes.
 fn jpeg(pixels: &[u8], columns: usize, rows: usize) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    let width = u32::try_from(columns).map_err(std::io::Error::other)?;
-    let height = u32::try_from(rows).map_err(std::io::Error::other)?;
-    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, VIDEO_JPEG_QUALITY)
-        .encode(pixels, width, height, image::ExtendedColorType::L8)
+    let width = u16::try_from(columns).map_err(std::io::Error::other)?;
+    let height = u16::try_from(rows).map_err(std::io::Error::other)?;
+    jpeg_encoder::Encoder::new(&mut bytes, VIDEO_JPEG_QUALITY)
+        .encode(pixels, width, height, jpeg_encoder::ColorType::Luma)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     Ok(bytes)
 }

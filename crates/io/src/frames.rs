@@ -9,8 +9,9 @@
 //! Used by exports (files) and by remote backends (in-memory PNGs sent as image parts).
 
 use std::path::Path;
+use std::sync::LazyLock;
 
-use keyslice_core::volume::Volume;
+use keyslice_core::volume::{Volume, Voxels};
 
 /// Soft-tissue window (width, level) in HU used for frames.
 pub const FRAME_WINDOW_HU: (f32, f32) = (400.0, 40.0);
@@ -54,19 +55,29 @@ pub fn window_grey(hu: f32) -> u8 {
     ((hu - low) / width * 255.0).round().clamp(0.0, 255.0) as u8
 }
 
-/// Axial slice `slice` of `volume` as 8-bit grey pixels (row-major) in the frame window.
+/// Axial slice `slice` of `volume` as 8-bit grey pixels (row-major) in the frame window;
+/// black outside the volume.
 #[must_use]
 pub fn frame_grey(volume: &Volume, slice: usize) -> Vec<u8> {
-    let [columns, rows, _] = volume.dims();
-    let mut pixels = Vec::with_capacity(columns * rows);
-    for row in 0..rows {
-        for column in 0..columns {
-            pixels.push(window_grey(
-                volume.value([column, row, slice]).unwrap_or(-1000.0),
-            ));
-        }
+    /// [`window_grey`] of every 16-bit value, so that integer CTs are windowed by lookup.
+    static GREY_OF_I16: LazyLock<Vec<u8>> = LazyLock::new(|| {
+        (i32::from(i16::MIN)..=i32::from(i16::MAX))
+            .map(|value| window_grey(value as f32))
+            .collect()
+    });
+    let [columns, rows, slices] = volume.dims();
+    let plane = columns * rows;
+    if slice >= slices {
+        return vec![window_grey(-1000.0); plane];
     }
-    pixels
+    let range = plane * slice..plane * (slice + 1);
+    match volume.voxels() {
+        Voxels::I16(values) => values[range]
+            .iter()
+            .map(|&value| GREY_OF_I16[(i32::from(value) - i32::from(i16::MIN)) as usize])
+            .collect(),
+        Voxels::F32(values) => values[range].iter().map(|&hu| window_grey(hu)).collect(),
+    }
 }
 
 /// Axial slice `slice` of `volume` as grey PNG bytes in the frame window.
@@ -85,6 +96,8 @@ pub fn grey_png(pixels: &[u8], columns: usize, rows: usize) -> std::io::Result<V
         u32::try_from(rows).map_err(std::io::Error::other)?,
     );
     encoder.set_color(png::ColorType::Grayscale);
+    // The fastest deflate: frames are written per case and sent per request.
+    encoder.set_compression(png::Compression::Fast);
     encoder.set_depth(png::BitDepth::Eight);
     let mut writer = encoder.write_header().map_err(to_io)?;
     writer.write_image_data(pixels).map_err(to_io)?;
