@@ -43,6 +43,25 @@ fn keyslice(args: &[&str], envs: &[(&str, &str)]) -> Output {
     command.output().expect("the binary runs")
 }
 
+/// `keyslice batch DATASET --out OUT --backend openai --url … --model m --frames 4 --json`
+/// and `more`.
+fn batch(dataset: &Path, out: &Path, urls: &[String], more: &[&str]) -> Output {
+    let mut args = vec![
+        "batch",
+        dataset.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+        "--backend",
+        "openai",
+    ];
+    for url in urls {
+        args.extend(["--url", url.as_str()]);
+    }
+    args.extend(["--model", "m", "--frames", "4", "--json"]);
+    args.extend_from_slice(more);
+    keyslice(&args, &[])
+}
+
 /// The text of a verification request (the part after the key slice).
 fn verifier_prompt(body: &Value) -> String {
     body["messages"][0]["content"][1]["text"]
@@ -242,33 +261,8 @@ fn batch_runs_in_parallel_resumes_and_records_a_failing_case() {
     let cts = phantoms(&dataset, 4);
     let server = Server::start(good_model());
     let out = folder.path().join("pred.jsonl");
-    let args = |out: &Path| -> Vec<String> {
-        [
-            "batch",
-            dataset.to_str().expect("utf-8"),
-            "--out",
-            out.to_str().expect("utf-8"),
-            "--backend",
-            "openai",
-            "--url",
-            &server.url,
-            "--model",
-            "m",
-            "--frames",
-            "4",
-            "--jobs",
-            "4",
-            "--json",
-        ]
-        .iter()
-        .map(ToString::to_string)
-        .collect()
-    };
-    let run = |out: &Path| {
-        let args = args(out);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        keyslice(&args, &[])
-    };
+    let urls = [server.url.clone()];
+    let run = |out: &Path| batch(&dataset, out, &urls, &["--jobs", "4"]);
     let output = run(&out);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let summary: Value = serde_json::from_slice(&output.stdout).expect("summary");
@@ -592,32 +586,12 @@ fn batch_spreads_cases_over_several_servers_each_at_its_own_concurrency() {
         format!("http://{}/v1", listener.local_addr().expect("address"))
     };
     let out = folder.path().join("pred.jsonl");
-    let run = || {
-        keyslice(
-            &[
-                "batch",
-                dataset.to_str().expect("utf-8"),
-                "--out",
-                out.to_str().expect("utf-8"),
-                "--backend",
-                "openai",
-                "--url",
-                &format!("{}#jobs=2", a.url),
-                "--url",
-                &format!("{}#jobs=3", b.url),
-                "--url",
-                &format!("{gone}#jobs=2"),
-                "--model",
-                "m",
-                "--frames",
-                "4",
-                "--retries",
-                "0",
-                "--json",
-            ],
-            &[],
-        )
-    };
+    let urls = [
+        format!("{}#jobs=2", a.url),
+        format!("{}#jobs=3", b.url),
+        format!("{gone}#jobs=2"),
+    ];
+    let run = || batch(&dataset, &out, &urls, &["--retries", "0"]);
     let output = run();
     assert!(output.status.success(), "{}", text(&output.stderr));
     let summary: Value = serde_json::from_slice(&output.stdout).expect("summary");
@@ -674,24 +648,7 @@ fn a_server_without_video_gets_images_and_the_choice_is_recorded() {
     });
     let server = Server::start(no_video);
     let out = folder.path().join("pred.jsonl");
-    let output = keyslice(
-        &[
-            "batch",
-            dataset.to_str().expect("utf-8"),
-            "--out",
-            out.to_str().expect("utf-8"),
-            "--backend",
-            "openai",
-            "--url",
-            &server.url,
-            "--model",
-            "m",
-            "--frames",
-            "4",
-            "--json",
-        ],
-        &[],
-    );
+    let output = batch(&dataset, &out, std::slice::from_ref(&server.url), &[]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let predictions: Vec<Value> = std::fs::read_to_string(&out)
         .expect("predictions")

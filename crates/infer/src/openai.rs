@@ -223,7 +223,11 @@ fn detail_suffix(text: &str) -> String {
 }
 
 fn image_part(png: &[u8]) -> Value {
-    let data = base64::engine::general_purpose::STANDARD.encode(png);
+    png_part(&base64::engine::general_purpose::STANDARD.encode(png))
+}
+
+/// An `image_url` part of base64 PNG data.
+fn png_part(data: &str) -> Value {
     json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}})
 }
 
@@ -298,12 +302,7 @@ impl OpenAiDiagnoser {
                 "video_url": {"url": format!("data:video/jpeg;base64,{}", encoded.join(","))}
             })]
         } else {
-            encoded
-                .into_iter()
-                .map(|data| {
-                    json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}})
-                })
-                .collect()
+            encoded.into_iter().map(|data| png_part(&data)).collect()
         };
         let prompt = diagnose_prompt(&self.prompt, &frames);
         parts.push(json!({"type": "text", "text": prompt}));
@@ -322,12 +321,10 @@ fn jpeg(pixels: &[u8], columns: usize, rows: usize) -> std::io::Result<Vec<u8>> 
     Ok(bytes)
 }
 
-/// Whether `error` is the server refusing the request's content (a 4xx that no retry or
-/// credential fixes, and not a context-length error), as a server without video input does.
-fn refused_content(error: &InferError) -> bool {
-    let InferError::Server { detail, .. } = error else {
-        return false;
-    };
+/// Whether a server's failure `detail` is a refusal of the request's content (a 4xx that no
+/// retry or credential fixes, and not a context-length error), as from a server without
+/// video input.
+fn refused_content(detail: &str) -> bool {
     ["HTTP 400", "HTTP 415", "HTTP 422", "HTTP 501"]
         .iter()
         .any(|status| detail.starts_with(status))
@@ -342,50 +339,46 @@ impl Diagnoser for OpenAiDiagnoser {
     }
 
     fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError> {
-        let (report, input) = match (self.media, self.video_refused.get()) {
-            (Media::Images, _) => (
-                self.client.complete(&self.request_parts(volume, false)?)?,
-                format!("images ({} frames)", self.frames),
-            ),
-            (Media::Auto, Some(reason)) => (
-                self.client.complete(&self.request_parts(volume, false)?)?,
-                format!(
-                    "images ({} frames; the server refused video: {reason})",
-                    self.frames
-                ),
-            ),
-            (media, _) => match self.client.complete(&self.request_parts(volume, true)?) {
-                Ok(report) => (report, format!("video ({} frames)", self.frames)),
-                Err(error) if media == Media::Auto && refused_content(&error) => {
-                    let reason = match &error {
-                        InferError::Server { detail, .. } => detail.clone(),
-                        other => other.to_string(),
-                    };
-                    tracing::info!(url = %self.client.url, %reason, "video refused; sending images");
-                    let reason = self.video_refused.get_or_init(|| reason).clone();
-                    (
-                        self.client.complete(&self.request_parts(volume, false)?)?,
-                        format!(
-                            "images ({} frames; the server refused video: {reason})",
-                            self.frames
-                        ),
-                    )
-                }
-                Err(error) if refused_content(&error) => {
-                    return Err(self.client.error(format!(
-                        "{error}; the server does not take this video input (--media images sends the frames as images)"
-                    )));
-                }
-                Err(error) => return Err(error),
-            },
-        };
-        Ok(Diagnosis {
+        let diagnosis = |report, input| Diagnosis {
             report,
             key_slice: None,
             slice_box: None,
             warnings: Vec::new(),
             input: Some(input),
-        })
+        };
+        let video = match self.media {
+            Media::Images => false,
+            Media::Video => true,
+            Media::Auto => self.video_refused.get().is_none(),
+        };
+        if video {
+            match self.client.complete(&self.request_parts(volume, true)?) {
+                Ok(report) => {
+                    return Ok(diagnosis(report, format!("video ({} frames)", self.frames)));
+                }
+                Err(InferError::Server { detail, .. })
+                    if self.media == Media::Auto && refused_content(&detail) =>
+                {
+                    tracing::info!(url = %self.client.url, reason = %detail, "video refused; sending images");
+                    self.video_refused.get_or_init(|| detail);
+                }
+                Err(InferError::Server { detail, .. }) if refused_content(&detail) => {
+                    return Err(self.client.error(format!(
+                        "{detail}; the server does not take this video input (--media images sends the frames as images)"
+                    )));
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        let refused = match (self.media, self.video_refused.get()) {
+            (Media::Auto, Some(reason)) => format!("; the server refused video: {reason}"),
+            _ => String::new(),
+        };
+        let report = self.client.complete(&self.request_parts(volume, false)?)?;
+        Ok(diagnosis(
+            report,
+            format!("images ({} frames{refused})", self.frames),
+        ))
     }
 }
 
