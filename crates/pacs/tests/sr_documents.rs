@@ -57,6 +57,10 @@ fn ai_result(sop: &str) -> CaseResult {
         voxels: [30, 40, 61, 70],
         mm: None,
     });
+    findings.lesion_slices = Some(keyslice_core::findings::SliceRange {
+        first: 52,
+        last: 61,
+    });
     let model = ModelId {
         id: "keyslice-tiny".into(),
         version: "3".into(),

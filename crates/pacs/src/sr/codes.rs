@@ -156,6 +156,18 @@ code!(
     "99KSL",
     "Key evidence slice position (patient z)"
 );
+code!(
+    lesion_first_slice,
+    "lesion-first",
+    "99KSL",
+    "First slice index of the lesion"
+);
+code!(
+    lesion_last_slice,
+    "lesion-last",
+    "99KSL",
+    "Last slice index of the lesion"
+);
 code!(millimeter, "mm", "UCUM", "millimeter");
 code!(evidence_group, "evidence", "99KSL", "Key evidence");
 code!(

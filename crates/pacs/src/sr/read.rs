@@ -5,7 +5,9 @@ use std::path::Path;
 
 use dicom_dictionary_std::tags;
 use dicom_object::InMemDicomObject;
-use keyslice_core::findings::{Findings, KeySlice, Lesion, LesionSize, Organ, SliceBox};
+use keyslice_core::findings::{
+    Findings, KeySlice, Lesion, LesionSize, Organ, SliceBox, SliceRange,
+};
 use keyslice_core::prediction::ModelId;
 use keyslice_core::scoring::Consistency;
 
@@ -285,6 +287,19 @@ fn evidence(
             sop_instance_uid: sop,
             span: None,
         });
+    }
+    let slice_of = |code| {
+        group
+            .child(&code)
+            .and_then(Node::number)
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .map(|n| n.round() as u32)
+    };
+    if let (Some(first), Some(last)) = (
+        slice_of(codes::lesion_first_slice()),
+        slice_of(codes::lesion_last_slice()),
+    ) {
+        findings.lesion_slices = Some(SliceRange { first, last });
     }
     if let Some(Value::Scoord(_, points)) = group.child(&codes::image_region()).map(|n| &n.value)
         && points.len() >= 8

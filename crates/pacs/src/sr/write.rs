@@ -195,6 +195,19 @@ fn measurement_groups(
                 Value::Num(z_mm, codes::millimeter()),
             ));
         }
+        // The lesion's slice range (its 3D extent along the stack), as slice indices.
+        if let Some(range) = result.findings.lesion_slices {
+            for (code, slice) in [
+                (codes::lesion_first_slice(), range.first),
+                (codes::lesion_last_slice(), range.last),
+            ] {
+                items.push(Node::new(
+                    CONTAINS,
+                    code,
+                    Value::Num(f64::from(slice), codes::no_units()),
+                ));
+            }
+        }
         if let Some(description) = &result.local_description {
             items.push(Node::new(
                 CONTAINS,
