@@ -5,7 +5,7 @@ use dicom_core::{DataElement, PrimitiveValue, VR};
 use dicom_dictionary_std::tags;
 use dicom_object::InMemDicomObject;
 use dicom_object::meta::FileMetaTableBuilder;
-use keyslice_core::findings::{Lesion, Organ, TumorPresence};
+use keyslice_core::findings::{KeySlice, Lesion, Organ, SliceRange, TumorPresence};
 use keyslice_core::prediction::ModelId;
 
 use super::codes::{self, Code};
@@ -124,6 +124,31 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
 }
 
 /// Imaging Measurements: one group per organ spoken of, one per lesion, and the key evidence.
+/// The key slice's index and z, and the lesion's slice range (its 3D extent along the
+/// stack) as slice indices.
+fn slice_positions(key: &KeySlice, range: Option<SliceRange>) -> Vec<Node> {
+    let index = |code, slice: u32| {
+        Node::new(
+            CONTAINS,
+            code,
+            Value::Num(f64::from(slice), codes::no_units()),
+        )
+    };
+    let mut items = vec![index(codes::key_slice_index(), key.index)];
+    if let Some(z_mm) = key.z_mm {
+        items.push(Node::new(
+            CONTAINS,
+            codes::key_slice_z(),
+            Value::Num(z_mm, codes::millimeter()),
+        ));
+    }
+    if let Some(range) = range {
+        items.push(index(codes::lesion_first_slice(), range.first));
+        items.push(index(codes::lesion_last_slice(), range.last));
+    }
+    items
+}
+
 fn measurement_groups(
     result: &CaseResult,
     tracking_seed: &str,
@@ -183,31 +208,7 @@ fn measurement_groups(
                 Value::Image(image_class.to_string(), sop.clone()),
             ));
         }
-        items.push(Node::new(
-            CONTAINS,
-            codes::key_slice_index(),
-            Value::Num(f64::from(key.index), codes::no_units()),
-        ));
-        if let Some(z_mm) = key.z_mm {
-            items.push(Node::new(
-                CONTAINS,
-                codes::key_slice_z(),
-                Value::Num(z_mm, codes::millimeter()),
-            ));
-        }
-        // The lesion's slice range (its 3D extent along the stack), as slice indices.
-        if let Some(range) = result.findings.lesion_slices {
-            for (code, slice) in [
-                (codes::lesion_first_slice(), range.first),
-                (codes::lesion_last_slice(), range.last),
-            ] {
-                items.push(Node::new(
-                    CONTAINS,
-                    code,
-                    Value::Num(f64::from(slice), codes::no_units()),
-                ));
-            }
-        }
+        items.extend(slice_positions(key, result.findings.lesion_slices));
         if let Some(description) = &result.local_description {
             items.push(Node::new(
                 CONTAINS,
