@@ -403,10 +403,29 @@ fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
     let stored = keyslice::pacs::results::study_results(&orthanc.server(), &study_uid, &cache, 4)
         .expect("results");
     let reopened = stored
-        .latest_ai()
-        .expect("AI result")
-        .content
-        .to_prediction(&case.case_id, "from the PACS");
+        .prediction(&case.case_id, orthanc.server().name())
+        .expect("an AI result");
+    let provenance = reopened
+        .stored
+        .as_ref()
+        .expect("marked as read from the PACS");
+    assert!(provenance.document.starts_with("SR of "), "{provenance:?}");
+    let reviewers: Vec<&str> = provenance
+        .reviews
+        .iter()
+        .map(|review| review.reviewer.as_str())
+        .collect();
+    assert_eq!(reviewers, ["Ana", "Ben"]);
+    assert!(
+        provenance.reviews[0].summary.contains("liver no tumor"),
+        "{provenance:?}"
+    );
+    assert!(
+        provenance.reviews[1]
+            .summary
+            .contains(&format!("key slice {moved}")),
+        "{provenance:?}"
+    );
     assert_eq!(
         reopened.findings.organ(Organ::Liver).tumor,
         prediction.findings.organ(Organ::Liver).tumor

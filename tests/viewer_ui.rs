@@ -599,6 +599,7 @@ fn report_colours_each_value_by_what_the_key_slice_shows_and_says_why() {
         local_findings: Some(local_findings),
         timings_ms: Timings::default(),
         warnings: Vec::new(),
+        stored: None,
     };
     let mut harness = panels_harness(prediction, &volume, egui::Vec2::new(320.0, 720.0));
     harness.run();
@@ -616,6 +617,102 @@ fn report_colours_each_value_by_what_the_key_slice_shows_and_says_why() {
     harness.run();
     assert_eq!(harness.state().report, Some(ReportCommand::JumpToKeySlice));
     harness.snapshot("report_and_evidence");
+}
+
+#[test]
+fn a_study_opened_from_the_pacs_shows_where_its_result_was_stored_and_each_reviewers_correction() {
+    use keyslice::findings::{Organ, TumorPresence, read_report};
+    use keyslice::infer::{ModelId, Prediction, PredictionKeySlice, Timings};
+    use keyslice::pacs::results::StudyResults;
+    use keyslice::pacs::sr::read::{Document, read_bytes};
+    use keyslice::pacs::sr::write::result_sr;
+    use keyslice::pacs::sr::{CaseResult, StudyContext};
+    use keyslice::scoring::{SizeTolerance, consistency};
+    use keyslice::ui::analysis::AnalysisCommand;
+    if !gpu_available() {
+        return;
+    }
+    // The AI result and two reviewers' corrections go through real SR documents (written,
+    // then read back) as they would through the PACS.
+    let volume = demo_abdomen();
+    let report = "Liver: a 3.0 x 2.5 cm hypoattenuating lesion in segment 7.\n\
+                  Pancreas: no focal lesion.\nKidneys: no focal lesion.\n";
+    let local = "Liver: a 3.1 x 2.4 cm hypoattenuating lesion in segment 7.\n";
+    let findings = read_report(report).findings;
+    let local_findings = read_report(local).findings;
+    let made_here = Prediction {
+        version: keyslice::infer::PREDICTION_VERSION,
+        case_id: "pacs-1".into(),
+        diagnoser: ModelId {
+            id: "keyslice-tiny".into(),
+            version: "6-rl".into(),
+        },
+        verifier: None,
+        report: report.into(),
+        consistency: Some(consistency(
+            &findings,
+            &local_findings,
+            SizeTolerance::default(),
+        )),
+        findings,
+        key_slice: Some(PredictionKeySlice::of(&volume, 30)),
+        slice_box: None,
+        input: None,
+        local_description: Some(local.into()),
+        local_findings: Some(local_findings),
+        timings_ms: Timings::default(),
+        warnings: Vec::new(),
+        stored: None,
+    };
+    let study = StudyContext::from_file(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/dicom/CT_small.dcm"),
+    )
+    .expect("the committed CT sample");
+    let stored = |result: &CaseResult, when: &str| {
+        let written = result_sr(&study, result).expect("SR written");
+        let Ok(Document::Result(mut document)) = read_bytes(&written.bytes) else {
+            panic!("the SR reads back as a result");
+        };
+        // Fixed for a stable snapshot: the documents are stamped with the time of writing.
+        document.content_date_time = when.into();
+        *document
+    };
+    let ai = CaseResult::from_prediction(&made_here);
+    let mut liver_clear = ai.findings.clone();
+    liver_clear.organ_mut(Organ::Liver).tumor = TumorPresence::No;
+    liver_clear.organ_mut(Organ::Liver).lesions.clear();
+    let ana = CaseResult::correction(&ai, "Ana", &liver_clear);
+    let mut key_moved = ai.findings.clone();
+    if let Some(key) = key_moved.key_slice.as_mut() {
+        key.index = 34;
+    }
+    let ben = CaseResult::correction(&ai, "Ben", &key_moved);
+    let results = StudyResults {
+        ai: vec![stored(&ai, "20261205111825")],
+        reviews: vec![
+            stored(&ana, "20261205112204"),
+            stored(&ben, "20261205114010"),
+        ],
+        ..StudyResults::default()
+    };
+    let prediction = results
+        .prediction("pacs-1", "https://pacs.example.org/dicom-web")
+        .expect("an AI result");
+    let mut harness = panels_harness(prediction, &volume, egui::Vec2::new(320.0, 900.0));
+    harness.run();
+    harness.get_by_label_contains("keyslice-tiny 6-rl · stored on the PACS");
+    harness.get_by_label("SR of 2026-12-05 11:18 UTC on https://pacs.example.org/dicom-web");
+    harness.get_by_label("Reviews on the PACS");
+    harness.get_by_label("Ana");
+    harness.get_by_label_contains(
+        "• liver: no tumor (was: tumor · 3.0×2.5 cm, hypoattenuating, segment 7)",
+    );
+    harness.get_by_label("Ben");
+    harness.get_by_label("• key slice 34 (was 30)");
+    harness.get_by_label("Analyze again").click();
+    harness.run();
+    assert_eq!(harness.state().analysis, Some(AnalysisCommand::Run));
+    harness.snapshot("analysis_panel_from_the_pacs");
 }
 
 /// The findings editor on `review`, applying its commands as the app does.

@@ -41,6 +41,7 @@ pub fn run(args: &ViewArgs) -> Result<(), CliError> {
 fn from_pacs(url: &str) -> Result<Source, CliError> {
     use crate::pacs::dicomweb::Target;
     use crate::pacs::dicomweb::retrieve::default_cache;
+    use crate::pacs::results::readable_date_time;
     let parsed = crate::pacs::DicomWebUrl::parse(url)?;
     let Target::Study { study, .. } = &parsed.target else {
         return Err(CliError::Argument(
@@ -67,33 +68,19 @@ fn from_pacs(url: &str) -> Result<Source, CliError> {
     let predictions = workspace.predictions()?;
     // The stored result is shown unless the case was analysed here since (a prediction of
     // this machine's own wins until the next PACS result).
-    let from_pacs = predictions.get(&case_id).is_none_or(|prediction| {
-        prediction
-            .warnings
-            .first()
-            .is_some_and(|warning| warning.starts_with(FROM_PACS))
-    });
-    if let Some(ai) = found.latest_ai()
-        && from_pacs
+    let from_pacs = predictions
+        .get(&case_id)
+        .is_none_or(|prediction| prediction.stored.is_some());
+    if from_pacs
+        && let Some(prediction) = found.prediction(&case_id, server.name())
+        && predictions.get(&case_id) != Some(&prediction)
     {
-        let note = format!(
-            "{FROM_PACS} (SR of {})",
-            pretty_date_time(&ai.content_date_time)
-        );
-        let mut prediction = ai.content.to_prediction(&case_id, &note);
-        for (reviewer, review) in found.latest_reviews() {
-            prediction.warnings.push(format!(
-                "review by {reviewer} stored on the PACS ({}): {}",
-                pretty_date_time(&review.content_date_time),
-                review.content.summary()
-            ));
-        }
         workspace.append_prediction(&prediction)?;
     }
     for (reviewer, review) in found.latest_reviews() {
         eprintln!(
             "review by {reviewer} stored on the PACS ({}): {}",
-            pretty_date_time(&review.content_date_time),
+            readable_date_time(&review.content_date_time),
             review.content.summary()
         );
     }
@@ -105,23 +92,4 @@ fn from_pacs(url: &str) -> Result<Source, CliError> {
         root: workspace_dir,
         case_id,
     })
-}
-
-/// The note that marks a prediction made from a result stored on the PACS.
-const FROM_PACS: &str = "stored AI result read from the PACS";
-
-/// `YYYYMMDDHHMMSS` as `YYYY-MM-DD HH:MM` (UTC); anything else as it is.
-fn pretty_date_time(text: &str) -> String {
-    if text.len() >= 12 && text.chars().take(12).all(|c| c.is_ascii_digit()) {
-        format!(
-            "{}-{}-{} {}:{} UTC",
-            &text[0..4],
-            &text[4..6],
-            &text[6..8],
-            &text[8..10],
-            &text[10..12]
-        )
-    } else {
-        text.to_string()
-    }
 }

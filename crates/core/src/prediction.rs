@@ -8,8 +8,11 @@
 //!  "box": {"voxels": [c0, r0, c1, r1], "mm": [...]} | null,
 //!  "local_description": "..." | null, "local_findings": { Findings } | null,
 //!  "consistency": {"score", "organ", "location", "attenuation", "size"} | null,
-//!  "timings_ms": {"diagnose", "verify", "total"}, "warnings": ["..."]}
+//!  "timings_ms": {"diagnose", "verify", "total"}, "warnings": ["..."],
+//!  "stored": {"document", "server", "reviews": [{"reviewer", "stored", "summary", "changes"}]}}
 //! ```
+//!
+//! `stored` is there only when the prediction is an AI result read back from a PACS.
 //!
 //! `keyslice score --pred` reads these lines directly (`case_id`, `report`, `findings`,
 //! `key_slice`, `local_description`).
@@ -73,6 +76,34 @@ pub struct Timings {
     pub total: f64,
 }
 
+/// Where a prediction came from when it was not made on this machine: an AI result stored
+/// on a PACS, with the corrections reviewers stored beside it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredResult {
+    /// The document it was read from ("SR of 2026-12-05 11:18 UTC").
+    pub document: String,
+    /// The PACS (its DICOMweb root URL, without credentials).
+    pub server: String,
+    /// Each reviewer's newest stored correction, by reviewer name.
+    #[serde(default)]
+    pub reviews: Vec<StoredReview>,
+}
+
+/// One reviewer's correction as stored on the PACS.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredReview {
+    /// The reviewer (the SR's person observer).
+    pub reviewer: String,
+    /// When it was stored ("2026-12-05 11:22 UTC").
+    pub stored: String,
+    /// Presence per organ with lesion sizes, and the key slice, on one line.
+    pub summary: String,
+    /// What the reviewer changed from the stored AI result, one phrase each
+    /// ([`crate::findings::summary::changes`]); empty when they accepted it as it was.
+    #[serde(default)]
+    pub changes: Vec<String>,
+}
+
 /// One case's prediction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
@@ -107,4 +138,8 @@ pub struct Prediction {
     pub timings_ms: Timings,
     /// Everything odd: unread sentences, a key slice outside the volume, a failed verifier.
     pub warnings: Vec<String>,
+    /// The PACS document this prediction was read from, with the reviews stored beside it;
+    /// `None` for a prediction made here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<StoredResult>,
 }

@@ -265,6 +265,7 @@ pub fn run_pipeline(
             total: round_ms(started.elapsed().as_secs_f64() * 1000.0),
         },
         warnings,
+        stored: None,
     })
 }
 

@@ -4,6 +4,9 @@
 
 use std::path::Path;
 
+use keyslice_core::findings::summary::changes;
+use keyslice_core::prediction::{Prediction, StoredResult, StoredReview};
+
 use crate::dicomweb::qido;
 use crate::dicomweb::retrieve::{Progress, retrieve_series};
 use crate::sr::read::{Document, KeyImages, Stored, read_file};
@@ -41,6 +44,51 @@ impl StudyResults {
             }
         }
         latest.into_iter().collect()
+    }
+
+    /// The newest AI result as the prediction of case `case_id`, marked with the document and
+    /// the server (`server`, its root URL) it came from and carrying each reviewer's newest
+    /// correction: what the viewer shows for a study opened from the PACS. `None` when the
+    /// study holds no AI result.
+    #[must_use]
+    pub fn prediction(&self, case_id: &str, server: &str) -> Option<Prediction> {
+        let ai = self.latest_ai()?;
+        let reviews = self
+            .latest_reviews()
+            .into_iter()
+            .map(|(reviewer, review)| StoredReview {
+                reviewer: reviewer.to_string(),
+                stored: readable_date_time(&review.content_date_time),
+                summary: review.content.summary(),
+                changes: changes(&ai.content.findings, &review.content.findings),
+            })
+            .collect();
+        let stored = StoredResult {
+            document: format!("SR of {}", readable_date_time(&ai.content_date_time)),
+            server: server.to_string(),
+            reviews,
+        };
+        Some(ai.content.to_prediction(case_id, stored))
+    }
+}
+
+/// A DICOM `YYYYMMDDHHMMSS` date and time as `YYYY-MM-DD HH:MM UTC`; anything else as it is.
+#[must_use]
+pub fn readable_date_time(text: &str) -> String {
+    if text.len() >= 12
+        && text.is_char_boundary(12)
+        && text[..12].bytes().all(|c| c.is_ascii_digit())
+    {
+        format!(
+            "{}-{}-{} {}:{} UTC",
+            &text[0..4],
+            &text[4..6],
+            &text[6..8],
+            &text[8..10],
+            &text[10..12]
+        )
+    } else {
+        text.to_string()
     }
 }
 

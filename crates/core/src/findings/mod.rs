@@ -10,6 +10,7 @@
 
 pub mod evidence;
 pub mod reader;
+pub mod summary;
 pub mod writer;
 
 use std::collections::BTreeMap;

@@ -27,7 +27,7 @@ use std::path::Path;
 
 use dicom_dictionary_std::tags;
 use keyslice_core::findings::{Findings, SliceBox};
-use keyslice_core::prediction::{ModelId, Prediction};
+use keyslice_core::prediction::{ModelId, Prediction, StoredResult};
 use keyslice_core::scoring::Consistency;
 use sha2::{Digest, Sha256};
 
@@ -109,9 +109,9 @@ impl CaseResult {
     }
 
     /// The AI result as a prediction of case `case_id` (to show a stored result in the
-    /// viewer as if it had just been analysed); `note` goes into its warnings.
+    /// viewer as if it had just been analysed), marked with where it was stored.
     #[must_use]
-    pub fn to_prediction(&self, case_id: &str, note: &str) -> Prediction {
+    pub fn to_prediction(&self, case_id: &str, stored: StoredResult) -> Prediction {
         let key_slice = self.findings.key_slice.as_ref().map(|key| {
             keyslice_core::prediction::PredictionKeySlice {
                 index: key.index,
@@ -139,7 +139,8 @@ impl CaseResult {
             local_description: self.local_description.clone(),
             consistency: self.consistency,
             timings_ms: keyslice_core::prediction::Timings::default(),
-            warnings: vec![note.to_string()],
+            warnings: Vec::new(),
+            stored: Some(stored),
         }
     }
 

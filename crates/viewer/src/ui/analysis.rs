@@ -6,7 +6,7 @@
 
 use egui::Color32;
 
-use keyslice_core::prediction::Prediction;
+use keyslice_core::prediction::{Prediction, StoredResult};
 
 /// Where the analysis of the open study stands.
 #[derive(Clone, Debug, Default)]
@@ -85,13 +85,49 @@ pub fn analysis_ui(
 fn prediction_ui(ui: &mut egui::Ui, prediction: &Prediction) -> Option<AnalysisCommand> {
     let mut command = None;
     ui.horizontal_wrapped(|ui| {
-        ui.small(format!(
-            "{} {} · {:.0} ms",
-            prediction.diagnoser.id, prediction.diagnoser.version, prediction.timings_ms.total
-        ));
+        let model = format!(
+            "{} {}",
+            prediction.diagnoser.id, prediction.diagnoser.version
+        );
+        if prediction.stored.is_some() {
+            ui.small(format!("{model} · stored on the PACS"));
+        } else {
+            ui.small(format!("{model} · {:.0} ms", prediction.timings_ms.total));
+        }
         if ui.small_button("Analyze again").clicked() {
             command = Some(AnalysisCommand::Run);
         }
     });
+    if let Some(stored) = &prediction.stored {
+        stored_ui(ui, stored);
+    }
     command
+}
+
+/// Where a result read from the PACS was stored, and the corrections reviewers stored
+/// beside it (each reviewer's newest).
+fn stored_ui(ui: &mut egui::Ui, stored: &StoredResult) {
+    ui.small(format!("{} on {}", stored.document, stored.server))
+        .on_hover_text(
+            "the AI result as it was stored on the PACS; Analyze again runs the model here",
+        );
+    if stored.reviews.is_empty() {
+        ui.small("No review stored on the PACS yet.");
+        return;
+    }
+    ui.label(egui::RichText::new("Reviews on the PACS").strong());
+    for review in &stored.reviews {
+        ui.horizontal_wrapped(|ui| {
+            ui.label(egui::RichText::new(&review.reviewer).strong());
+            ui.small(&review.stored);
+        })
+        .response
+        .on_hover_text(&review.summary);
+        if review.changes.is_empty() {
+            ui.small("accepted the AI result as it was");
+        }
+        for change in &review.changes {
+            ui.label(format!("• {change}"));
+        }
+    }
 }

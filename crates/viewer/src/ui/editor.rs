@@ -13,7 +13,7 @@
 use egui::{Color32, RichText};
 use serde_json::{Value, json};
 
-use crate::ui::report::location_words;
+use keyslice_core::findings::summary::location_label;
 use keyslice_core::findings::{
     Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ, PancreasPart,
     TumorPresence,
@@ -224,12 +224,12 @@ impl FindingsEditor<'_> {
             ui.add_space(24.0);
             let mut location = lesion.location.clone();
             egui::ComboBox::from_id_salt(("location", &prefix))
-                .selected_text(location.as_ref().map_or("location?".into(), location_words))
+                .selected_text(location.as_ref().map_or("location?".into(), location_label))
                 .width(120.0)
                 .show_ui(ui, |ui| {
                     ui.selectable_value(&mut location, None, "not stated");
                     for option in location_options(organ) {
-                        let words = location_words(&option);
+                        let words = location_label(&option);
                         ui.selectable_value(&mut location, Some(option), words);
                     }
                 })

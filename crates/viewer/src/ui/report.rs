@@ -10,7 +10,8 @@ use egui::text::LayoutJob;
 use egui::{Color32, RichText, TextFormat};
 
 use crate::ui::analysis::consistency_colour;
-use keyslice_core::findings::{Findings, Lesion, Location, Organ, TumorPresence};
+use keyslice_core::findings::Organ;
+use keyslice_core::findings::summary::organ_summary;
 use keyslice_core::key_slice::KeySliceImage;
 use keyslice_core::prediction::Prediction;
 use keyslice_core::scoring::{Attribute, AttributeCheck, Verdict};
@@ -82,7 +83,7 @@ pub fn report_ui(
                 Verdict::Agrees => 2,
             })
             .unwrap_or(Verdict::NotShown);
-        let text = finding_summary(organ, &prediction.findings);
+        let text = organ_summary(organ, &prediction.findings);
         let button = egui::Button::new(RichText::new(text).color(Color32::WHITE))
             .fill(verdict_colour(worst))
             .small();
@@ -148,64 +149,6 @@ fn highlighted_report(ui: &egui::Ui, report: &str, checks: &[AttributeCheck]) ->
     }
     job.wrap.max_width = ui.available_width();
     job
-}
-
-/// "liver: tumor · 3.1×2.4 cm, hypoattenuating, segment 7".
-#[must_use]
-pub fn finding_summary(organ: Organ, findings: &Findings) -> String {
-    let entry = findings.organ(organ);
-    let presence = match entry.tumor {
-        TumorPresence::Yes => "tumor",
-        TumorPresence::No => "no tumor",
-        TumorPresence::Uncertain => "possible tumor",
-        TumorPresence::NotMentioned => "not mentioned",
-    };
-    let lesions: Vec<String> = entry.lesions.iter().map(lesion_summary).collect();
-    if lesions.is_empty() {
-        format!("{organ}: {presence}")
-    } else {
-        format!("{organ}: {presence} · {}", lesions.join("; "))
-    }
-}
-
-/// "3.1×2.4 cm, hypoattenuating, segment 7".
-#[must_use]
-pub fn lesion_summary(lesion: &Lesion) -> String {
-    let mut parts = Vec::new();
-    if let Some(size) = lesion.size {
-        parts.push(match size.short_cm {
-            Some(short) => format!("{:.1}×{short:.1} cm", size.long_cm),
-            None => format!("{:.1} cm", size.long_cm),
-        });
-    }
-    if let Some(attenuation) = lesion.attenuation {
-        parts.push(attenuation.word().to_string());
-    }
-    if let Some(location) = &lesion.location {
-        parts.push(location_words(location));
-    }
-    if parts.is_empty() {
-        "lesion".to_string()
-    } else {
-        parts.join(", ")
-    }
-}
-
-/// "segment 7/8", "pancreatic head", "upper pole".
-#[must_use]
-pub fn location_words(location: &Location) -> String {
-    match location {
-        Location::LiverSegments(segments) => {
-            let list: Vec<String> = segments.iter().map(ToString::to_string).collect();
-            if list.len() == 1 {
-                format!("segment {}", list[0])
-            } else {
-                format!("segments {}", list.join("/"))
-            }
-        }
-        Location::Pancreas(part) => format!("{part:?}").to_lowercase(),
-        Location::Kidney(pole) => format!("{} pole", format!("{pole:?}").to_lowercase()),
-    }
 }
 
 /// The evidence panel: key slice thumbnail (with the pixel step it was made with) and the
