@@ -84,7 +84,7 @@ pub fn changes(original: &Findings, corrected: &Findings) -> Vec<String> {
     let index = |findings: &Findings| findings.key_slice.as_ref().map(|key| key.index);
     match (index(&original), index(&corrected)) {
         (Some(was), Some(now)) if was != now => {
-            changed.push(format!("key slice {now} (was {was})"))
+            changed.push(format!("key slice {now} (was {was})"));
         }
         (None, Some(now)) => changed.push(format!("key slice {now} (was none)")),
         _ => {}
