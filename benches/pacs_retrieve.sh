@@ -50,6 +50,8 @@ for _ in 1 2 3; do
   awk '{print $2}' "$work/run" >> "$work/keyslice_rss"
 done
 folder=$(find "$work/cache" -name '*.dcm' -printf '%h\n' | head -1)
+retrieved=$(find "$work/cache" -name '*.dcm' | wc -l)
+[ "$retrieved" -eq "$slices" ] || { echo "retrieved $retrieved of $slices slices" >&2; exit 1; }
 info_rss=$(timed "$keyslice" info "$folder" | awk '{print $2}')
 
 archive_s=$(median < "$work/archive")
