@@ -721,7 +721,7 @@ fn editor_harness(
 ) -> Harness<'static, keyslice::review::CaseReview> {
     use keyslice::findings::LesionSize;
     use keyslice::review::CaseReview;
-    use keyslice::ui::editor::{EditCommand, FindingsEditor, set_key_slice};
+    use keyslice::ui::editor::{EditCommand, FindingsEditor, key_slice_here};
     Harness::builder()
         .with_size(egui::Vec2::new(330.0, 430.0))
         .wgpu()
@@ -743,11 +743,12 @@ fn editor_harness(
                         short_cm: Some(1.9),
                     }),
                 };
-                for command in editor.ui(ui) {
-                    let command = match command {
-                        EditCommand::KeySliceHere => set_key_slice(&current_slice),
-                        other => other,
-                    };
+                let findings = review.case().findings.clone();
+                let commands = editor.ui(ui).into_iter().flat_map(|command| match command {
+                    EditCommand::KeySliceHere => key_slice_here(&current_slice, &findings),
+                    other => vec![other],
+                });
+                for command in commands {
                     match command {
                         EditCommand::Set { field, value } => {
                             review.set(&field, value).expect("saved");
@@ -795,6 +796,10 @@ fn findings_editor_records_size_key_slice_lesions_and_undo() {
         sop_instance_uid: None,
         span: None,
     });
+    base.lesion_slices = Some(keyslice::findings::SliceRange {
+        first: 36,
+        last: 44,
+    });
     let review = CaseReview::open(
         &folder.path().join("review.sqlite"),
         "case",
@@ -828,6 +833,14 @@ fn findings_editor_records_size_key_slice_lesions_and_undo() {
     harness.run();
     let key = |review: &CaseReview| review.case().findings.key_slice.as_ref().map(|k| k.index);
     assert_eq!(key(harness.state()), Some(52));
+    // The lesion's slice range grows to keep the new key slice.
+    assert_eq!(
+        harness.state().case().findings.lesion_slices,
+        Some(keyslice::findings::SliceRange {
+            first: 36,
+            last: 52
+        })
+    );
     // A pancreas lesion from the ruler, then Ctrl+Z takes it back and Ctrl+Y restores it.
     harness
         .get_all_by_label("+ lesion")
@@ -844,8 +857,9 @@ fn findings_editor_records_size_key_slice_lesions_and_undo() {
     harness.key_press_modifiers(egui::Modifiers::COMMAND, Key::Y);
     harness.run();
     assert_eq!(pancreas(harness.state()), 1);
-    // size, key slice, pancreas presence (a lesion means a tumor), lesion, undo, redo.
-    assert_eq!(harness.state().log().len(), 6);
+    // size, key slice, slice range, pancreas presence (a lesion means a tumor), lesion, undo,
+    // redo.
+    assert_eq!(harness.state().log().len(), 7);
     assert_eq!(
         harness.state().case().findings.organ(Organ::Pancreas).tumor,
         keyslice::findings::TumorPresence::Yes

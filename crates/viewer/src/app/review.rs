@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::Shown;
 use super::{KeysliceApp, Source, reviewer_name};
-use crate::ui::editor::{EditCommand, set_key_slice};
+use crate::ui::editor::{EditCommand, key_slice_here, set_key_slice};
 use crate::ui::viewport::Evidence;
 use crate::ui::worklist::WorklistCommand;
 use keyslice_core::findings::Findings;
@@ -305,11 +305,20 @@ impl KeysliceApp {
             return;
         }
         let here = self.axial_key_slice();
+        let findings = self
+            .cases
+            .review
+            .as_ref()
+            .map(|review| review.case().findings.clone());
         let commands = commands
             .into_iter()
-            .filter_map(|command| match command {
-                EditCommand::KeySliceHere => here.as_ref().map(set_key_slice),
-                other => Some(other),
+            .flat_map(|command| match command {
+                EditCommand::KeySliceHere => here
+                    .as_ref()
+                    .zip(findings.as_ref())
+                    .map(|(here, findings)| key_slice_here(here, findings))
+                    .unwrap_or_default(),
+                other => vec![other],
             })
             .collect();
         self.cases.apply_edits(commands, &mut self.notices);

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 use keyslice_core::findings::summary::location_label;
 use keyslice_core::findings::{
     Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ, PancreasPart,
-    TumorPresence,
+    SliceRange, TumorPresence,
 };
-use keyslice_review::reviewed::{KEY_SLICE_FIELD, NOTE_FIELD};
+use keyslice_review::reviewed::{KEY_SLICE_FIELD, LESION_SLICES_FIELD, NOTE_FIELD};
 use keyslice_review::{History, ReviewedCase};
 
 /// What the reviewer asked for.
@@ -378,6 +378,26 @@ pub fn set_key_slice(current: &KeySlice) -> EditCommand {
         field: KEY_SLICE_FIELD.into(),
         value: json!(key),
     }
+}
+
+/// The edits of `S` on `current`: the key slice, and the lesion's slice range widened to
+/// keep it when the new key slice lies outside the range (as a box drag keeps it).
+#[must_use]
+pub fn key_slice_here(current: &KeySlice, findings: &Findings) -> Vec<EditCommand> {
+    let mut edits = vec![set_key_slice(current)];
+    if let Some(range) = findings.lesion_slices
+        && !(range.first..=range.last).contains(&current.index)
+    {
+        let widened = SliceRange {
+            first: range.first.min(current.index),
+            last: range.last.max(current.index),
+        };
+        edits.push(EditCommand::Set {
+            field: LESION_SLICES_FIELD.into(),
+            value: json!(widened),
+        });
+    }
+    edits
 }
 
 /// A size field: shows the size, takes typed text, records it when the field is left.
