@@ -555,11 +555,48 @@ fn analysis_panels_show_the_embedded_models_evidence_and_report() {
     harness.snapshot("analysis_panel");
 }
 
+/// A keyslice-tiny prediction of `report` at `key`, with the verifier's `local` description
+/// and their consistency (no box, no timings).
+fn reported_prediction(
+    case_id: &str,
+    version: &str,
+    report: &str,
+    local: &str,
+    key: keyslice::infer::PredictionKeySlice,
+) -> keyslice::infer::Prediction {
+    use keyslice::findings::read_report;
+    use keyslice::scoring::{SizeTolerance, consistency};
+    let findings = read_report(report).findings;
+    let local_findings = read_report(local).findings;
+    keyslice::infer::Prediction {
+        version: keyslice::infer::PREDICTION_VERSION,
+        case_id: case_id.into(),
+        diagnoser: keyslice::infer::ModelId {
+            id: "keyslice-tiny".into(),
+            version: version.into(),
+        },
+        verifier: None,
+        report: report.into(),
+        consistency: Some(consistency(
+            &findings,
+            &local_findings,
+            SizeTolerance::default(),
+        )),
+        findings,
+        key_slice: Some(key),
+        slice_box: None,
+        input: None,
+        local_description: Some(local.into()),
+        local_findings: Some(local_findings),
+        timings_ms: keyslice::infer::Timings::default(),
+        warnings: Vec::new(),
+        stored: None,
+    }
+}
+
 #[test]
 fn report_colours_each_value_by_what_the_key_slice_shows_and_says_why() {
-    use keyslice::findings::read_report;
-    use keyslice::infer::{ModelId, Prediction, PredictionKeySlice, Timings};
-    use keyslice::scoring::{SizeTolerance, consistency};
+    use keyslice::infer::PredictionKeySlice;
     use keyslice::ui::report::ReportCommand;
     if !gpu_available() {
         return;
@@ -571,36 +608,17 @@ fn report_colours_each_value_by_what_the_key_slice_shows_and_says_why() {
                   Pancreas: a 2.0 cm hypoattenuating lesion in the pancreatic tail.\n\
                   Kidneys: no focal lesion.\n";
     let local = "Liver: a 3.1 x 2.4 cm hyperattenuating lesion in segment 7.\n";
-    let findings = read_report(report).findings;
-    let local_findings = read_report(local).findings;
-    let key = PredictionKeySlice::of(&volume, 30);
-    let prediction = Prediction {
-        version: keyslice::infer::PREDICTION_VERSION,
-        case_id: "demo".into(),
-        diagnoser: ModelId {
-            id: "keyslice-tiny".into(),
-            version: "1".into(),
-        },
-        verifier: None,
-        report: report.into(),
-        consistency: Some(consistency(
-            &findings,
-            &local_findings,
-            SizeTolerance::default(),
-        )),
-        findings,
-        key_slice: Some(key),
-        slice_box: Some(keyslice::findings::SliceBox {
-            voxels: [40, 30, 70, 55],
-            mm: None,
-        }),
-        input: None,
-        local_description: Some(local.into()),
-        local_findings: Some(local_findings),
-        timings_ms: Timings::default(),
-        warnings: Vec::new(),
-        stored: None,
-    };
+    let mut prediction = reported_prediction(
+        "demo",
+        "1",
+        report,
+        local,
+        PredictionKeySlice::of(&volume, 30),
+    );
+    prediction.slice_box = Some(keyslice::findings::SliceBox {
+        voxels: [40, 30, 70, 55],
+        mm: None,
+    });
     let mut harness = panels_harness(prediction, &volume, egui::Vec2::new(320.0, 720.0));
     harness.run();
     harness.get_by_label_contains("liver lesion 1: the attenuation differs");
@@ -621,13 +639,12 @@ fn report_colours_each_value_by_what_the_key_slice_shows_and_says_why() {
 
 #[test]
 fn a_study_opened_from_the_pacs_shows_where_its_result_was_stored_and_each_reviewers_correction() {
-    use keyslice::findings::{Organ, TumorPresence, read_report};
-    use keyslice::infer::{ModelId, Prediction, PredictionKeySlice, Timings};
+    use keyslice::findings::{Organ, TumorPresence};
+    use keyslice::infer::PredictionKeySlice;
     use keyslice::pacs::results::StudyResults;
     use keyslice::pacs::sr::read::{Document, read_bytes};
     use keyslice::pacs::sr::write::result_sr;
     use keyslice::pacs::sr::{CaseResult, StudyContext};
-    use keyslice::scoring::{SizeTolerance, consistency};
     use keyslice::ui::analysis::AnalysisCommand;
     if !gpu_available() {
         return;
@@ -638,32 +655,13 @@ fn a_study_opened_from_the_pacs_shows_where_its_result_was_stored_and_each_revie
     let report = "Liver: a 3.0 x 2.5 cm hypoattenuating lesion in segment 7.\n\
                   Pancreas: no focal lesion.\nKidneys: no focal lesion.\n";
     let local = "Liver: a 3.1 x 2.4 cm hypoattenuating lesion in segment 7.\n";
-    let findings = read_report(report).findings;
-    let local_findings = read_report(local).findings;
-    let made_here = Prediction {
-        version: keyslice::infer::PREDICTION_VERSION,
-        case_id: "pacs-1".into(),
-        diagnoser: ModelId {
-            id: "keyslice-tiny".into(),
-            version: "6-rl".into(),
-        },
-        verifier: None,
-        report: report.into(),
-        consistency: Some(consistency(
-            &findings,
-            &local_findings,
-            SizeTolerance::default(),
-        )),
-        findings,
-        key_slice: Some(PredictionKeySlice::of(&volume, 30)),
-        slice_box: None,
-        input: None,
-        local_description: Some(local.into()),
-        local_findings: Some(local_findings),
-        timings_ms: Timings::default(),
-        warnings: Vec::new(),
-        stored: None,
-    };
+    let made_here = reported_prediction(
+        "pacs-1",
+        "6-rl",
+        report,
+        local,
+        PredictionKeySlice::of(&volume, 30),
+    );
     let study = StudyContext::from_file(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/dicom/CT_small.dcm"),
     )

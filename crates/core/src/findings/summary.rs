@@ -2,11 +2,16 @@
 //! 3.1×2.4 cm, hypoattenuating, segment 7"), and what one reading changed from another.
 //! The structured report's own wording is [`crate::findings::writer`].
 
-use super::{Findings, Lesion, Location, Organ, TumorPresence};
+use super::{Findings, Lesion, LesionSize, Location, Organ, TumorPresence};
 
 /// "liver: tumor · 3.1×2.4 cm, hypoattenuating, segment 7".
 #[must_use]
 pub fn organ_summary(organ: Organ, findings: &Findings) -> String {
+    format!("{organ}: {}", organ_words(organ, findings))
+}
+
+/// What `findings` say of `organ`: "tumor · 3.1×2.4 cm, hypoattenuating, segment 7".
+fn organ_words(organ: Organ, findings: &Findings) -> String {
     let entry = findings.organ(organ);
     let presence = match entry.tumor {
         TumorPresence::Yes => "tumor",
@@ -16,9 +21,18 @@ pub fn organ_summary(organ: Organ, findings: &Findings) -> String {
     };
     let lesions: Vec<String> = entry.lesions.iter().map(lesion_summary).collect();
     if lesions.is_empty() {
-        format!("{organ}: {presence}")
+        presence.to_string()
     } else {
-        format!("{organ}: {presence} · {}", lesions.join("; "))
+        format!("{presence} · {}", lesions.join("; "))
+    }
+}
+
+/// "3.1×2.4 cm", or "3.1 cm" with no short axis.
+#[must_use]
+pub fn size_label(size: LesionSize) -> String {
+    match size.short_cm {
+        Some(short) => format!("{:.1}×{short:.1} cm", size.long_cm),
+        None => format!("{:.1} cm", size.long_cm),
     }
 }
 
@@ -27,10 +41,7 @@ pub fn organ_summary(organ: Organ, findings: &Findings) -> String {
 pub fn lesion_summary(lesion: &Lesion) -> String {
     let mut parts = Vec::new();
     if let Some(size) = lesion.size {
-        parts.push(match size.short_cm {
-            Some(short) => format!("{:.1}×{short:.1} cm", size.long_cm),
-            None => format!("{:.1} cm", size.long_cm),
-        });
+        parts.push(size_label(size));
     }
     if let Some(attenuation) = lesion.attenuation {
         parts.push(attenuation.word().to_string());
@@ -74,11 +85,11 @@ pub fn changes(original: &Findings, corrected: &Findings) -> Vec<String> {
         .iter()
         .filter(|&&organ| original.organ(organ) != corrected.organ(organ))
         .map(|&organ| {
-            let was = organ_summary(organ, &original);
-            let was = was
-                .split_once(": ")
-                .map_or(was.as_str(), |(_, words)| words);
-            format!("{} (was: {was})", organ_summary(organ, &corrected))
+            format!(
+                "{} (was: {})",
+                organ_summary(organ, &corrected),
+                organ_words(organ, &original)
+            )
         })
         .collect();
     let index = |findings: &Findings| findings.key_slice.as_ref().map(|key| key.index);
@@ -101,7 +112,7 @@ pub fn changes(original: &Findings, corrected: &Findings) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::findings::{Attenuation, KeySlice, LesionSize};
+    use crate::findings::{Attenuation, KeySlice};
 
     fn liver_tumor() -> Findings {
         let mut findings = Findings::default();

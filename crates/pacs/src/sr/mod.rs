@@ -162,10 +162,7 @@ impl CaseResult {
                     .lesions
                     .iter()
                     .filter_map(|lesion| lesion.size)
-                    .map(|size| match size.short_cm {
-                        Some(short) => format!("{:.1}×{short:.1} cm", size.long_cm),
-                        None => format!("{:.1} cm", size.long_cm),
-                    })
+                    .map(keyslice_core::findings::summary::size_label)
                     .collect();
                 Some(if sizes.is_empty() {
                     format!("{organ} {word}")
