@@ -42,7 +42,8 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error}");
+            // The message may quote a server, a file or a header: shown as text, never as control.
+            eprintln!("error: {}", keyslice::text::shown(&error.to_string()));
             eprintln!("hint: {}", error.hint());
             // A value outside its range is a usage error, like the ones clap reports: 2.
             if matches!(error, keyslice::cli::CliError::Argument(_)) {

@@ -388,6 +388,22 @@ fn unreviewed_cases_are_left_out_unless_asked_and_splits_are_seeded() {
         .expect_err("nothing accepted");
     assert!(matches!(error, ExportError::Empty), "{error}");
     assert!(!out.exists());
+    // Not analysed: nothing to export, not even asked for unreviewed cases (an empty answer
+    // would teach the model to say nothing).
+    let unanalysed = ExportOptions {
+        include_unreviewed: true,
+        ..options(ExportFormat::Swift)
+    };
+    let error = export_workspace(&workspace, &unanalysed, &out).expect_err("nothing analysed");
+    assert!(
+        matches!(&error, ExportError::NothingValid { reasons } if reasons.len() == 6
+            && reasons[0].contains("not analysed")),
+        "{error}"
+    );
+    assert!(!out.exists());
+    for case in &workspace.manifest.cases {
+        append_prediction_for(&workspace, &case.case_id);
+    }
     let split = ExportOptions {
         include_unreviewed: true,
         val_fraction: 0.5,
@@ -523,8 +539,12 @@ fn an_export_with_volumes_reads_back_as_training_cases() {
 
 /// The model's prediction for the reviewed case: a liver lesion on slice 3 with a box there.
 fn append_model_prediction(workspace: &Workspace) {
+    append_prediction_for(workspace, &workspace.manifest.cases[0].case_id.clone());
+}
+
+/// That prediction, for case `case_id`.
+fn append_prediction_for(workspace: &Workspace, case_id: &str) {
     use keyslice::findings::{Findings, Lesion, LesionSize};
-    let case_id = workspace.manifest.cases[0].case_id.clone();
     let mut findings = Findings::default();
     findings.organ_mut(Organ::Liver).tumor = TumorPresence::Yes;
     findings.organ_mut(Organ::Liver).lesions.push(Lesion {

@@ -83,6 +83,10 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
         )));
     }
     let workspace = Workspace::open(&args.workspace)?;
+    let predictions = workspace.predictions()?;
+    for warning in workspace.health(&predictions)?.warnings() {
+        eprintln!("warning: {}", crate::text::shown(&warning));
+    }
     let options = ExportOptions {
         format: args.format.into(),
         include_unreviewed: args.include_unreviewed,
@@ -94,7 +98,7 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
     let summary = export_workspace(&workspace, &options, &args.out)?;
     super::print_summary(args.json, &summary, || {
         format!(
-            "exported {} case(s) ({} train, {} val; {} hard) to {}: {} file(s); {} not accepted or flagged, left out; {} left out for contradicting themselves",
+            "exported {} case(s) ({} train, {} val; {} hard) to {}: {} file(s); {} not accepted or flagged, left out; {} left out for the reasons below",
             summary.train + summary.val,
             summary.train,
             summary.val,
@@ -106,7 +110,7 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
         )
     })?;
     for reason in &summary.invalid {
-        eprintln!("left out {reason}");
+        eprintln!("left out {}", crate::text::shown(reason));
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::CliError;
 use crate::io::{LoadOptions, SeriesSummary, SourceFormat, Study, load_study};
+use crate::text::shown;
 use crate::volume::geometry::dominant_letter;
 
 /// Arguments of `info`.
@@ -123,7 +124,11 @@ impl InfoReport {
         let [sx, sy, sz] = self.spacing_mm;
         let [ox, oy, oz] = self.origin_lps_mm;
         // Writing to a String cannot fail.
-        let _ = writeln!(text, "path         {}", self.path.display());
+        let _ = writeln!(
+            text,
+            "path         {}",
+            shown(&self.path.display().to_string())
+        );
         let _ = writeln!(
             text,
             "format       {}",
@@ -133,13 +138,13 @@ impl InfoReport {
             }
         );
         if !self.modality.is_empty() {
-            let _ = writeln!(text, "modality     {}", self.modality);
+            let _ = writeln!(text, "modality     {}", shown(&self.modality));
         }
         if !self.series_uid.is_empty() {
-            let _ = writeln!(text, "series       {}", self.series_uid);
+            let _ = writeln!(text, "series       {}", shown(&self.series_uid));
         }
         if !self.series_description.is_empty() {
-            let _ = writeln!(text, "description  {}", self.series_description);
+            let _ = writeln!(text, "description  {}", shown(&self.series_description));
         }
         let _ = writeln!(
             text,
@@ -170,7 +175,7 @@ impl InfoReport {
             self.hu.min, self.hu.max, self.hu.mean
         );
         for warning in &self.warnings {
-            let _ = writeln!(text, "warning      {warning}");
+            let _ = writeln!(text, "warning      {}", shown(warning));
         }
         if !self.series.is_empty() {
             let _ = writeln!(text, "series found {}", self.series.len());
@@ -178,17 +183,17 @@ impl InfoReport {
                 let description = if series.series_description.is_empty() {
                     String::new()
                 } else {
-                    format!("  \"{}\"", series.series_description)
+                    format!("  \"{}\"", shown(&series.series_description))
                 };
                 let _ = writeln!(
                     text,
                     "  {} {:<8} {:>5} slices  {}×{}  {}{description}",
                     if series.selected { "*" } else { " " },
-                    series.modality,
+                    shown(&series.modality),
                     series.slices,
                     series.image_size[0],
                     series.image_size[1],
-                    series.series_uid,
+                    shown(&series.series_uid),
                 );
             }
         }

@@ -13,13 +13,14 @@ use serde::Serialize;
 use super::CliError;
 use crate::pacs::dicomweb::retrieve::{Progress, Retrieved, default_cache, retrieve_ct};
 use crate::pacs::dicomweb::{Target, qido, stow};
-use crate::pacs::results::{StudyResults, study_results};
+use crate::pacs::results::{StudyResults, held_documents, study_results};
 use crate::pacs::sr::write::{key_object_selection, result_sr};
 use crate::pacs::sr::{CaseResult, Observer, StudyContext};
 use crate::pacs::{DicomWebUrl, PacsError, Server, agreement};
 use crate::review::case::{CaseReview, model_findings};
 use crate::review::store::{ReviewStatus, ReviewStore};
 use crate::review::workspace::{Workspace, WorkspaceCase};
+use crate::text::{shown, shown_short};
 
 /// Arguments of `pacs`.
 #[derive(Debug, Args)]
@@ -32,7 +33,7 @@ pub struct PacsArgs {
 /// How to reach the server.
 #[derive(Debug, Clone, Args)]
 pub struct Connection {
-    /// Seconds one request may wait for the server.
+    /// Seconds one request may take, from connecting to the last byte of its answer.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout_secs: u64,
     /// Retries of a failed request (dropped connection, HTTP 429/5xx, truncated answer).
@@ -232,12 +233,12 @@ fn query(url: &str, json: bool, connection: &Connection) -> Result<(), CliError>
             writeln!(
                 out,
                 "{:<10} {:<14} {:<16} {:<10} {:>9}  {:<28} {}",
-                study.date,
-                study.accession,
-                study.patient_id,
-                study.modalities.join(","),
+                shown(&study.date),
+                shown(&study.accession),
+                shown(&study.patient_id),
+                shown(&study.modalities.join(",")),
                 study.instances.map_or("–".into(), |n| n.to_string()),
-                study.description.chars().take(28).collect::<String>(),
+                shown_short(&study.description, 28),
                 study.study_uid
             )?;
         }
@@ -310,7 +311,11 @@ pub fn add_to_workspace(dir: &Path, url: &str) -> Result<(usize, usize), CliErro
                 origin: Some(url.study_url(&study.study_uid)),
             }),
             Err(error) => {
-                eprintln!("error: {error}\nhint: {}", error.hint());
+                eprintln!(
+                    "error: {}\nhint: {}",
+                    shown(&error.to_string()),
+                    error.hint()
+                );
                 failed += 1;
             }
         }
@@ -329,16 +334,6 @@ pub fn case_id_of(study_uid: &str) -> String {
     format!("pacs-{hex}")
 }
 
-/// What `publish` stored, kept in `DIR/pacs-published.json` so a second run sends only what
-/// changed.
-#[derive(Debug, Default, Serialize, serde::Deserialize)]
-struct Published {
-    /// Content fingerprints already stored.
-    stored: Vec<String>,
-}
-
-const PUBLISHED_FILE: &str = "pacs-published.json";
-
 #[derive(Debug, Serialize)]
 struct PublishedDocument {
     case_id: String,
@@ -346,6 +341,15 @@ struct PublishedDocument {
     sop_uid: String,
     series_uid: String,
     stored: bool,
+}
+
+/// How one case's documents went.
+#[derive(Default)]
+struct CaseOutcome {
+    /// Stored now, or written to `--out` only.
+    documents: Vec<PublishedDocument>,
+    /// Already on the PACS (the same content, so the same UIDs): not stored again.
+    held: usize,
 }
 
 fn publish(
@@ -357,13 +361,11 @@ fn publish(
 ) -> Result<(), CliError> {
     let workspace = Workspace::open(dir)?;
     let predictions = workspace.predictions()?;
+    for warning in workspace.health(&predictions)?.warnings() {
+        eprintln!("warning: {}", shown(&warning));
+    }
     let store = ReviewStore::open(&workspace.database_path())
         .map_err(crate::review::workspace::WorkspaceError::from)?;
-    let published_path = dir.join(PUBLISHED_FILE);
-    let mut published: Published = std::fs::read_to_string(&published_path)
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or_default();
     if let Some(out) = out {
         std::fs::create_dir_all(out).map_err(|source| CliError::Input {
             path: out.to_path_buf(),
@@ -383,7 +385,7 @@ fn publish(
             dir.display()
         )));
     }
-    let (mut documents, mut failed, mut skipped) = (Vec::new(), 0, 0);
+    let (mut documents, mut held, mut failed, mut skipped) = (Vec::new(), 0, 0, 0);
     for case in cases {
         let outcome = publish_case(
             case,
@@ -393,31 +395,30 @@ fn publish(
             out,
             no_store,
             connection,
-            &mut published,
         );
         match outcome {
-            Ok(Some(mut written)) => documents.append(&mut written),
+            Ok(Some(mut outcome)) => {
+                documents.append(&mut outcome.documents);
+                held += outcome.held;
+            }
             Ok(None) => skipped += 1,
             Err(error) => {
-                eprintln!("error: {}: {error}\nhint: {}", case.case_id, error.hint());
+                eprintln!(
+                    "error: {}: {}\nhint: {}",
+                    shown(&case.case_id),
+                    shown(&error.to_string()),
+                    error.hint()
+                );
                 failed += 1;
             }
         }
-        // Saved after each case: a run cut short does not store the same document twice.
-        let text = serde_json::to_string_pretty(&published).unwrap_or_default();
-        crate::io::atomic::write_atomically(&published_path, text.as_bytes()).map_err(
-            |source| CliError::Input {
-                path: published_path.clone(),
-                source,
-            },
-        )?;
     }
     let mut stdout = std::io::stdout().lock();
     for document in &documents {
         writeln!(
             stdout,
             "{:<16} {:<10} {} {}",
-            document.case_id,
+            shown(&document.case_id),
             document.kind,
             if document.stored {
                 "stored "
@@ -429,7 +430,7 @@ fn publish(
     }
     writeln!(
         stdout,
-        "{} document(s); {skipped} case(s) without a PACS origin or analysis skipped; {failed} failed",
+        "{} document(s); {held} already on the PACS; {skipped} case(s) without a PACS origin or analysis skipped; {failed} failed",
         documents.len()
     )?;
     if failed > 0 {
@@ -441,7 +442,10 @@ fn publish(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)] // one case's whole context; called from one place
+/// Builds the case's documents (the AI result and its key images; the reviewer's SR once the
+/// case is accepted), writes them to `out`, asks the PACS which of them it already holds
+/// (their UIDs follow from their content, so a document stored before, by this machine or
+/// another, or by a run killed before it heard the answer, is recognised) and stores the rest.
 fn publish_case(
     case: &WorkspaceCase,
     prediction: Option<&crate::prediction::Prediction>,
@@ -450,8 +454,7 @@ fn publish_case(
     out: Option<&Path>,
     no_store: bool,
     connection: &Connection,
-    published: &mut Published,
-) -> Result<Option<Vec<PublishedDocument>>, CliError> {
+) -> Result<Option<CaseOutcome>, CliError> {
     let Some(prediction) = prediction else {
         return Ok(None);
     };
@@ -463,47 +466,16 @@ fn publish_case(
     let state = store
         .case_state(&case.case_id)
         .map_err(crate::review::workspace::WorkspaceError::from)?;
-    // The fingerprint: what a document says, not its fresh UIDs and times.
-    let fingerprint_of = |kind: &str| {
-        format!(
-            "{}:{kind}:{}",
-            case.case_id,
-            fingerprint(&ai, kind, prediction, state.status, store, &case.case_id)
-        )
-    };
-    let ai_published = published.stored.contains(&fingerprint_of("ai-result"));
-    // Another reviewer's machine may have stored this very AI result already (asked only
-    // when this workspace has not sent it itself).
-    let already_stored = match (&case.origin, no_store || ai_published) {
-        (Some(origin), false) => {
-            let url = DicomWebUrl::parse(origin)?;
-            let found = study_results(
-                &connection.server(&url),
-                &study.study_uid,
-                &workspace.root.join("dicomweb"),
-                usize::from(connection.parallel),
-            )?;
-            found.ai.iter().any(|stored| {
-                stored.content.algorithm == ai.algorithm
-                    && stored.content.findings == ai.findings
-                    && stored.content.report == ai.report
-            })
-        }
-        _ => false,
-    };
-    let mut documents = Vec::new();
-    if !ai_published && !already_stored {
-        documents.push(("ai-result", result_sr(&study, &ai)?));
-        if ai
-            .findings
-            .key_slice
-            .as_ref()
-            .is_some_and(|key| key.sop_instance_uid.is_some())
-        {
-            documents.push(("key-images", key_object_selection(&study, &ai)?));
-        }
+    let mut documents = vec![("ai-result", result_sr(&study, &ai)?)];
+    if ai
+        .findings
+        .key_slice
+        .as_ref()
+        .is_some_and(|key| key.sop_instance_uid.is_some())
+    {
+        documents.push(("key-images", key_object_selection(&study, &ai)?));
     }
-    if state.status == ReviewStatus::Done && !published.stored.contains(&fingerprint_of("review")) {
+    if state.status == ReviewStatus::Done {
         let reviewer = state.reviewer.clone().unwrap_or_else(|| "reviewer".into());
         let review = CaseReview::open(
             &workspace.database_path(),
@@ -515,67 +487,49 @@ fn publish_case(
         let correction = CaseResult::correction(&ai, &reviewer, &review.case().findings);
         documents.push(("review", result_sr(&study, &correction)?));
     }
-    let mut report = Vec::new();
-    let mut to_store = Vec::new();
-    for (kind, written) in documents {
-        let fingerprint = fingerprint_of(kind);
-        if published.stored.contains(&fingerprint) {
-            continue;
-        }
-        if let Some(out) = out {
+    if let Some(out) = out {
+        for (kind, written) in &documents {
             let path = out.join(format!("{}-{kind}.dcm", case.case_id));
             crate::io::atomic::write_atomically(&path, &written.bytes)
                 .map_err(|source| CliError::Input { path, source })?;
         }
-        report.push(PublishedDocument {
+    }
+    let server = match (&case.origin, no_store) {
+        (Some(origin), false) => Some(connection.server(&DicomWebUrl::parse(origin)?)),
+        _ => None,
+    };
+    let held = match &server {
+        Some(server) => held_documents(server, &study.study_uid)?,
+        None => std::collections::BTreeSet::new(),
+    };
+    let mut outcome = CaseOutcome::default();
+    let mut to_store = Vec::new();
+    for (kind, written) in documents {
+        if server.is_some() && held.contains(&written.sop_uid) {
+            outcome.held += 1;
+            continue;
+        }
+        if server.is_none() && out.is_none() {
+            continue;
+        }
+        outcome.documents.push(PublishedDocument {
             case_id: case.case_id.clone(),
             kind,
             sop_uid: written.sop_uid.clone(),
             series_uid: written.series_uid.clone(),
             stored: false,
         });
-        to_store.push((fingerprint, written));
+        to_store.push(written.bytes);
     }
-    if !no_store && !to_store.is_empty() {
-        let Some(origin) = &case.origin else {
-            return Ok(Some(report));
-        };
-        let url = DicomWebUrl::parse(origin)?;
-        let server = connection.server(&url);
-        let objects: Vec<Vec<u8>> = to_store.iter().map(|(_, w)| w.bytes.clone()).collect();
-        stow::store(&server, &study.study_uid, &objects)?;
-        for entry in &mut report {
-            entry.stored = true;
+    if let Some(server) = &server
+        && !to_store.is_empty()
+    {
+        stow::store(server, &study.study_uid, &to_store)?;
+        for document in &mut outcome.documents {
+            document.stored = true;
         }
-        published
-            .stored
-            .extend(to_store.into_iter().map(|(fingerprint, _)| fingerprint));
     }
-    Ok(Some(report))
-}
-
-/// What a document would say, as a short hash: the prediction (AI documents) or the
-/// corrections log (a review).
-fn fingerprint(
-    ai: &CaseResult,
-    kind: &str,
-    prediction: &crate::prediction::Prediction,
-    status: ReviewStatus,
-    store: &ReviewStore,
-    case_id: &str,
-) -> String {
-    use sha2::Digest as _;
-    let text = if kind == "review" {
-        let log = store.corrections(Some(case_id)).unwrap_or_default();
-        format!(
-            "{status:?}{:?}",
-            log.iter().map(|c| c.id).collect::<Vec<_>>()
-        )
-    } else {
-        format!("{:?}{:?}", ai, prediction.timings_ms)
-    };
-    let digest = sha2::Sha256::digest(text.as_bytes());
-    hex(&digest[..8])
+    Ok(Some(outcome))
 }
 
 #[derive(Serialize)]
@@ -653,10 +607,10 @@ fn write_results(out: &mut impl Write, study: &str, found: &StudyResults) -> std
         writeln!(
             out,
             "  AI result {} {} ({}): {}{}",
-            result.algorithm.id,
-            result.algorithm.version,
-            stored.content_date_time,
-            result.summary(),
+            shown(&result.algorithm.id),
+            shown(&result.algorithm.version),
+            shown(&stored.content_date_time),
+            shown(&result.summary()),
             result
                 .consistency
                 .map_or(String::new(), |c| format!("; consistency {:.2}", c.score))
@@ -666,9 +620,10 @@ fn write_results(out: &mut impl Write, study: &str, found: &StudyResults) -> std
         if let Observer::Person { name } = &stored.content.observer {
             writeln!(
                 out,
-                "  review by {name} ({}): {}",
-                stored.content_date_time,
-                stored.content.summary()
+                "  review by {} ({}): {}",
+                shown(name),
+                shown(&stored.content_date_time),
+                shown(&stored.content.summary())
             )?;
         }
     }
@@ -676,13 +631,13 @@ fn write_results(out: &mut impl Write, study: &str, found: &StudyResults) -> std
         writeln!(
             out,
             "  key images \"{}\": {} image(s) — {}",
-            keys.content.title,
+            shown(&keys.content.title),
             keys.content.images.len(),
-            keys.content.description
+            shown(&keys.content.description)
         )?;
     }
     for skipped in &found.skipped {
-        writeln!(out, "  skipped: {skipped}")?;
+        writeln!(out, "  skipped: {}", shown(skipped))?;
     }
     if found.ai.is_empty() && found.reviews.is_empty() {
         writeln!(out, "  no Keyslice results stored")?;
@@ -752,8 +707,8 @@ fn agreement_of(
         writeln!(
             out,
             "{} vs {}: {} common study(ies); presence agreement {:.2}; kappa {}; mean key slice distance {}; attribute agreement {}",
-            pair.reviewer_a,
-            pair.reviewer_b,
+            shown(&pair.reviewer_a),
+            shown(&pair.reviewer_b),
             pair.studies,
             pair.presence_agreement,
             kappas.join(" "),
@@ -772,8 +727,8 @@ fn agreement_of(
                 out,
                 "  {} ({}): {}",
                 disagreement.study,
-                disagreement.reviewers.join(" vs "),
-                disagreement.reasons.join("; ")
+                shown(&disagreement.reviewers.join(" vs ")),
+                shown(&disagreement.reasons.join("; "))
             )?;
         }
     }

@@ -10,6 +10,7 @@ use super::CliError;
 use super::backend::BackendArgs;
 use crate::io::{LoadOptions, load_study};
 use crate::review::workspace::{Workspace, WorkspaceLock};
+use crate::text::shown;
 
 /// Arguments of `workspace`.
 #[derive(Debug, Args)]
@@ -130,7 +131,7 @@ fn analyze(dir: &std::path::Path, backend: &BackendArgs, force: bool) -> Result<
             skipped += 1;
             continue;
         }
-        eprintln!("[{}/{total}] {}", index + 1, case.case_id);
+        eprintln!("[{}/{total}] {}", index + 1, shown(&case.case_id));
         // A case that fails, even inside a third-party decoder, is one failed case; the run
         // goes on with the next.
         let result = crate::io::limits::contain(|| {
@@ -149,7 +150,12 @@ fn analyze(dir: &std::path::Path, backend: &BackendArgs, force: bool) -> Result<
         match result {
             Ok(()) => done += 1,
             Err(error) => {
-                eprintln!("error: {}: {error}\nhint: {}", case.case_id, error.hint());
+                eprintln!(
+                    "error: {}: {}\nhint: {}",
+                    shown(&case.case_id),
+                    shown(&error.to_string()),
+                    error.hint()
+                );
                 failed += 1;
             }
         }
@@ -170,10 +176,11 @@ fn analyze(dir: &std::path::Path, backend: &BackendArgs, force: bool) -> Result<
 fn list(dir: &std::path::Path, json: bool) -> Result<(), CliError> {
     let workspace = Workspace::open(dir)?;
     let predictions = workspace.predictions()?;
-    for damaged in &predictions.damaged {
+    for warning in workspace.health(&predictions)?.warnings() {
         eprintln!(
-            "warning: {}: {damaged} (skipped)",
-            workspace.predictions_path().display()
+            "warning: {}: {}",
+            shown(&dir.display().to_string()),
+            shown(&warning)
         );
     }
     let rows = workspace.worklist(&predictions)?;
@@ -192,12 +199,12 @@ fn list(dir: &std::path::Path, json: bool) -> Result<(), CliError> {
             writeln!(
                 out,
                 "{:<24} {:<10} {:>11}  {:<16}  {}",
-                row.case_id,
+                shown(&row.case_id),
                 row.status.label(),
                 row.consistency
                     .map_or("–".to_string(), |c| format!("{c:.2}")),
-                row.reviewer.unwrap_or_default(),
-                row.attention.unwrap_or_default()
+                shown(&row.reviewer.unwrap_or_default()),
+                shown(&row.attention.unwrap_or_default())
             )?;
         }
     }

@@ -10,10 +10,12 @@
 //! - [`prediction`]: the record one pipeline run produces for a case, and
 //!   [`key_slice`]: the slice a verifier is shown.
 //! - [`rng`]: the small deterministic random number generator behind phantoms and training.
+//! - [`text`]: text from outside made safe to show (control characters as escapes).
 
 pub mod findings;
 pub mod key_slice;
 pub mod prediction;
 pub mod rng;
 pub mod scoring;
+pub mod text;
 pub mod volume;

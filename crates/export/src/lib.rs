@@ -122,8 +122,8 @@ pub enum ExportError {
     /// Nothing to export.
     #[error("no case to export: none is accepted yet")]
     Empty,
-    /// Every case to export breaks a rule of [`rules::check`].
-    #[error("no case passes the export rules: {}", reasons.join("; "))]
+    /// Every case to export breaks a rule of [`rules::check`] or cannot be read.
+    #[error("no case can be exported: {}", reasons.join("; "))]
     NothingValid {
         /// Each case's workspace id and the rule it breaks.
         reasons: Vec<String>,
@@ -238,29 +238,35 @@ pub fn export_workspace(
     out: &Path,
 ) -> Result<ExportSummary, ExportError> {
     let out = &resolved_out(out)?;
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = out
+        .file_name()
+        .map_or_else(|| "export".into(), |n| n.to_string_lossy().to_string());
+    std::fs::create_dir_all(parent).map_err(io_error(parent))?;
+    let _lock = lock_export(parent, &name)?;
+    recover_leftovers(parent, &name, out)?;
     if out.exists() {
         check_replaceable(out)?;
     }
     let pseudonyms =
         Pseudonyms::for_workspace(&workspace.root).map_err(io_error(&workspace.root))?;
-    let (mut cases, left_out) = gather(workspace, options, &pseudonyms)?;
+    let mut invalid = Vec::new();
+    let (mut cases, left_out) = gather(workspace, options, &pseudonyms, &mut invalid)?;
     if cases.is_empty() {
-        return Err(ExportError::Empty);
+        return Err(if invalid.is_empty() {
+            ExportError::Empty
+        } else {
+            ExportError::NothingValid { reasons: invalid }
+        });
     }
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(io_error(parent))?;
-    let name = out
-        .file_name()
-        .map_or_else(|| "export".into(), |n| n.to_string_lossy().to_string());
     let partial = parent.join(format!(".{name}.partial-{}", std::process::id()));
     if partial.exists() {
         std::fs::remove_dir_all(&partial).map_err(io_error(&partial))?;
     }
     std::fs::create_dir_all(&partial).map_err(io_error(&partial))?;
-    let mut invalid = Vec::new();
     let written = (|| -> Result<usize, ExportError> {
         let volumes = write_case_files(&mut cases, options, &partial, &mut invalid)?;
         if cases.is_empty() {
@@ -402,6 +408,54 @@ fn file_sha256(path: &Path) -> std::io::Result<String> {
     Ok(hex)
 }
 
+/// Holds `.NAME.lock` beside the export folder for as long as the export runs: a second
+/// export to the same folder waits, and whatever temporary folder is found while the lock is
+/// held was left by a run that no longer exists.
+fn lock_export(parent: &Path, name: &str) -> Result<std::fs::File, ExportError> {
+    let path = parent.join(format!(".{name}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_error(&path))?;
+    file.lock().map_err(io_error(&path))?;
+    Ok(file)
+}
+
+/// Cleans up after an export that was killed: when `out` is gone but an earlier export was
+/// moved aside (`.NAME.previous-PID`), that one is put back; then every `.NAME.partial-PID`
+/// and `.NAME.previous-PID` folder is removed. Called with the export lock held.
+fn recover_leftovers(parent: &Path, name: &str, out: &Path) -> Result<(), ExportError> {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Ok(());
+    };
+    let partial_prefix = format!(".{name}.partial-");
+    let previous_prefix = format!(".{name}.previous-");
+    let mut partials = Vec::new();
+    let mut previous = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let file_name = entry.file_name().to_string_lossy().to_string();
+        if file_name.starts_with(&partial_prefix) {
+            partials.push(entry.path());
+        } else if file_name.starts_with(&previous_prefix) {
+            previous.push(entry.path());
+        }
+    }
+    previous.sort();
+    if !out.exists()
+        && let Some(earlier) = previous.pop()
+    {
+        tracing::info!(from = %earlier.display(), "putting back the export a killed run moved aside");
+        std::fs::rename(&earlier, out).map_err(io_error(out))?;
+    }
+    for leftover in partials.iter().chain(&previous) {
+        tracing::info!(folder = %leftover.display(), "removing what a killed export left");
+        std::fs::remove_dir_all(leftover).map_err(io_error(leftover))?;
+    }
+    Ok(())
+}
+
 /// Moves the finished `partial` folder to `out`; an earlier export there is moved aside
 /// first and removed only after the new one is in place.
 fn place(partial: &Path, out: &Path) -> Result<(), ExportError> {
@@ -444,12 +498,18 @@ fn sync_folder(folder: &Path) {
 }
 
 /// The cases to export, sorted by pseudonym, and how many were left out.
+/// A case whose prediction cannot be read is rebuilt from the findings the review database
+/// remembers the review started from; when it holds none, the case is refused (named in
+/// `unreadable`), never exported as if the model had said nothing. A review database that
+/// fails SQLite's integrity check refuses the whole export.
 fn gather(
     workspace: &Workspace,
     options: &ExportOptions,
     pseudonyms: &Pseudonyms,
+    unreadable: &mut Vec<String>,
 ) -> Result<(Vec<ExportCase>, usize), ExportError> {
     let predictions = workspace.predictions()?;
+    workspace.health(&predictions)?;
     let store = ReviewStore::open(&workspace.database_path())?;
     let mut cases = Vec::new();
     let mut left_out = 0;
@@ -463,8 +523,35 @@ fn gather(
             left_out += 1;
             continue;
         }
-        let prediction = predictions.get(&entry.case_id);
-        let base = prediction.map(model_findings);
+        let remembered = match predictions.get(&entry.case_id) {
+            Some(prediction) => Some(Some(model_findings(prediction))),
+            None => store
+                .base(&entry.case_id)?
+                .map(serde_json::from_value::<Option<Findings>>)
+                .transpose()
+                .map_err(|error| StoreError::Damaged {
+                    path: workspace.database_path(),
+                    detail: format!(
+                        "the remembered findings of {} cannot be read: {error}",
+                        entry.case_id
+                    ),
+                })?,
+        };
+        let Some(base) = remembered else {
+            unreadable.push(if state.status == ReviewStatus::New {
+                format!(
+                    "{}: not analysed, so there is no answer to export",
+                    keyslice_core::text::shown(&entry.case_id)
+                )
+            } else {
+                format!(
+                    "{}: its prediction cannot be read from {} and the review database does not hold what the review started from; analyse it again and check it",
+                    keyslice_core::text::shown(&entry.case_id),
+                    keyslice_review::workspace::PREDICTIONS_FILE
+                )
+            });
+            continue;
+        };
         let log = store.corrections(Some(&entry.case_id))?;
         let reviewed = ReviewedCase::replay(base.as_ref(), &log);
         let mut findings = reviewed.findings.clone();

@@ -92,6 +92,26 @@ pub fn readable_date_time(text: &str) -> String {
     }
 }
 
+/// The SOP Instance UIDs of the SR and KO instances `study` holds on `server`: what a
+/// publish must not store again (every document's UIDs follow from its content).
+pub fn held_documents(
+    server: &Server,
+    study: &str,
+) -> Result<std::collections::BTreeSet<String>, PacsError> {
+    let mut held = std::collections::BTreeSet::new();
+    for series in qido::series(server, study, None)? {
+        if series.modality.eq_ignore_ascii_case("SR") || series.modality.eq_ignore_ascii_case("KO")
+        {
+            held.extend(
+                qido::instances(server, study, &series.series_uid)?
+                    .into_iter()
+                    .map(|instance| instance.sop_uid),
+            );
+        }
+    }
+    Ok(held)
+}
+
 /// Retrieves and reads the SR and KO series of `study`.
 pub fn study_results(
     server: &Server,

@@ -289,3 +289,174 @@ fn highdicom() -> bool {
     );
     found
 }
+
+/// A result whose values no real finding has is refused with the field named.
+#[test]
+fn values_outside_their_meaning_are_refused_with_the_field_named() {
+    type Damage = fn(&mut CaseResult);
+    let study = StudyContext::from_file(&source_ct()).unwrap();
+    let sop = "1.3.6.1.4.1.5962.1.1.1.1.1.20040119072730.12322";
+    let damages: [(Damage, &str); 6] = [
+        (
+            |result| {
+                result.findings.organ_mut(Organ::Liver).lesions[0].size = Some(LesionSize {
+                    long_cm: 1e300,
+                    short_cm: None,
+                });
+            },
+            "the long axis is 1e300",
+        ),
+        (
+            |result| {
+                result.findings.organ_mut(Organ::Liver).lesions[0].size = Some(LesionSize {
+                    long_cm: 2.0,
+                    short_cm: Some(-1.0),
+                });
+            },
+            "the short axis is -1",
+        ),
+        (
+            |result| result.consistency.as_mut().unwrap().score = 1e30,
+            "the consistency is 1e30",
+        ),
+        (
+            |result| result.consistency.as_mut().unwrap().location = Some(f64::NAN),
+            "the location consistency is NaN",
+        ),
+        (
+            |result| result.findings.key_slice.as_mut().unwrap().index = u32::MAX,
+            "the key slice index is 4.294967295e9",
+        ),
+        (
+            |result| {
+                result.findings.lesion_slices = Some(keyslice_core::findings::SliceRange {
+                    first: 61,
+                    last: 52,
+                });
+            },
+            "runs backwards",
+        ),
+    ];
+    for (damage, named) in damages {
+        let mut result = ai_result(sop);
+        damage(&mut result);
+        let written = result_sr(&study, &result).unwrap();
+        let error = read_bytes(&written.bytes).unwrap_err();
+        assert!(error.contains(named), "{named}: {error}");
+    }
+}
+
+/// Explicit VR little endian element bytes: tag, VR, length (long form for SQ, UT, UN, OB).
+fn element(group: u16, element: u16, vr: [u8; 2], value: &[u8], length: Option<u32>) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&group.to_le_bytes());
+    bytes.extend_from_slice(&element.to_le_bytes());
+    bytes.extend_from_slice(&vr);
+    let length = length.unwrap_or(u32::try_from(value.len()).unwrap());
+    if matches!(&vr, b"SQ" | b"UT" | b"UN" | b"OB") {
+        bytes.extend_from_slice(&[0, 0]);
+        bytes.extend_from_slice(&length.to_le_bytes());
+    } else {
+        bytes.extend_from_slice(&u16::try_from(length).unwrap().to_le_bytes());
+    }
+    bytes.extend_from_slice(value);
+    bytes
+}
+
+fn item_tag(element: u16, length: u32) -> Vec<u8> {
+    let mut bytes = 0xFFFEu16.to_le_bytes().to_vec();
+    bytes.extend_from_slice(&element.to_le_bytes());
+    bytes.extend_from_slice(&length.to_le_bytes());
+    bytes
+}
+
+/// A Comprehensive 3D SR file: a valid header, then `content` as the dataset's tail.
+fn hostile_sr(content: &[u8]) -> Vec<u8> {
+    let syntax = b"1.2.840.10008.1.2.1\0";
+    let class = b"1.2.840.10008.5.1.4.1.1.88.34\0";
+    let mut meta = element(0x0002, 0x0001, *b"OB", &[0, 1], None);
+    meta.extend(element(0x0002, 0x0002, *b"UI", class, None));
+    meta.extend(element(0x0002, 0x0003, *b"UI", b"1.2.3.4\0", None));
+    meta.extend(element(0x0002, 0x0010, *b"UI", syntax, None));
+    let mut file = vec![0u8; 128];
+    file.extend_from_slice(b"DICM");
+    file.extend(element(
+        0x0002,
+        0x0000,
+        *b"UL",
+        &u32::try_from(meta.len()).unwrap().to_le_bytes(),
+        None,
+    ));
+    file.extend(meta);
+    file.extend(element(0x0008, 0x0016, *b"UI", class, None));
+    file.extend(element(0x0008, 0x0018, *b"UI", b"1.2.3.4\0", None));
+    file.extend(element(0x0040, 0xA040, *b"CS", b"CONTAINER ", None));
+    file.extend_from_slice(content);
+    file
+}
+
+#[test]
+fn deep_huge_or_endless_sr_documents_are_refused_before_they_are_parsed() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |name: &str, bytes: &[u8], named: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let started = std::time::Instant::now();
+        let error = keyslice_pacs::sr::read::read_file(&path)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(named), "{name}: {error}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{name}"
+        );
+    };
+    // Content items each inside the last: 1 000, and 100 000.
+    let nested = |depth: usize| {
+        let mut nested = Vec::new();
+        for _ in 0..depth {
+            nested.extend(element(0x0040, 0xA730, *b"SQ", &[], Some(u32::MAX)));
+            nested.extend(item_tag(0xE000, u32::MAX));
+            nested.extend(element(0x0040, 0xA040, *b"CS", b"CONTAINER ", None));
+        }
+        for _ in 0..depth {
+            nested.extend(item_tag(0xE00D, 0));
+            nested.extend(item_tag(0xE0DD, 0));
+        }
+        nested
+    };
+    check(
+        "nested.dcm",
+        &hostile_sr(&nested(1_000)),
+        "nested more than",
+    );
+    check(
+        "deep.dcm",
+        &hostile_sr(&nested(100_000)),
+        "more than the 4 MiB",
+    );
+    // The last element declares nearly 4 GiB.
+    let huge = element(0x0040, 0xA160, *b"UT", b"lesion", Some(0xFFFF_FFF0));
+    check("huge.dcm", &hostile_sr(&huge), "(0040,A160)");
+    // 30 000 content items side by side, and a million.
+    let flat = |count: usize| {
+        let mut items = element(0x0040, 0xA730, *b"SQ", &[], Some(u32::MAX));
+        for _ in 0..count {
+            items.extend(item_tag(0xE000, u32::MAX));
+            items.extend(element(0x0040, 0xA040, *b"CS", b"TEXT", None));
+            items.extend(item_tag(0xE00D, 0));
+        }
+        items.extend(item_tag(0xE0DD, 0));
+        items
+    };
+    check(
+        "many.dcm",
+        &hostile_sr(&flat(30_000)),
+        "more than 20000 sequence items",
+    );
+    check(
+        "million.dcm",
+        &hostile_sr(&flat(1_000_000)),
+        "more than the 4 MiB",
+    );
+}

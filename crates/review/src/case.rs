@@ -150,6 +150,7 @@ impl CaseReview {
         }
         // Checked on a copy first: a value that does not fit is never recorded.
         self.case.clone().apply(field, &old, &value)?;
+        self.remember_base()?;
         self.store.record(&Edit {
             case_id: self.case_id.clone(),
             field: field.to_string(),
@@ -163,9 +164,18 @@ impl CaseReview {
 
     /// Sets the review status (accept: done; flag: flagged); undoable like an edit.
     pub fn set_status(&mut self, status: ReviewStatus) -> Result<(), ReviewError> {
+        self.remember_base()?;
         self.store
             .set_status(&self.case_id, status, &self.reviewer)?;
         self.reload()?;
+        Ok(())
+    }
+
+    /// Keeps the findings this review starts from in the database, beside the log, so the
+    /// reviewed findings can be rebuilt from the database alone.
+    fn remember_base(&mut self) -> Result<(), ReviewError> {
+        let base = serde_json::to_value(&self.base).unwrap_or(serde_json::Value::Null);
+        self.store.remember_base(&self.case_id, &base)?;
         Ok(())
     }
 

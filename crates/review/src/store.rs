@@ -14,7 +14,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
 /// The schema this build writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Why the review database could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -194,6 +194,19 @@ CREATE TRIGGER corrections_no_delete BEFORE DELETE ON corrections
     BEGIN SELECT RAISE(ABORT, 'the corrections log is append-only'); END;
 ";
 
+/// Version 2: the findings each case's review started from (the model's, as the reviewer
+/// saw them), so that a reviewed case's findings can be rebuilt from this file alone when
+/// `predictions.jsonl` is lost or damaged.
+const SCHEMA_V2: &str = "
+CREATE TABLE bases (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    case_id  TEXT NOT NULL,
+    findings TEXT NOT NULL,
+    at       TEXT NOT NULL
+);
+CREATE INDEX bases_by_case ON bases(case_id, id);
+";
+
 impl ReviewStore {
     /// Opens (creating if needed) the review database at `path`.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
@@ -239,6 +252,11 @@ impl ReviewStore {
                 .map_err(damaged)?;
             if current == 0 {
                 transaction.execute_batch(SCHEMA_V1).map_err(damaged)?;
+            }
+            if current < 2 {
+                transaction.execute_batch(SCHEMA_V2).map_err(damaged)?;
+            }
+            if current < SCHEMA_VERSION {
                 transaction
                     .pragma_update(None, "user_version", SCHEMA_VERSION)
                     .map_err(sqlite)?;
@@ -441,6 +459,51 @@ impl ReviewStore {
         rows.collect::<Result<_, _>>().map_err(|e| self.error(e))
     }
 
+    /// Remembers `findings` (JSON; `null` when the case was not analysed) as what the review
+    /// of `case_id` starts from, unless it is already the latest remembered; committed before
+    /// it returns.
+    pub fn remember_base(
+        &mut self,
+        case_id: &str,
+        findings: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let text = findings.to_string();
+        if self.base_text(case_id)?.as_deref() == Some(text.as_str()) {
+            return Ok(());
+        }
+        self.connection
+            .execute(
+                "INSERT INTO bases (case_id, findings, at) VALUES (?1, ?2, ?3)",
+                params![case_id, text, now_rfc3339()],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// The findings the review of `case_id` last started from (JSON, `null` when the case was
+    /// reviewed without an analysis), or `None` when none was remembered.
+    pub fn base(&self, case_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.base_text(case_id)?
+            .map(|text| {
+                serde_json::from_str(&text).map_err(|error| StoreError::Damaged {
+                    path: self.path.clone(),
+                    detail: format!("the remembered findings of {case_id} are not JSON: {error}"),
+                })
+            })
+            .transpose()
+    }
+
+    fn base_text(&self, case_id: &str) -> Result<Option<String>, StoreError> {
+        self.connection
+            .query_row(
+                "SELECT findings FROM bases WHERE case_id = ?1 ORDER BY id DESC LIMIT 1",
+                params![case_id],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(|e| self.error(e))
+    }
+
     /// SQLite's own consistency check of the whole file.
     pub fn integrity_check(&self) -> Result<(), StoreError> {
         let result: String = self
@@ -459,14 +522,23 @@ impl ReviewStore {
 }
 
 fn row_to_correction(row: &rusqlite::Row<'_>) -> rusqlite::Result<Correction> {
-    let json =
-        |text: String| serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+    // A value that is not JSON was damaged on disk: an error, never a different value.
+    let json = |column: usize| -> rusqlite::Result<serde_json::Value> {
+        let text: String = row.get(column)?;
+        serde_json::from_str(&text).map_err(|error| {
+            rusqlite::Error::FromSqlConversionFailure(
+                column,
+                rusqlite::types::Type::Text,
+                Box::new(error),
+            )
+        })
+    };
     Ok(Correction {
         id: row.get(0)?,
         case_id: row.get(1)?,
         field: row.get(2)?,
-        old_value: json(row.get(3)?),
-        new_value: json(row.get(4)?),
+        old_value: json(3)?,
+        new_value: json(4)?,
         reviewer: row.get(5)?,
         at: row.get(6)?,
         undoes: row.get(7)?,

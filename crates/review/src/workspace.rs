@@ -193,6 +193,67 @@ pub fn attention(prediction: Option<&Prediction>) -> Option<String> {
     None
 }
 
+/// Refuses a manifest whose case ids are not each unique, non-empty plain text: a damaged
+/// id would silently hide one case's review behind another's.
+fn check_case_ids(manifest: &Manifest) -> Result<(), String> {
+    let mut seen = std::collections::HashMap::new();
+    for (index, case) in manifest.cases.iter().enumerate() {
+        if case.case_id.trim().is_empty()
+            || case.case_id.chars().any(keyslice_core::text::is_control)
+        {
+            return Err(format!(
+                "case {} has the id `{}`, which is empty or holds control characters (the file is damaged)",
+                index + 1,
+                keyslice_core::text::shown(&case.case_id)
+            ));
+        }
+        if let Some(first) = seen.insert(case.case_id.as_str(), index) {
+            return Err(format!(
+                "cases {} and {} share the id `{}` (the file is damaged): one review would hide the other",
+                first + 1,
+                index + 1,
+                keyslice_core::text::shown(&case.case_id)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What is wrong with a workspace's files, found by [`Workspace::health`].
+#[derive(Debug, Default)]
+pub struct Health {
+    /// `line N: what is wrong` for each line of `predictions.jsonl` that cannot be read.
+    pub damaged_predictions: Vec<String>,
+    /// Cases in review or accepted whose prediction cannot be read; with whether the review
+    /// database remembers the findings the review started from (then they can be rebuilt).
+    pub reviewed_without_prediction: Vec<(String, bool)>,
+}
+
+impl Health {
+    /// The problems as sentences, one per line, each saying what can be recovered.
+    #[must_use]
+    pub fn warnings(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .damaged_predictions
+            .iter()
+            .map(|damaged| format!("{PREDICTIONS_FILE}: {damaged} (that line is not used)"))
+            .collect();
+        for (case_id, recoverable) in &self.reviewed_without_prediction {
+            let case_id = keyslice_core::text::shown(case_id);
+            lines.push(if *recoverable {
+                format!(
+                    "{case_id}: reviewed, but its prediction cannot be read from {PREDICTIONS_FILE}; its findings are rebuilt from {DATABASE_FILE}"
+                )
+            } else {
+                format!(
+                    "{case_id}: reviewed, but its prediction cannot be read from {PREDICTIONS_FILE} and {DATABASE_FILE} does not hold what the review started from: it is not exported until it is analysed again (`keyslice workspace analyze`) and checked"
+                )
+            });
+        }
+        lines
+    }
+}
+
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError + '_ {
     move |source| WorkspaceError::Io {
         path: path.to_path_buf(),
@@ -255,6 +316,10 @@ impl Workspace {
                 found: manifest.keyslice_workspace,
             });
         }
+        check_case_ids(&manifest).map_err(|detail| WorkspaceError::Manifest {
+            path: path.clone(),
+            detail,
+        })?;
         Ok(Self {
             root: root.to_path_buf(),
             manifest,
@@ -366,12 +431,14 @@ impl Workspace {
         if !path.is_file() {
             return Ok(predictions);
         }
-        let text = std::fs::read_to_string(&path).map_err(io_error(&path))?;
-        for (index, line) in text.lines().enumerate() {
+        // Read as bytes: a damaged byte spoils its line, never the whole file.
+        let bytes = std::fs::read(&path).map_err(io_error(&path))?;
+        for (index, line) in bytes.split(|&byte| byte == b'\n').enumerate() {
+            let line = String::from_utf8_lossy(line);
             if line.trim().is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Prediction>(line) {
+            match serde_json::from_str::<Prediction>(&line) {
                 Ok(prediction) => {
                     match predictions
                         .by_case
@@ -388,6 +455,30 @@ impl Workspace {
             }
         }
         Ok(predictions)
+    }
+
+    /// Checks the workspace's files: SQLite's integrity check of `review.sqlite` (an error
+    /// when it fails: nothing read from a damaged database can be trusted), the lines of
+    /// `predictions.jsonl`, and every case in review or accepted that has no prediction.
+    pub fn health(&self, predictions: &Predictions) -> Result<Health, WorkspaceError> {
+        let store = ReviewStore::open(&self.database_path())?;
+        store.integrity_check()?;
+        let mut health = Health {
+            damaged_predictions: predictions.damaged.clone(),
+            ..Health::default()
+        };
+        for case in &self.manifest.cases {
+            let state = store.case_state(&case.case_id)?;
+            if state.status != super::store::ReviewStatus::New
+                && predictions.get(&case.case_id).is_none()
+            {
+                let remembered = store.base(&case.case_id)?.is_some();
+                health
+                    .reviewed_without_prediction
+                    .push((case.case_id.clone(), remembered));
+            }
+        }
+        Ok(health)
     }
 
     /// The cases with status and consistency in triage order ([`triage_order`]).

@@ -41,6 +41,7 @@ impl Diagnoser for TinyDiagnoser<'_> {
         if volume.dims().contains(&0) {
             return Err(InferError::Volume("it has no voxels".into()));
         }
+        let warnings = familiarity(volume, &model.config.model)?;
         // Stage times go to the debug log (`KEYSLICE_LOG=debug`): what `benches/analyze.rs`
         // measures as a whole, split.
         let mut clock = std::time::Instant::now();
@@ -105,10 +106,37 @@ impl Diagnoser for TinyDiagnoser<'_> {
             report: write_report(&findings),
             key_slice,
             slice_box,
-            warnings: Vec::new(),
+            warnings,
             input: None,
         })
     }
+}
+
+/// The slice spacing beyond which the embedded model refuses a CT: its phantoms have slices
+/// 1–5 mm apart, and its grid of 5 mm slabs would grow with the gaps, not with the slices.
+const MAX_SLICE_SPACING_MM: f64 = 10.0;
+
+/// The thickest slices of the training phantoms, mm (thinner slices are averaged into the
+/// model's 5 mm slabs as the phantoms' are).
+const KNOWN_SLICE_MM: f64 = 5.0;
+
+/// Whether the embedded model knows CTs like `volume`: refused when its slices are so far
+/// apart that the model's grid (and its work) would be made of gaps, not slices; a warning,
+/// saying the answer is out of the model's depth, when they are thicker than its phantoms'.
+fn familiarity(volume: &Volume, model: &str) -> Result<Vec<String>, InferError> {
+    let slice_mm = volume.spacing_mm()[2];
+    if !slice_mm.is_finite() || slice_mm > MAX_SLICE_SPACING_MM {
+        return Err(InferError::Volume(format!(
+            "its slices are {slice_mm:.1} mm apart; {model} reads CTs with slices at most {MAX_SLICE_SPACING_MM} mm apart (it was trained on synthetic phantoms of 1–{KNOWN_SLICE_MM} mm): analyse it with a real model (--backend qwen3vl or openai)"
+        )));
+    }
+    let mut warnings = Vec::new();
+    if slice_mm > KNOWN_SLICE_MM * 1.1 {
+        warnings.push(format!(
+            "outside what {model} knows: slices {slice_mm:.1} mm apart (its training phantoms have 1–{KNOWN_SLICE_MM} mm); do not trust this report"
+        ));
+    }
+    Ok(warnings)
 }
 
 /// Answers whose probabilities differ by less than this are equally strong for the key

@@ -46,6 +46,15 @@ enum Syntax {
 /// of the last Pixel Data element met, if any: the caller compares it with the image size);
 /// otherwise which element claims too much.
 pub(crate) fn check_lengths(path: &Path) -> Result<Option<u64>, String> {
+    check_lengths_and_items(path, usize::MAX)
+}
+
+/// [`check_lengths`], refusing also a file of more than `max_items` sequence items in all (a
+/// structured report whose content tree is a million items long).
+pub(crate) fn check_lengths_and_items(
+    path: &Path,
+    max_items: usize,
+) -> Result<Option<u64>, String> {
     let Ok(file) = File::open(path) else {
         return Ok(None); // the parser will report the open error itself
     };
@@ -62,15 +71,17 @@ pub(crate) fn check_lengths(path: &Path) -> Result<Option<u64>, String> {
         position: 132,
         last_header_length: 0,
         pixel_data_length: None,
+        items: 0,
+        max_items,
     };
     match walker.walk()? {
         None => Ok(walker.pixel_data_length),
-        Some(deflated_start) => check_deflated(path, deflated_start),
+        Some(deflated_start) => check_deflated(path, deflated_start, max_items),
     }
 }
 
 /// Walks the inflated dataset of a deflated file that starts at byte `start`.
-fn check_deflated(path: &Path, start: u64) -> Result<Option<u64>, String> {
+fn check_deflated(path: &Path, start: u64, max_items: usize) -> Result<Option<u64>, String> {
     let open_inflated = || -> Result<DeflateDecoder<BufReader<File>>, String> {
         let mut file = File::open(path).map_err(|error| error.to_string())?;
         file.seek(SeekFrom::Start(start))
@@ -100,6 +111,8 @@ fn check_deflated(path: &Path, start: u64) -> Result<Option<u64>, String> {
         position: 0,
         last_header_length: 0,
         pixel_data_length: None,
+        items: 0,
+        max_items,
     };
     walker.walk_dataset(Syntax::Explicit {
         little_endian: true,
@@ -148,6 +161,10 @@ struct Walker<R> {
     last_header_length: u64,
     /// Defined length of the last Pixel Data element walked.
     pixel_data_length: Option<u64>,
+    /// Sequence items met so far.
+    items: usize,
+    /// The most sequence items accepted.
+    max_items: usize,
 }
 
 impl Walker<BufReader<File>> {
@@ -232,6 +249,13 @@ impl<R: Forward> Walker<R> {
                         self.skip(group, element, length)?; // a fragment: raw bytes
                     }
                     (0xE000, Some(Container::Sequence)) => {
+                        self.items += 1;
+                        if self.items > self.max_items {
+                            return Err(format!(
+                                "more than {} sequence items (at byte {header_start}): far more than such a document holds",
+                                self.max_items
+                            ));
+                        }
                         let end = (length != UNDEFINED).then(|| self.position + u64::from(length));
                         if length != UNDEFINED {
                             self.check_fits(group, element, length)?; // descend into it

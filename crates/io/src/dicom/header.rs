@@ -39,6 +39,11 @@ pub(crate) struct FileHeader {
     pub path: PathBuf,
     pub series_uid: String,
     pub sop_instance_uid: String,
+    /// Patient ID, Study Instance UID and Frame of Reference UID: the slices of one volume
+    /// must agree on each.
+    pub patient_id: String,
+    pub study_uid: String,
+    pub frame_of_reference_uid: String,
     pub modality: String,
     pub series_description: String,
     pub series_number: Option<i64>,
@@ -240,6 +245,9 @@ fn file_header(
     Ok(FileHeader {
         path: path.to_path_buf(),
         series_uid: text(tags::SERIES_INSTANCE_UID),
+        patient_id: text(tags::PATIENT_ID),
+        study_uid: text(tags::STUDY_INSTANCE_UID),
+        frame_of_reference_uid: text(tags::FRAME_OF_REFERENCE_UID),
         sop_instance_uid: {
             let sop = text(tags::SOP_INSTANCE_UID);
             if sop.is_empty() {

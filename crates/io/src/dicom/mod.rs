@@ -122,6 +122,19 @@ pub enum DicomError {
         /// The first file and the ones that differ from it.
         files: Vec<PathBuf>,
     },
+    /// Images of one series belong to different patients, studies or frames of reference:
+    /// never one volume.
+    #[error("series {series_uid} mixes {field}s ({values}): slices of another patient, study or frame of reference are never stacked into one volume ({})", name_list(files.iter()))]
+    MixedSubjects {
+        /// The series.
+        series_uid: String,
+        /// The attribute that differs (`Patient ID`).
+        field: &'static str,
+        /// The values seen, shown as text.
+        values: String,
+        /// The first file and the ones that differ from it.
+        files: Vec<PathBuf>,
+    },
     /// Images of one series have different orientations.
     #[error("series {series_uid} mixes slice orientations ({})", name_list(files.iter()))]
     MixedOrientations {
@@ -200,6 +213,9 @@ impl DicomError {
             ),
             Self::Dicomdir { .. } => "open the folder that holds the images instead of the DICOMDIR".into(),
             Self::InvalidField { .. } => "re-export the series from the scanner or PACS with complete image geometry".into(),
+            Self::MixedSubjects { .. } => {
+                "the folder holds slices of more than one patient, study or scan under one Series Instance UID: move the files named above out of it (or ask the PACS administrator to check the series), then open it again".into()
+            }
             Self::MixedImageSizes { .. } | Self::MixedOrientations { .. } | Self::DuplicatePositions { .. } => {
                 "the folder mixes several image stacks under one series; split them (e.g. by acquisition or phase) or pick another series with --series".into()
             }
@@ -274,6 +290,13 @@ struct Scan {
     headers: Vec<FileHeader>,
     non_dicom_files: usize,
     unreadable: Vec<SkippedFile>,
+}
+
+/// The structural walk images get before they are parsed, for any other DICOM file (a
+/// structured report): every declared length must fit in the file, nesting stays shallow,
+/// and the file holds at most `max_items` sequence items. Refuses with the byte at fault.
+pub fn check_structure(path: &Path, max_items: usize) -> Result<(), String> {
+    guard::check_lengths_and_items(path, max_items).map(|_| ())
 }
 
 /// Loads the largest image series under `path` (or the one named in `options`).

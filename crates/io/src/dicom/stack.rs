@@ -74,6 +74,7 @@ pub(crate) fn build_stack(series_uid: &str, files: &[FileHeader]) -> Result<Stac
         });
     };
     check_same_size(series_uid, files, &kept)?;
+    check_same_subject(series_uid, files, &kept)?;
     let rows = files[first].rows;
     let columns = files[first].columns;
 
@@ -141,6 +142,11 @@ pub(crate) fn build_stack(series_uid: &str, files: &[FileHeader]) -> Result<Stac
                 });
             }
         };
+        check_rescale(
+            &files[file_index].path,
+            frame.rescale_slope,
+            frame.rescale_intercept,
+        )?;
         slices.push(SliceSource {
             file: file_index,
             frame_index: frame.frame_index,
@@ -226,6 +232,82 @@ fn check_same_size(
         sizes: sizes.join(", "),
         files: named,
     })
+}
+
+/// The largest magnitude a rescaled voxel may reach: far past any CT value (the densest
+/// metal is some tens of thousands of HU), far below where `f32` overflows.
+const MAX_RESCALED_MAGNITUDE: f64 = 1.0e9;
+
+/// Refuses a Rescale Slope or Intercept that is not finite, or that would take a 16-bit
+/// stored value past [`MAX_RESCALED_MAGNITUDE`] (a damaged header: `1e38` makes every voxel
+/// infinite).
+fn check_rescale(path: &std::path::Path, slope: f64, intercept: f64) -> Result<(), DicomError> {
+    let reach = slope.abs() * 65_536.0 + intercept.abs();
+    if slope.is_finite() && intercept.is_finite() && reach <= MAX_RESCALED_MAGNITUDE {
+        return Ok(());
+    }
+    Err(DicomError::InvalidField {
+        path: path.to_path_buf(),
+        field: "Rescale Slope (0028,1053) / Rescale Intercept (0028,1052)",
+        detail: format!(
+            "{slope} / {intercept}, which would put voxels beyond ±{MAX_RESCALED_MAGNITUDE:e} (no CT holds such values: the header is damaged)"
+        ),
+    })
+}
+
+/// One attribute of a file's header.
+type FieldOf = fn(&FileHeader) -> &str;
+
+/// Refuses slices that disagree with the first on Patient ID, Study Instance UID or Frame of
+/// Reference UID: a series that mixes them is never made into one volume.
+fn check_same_subject(
+    series_uid: &str,
+    files: &[FileHeader],
+    kept: &[usize],
+) -> Result<(), DicomError> {
+    let first = &files[kept[0]];
+    let fields: [(&'static str, FieldOf); 3] = [
+        ("Patient ID", |file| &file.patient_id),
+        ("Study Instance UID", |file| &file.study_uid),
+        ("Frame of Reference UID", |file| {
+            &file.frame_of_reference_uid
+        }),
+    ];
+    for (field, value_of) in fields {
+        let odd: Vec<&FileHeader> = kept
+            .iter()
+            .map(|&index| &files[index])
+            .filter(|file| value_of(file) != value_of(first))
+            .collect();
+        if odd.is_empty() {
+            continue;
+        }
+        let mut values = vec![value_of(first)];
+        for file in &odd {
+            if !values.contains(&value_of(file)) {
+                values.push(value_of(file));
+            }
+        }
+        let values: Vec<String> = values
+            .iter()
+            .map(|value| {
+                if value.is_empty() {
+                    "none".to_string()
+                } else {
+                    format!("`{}`", keyslice_core::text::shown_short(value, 64))
+                }
+            })
+            .collect();
+        let mut named = vec![first.path.clone()];
+        named.extend(odd.iter().map(|file| file.path.clone()));
+        return Err(DicomError::MixedSubjects {
+            series_uid: series_uid.to_string(),
+            field,
+            values: values.join(", "),
+            files: named,
+        });
+    }
+    Ok(())
 }
 
 fn check_duplicates(

@@ -167,6 +167,28 @@ struct Opened {
     /// `[nx, ny, nz]` of the first volume.
     dims: [usize; 3],
     warnings: Vec<String>,
+    /// Whether the voxels are the whole of a gzip stream whose checksum is read after them.
+    check_gzip_trailer: bool,
+    /// The file the voxels come from.
+    data_path: PathBuf,
+}
+
+impl Opened {
+    /// After the voxels: reads the rest of a gzip stream, so its CRC-32 and length are
+    /// checked (a damaged `.nii.gz` otherwise gives wrong voxels without a word).
+    fn finish(&mut self) -> Result<(), NiftiError> {
+        if !self.check_gzip_trailer {
+            return Ok(());
+        }
+        std::io::copy(&mut self.data, &mut std::io::sink())
+            .map(|_| ())
+            .map_err(|error| NiftiError::Data {
+                path: self.data_path.clone(),
+                detail: format!(
+                    "the compressed data is damaged ({error}): gzip's checksum does not match the voxels"
+                ),
+            })
+    }
 }
 
 #[allow(clippy::too_many_lines)] // header checks in the order a reader meets them
@@ -204,6 +226,16 @@ fn open(path: &Path, bytes_per_output_voxel: u64) -> Result<Opened, NiftiError> 
             "the file holds {extra_volumes} volumes (dim = {:?}); showing the first",
             &header.dim[1..=rank as usize]
         ));
+    }
+    if header.qform_code > 0 {
+        let [b, c, d, ..] = header.quatern;
+        let squared = b * b + c * c + d * d;
+        // nibabel allows rounding of a few float32 epsilons, and so does this.
+        if !squared.is_finite() || squared > 1.0 + 1e-6 {
+            return Err(header_error(format!(
+                "the qform quaternion (quatern_b, quatern_c, quatern_d) = ({b}, {c}, {d}) has b²+c²+d² = {squared}, more than 1: it is not a rotation, so the orientation cannot be trusted"
+            )));
+        }
     }
     let data_type = DataType::from_code(header.datatype_code).ok_or_else(|| {
         header_error(format!(
@@ -297,6 +329,8 @@ fn open(path: &Path, bytes_per_output_voxel: u64) -> Result<Opened, NiftiError> 
         data_type,
         dims,
         warnings,
+        check_gzip_trailer: data_gzip && extra_volumes <= 1,
+        data_path,
     })
 }
 
@@ -316,19 +350,14 @@ fn pair_image_path(header_path: &Path) -> Option<PathBuf> {
 
 /// Reads a NIfTI file as a CT volume (see the module documentation for the steps).
 pub fn read_nifti(path: &Path) -> Result<Volume, NiftiError> {
-    let Opened {
-        header,
-        mut data,
-        data_type,
-        dims,
-        mut warnings,
-    } = open(path, 4)?;
+    let mut opened = open(path, 4)?;
+    let dims = opened.dims;
     let count = dims[0] * dims[1] * dims[2];
-    let (slope, intercept) = scaling(&header);
+    let (slope, intercept) = scaling(&opened.header);
     let mut voxels = read_voxels(
-        &mut data,
-        data_type,
-        header.little_endian,
+        &mut opened.data,
+        opened.data_type,
+        opened.header.little_endian,
         count,
         slope,
         intercept,
@@ -337,6 +366,12 @@ pub fn read_nifti(path: &Path) -> Result<Volume, NiftiError> {
         path: path.to_path_buf(),
         detail,
     })?;
+    opened.finish()?;
+    let Opened {
+        header,
+        mut warnings,
+        ..
+    } = opened;
     if let Voxels::F32(values) = &mut voxels {
         replace_non_finite(values, path, &mut warnings)?;
     }

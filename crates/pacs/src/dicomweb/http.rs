@@ -12,7 +12,8 @@ pub struct Server {
     root: String,
     auth: Auth,
     agent: ureq::Agent,
-    /// How long one request may wait for the server before it counts as failed.
+    /// The longest one request may take, from connecting to the last byte of its answer
+    /// (a server that drips its answer a byte at a time fails after this, not never).
     pub timeout: Duration,
     /// How many times a failed request is retried (dropped connection, 429, 5xx).
     pub retries: u32,
@@ -35,14 +36,13 @@ impl Server {
         Self::with_timeout(url, Duration::from_mins(1))
     }
 
-    /// The server with another per-request timeout (connect, each read, the whole answer's
-    /// start).
+    /// The server with another timeout: each request, answer included, must be over within
+    /// `timeout`.
     #[must_use]
     pub fn with_timeout(url: &DicomWebUrl, timeout: Duration) -> Self {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_connect(Some(timeout.min(Duration::from_secs(10))))
-            .timeout_recv_response(Some(timeout))
-            .timeout_per_read(Some(timeout))
+            .timeout_per_call(Some(timeout))
             .http_status_as_error(false)
             .max_idle_connections_per_host(16)
             .user_agent(concat!("keyslice/", env!("CARGO_PKG_VERSION")))
@@ -151,7 +151,7 @@ impl Server {
             .with_config()
             .limit(64 * 1024)
             .read_to_string()
-            .map(|text| first_line(&text))
+            .map(|text| self.auth.redacted(&first_line(&text)))
             .unwrap_or_default();
         let server = self.root.clone();
         let what = what.to_string();
@@ -199,20 +199,56 @@ impl Server {
         }
     }
 
-    /// Reads a JSON answer (QIDO-RS, STOW-RS) of at most 256 MiB.
+    /// Reads a JSON object answer (STOW-RS) of at most [`MAX_JSON_BYTES`].
     pub fn json(&self, answer: Answer, what: &str) -> Result<serde_json::Value, PacsError> {
-        let mut text = String::new();
-        answer
-            .body
-            .take(256 << 20)
-            .read_to_string(&mut text)
-            .map_err(|error| self.broken(what, format!("the answer could not be read: {error}")))?;
+        let text = self.json_text(answer, what)?;
         if text.trim().is_empty() {
-            // Orthanc answers an empty search with 200 and no body.
-            return Ok(serde_json::Value::Array(Vec::new()));
+            return Ok(serde_json::Value::Object(serde_json::Map::new()));
         }
         serde_json::from_str(&text)
             .map_err(|error| self.broken(what, format!("not DICOM JSON ({error})")))
+    }
+
+    /// Reads a JSON array answer (QIDO-RS) of at most [`MAX_JSON_BYTES`] and
+    /// [`MAX_JSON_ITEMS`] items; an empty body is an empty search.
+    pub fn json_items(
+        &self,
+        answer: Answer,
+        what: &str,
+    ) -> Result<Vec<serde_json::Value>, PacsError> {
+        use serde::Deserializer as _;
+        let text = self.json_text(answer, what)?;
+        if text.trim().is_empty() {
+            // Orthanc answers an empty search with 200 and no body.
+            return Ok(Vec::new());
+        }
+        let mut parser = serde_json::Deserializer::from_str(&text);
+        let items = parser
+            .deserialize_seq(BoundedItems)
+            .and_then(|items| parser.end().map(|()| items))
+            .map_err(|error| self.broken(what, format!("not a DICOM JSON array ({error})")))?;
+        Ok(items)
+    }
+
+    /// The body of a JSON answer as text, refused past [`MAX_JSON_BYTES`] without reading
+    /// further.
+    fn json_text(&self, answer: Answer, what: &str) -> Result<String, PacsError> {
+        let mut bytes = Vec::new();
+        answer
+            .body
+            .take(MAX_JSON_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|error| self.broken(what, read_failure(&error, self.timeout)))?;
+        if bytes.len() as u64 > MAX_JSON_BYTES {
+            return Err(self.broken(
+                what,
+                format!(
+                    "the answer is larger than {} MiB, more than any search Keyslice makes needs; narrow the query (limit=, StudyDate=, PatientID=)",
+                    MAX_JSON_BYTES >> 20
+                ),
+            ));
+        }
+        String::from_utf8(bytes).map_err(|_| self.broken(what, "the answer is not UTF-8 text"))
     }
 
     /// A broken-answer error.
@@ -223,6 +259,50 @@ impl Server {
             what: what.to_string(),
             detail: detail.into(),
         }
+    }
+}
+
+/// The largest JSON answer read (QIDO-RS searches, STOW-RS replies).
+pub const MAX_JSON_BYTES: u64 = 16 << 20;
+
+/// The most items one QIDO-RS answer may hold (studies of a search, instances of a series).
+pub const MAX_JSON_ITEMS: usize = 50_000;
+
+/// What a failed read of an answer's body says: a deadline passed, or how it broke.
+pub(crate) fn read_failure(error: &std::io::Error, timeout: Duration) -> String {
+    if error.kind() == std::io::ErrorKind::TimedOut {
+        format!(
+            "the answer did not arrive within {} s",
+            timeout.as_secs_f64()
+        )
+    } else {
+        format!("the answer could not be read: {error}")
+    }
+}
+
+/// A JSON array read item by item and refused at [`MAX_JSON_ITEMS`], so an answer of many
+/// small items never grows past that many values.
+struct BoundedItems;
+
+impl<'de> serde::de::Visitor<'de> for BoundedItems {
+    type Value = Vec<serde_json::Value>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a JSON array")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error as _;
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<serde_json::Value>()? {
+            if items.len() == MAX_JSON_ITEMS {
+                return Err(A::Error::custom(format!(
+                    "more than {MAX_JSON_ITEMS} items; narrow the query"
+                )));
+            }
+            items.push(item);
+        }
+        Ok(items)
     }
 }
 

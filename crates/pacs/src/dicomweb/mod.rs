@@ -89,6 +89,32 @@ pub enum PacsError {
         /// The modalities it has.
         modalities: String,
     },
+    /// The server named a study, series or instance by something that is not a UID (a path,
+    /// `..`, control characters): nothing of that answer is used.
+    #[error(
+        "the PACS at {server} answered {what} with a {field} that is not a DICOM UID: `{}`; nothing of it was used",
+        keyslice_core::text::shown_short(value, 80)
+    )]
+    NotUid {
+        /// The server.
+        server: String,
+        /// What was asked.
+        what: String,
+        /// The attribute (`Series Instance UID`).
+        field: &'static str,
+        /// The value it sent.
+        value: String,
+    },
+    /// An answer is larger than what it can honestly hold.
+    #[error("the PACS at {server} sent more for {what} than it can hold: {detail}")]
+    TooLarge {
+        /// The server.
+        server: String,
+        /// What was asked.
+        what: String,
+        /// What the limit is and why.
+        detail: String,
+    },
     /// The local cache could not be written.
     #[error("cannot write the DICOMweb cache: {source} ({})", path.display())]
     Cache {
@@ -119,6 +145,9 @@ impl PacsError {
             Self::NotFound { .. } => {
                 "check the Study Instance UID (keyslice pacs query lists the studies) and the DICOMweb root of the URL (Orthanc: /dicom-web)"
             }
+            Self::NotUid { .. } | Self::TooLarge { .. } => {
+                "the PACS sent an answer Keyslice will not use; nothing was written from it: ask the PACS administrator to check the study and the server"
+            }
             Self::Server { .. } | Self::Answer { .. } => {
                 "the PACS failed; run the command again (what was retrieved is kept), and if it persists ask its administrator to check the server's log"
             }
@@ -131,6 +160,17 @@ impl PacsError {
             }
         }
     }
+}
+
+/// Whether `text` is a DICOM UID (PS3.5 9.1): components of digits joined by single dots,
+/// at most 64 characters. Only such a UID is ever used in a file name.
+#[must_use]
+pub fn is_uid(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 64
+        && text
+            .split('.')
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A DICOM JSON attribute's first value as text (`"0020000D"` → the Study Instance UID).

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::url::percent_encode;
-use super::{PacsError, Server, json_string, json_strings};
+use super::{PacsError, Server, is_uid, json_string, json_strings};
 
 /// One study a search found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -86,20 +86,21 @@ pub fn studies(
     }
     let what = "the study search";
     let items = search(server, &path, what)?;
-    let mut studies: Vec<StudySummary> = items
-        .iter()
-        .filter_map(|item| {
-            Some(StudySummary {
-                study_uid: json_string(item, "0020000D")?,
-                date: json_string(item, "00080020").unwrap_or_default(),
-                accession: json_string(item, "00080050").unwrap_or_default(),
-                patient_id: json_string(item, "00100020").unwrap_or_default(),
-                description: json_string(item, "00081030").unwrap_or_default(),
-                modalities: json_strings(item, "00080061"),
-                instances: json_string(item, "00201208").and_then(|n| n.parse().ok()),
-            })
-        })
-        .collect();
+    let mut studies = Vec::with_capacity(items.len());
+    for item in &items {
+        let Some(study_uid) = uid_of(server, item, "0020000D", "Study Instance UID", what)? else {
+            continue;
+        };
+        studies.push(StudySummary {
+            study_uid,
+            date: json_string(item, "00080020").unwrap_or_default(),
+            accession: json_string(item, "00080050").unwrap_or_default(),
+            patient_id: json_string(item, "00100020").unwrap_or_default(),
+            description: json_string(item, "00081030").unwrap_or_default(),
+            modalities: json_strings(item, "00080061"),
+            instances: json_string(item, "00201208").and_then(|n| n.parse().ok()),
+        });
+    }
     studies.sort_by(|a, b| (&a.date, &a.study_uid).cmp(&(&b.date, &b.study_uid)));
     Ok(studies)
 }
@@ -117,17 +118,19 @@ pub fn series(
     }
     let what = format!("the series of study {study}");
     let items = search(server, &path, &what)?;
-    let mut series: Vec<SeriesSummary> = items
-        .iter()
-        .filter_map(|item| {
-            Some(SeriesSummary {
-                series_uid: json_string(item, "0020000E")?,
-                modality: json_string(item, "00080060").unwrap_or_default(),
-                description: json_string(item, "0008103E").unwrap_or_default(),
-                instances: json_string(item, "00201209").and_then(|n| n.parse().ok()),
-            })
-        })
-        .collect();
+    let mut series = Vec::with_capacity(items.len());
+    for item in &items {
+        let Some(series_uid) = uid_of(server, item, "0020000E", "Series Instance UID", &what)?
+        else {
+            continue;
+        };
+        series.push(SeriesSummary {
+            series_uid,
+            modality: json_string(item, "00080060").unwrap_or_default(),
+            description: json_string(item, "0008103E").unwrap_or_default(),
+            instances: json_string(item, "00201209").and_then(|n| n.parse().ok()),
+        });
+    }
     series.sort_by(|a, b| a.series_uid.cmp(&b.series_uid));
     Ok(series)
 }
@@ -141,25 +144,45 @@ pub fn instances(
     let path = format!("studies/{study}/series/{series}/instances?includefield=00080016");
     let what = format!("the instances of series {series} of study {study}");
     let items = search(server, &path, &what)?;
-    let mut instances: Vec<InstanceSummary> = items
-        .iter()
-        .filter_map(|item| {
-            Some(InstanceSummary {
-                sop_uid: json_string(item, "00080018")?,
-                sop_class_uid: json_string(item, "00080016").unwrap_or_default(),
-            })
-        })
-        .collect();
+    let mut instances = Vec::with_capacity(items.len());
+    for item in &items {
+        let Some(sop_uid) = uid_of(server, item, "00080018", "SOP Instance UID", &what)? else {
+            continue;
+        };
+        instances.push(InstanceSummary {
+            sop_uid,
+            sop_class_uid: json_string(item, "00080016").unwrap_or_default(),
+        });
+    }
     instances.sort_by(|a, b| a.sop_uid.cmp(&b.sop_uid));
     instances.dedup();
     Ok(instances)
 }
 
+/// The UID in `tag` of a QIDO item: `None` when the item has none (it is skipped), an error
+/// when it is anything but a DICOM UID (a path, `..`, a control character): such an answer is
+/// refused whole before any of it reaches the file system.
+fn uid_of(
+    server: &Server,
+    item: &serde_json::Value,
+    tag: &str,
+    field: &'static str,
+    what: &str,
+) -> Result<Option<String>, PacsError> {
+    match json_string(item, tag) {
+        None => Ok(None),
+        Some(uid) if is_uid(&uid) => Ok(Some(uid)),
+        Some(value) => Err(PacsError::NotUid {
+            server: server.name().to_string(),
+            what: what.to_string(),
+            field,
+            value,
+        }),
+    }
+}
+
 /// `GET` a QIDO-RS `path` and its answer's items (an empty search is an empty list).
 fn search(server: &Server, path: &str, what: &str) -> Result<Vec<serde_json::Value>, PacsError> {
     let answer = server.get(path, ACCEPT_JSON, what)?;
-    match server.json(answer, what)? {
-        serde_json::Value::Array(items) => Ok(items),
-        _ => Err(server.broken(what, "the answer is not a JSON array")),
-    }
+    server.json_items(answer, what)
 }

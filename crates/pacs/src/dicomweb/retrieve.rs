@@ -5,6 +5,13 @@
 //! multipart answer into `CACHE/SERVER_KEY/.incoming/…` and renamed into its series folder
 //! only when its part ended cleanly, so a series folder holds only whole files and a
 //! retrieve cut at any moment resumes with the instances still missing.
+//!
+//! Everything the server names is checked before it touches the disk: each study, series
+//! and instance UID must be a DICOM UID, and each path is checked to lie inside the cache.
+//! Each instance may hold at most its share of the memory budget (the budget over the
+//! series' instance count, plus room for headers), so a part that never ends is cut off
+//! there. A `.part` file is locked while it is written; one that no process holds (left by a
+//! killed retrieve) is removed when the next retrieve starts.
 
 use std::fs;
 use std::io::{BufWriter, Write};
@@ -16,7 +23,14 @@ use sha2::{Digest, Sha256};
 
 use super::multipart::{MultipartError, MultipartReader, boundary};
 use super::qido::{self, SeriesSummary};
-use super::{PacsError, Server};
+use super::{PacsError, Server, is_uid};
+
+/// The most instances one series may list (a CT of 10 000 slices is already far past any
+/// scanner's).
+pub const MAX_INSTANCES: usize = 10_000;
+
+/// Room for an instance's header and padding on top of its share of the memory budget.
+const INSTANCE_HEADER_ALLOWANCE: u64 = 1 << 20;
 
 /// How far a retrieve has come.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,16 +131,21 @@ pub fn retrieve_series(
     parallel: usize,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Retrieved, PacsError> {
-    let instances = qido::instances(server, study, &series.series_uid)?;
+    let instances = checked_instances(server, study, &series.series_uid)?;
     let root = server_cache(cache, server);
     let folder = root.join(study).join(&series.series_uid);
     let incoming = root.join(".incoming");
     for dir in [&folder, &incoming] {
+        ensure_inside(&root, dir)?;
         fs::create_dir_all(dir).map_err(|source| PacsError::Cache {
             path: dir.clone(),
             source,
         })?;
     }
+    remove_abandoned_parts(&incoming);
+    let instance_cap = keyslice_io::limits::max_volume_bytes()
+        / u64::try_from(instances.len().max(1)).unwrap_or(u64::MAX)
+        + INSTANCE_HEADER_ALLOWANCE;
     let missing: Vec<&str> = instances
         .iter()
         .map(|instance| instance.sop_uid.as_str())
@@ -155,6 +174,7 @@ pub fn retrieve_series(
                         sop,
                         folder: &folder,
                         incoming: &incoming,
+                        cap_bytes: instance_cap,
                     };
                     match fetch_instance(server, &place) {
                         Ok(size) => {
@@ -190,12 +210,92 @@ pub fn retrieve_series(
     })
 }
 
+/// The instances of a series, each UID checked before any of them names a file, and at
+/// most [`MAX_INSTANCES`] of them.
+fn checked_instances(
+    server: &Server,
+    study: &str,
+    series: &str,
+) -> Result<Vec<qido::InstanceSummary>, PacsError> {
+    let what = format!("the instances of series {series} of study {study}");
+    let not_uid = |field: &'static str, value: &str| PacsError::NotUid {
+        server: server.name().to_string(),
+        what: what.clone(),
+        field,
+        value: value.to_string(),
+    };
+    if !is_uid(study) {
+        return Err(not_uid("Study Instance UID", study));
+    }
+    if !is_uid(series) {
+        return Err(not_uid("Series Instance UID", series));
+    }
+    let instances = qido::instances(server, study, series)?;
+    if let Some(bad) = instances.iter().find(|instance| !is_uid(&instance.sop_uid)) {
+        return Err(not_uid("SOP Instance UID", &bad.sop_uid));
+    }
+    if instances.len() > MAX_INSTANCES {
+        return Err(PacsError::TooLarge {
+            server: server.name().to_string(),
+            what,
+            detail: format!(
+                "{} instances in one series, more than the {MAX_INSTANCES} of any CT Keyslice opens",
+                instances.len()
+            ),
+        });
+    }
+    Ok(instances)
+}
+
 struct InstancePlace<'a> {
     study: &'a str,
     series: &'a str,
     sop: &'a str,
     folder: &'a Path,
     incoming: &'a Path,
+    /// The most bytes this instance may hold.
+    cap_bytes: u64,
+}
+
+/// Refuses a path that is not inside `root` (no `..`, no absolute part): a last check after
+/// every UID in it was checked.
+fn ensure_inside(root: &Path, path: &Path) -> Result<(), PacsError> {
+    let inside = path.strip_prefix(root).is_ok_and(|rest| {
+        rest.components()
+            .all(|part| matches!(part, std::path::Component::Normal(_)))
+    });
+    if inside {
+        Ok(())
+    } else {
+        Err(PacsError::Cache {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the path would leave the cache folder",
+            ),
+        })
+    }
+}
+
+/// Removes the `.part` files of `incoming` that no process is writing (each writer holds a
+/// lock on its file): what a killed retrieve left behind.
+pub fn remove_abandoned_parts(incoming: &Path) {
+    let Ok(entries) = fs::read_dir(incoming) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|extension| extension != "part") {
+            continue;
+        }
+        let Ok(file) = fs::OpenOptions::new().write(true).open(&path) else {
+            continue;
+        };
+        if file.try_lock().is_ok() {
+            tracing::debug!(path = %path.display(), "removing a part a killed retrieve left");
+            let _ = fs::remove_file(&path);
+        }
+    }
 }
 
 /// Fetches one instance into its folder; retries a truncated answer. Returns its size.
@@ -230,6 +330,7 @@ fn fetch_once(server: &Server, place: &InstancePlace<'_>) -> Result<u64, Fetch> 
         sop,
         folder,
         incoming,
+        cap_bytes,
     } = *place;
     let what = format!("instance {sop} of study {study}");
     let answer = server
@@ -249,9 +350,12 @@ fn fetch_once(server: &Server, place: &InstancePlace<'_>) -> Result<u64, Fetch> 
         })
     };
     let file = fs::File::create(&temporary).map_err(cache_error)?;
+    // Held until the file is renamed or removed: a retrieve starting meanwhile leaves it be.
+    file.lock().map_err(cache_error)?;
     let mut sink = CountingWriter {
         inner: BufWriter::new(file),
         written: 0,
+        cap: cap_bytes,
     };
     let mut reader = MultipartReader::new(answer.body, &boundary);
     let outcome = reader.next_part(&mut sink);
@@ -304,6 +408,17 @@ fn fetch_once(server: &Server, place: &InstancePlace<'_>) -> Result<u64, Fetch> 
 
 fn multipart_failure(server: &Server, what: &str, error: MultipartError) -> Fetch {
     match error {
+        MultipartError::Io(ref io) if io.kind() == std::io::ErrorKind::FileTooLarge => {
+            Fetch::Failed(PacsError::TooLarge {
+                server: server.name().to_string(),
+                what: what.to_string(),
+                detail: io.to_string(),
+            })
+        }
+        // A deadline that passed is not helped by asking again at the same pace.
+        MultipartError::Io(ref io) if io.kind() == std::io::ErrorKind::TimedOut => {
+            Fetch::Failed(server.broken(what, super::http::read_failure(io, server.timeout)))
+        }
         MultipartError::Truncated { .. } => {
             Fetch::Truncated(server.broken(what, error.to_string()))
         }
@@ -326,10 +441,21 @@ fn is_part10(path: &Path) -> bool {
 struct CountingWriter<W> {
     inner: W,
     written: u64,
+    /// The most bytes the part may hold.
+    cap: u64,
 }
 
 impl<W: Write> Write for CountingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.written + buf.len() as u64 > self.cap {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::FileTooLarge,
+                format!(
+                    "one instance passed {} MiB, its share of the memory budget (KEYSLICE_MAX_VOLUME_MB) for a series of this many instances",
+                    self.cap >> 20
+                ),
+            ));
+        }
         let n = self.inner.write(buf)?;
         self.written += n as u64;
         Ok(n)

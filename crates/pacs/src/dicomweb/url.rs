@@ -75,6 +75,71 @@ impl Auth {
     }
 }
 
+impl Auth {
+    /// `text` (a server's words) with these credentials and any `Bearer …` / `Basic …`
+    /// value replaced by `***`: a server that echoes the request's headers in its error never
+    /// puts a token or password on the screen or in a log.
+    #[must_use]
+    pub fn redacted(&self, text: &str) -> String {
+        use base64::Engine as _;
+        let mut secrets: Vec<String> = Vec::new();
+        match self {
+            Self::None => {}
+            Self::Bearer(token) => secrets.push(token.clone()),
+            Self::Basic { user, password } => {
+                secrets.push(
+                    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}")),
+                );
+                secrets.push(password.clone());
+            }
+        }
+        let mut out = text.to_string();
+        for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
+            out = out.replace(secret.as_str(), "***");
+        }
+        redact_schemes(&out)
+    }
+}
+
+/// `text` with the word after each `Bearer` or `Basic` (any case) replaced by `***`.
+fn redact_schemes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut words = text.split_inclusive(char::is_whitespace).peekable();
+    while let Some(word) = words.next() {
+        out.push_str(word);
+        let trimmed = word.trim_end().to_ascii_lowercase();
+        let scheme = ["bearer", "basic"].iter().any(|scheme| {
+            trimmed.strip_suffix(scheme).is_some_and(|before| {
+                before
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| !c.is_alphanumeric())
+            })
+        });
+        if scheme {
+            // Skip further blanks, then hide the credential.
+            while let Some(next) = words.peek() {
+                if next.trim().is_empty() {
+                    out.push_str(next);
+                    words.next();
+                } else {
+                    break;
+                }
+            }
+            if let Some(secret) = words.next() {
+                let kept_tail: String = secret
+                    .chars()
+                    .rev()
+                    .take_while(|c| c.is_whitespace())
+                    .collect();
+                out.push_str("***");
+                out.extend(kept_tail.chars().rev());
+            }
+        }
+    }
+    out
+}
+
 /// What a URL names on the server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -130,14 +195,16 @@ impl DicomWebUrl {
                 "it must start with dicomweb+http:// or dicomweb+https://",
             ));
         };
-        let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let (authority, path) = location.split_once('/').unwrap_or((location, ""));
-        let (userinfo, host) = match authority.rsplit_once('@') {
-            Some((userinfo, host)) => (Some(userinfo), host),
-            None => (None, authority),
+        let (userinfo, rest) = match userinfo_end(rest) {
+            Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+            None => (None, rest),
         };
-        if host.is_empty() {
-            return Err(fail("it names no host"));
+        let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (host, path) = location.split_once('/').unwrap_or((location, ""));
+        if host.is_empty() || !is_host(host) {
+            return Err(fail(
+                "it names no host (HOST or HOST:PORT after the scheme)",
+            ));
         }
         let auth = match userinfo {
             Some(userinfo) => {
@@ -219,21 +286,54 @@ pub fn redact(text: &str) -> String {
         return text.to_string();
     };
     let after = &text[scheme_end + 3..];
-    let authority_end = after.find(['/', '?']).unwrap_or(after.len());
-    match after[..authority_end].rfind('@') {
+    match userinfo_end(after) {
         Some(at) => format!("{}://{}", &text[..scheme_end], &after[at + 1..]),
         None => text.to_string(),
     }
 }
 
+/// Where the `user:password` of `rest` (a URL after `scheme://`) ends: the last `@` that is
+/// followed by a host (and port) and then `/`, `?` or the end, with no `=` before it (that
+/// would be a query value holding an `@`). A password holding `/` or `?` is found whole, so
+/// no part of it is ever taken for the host, looked up or shown. When no `@` fits, the last
+/// `@` before the first `/` or `?`.
+fn userinfo_end(rest: &str) -> Option<usize> {
+    let fits = rest.rmatch_indices('@').map(|(at, _)| at).find(|&at| {
+        let after = &rest[at + 1..];
+        let host_end = after.find(['/', '?']).unwrap_or(after.len());
+        !rest[..at].contains('=') && is_host(&after[..host_end])
+    });
+    fits.or_else(|| {
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        rest[..authority_end].rfind('@')
+    })
+}
+
+/// Whether `text` reads as `HOST` or `HOST:PORT` (a name, an IPv4 address or a bracketed
+/// IPv6 address).
+fn is_host(text: &str) -> bool {
+    let (name, port) = if let Some(inner) = text.strip_prefix('[') {
+        match inner.split_once(']') {
+            Some((address, rest)) => (address, rest.strip_prefix(':')),
+            None => return false,
+        }
+    } else {
+        match text.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (text, None),
+        }
+    };
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
+        && port.is_none_or(|port| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn check_uid(text: &str) -> Result<String, String> {
     let uid = percent_decode(text);
-    if uid.is_empty()
-        || uid.len() > 64
-        || !uid.chars().all(|c| c.is_ascii_digit() || c == '.')
-        || uid.starts_with('.')
-        || uid.ends_with('.')
-    {
+    if !super::is_uid(&uid) {
+        let uid = keyslice_core::text::shown_short(&uid, 80);
         return Err(format!(
             "`{uid}` is not a DICOM UID (digits and dots, at most 64 characters)"
         ));
@@ -353,6 +453,60 @@ mod tests {
         let url =
             DicomWebUrl::parse("dicomweb+http://h/dicom-web?StudyInstanceUID=1.2.840.1").unwrap();
         assert!(matches!(url.target, Target::Study { ref study, .. } if study == "1.2.840.1"));
+    }
+
+    #[test]
+    fn a_password_holding_slash_question_mark_or_at_stays_whole_and_unseen() {
+        for (text, password) in [
+            (
+                "dicomweb+http://rev:pa/ss@127.0.0.1:8042/dicom-web/studies/1.2.3",
+                "pa/ss",
+            ),
+            (
+                "dicomweb+http://rev:p?w@pacs.example.org/dicom-web?PatientID=1",
+                "p?w",
+            ),
+            ("dicomweb+http://rev:p@w/x@[::1]:8042/dicom-web", "p@w/x"),
+        ] {
+            let url = DicomWebUrl::parse(text).unwrap();
+            assert_eq!(
+                url.auth,
+                Auth::Basic {
+                    user: "rev".into(),
+                    password: password.into()
+                },
+                "{text}"
+            );
+            assert!(!url.server().contains("rev"), "{}", url.server());
+            assert!(!redact(text).contains(password), "{}", redact(text));
+        }
+        let url = DicomWebUrl::parse("dicomweb+http://h:8042/dw?PatientName=a@b").unwrap();
+        assert_eq!(url.server(), "http://h:8042/dw");
+        assert_eq!(url.auth, Auth::from_env());
+        let error = DicomWebUrl::parse("dicomweb+http://rev:pa ss@h/dw/studies/x").unwrap_err();
+        assert!(!error.to_string().contains("pa ss"), "{error}");
+    }
+
+    #[test]
+    fn a_server_echoing_the_authorization_header_is_redacted() {
+        let basic = Auth::Basic {
+            user: "alice".into(),
+            password: "wonder-land".into(),
+        };
+        let echoed = format!(
+            "denied: Authorization: {} (password wonder-land)",
+            basic.header().unwrap()
+        );
+        let shown = basic.redacted(&echoed);
+        assert!(
+            !shown.contains("wonder-land") && !shown.contains("YWxp"),
+            "{shown}"
+        );
+        let bearer = Auth::Bearer("t0k3n-secret".into());
+        assert_eq!(
+            bearer.redacted("bad token t0k3n-secret; got authorization=Bearer abc.def"),
+            "bad token ***; got authorization=Bearer ***"
+        );
     }
 
     #[test]

@@ -74,7 +74,34 @@ pub struct CaseResult {
     pub consistency: Option<Consistency>,
 }
 
+impl Observer {
+    /// Who, as one line: `device:MODEL VERSION` or `person:NAME`.
+    #[must_use]
+    pub fn key(&self) -> String {
+        match self {
+            Self::Device { model } => format!("device:{} {}", model.id, model.version),
+            Self::Person { name } => format!("person:{name}"),
+        }
+    }
+}
+
 impl CaseResult {
+    /// What the document says, as one line of text for its UIDs ([`content_uid`]): who made
+    /// it, the model, the findings and the report. Two documents with the same content key say
+    /// the same thing.
+    #[must_use]
+    pub fn content_key(&self) -> String {
+        // Findings and ModelId serialise to JSON without fail (plain structs and enums).
+        let findings = serde_json::to_string(&self.findings).unwrap_or_default();
+        format!(
+            "{}|{} {}|{findings}|{}",
+            self.observer.key(),
+            self.algorithm.id,
+            self.algorithm.version,
+            self.report.as_deref().unwrap_or("")
+        )
+    }
+
     /// The AI result of a prediction.
     #[must_use]
     pub fn from_prediction(prediction: &Prediction) -> Self {
@@ -288,21 +315,13 @@ impl StudyContext {
     }
 }
 
-/// A new UID under `2.25` (a UUID-derived UID, PS3.5 B.2): 128 bits from a hash of `seed`,
-/// the time, the process and a counter, so two calls never give the same UID.
+/// A UID under `2.25` (a UUID-derived UID, PS3.5 B.2) of 128 bits from a hash of `seed`:
+/// the same seed always gives the same UID. Documents seed their UIDs with what they say, so
+/// storing the same result again is recognised (by the PACS, which keeps one instance per
+/// SOP Instance UID, and by `publish`, which asks first) and never makes a second copy.
 #[must_use]
-pub fn new_uid(seed: &str) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let mut hasher = Sha256::new();
-    hasher.update(seed.as_bytes());
-    hasher.update(nanos.to_le_bytes());
-    hasher.update(std::process::id().to_le_bytes());
-    hasher.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    let digest = hasher.finalize();
+pub fn content_uid(seed: &str) -> String {
+    let digest = Sha256::digest(seed.as_bytes());
     let mut bytes = [0u8; 16];
     bytes.copy_from_slice(&digest[..16]);
     // A UUID's variant and version bits (version 8, custom), as PS3.5 asks.

@@ -51,15 +51,47 @@ pub struct KeyImages {
     pub images: Vec<String>,
 }
 
-/// Reads a document from a file.
+/// The largest SR or KOS file read (Keyslice's are a few kilobytes).
+pub const MAX_DOCUMENT_BYTES: u64 = 4 << 20;
+
+/// The most sequence items one document may hold (Keyslice's hold about a hundred).
+pub const MAX_DOCUMENT_ITEMS: usize = 20_000;
+
+/// The highest slice index accepted (no CT has more slices).
+const MAX_SLICE_INDEX: f64 = 65_535.0;
+
+/// The largest lesion axis accepted, in centimetres: the width of an adult abdomen.
+const MAX_AXIS_CM: f64 = 50.0;
+
+/// Reads a document from a file. The file is walked first as images are (every declared
+/// length inside the file, shallow nesting, at most [`MAX_DOCUMENT_ITEMS`] items), so a
+/// hostile document is refused before it is parsed.
 pub fn read_file(path: &Path) -> Result<Document, PacsError> {
+    let unreadable = |reason: String| PacsError::Dicom(format!("{}: {reason}", path.display()));
+    let size = std::fs::metadata(path)
+        .map_err(|error| unreadable(format!("cannot read it: {error}")))?
+        .len();
+    if size > MAX_DOCUMENT_BYTES {
+        return Err(unreadable(format!(
+            "{size} bytes, more than the {} MiB any SR or KOS of Keyslice's takes",
+            MAX_DOCUMENT_BYTES >> 20
+        )));
+    }
+    keyslice_io::dicom::check_structure(path, MAX_DOCUMENT_ITEMS).map_err(unreadable)?;
     let object = dicom_object::open_file(path)
         .map_err(|error| PacsError::Dicom(format!("cannot read {}: {error}", path.display())))?;
-    read_object(&object).map_err(|reason| PacsError::Dicom(format!("{}: {reason}", path.display())))
+    read_object(&object).map_err(unreadable)
 }
 
-/// Reads a document from Part 10 bytes.
+/// Reads a document from Part 10 bytes (at most [`MAX_DOCUMENT_BYTES`]).
 pub fn read_bytes(bytes: &[u8]) -> Result<Document, String> {
+    if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
+        return Err(format!(
+            "{} bytes, more than the {} MiB any SR or KOS of Keyslice's takes",
+            bytes.len(),
+            MAX_DOCUMENT_BYTES >> 20
+        ));
+    }
     let object = dicom_object::OpenFileOptions::new()
         .from_reader(bytes.get(128..).ok_or("shorter than a DICOM preamble")?)
         .map_err(|error| format!("not a DICOM file: {error}"))?;
@@ -184,7 +216,7 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
                 &mut findings,
                 &mut local_description,
                 &mut consistency,
-            );
+            )?;
             verifier = group
                 .child(&codes::verifier_name())
                 .and_then(Node::text)
@@ -209,7 +241,7 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
         {
             findings.organ_mut(organ).tumor = presence;
         } else {
-            findings.organ_mut(organ).lesions.push(lesion(group));
+            findings.organ_mut(organ).lesions.push(lesion(group)?);
         }
     }
     let report = root
@@ -241,27 +273,79 @@ fn organ_of(group: &Node) -> Option<Organ> {
     codes::organ_of(site.code()?, laterality)
 }
 
-fn lesion(group: &Node) -> Lesion {
-    let long_cm = group.child(&codes::long_axis()).and_then(Node::number);
-    let short_cm = group.child(&codes::short_axis()).and_then(Node::number);
+/// A NUM item's value when it is present, refused unless finite and within `range`
+/// (`meaning` says what it is, for the error).
+fn checked_number(
+    group: &Node,
+    code: &codes::Code,
+    meaning: &str,
+    range: std::ops::RangeInclusive<f64>,
+) -> Result<Option<f64>, String> {
+    match group.child(code).and_then(Node::number) {
+        None => Ok(None),
+        Some(value) if value.is_finite() && range.contains(&value) => Ok(Some(value)),
+        Some(value) => Err(format!(
+            "{meaning} is {}, not within {}–{}: the document is damaged or not a result Keyslice can trust",
+            readable(value),
+            range.start(),
+            range.end()
+        )),
+    }
+}
+
+/// A number as people write it: `1e300` rather than three hundred digits.
+fn readable(value: f64) -> String {
+    if value != 0.0 && (value.abs() >= 1e6 || value.abs() < 1e-3) {
+        format!("{value:e}")
+    } else {
+        format!("{value}")
+    }
+}
+
+/// A slice index item: a whole number from 0 to [`MAX_SLICE_INDEX`].
+fn checked_slice(group: &Node, code: &codes::Code, meaning: &str) -> Result<Option<u32>, String> {
+    match checked_number(group, code, meaning, 0.0..=MAX_SLICE_INDEX)? {
+        Some(value) if value.fract() != 0.0 => {
+            Err(format!("{meaning} is {value}, not a whole slice number"))
+        }
+        // Whole and within 0..=65 535: exact as u32.
+        value => Ok(value.map(|value| value as u32)),
+    }
+}
+
+/// A lesion axis: more than 0 and at most [`MAX_AXIS_CM`] centimetres.
+fn checked_axis(group: &Node, code: &codes::Code, meaning: &str) -> Result<Option<f64>, String> {
+    match checked_number(group, code, meaning, 0.0..=MAX_AXIS_CM)? {
+        Some(value) if value <= 0.0 => Err(format!("{meaning} is {value} cm, not a size")),
+        value => Ok(value),
+    }
+}
+
+fn lesion(group: &Node) -> Result<Lesion, String> {
+    let long_cm = checked_axis(group, &codes::long_axis(), "the long axis")?;
+    let short_cm = checked_axis(group, &codes::short_axis(), "the short axis")?;
     let location_name = codes::location_in_organ();
     let location_codes: Vec<&codes::Code> = group
         .children_named(&location_name)
         .filter_map(Node::code)
         .collect();
-    Lesion {
+    let count = checked_number(
+        group,
+        &codes::lesion_count(),
+        "the lesion count",
+        1.0..=1000.0,
+    )?;
+    Ok(Lesion {
         size: long_cm.map(|long_cm| LesionSize { long_cm, short_cm }),
         location: codes::location_of(&location_codes),
         attenuation: group
             .child(&codes::attenuation())
             .and_then(Node::code)
             .and_then(codes::attenuation_of),
-        count: group
-            .child(&codes::lesion_count())
-            .and_then(Node::number)
-            .map(|n| n.round() as u32),
+        // Within 1..=1000: exact as u32 once rounded.
+        count: count.map(|n| n.round() as u32),
         spans: keyslice_core::findings::LesionSpans::default(),
-    }
+    })
 }
 
 fn evidence(
@@ -269,41 +353,57 @@ fn evidence(
     findings: &mut Findings,
     local_description: &mut Option<String>,
     consistency: &mut Option<Consistency>,
-) {
+) -> Result<(), String> {
     let sop = group
         .child(&codes::key_slice())
         .and_then(|node| match &node.value {
             Value::Image(_, sop) => Some(sop.clone()),
             _ => None,
         });
-    let index = group
-        .child(&codes::key_slice_index())
-        .and_then(Node::number)
-        .map(|n| n.round() as u32);
+    let index = checked_slice(group, &codes::key_slice_index(), "the key slice index")?;
     if let Some(index) = index {
         findings.key_slice = Some(KeySlice {
             index,
-            z_mm: group.child(&codes::key_slice_z()).and_then(Node::number),
+            z_mm: checked_number(
+                group,
+                &codes::key_slice_z(),
+                "the key slice position (mm)",
+                -1.0e5..=1.0e5,
+            )?,
             sop_instance_uid: sop,
             span: None,
         });
     }
-    let slice_of = |code| {
-        group
-            .child(&code)
-            .and_then(Node::number)
-            .filter(|n| n.is_finite() && *n >= 0.0)
-            .map(|n| n.round() as u32)
-    };
     if let (Some(first), Some(last)) = (
-        slice_of(codes::lesion_first_slice()),
-        slice_of(codes::lesion_last_slice()),
+        checked_slice(
+            group,
+            &codes::lesion_first_slice(),
+            "the lesion's first slice",
+        )?,
+        checked_slice(
+            group,
+            &codes::lesion_last_slice(),
+            "the lesion's last slice",
+        )?,
     ) {
+        if first > last {
+            return Err(format!(
+                "the lesion's slice range {first}–{last} runs backwards"
+            ));
+        }
         findings.lesion_slices = Some(SliceRange { first, last });
     }
     if let Some(Value::Scoord(_, points)) = group.child(&codes::image_region()).map(|n| &n.value)
         && points.len() >= 8
     {
+        if let Some(bad) = points
+            .iter()
+            .find(|&&point| !point.is_finite() || !(0.0..=65_536.0).contains(&point))
+        {
+            return Err(format!(
+                "the evidence box has the coordinate {bad}, outside any image"
+            ));
+        }
         let xs = points.iter().step_by(2).copied();
         let ys = points.iter().skip(1).step_by(2).copied();
         let (c0, c1) = xs.fold((f32::MAX, f32::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
@@ -322,15 +422,20 @@ fn evidence(
         .child(&codes::verifier_description())
         .and_then(Node::text)
         .map(str::to_string);
-    if let Some(score) = group.child(&codes::consistency()).and_then(Node::number) {
-        let part = |code| group.child(&code).and_then(Node::number);
+    let score_of =
+        |code: codes::Code, meaning: &str| checked_number(group, &code, meaning, 0.0..=1.0);
+    if let Some(score) = score_of(codes::consistency(), "the consistency")? {
         *consistency = Some(Consistency {
             score,
-            organ: part(codes::consistency_organ()).unwrap_or(score),
-            location: part(codes::consistency_location()),
-            attenuation: part(codes::consistency_attenuation()),
-            size: part(codes::consistency_size()),
-            region: part(codes::consistency_region()),
+            organ: score_of(codes::consistency_organ(), "the organ consistency")?.unwrap_or(score),
+            location: score_of(codes::consistency_location(), "the location consistency")?,
+            attenuation: score_of(
+                codes::consistency_attenuation(),
+                "the attenuation consistency",
+            )?,
+            size: score_of(codes::consistency_size(), "the size consistency")?,
+            region: score_of(codes::consistency_region(), "the region consistency")?,
         });
     }
+    Ok(())
 }

@@ -280,9 +280,22 @@ pub fn read_code(item: &InMemDicomObject) -> Option<Code> {
     })
 }
 
+/// The deepest content tree read (Keyslice writes four levels; TID 1500 needs few more).
+pub const MAX_DEPTH: usize = 16;
+
 /// Reads a content item and its children (items of a value type Keyslice does not use are
-/// kept as TEXT of their type, so the tree's shape survives).
+/// kept as TEXT of their type, so the tree's shape survives). A tree deeper than
+/// [`MAX_DEPTH`] is refused.
 pub fn read_item(object: &InMemDicomObject) -> Result<Node, String> {
+    read_item_at(object, 0)
+}
+
+fn read_item_at(object: &InMemDicomObject, depth: usize) -> Result<Node, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "the content tree is nested deeper than {MAX_DEPTH} levels"
+        ));
+    }
     let value_type = string(object, tags::VALUE_TYPE).ok_or("a content item has no Value Type")?;
     let name = first_item(object, tags::CONCEPT_NAME_CODE_SEQUENCE)
         .and_then(read_code)
@@ -345,7 +358,7 @@ pub fn read_item(object: &InMemDicomObject) -> Result<Node, String> {
     };
     let children = items(object, tags::CONTENT_SEQUENCE)
         .iter()
-        .map(read_item)
+        .map(|child| read_item_at(child, depth + 1))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Node {
         relationship,

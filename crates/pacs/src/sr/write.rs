@@ -12,7 +12,7 @@ use super::codes::{self, Code};
 use super::tree::{Node, Value, put_item, sequence, sop_reference};
 use super::{
     COMPREHENSIVE_3D_SR, CT_IMAGE, CaseResult, KEY_OBJECT_SELECTION, Observer, StudyContext,
-    new_uid, now_date_time,
+    content_uid, now_date_time,
 };
 use crate::PacsError;
 
@@ -46,7 +46,10 @@ fn text(tag: dicom_core::Tag, vr: VR, value: &str) -> DataElement<InMemDicomObje
 
 /// The TID 1500 SR of `result` in `study`.
 pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, PacsError> {
-    let seed = format!("{}{:?}", study.study_uid, result.observer);
+    // The document's UIDs follow from the study and what it says; its series from the study
+    // and who made it (all of one reviewer's documents in a study share a series).
+    let seed = format!("{}|sr|{}", study.study_uid, result.content_key());
+    let series_seed = format!("{}|sr|{}", study.study_uid, result.observer.key());
     let tracking_seed = study.study_uid.clone();
     let image_class = if study.image_class_uid.is_empty() {
         CT_IMAGE
@@ -82,6 +85,7 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
         series_number,
         series_description: description,
         seed,
+        series_seed,
     };
     let mut object = document.header(study, &result.algorithm);
     let (date, time) = now_date_time();
@@ -326,7 +330,14 @@ pub fn key_object_selection(
     } else {
         &study.image_class_uid
     };
-    let seed = format!("{}{sop}kos", study.study_uid);
+    let seed = format!(
+        "{}|kos|{sop}|{} {}",
+        study.study_uid, result.algorithm.id, result.algorithm.version
+    );
+    let series_seed = format!(
+        "{}|kos|{} {}",
+        study.study_uid, result.algorithm.id, result.algorithm.version
+    );
     let mut description = format!(
         "Key evidence slice of the AI report by {} {}",
         result.algorithm.id, result.algorithm.version
@@ -365,6 +376,7 @@ pub fn key_object_selection(
             result.algorithm.id, result.algorithm.version
         ),
         seed,
+        series_seed,
     };
     let mut object = document.header(study, &result.algorithm);
     object.put(evidence(study, image_class, &[sop.as_str()]));
@@ -377,7 +389,10 @@ struct Document {
     modality: &'static str,
     series_number: i32,
     series_description: String,
+    /// What the document says: its SOP Instance UID follows from it.
     seed: String,
+    /// Who made it in which study: its Series Instance UID follows from it.
+    series_seed: String,
 }
 
 impl Document {
@@ -387,7 +402,11 @@ impl Document {
         let (date, time) = now_date_time();
         object.put(text(tags::SPECIFIC_CHARACTER_SET, VR::CS, "ISO_IR 192"));
         object.put(text(tags::SOP_CLASS_UID, VR::UI, self.class_uid));
-        object.put(text(tags::SOP_INSTANCE_UID, VR::UI, &new_uid(&self.seed)));
+        object.put(text(
+            tags::SOP_INSTANCE_UID,
+            VR::UI,
+            &content_uid(&self.seed),
+        ));
         object.put(text(tags::INSTANCE_CREATION_DATE, VR::DA, &date));
         object.put(text(tags::INSTANCE_CREATION_TIME, VR::TM, &time));
         object.put(text(tags::TIMEZONE_OFFSET_FROM_UTC, VR::SH, "+0000"));
@@ -414,7 +433,7 @@ impl Document {
         object.put(text(
             tags::SERIES_INSTANCE_UID,
             VR::UI,
-            &new_uid(&format!("{}series", self.seed)),
+            &content_uid(&format!("{}series", self.series_seed)),
         ));
         object.put(text(
             tags::SERIES_NUMBER,
@@ -523,7 +542,7 @@ fn observer_items(observer: &Observer, seed: &str) -> Vec<Node> {
             Node::new(
                 OBS_CONTEXT,
                 codes::device_observer_uid(),
-                Value::UidRef(new_uid(&format!("{seed}device"))),
+                Value::UidRef(content_uid(&format!("{seed}device"))),
             ),
             Node::new(
                 OBS_CONTEXT,
@@ -579,7 +598,7 @@ fn group_head(label: &str, seed: &str, organ: Option<Organ>, algorithm: &[Node])
         Node::new(
             CONTAINS,
             codes::tracking_uid(),
-            Value::UidRef(new_uid(&format!("{seed}{label}"))),
+            Value::UidRef(content_uid(&format!("{seed}{label}"))),
         ),
         Node::new(CONTAINS, codes::finding(), Value::Code(codes::neoplasm())),
     ];

@@ -107,10 +107,15 @@ fn prediction_ui(ui: &mut egui::Ui, prediction: &Prediction) -> Option<AnalysisC
 /// Where a result read from the PACS was stored, and the corrections reviewers stored
 /// beside it (each reviewer's newest).
 fn stored_ui(ui: &mut egui::Ui, stored: &StoredResult) {
-    ui.small(format!("{} on {}", stored.document, stored.server))
-        .on_hover_text(
-            "the AI result as it was stored on the PACS; Analyze again runs the model here",
-        );
+    // Everything here came from the PACS: shown as text, a newline or escape never forges a
+    // line.
+    use keyslice_core::text::shown;
+    ui.small(format!(
+        "{} on {}",
+        shown(&stored.document),
+        shown(&stored.server)
+    ))
+    .on_hover_text("the AI result as it was stored on the PACS; Analyze again runs the model here");
     if stored.reviews.is_empty() {
         ui.small("No review stored on the PACS yet.");
         return;
@@ -118,16 +123,16 @@ fn stored_ui(ui: &mut egui::Ui, stored: &StoredResult) {
     ui.label(egui::RichText::new("Reviews on the PACS").strong());
     for review in &stored.reviews {
         ui.horizontal_wrapped(|ui| {
-            ui.label(egui::RichText::new(&review.reviewer).strong());
-            ui.small(&review.stored);
+            ui.label(egui::RichText::new(shown(&review.reviewer)).strong());
+            ui.small(shown(&review.stored));
         })
         .response
-        .on_hover_text(&review.summary);
+        .on_hover_text(shown(&review.summary));
         if review.changes.is_empty() {
             ui.small("accepted the AI result as it was");
         }
         for change in &review.changes {
-            ui.label(format!("• {change}"));
+            ui.label(format!("• {}", shown(change)));
         }
     }
 }

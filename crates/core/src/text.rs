@@ -1,0 +1,75 @@
+//! Text that came from outside (a PACS answer, a DICOM header, an SR, a file name, a model's
+//! output) made safe to show: [`shown`] writes every control character as a visible escape,
+//! so such text can never clear a terminal, set its title, move the cursor, forge a line or
+//! reorder what follows it on screen.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// Whether `c` would act on a terminal or on the layout of a line instead of being shown: C0
+/// and C1 controls, DEL, and the Unicode bidirectional and line/paragraph separators.
+#[must_use]
+pub fn is_control(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `text` with each control character written as `\u{…}` (a tab, a carriage return and a
+/// line feed as `\t`, `\r`, `\n`): one line of plain text whatever `text` holds.
+#[must_use]
+pub fn shown(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\n' => out.push_str("\\n"),
+            c if is_control(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`shown`], cut to at most `max_chars` characters (with `…` when cut).
+#[must_use]
+pub fn shown_short(text: &str, max_chars: usize) -> String {
+    let text = shown(text);
+    if text.chars().count() <= max_chars {
+        return text.into_owned();
+    }
+    let mut out: String = text.chars().take(max_chars.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_clear_screen_title_backspace_and_newlines_become_visible_text() {
+        let hostile = "Doe\u{1b}[2J\u{1b}]0;owned\u{7}\r\nreview by Eve\u{8}\u{202e}x";
+        let safe = shown(hostile);
+        assert!(!safe.chars().any(is_control), "{safe}");
+        assert_eq!(
+            safe,
+            "Doe\\u{1b}[2J\\u{1b}]0;owned\\u{7}\\r\\nreview by Eve\\u{8}\\u{202e}x"
+        );
+    }
+
+    #[test]
+    fn plain_text_is_not_copied_and_long_text_is_cut() {
+        assert!(matches!(shown("Müller^Anna 1.2.3"), Cow::Borrowed(_)));
+        assert_eq!(shown_short("abcdef", 4), "abc…");
+        assert_eq!(shown_short("abc", 4), "abc");
+    }
+}

@@ -1,0 +1,270 @@
+//! A workspace whose files were damaged (a torn, emptied or bit-flipped `predictions.jsonl`,
+//! a duplicated case id in `workspace.json`, a corrupted `review.sqlite`) and an export that
+//! was killed: an accepted review is never silently dropped or exported as an empty answer.
+//! It is rebuilt from the review database, or refused with what was damaged and what to do.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::{keyslice, text};
+use keyslice::findings::{Findings, Lesion, LesionSize, Organ, TumorPresence};
+use keyslice::review::ReviewStatus;
+use keyslice::review::case::{CaseReview, model_findings};
+use keyslice::review::workspace::{DATABASE_FILE, MANIFEST_FILE, PREDICTIONS_FILE, Workspace};
+use serde_json::json;
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// A workspace of one small phantom, with a model prediction (a 1.0 cm liver lesion) that a
+/// reviewer corrected (2.4 cm) and accepted.
+fn accepted_workspace(root: &Path) -> Workspace {
+    let dataset = root.join("dataset");
+    let made = keyslice(&[
+        "phantom",
+        "--out",
+        s(&dataset),
+        "--cases",
+        "1",
+        "--seed",
+        "7",
+        "--matrix",
+        "48",
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let (workspace, added) =
+        Workspace::create_or_extend(&root.join("ws"), &[dataset]).expect("workspace");
+    assert_eq!(added, 1);
+    let case_id = workspace.manifest.cases[0].case_id.clone();
+    let mut findings = Findings::default();
+    findings.organ_mut(Organ::Liver).tumor = TumorPresence::Yes;
+    findings.organ_mut(Organ::Liver).lesions.push(Lesion {
+        size: Some(LesionSize {
+            long_cm: 1.0,
+            short_cm: Some(0.7),
+        }),
+        ..Lesion::default()
+    });
+    let prediction: keyslice::infer::Prediction = serde_json::from_value(json!({
+        "version": 1,
+        "case_id": case_id,
+        "diagnoser": {"id": "keyslice-tiny", "version": "test"},
+        "verifier": null,
+        "report": "Liver lesion 1: Size: 1.0 x 0.7 cm. Key slice: 3",
+        "findings": findings,
+        "key_slice": {"index": 3, "z_mm": 15.0},
+        "box": null,
+        "local_description": null,
+        "local_findings": null,
+        "consistency": null,
+        "timings_ms": {"diagnose": 1.0, "verify": 0.0, "total": 1.0},
+        "warnings": []
+    }))
+    .expect("a prediction");
+    workspace.append_prediction(&prediction).expect("appended");
+    let mut review = CaseReview::open(
+        &workspace.database_path(),
+        &case_id,
+        "Ana",
+        Some(model_findings(&prediction)),
+    )
+    .expect("review");
+    review
+        .set(
+            "liver.lesions.0.size",
+            json!({"long_cm": 2.4, "short_cm": 1.9}),
+        )
+        .expect("size");
+    review.set_status(ReviewStatus::Done).expect("accepted");
+    workspace
+}
+
+/// Every file under `folder`, relative path → bytes.
+fn files(folder: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut found = BTreeMap::new();
+    let mut stack = vec![folder.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("listing") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let relative = path.strip_prefix(folder).expect("inside").to_path_buf();
+                found.insert(relative, std::fs::read(&path).expect("readable"));
+            }
+        }
+    }
+    found
+}
+
+fn export(workspace: &Path, out: &Path) -> std::process::Output {
+    keyslice(&[
+        "export",
+        s(workspace),
+        "--format",
+        "swift",
+        "--frames",
+        "4",
+        "--out",
+        s(out),
+    ])
+}
+
+#[test]
+fn a_damaged_predictions_file_never_turns_an_accepted_review_into_an_empty_answer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let workspace = accepted_workspace(dir.path());
+    let root = workspace.root.clone();
+    let good_out = dir.path().join("good");
+    let exported = export(&root, &good_out);
+    assert!(exported.status.success(), "{}", text(&exported.stderr));
+    let good = files(&good_out);
+    let answers = String::from_utf8_lossy(&good[Path::new("train.jsonl")]).to_string();
+    assert!(answers.contains("2.4"), "{answers}");
+
+    let predictions = root.join(PREDICTIONS_FILE);
+    let original = std::fs::read(&predictions).expect("predictions");
+    let damages: [(&str, Vec<u8>); 4] = [
+        ("emptied", Vec::new()),
+        ("torn mid-line", original[..original.len() / 2].to_vec()),
+        ("a block of NULs", {
+            let mut bytes = original.clone();
+            let middle = bytes.len() / 3;
+            bytes[middle..middle + 64].fill(0);
+            bytes
+        }),
+        ("one byte changed", {
+            let mut bytes = original.clone();
+            let at = bytes.iter().position(|&b| b == b'{').expect("a brace");
+            bytes[at] = b'}';
+            bytes
+        }),
+    ];
+    for (damage, bytes) in damages {
+        std::fs::write(&predictions, &bytes).expect("damaged");
+        let out = dir.path().join(format!("out-{}", damage.replace(' ', "-")));
+        let exported = export(&root, &out);
+        let warnings = text(&exported.stderr);
+        assert!(exported.status.success(), "{damage}: {warnings}");
+        assert!(
+            warnings.contains("its findings are rebuilt from review.sqlite"),
+            "{damage}: {warnings}"
+        );
+        assert_eq!(files(&out), good, "{damage}: the same training data");
+        let listed = keyslice(&["workspace", "list", s(&root)]);
+        assert!(
+            text(&listed.stderr).contains("reviewed, but its prediction cannot be read"),
+            "{damage}: {}",
+            text(&listed.stderr)
+        );
+    }
+
+    // Without the remembered starting point, the case is refused, never exported empty.
+    let connection = rusqlite::Connection::open(root.join(DATABASE_FILE)).expect("sqlite");
+    connection
+        .execute("DELETE FROM bases", [])
+        .expect("cleared");
+    drop(connection);
+    std::fs::write(&predictions, b"").expect("emptied");
+    let out = dir.path().join("refused");
+    let exported = export(&root, &out);
+    let message = text(&exported.stderr);
+    assert!(!exported.status.success(), "{message}");
+    assert!(
+        message.contains("its prediction cannot be read") && message.contains("analyse it again"),
+        "{message}"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_duplicated_case_id_or_a_corrupted_review_database_is_refused_by_name() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let workspace = accepted_workspace(dir.path());
+    let root = workspace.root.clone();
+
+    // One flipped bit turned a second case's id into the first one's.
+    let manifest_path = root.join(MANIFEST_FILE);
+    let original_manifest = std::fs::read_to_string(&manifest_path).expect("manifest");
+    let mut manifest: serde_json::Value = serde_json::from_str(&original_manifest).expect("JSON");
+    let cases = manifest["cases"].as_array_mut().expect("cases");
+    let mut twin = cases[0].clone();
+    twin["volume"] = json!("/elsewhere/ct.nii.gz");
+    cases.push(twin);
+    std::fs::write(&manifest_path, manifest.to_string()).expect("written");
+    let nowhere = dir.path().join("x");
+    for args in [
+        vec!["workspace", "list", s(&root)],
+        vec![
+            "export",
+            s(&root),
+            "--format",
+            "swift",
+            "--out",
+            s(&nowhere),
+        ],
+    ] {
+        let refused = keyslice(&args);
+        let message = text(&refused.stderr);
+        assert!(!refused.status.success(), "{args:?}: {message}");
+        assert!(message.contains("share the id"), "{args:?}: {message}");
+    }
+    std::fs::write(&manifest_path, &original_manifest).expect("restored");
+
+    // Bytes of the corrections log's pages overwritten: SQLite's own check fails.
+    let database = root.join(DATABASE_FILE);
+    let checkpoint = rusqlite::Connection::open(&database).expect("sqlite");
+    checkpoint
+        .pragma_update(None, "journal_mode", "DELETE")
+        .expect("no WAL");
+    drop(checkpoint);
+    let mut bytes = std::fs::read(&database).expect("database");
+    let page = 4096;
+    assert!(bytes.len() >= 3 * page, "{} bytes", bytes.len());
+    // The b-tree page headers of two tables: an invalid page type and cell count.
+    for start in [page, 2 * page] {
+        bytes[start] ^= 0x5a;
+        bytes[start + 3] ^= 0xa5;
+    }
+    std::fs::write(&database, &bytes).expect("corrupted");
+    let out = dir.path().join("out");
+    let refused = export(&root, &out);
+    let message = text(&refused.stderr);
+    assert!(!refused.status.success(), "{message}");
+    assert!(message.contains("review.sqlite"), "{message}");
+    assert!(!out.exists());
+    let listed = keyslice(&["workspace", "list", s(&root)]);
+    assert!(!listed.status.success(), "{}", text(&listed.stdout));
+}
+
+#[test]
+fn what_a_killed_export_left_is_cleaned_and_an_export_moved_aside_is_put_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let workspace = accepted_workspace(dir.path());
+    let out = dir.path().join("train");
+    let exported = export(&workspace.root, &out);
+    assert!(exported.status.success(), "{}", text(&exported.stderr));
+    let first = files(&out);
+
+    // Killed after moving the earlier export aside, before putting the new one in place.
+    let aside = dir.path().join(".train.previous-4242");
+    std::fs::rename(&out, &aside).expect("moved aside");
+    let partial = dir.path().join(".train.partial-4242");
+    std::fs::create_dir_all(partial.join("frames")).expect("partial");
+    std::fs::write(partial.join("train.jsonl"), b"{\"half").expect("half a file");
+    std::fs::create_dir_all(dir.path().join(".train.partial-77")).expect("another");
+
+    let exported = export(&workspace.root, &out);
+    assert!(exported.status.success(), "{}", text(&exported.stderr));
+    assert_eq!(files(&out), first);
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("listing")
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().to_string())
+        .filter(|name| name.contains(".partial-") || name.contains(".previous-"))
+        .collect();
+    assert_eq!(left, Vec::<String>::new());
+}
