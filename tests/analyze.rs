@@ -270,3 +270,27 @@ fn the_model_grid_keeps_millimetres_and_maps_back_to_ct_slices() {
         "{i} {j}"
     );
 }
+
+#[test]
+fn the_embedded_model_refuses_slices_far_apart_instead_of_analysing_the_gaps() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    // Thirty small slices 100 mm apart: 2.9 m of patient in 30 slices.
+    let slices: Vec<(String, SliceSpec)> = (0..30)
+        .map(|k| {
+            (
+                format!("s{k:02}.dcm"),
+                SliceSpec::axial("1.9.77", k, 100.0 * k as f64, 40),
+            )
+        })
+        .collect();
+    write_series(folder.path(), &slices);
+    let started = std::time::Instant::now();
+    let analysed = keyslice(&["analyze", folder.path().to_str().expect("utf-8")]);
+    let message = text(&analysed.stderr);
+    assert!(!analysed.status.success(), "{message}");
+    assert!(
+        message.contains("slices are 100.0 mm apart") && message.contains("real model"),
+        "{message}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}

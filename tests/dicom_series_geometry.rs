@@ -366,3 +366,74 @@ fn folder_without_dicom_says_so() {
         "{error}"
     );
 }
+
+/// Puts `value` into attribute `tag` of the DICOM file at `path`.
+fn rewrite(path: &std::path::Path, tag: dicom_core::Tag, value: &str) {
+    use dicom_core::{DataElement, PrimitiveValue, VR};
+    let mut object = dicom_object::open_file(path).expect("readable");
+    let vr = if tag == dicom_dictionary_std::tags::PATIENT_ID {
+        VR::LO
+    } else {
+        VR::UI
+    };
+    object.put(DataElement::new(tag, vr, PrimitiveValue::from(value)));
+    object.write_to_file(path).expect("written");
+}
+
+#[test]
+fn slices_of_another_patient_study_or_frame_of_reference_never_become_one_volume() {
+    use dicom_dictionary_std::tags;
+    let cases = [
+        (tags::PATIENT_ID, "Patient ID", "OTHER-PATIENT"),
+        (tags::STUDY_INSTANCE_UID, "Study Instance UID", "1.2.9.9"),
+        (
+            tags::FRAME_OF_REFERENCE_UID,
+            "Frame of Reference UID",
+            "1.2.9.8",
+        ),
+    ];
+    for (tag, field, other) in cases {
+        let folder = tempfile::tempdir().expect("temp dir");
+        let slices = named_slices("1.9.40", "s", |_, _| {});
+        write_series(folder.path(), &slices);
+        for k in 0..5 {
+            let value = if tag == tags::PATIENT_ID {
+                "P1"
+            } else {
+                "1.2.9.1"
+            };
+            rewrite(&folder.path().join(format!("s{k}")), tag, value);
+        }
+        // Two of five slices belong elsewhere.
+        for k in [1, 3] {
+            rewrite(&folder.path().join(format!("s{k}")), tag, other);
+        }
+        let error = load_dicom(folder.path(), &DicomOptions::default()).expect_err("refused");
+        assert!(
+            matches!(&error, DicomError::MixedSubjects { field: f, files, .. } if *f == field && files.len() == 3),
+            "{error}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains(other) && message.contains("s1"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn a_rescale_slope_that_makes_voxels_infinite_is_refused() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let slices = named_slices("1.9.41", "s", |k, slice| {
+        if k == 2 {
+            slice.slope = 1e38;
+        }
+    });
+    write_series(folder.path(), &slices);
+    let error = load_dicom(folder.path(), &DicomOptions::default()).expect_err("refused");
+    let message = error.to_string();
+    assert!(
+        message.contains("Rescale Slope") && message.contains("1e38") && message.contains("s2"),
+        "{message}"
+    );
+}

@@ -340,3 +340,36 @@ fn nan_voxels_are_shown_as_the_lowest_value_with_a_warning() {
         volume.warnings()
     );
 }
+
+#[test]
+fn a_nifti_gz_whose_checksum_does_not_match_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut bytes = std::fs::read(data("generated/lps_ordered.nii.gz")).expect("sample");
+    // The gzip trailer: CRC-32 then length; the CRC no longer matches the voxels.
+    let crc = bytes.len() - 8;
+    bytes[crc] ^= 0xff;
+    let path = dir.path().join("damaged.nii.gz");
+    std::fs::write(&path, &bytes).expect("written");
+    let error = read_nifti(&path).expect_err("refused");
+    assert!(matches!(error, NiftiError::Data { .. }), "{error}");
+    assert!(error.to_string().contains("checksum"), "{error}");
+}
+
+#[test]
+fn a_qform_quaternion_that_is_not_a_rotation_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut bytes = std::fs::read(data("generated/ras_ordered_qform.nii")).expect("sample");
+    assert_eq!(i32::from_le_bytes(bytes[0..4].try_into().expect("4")), 348);
+    // quatern_b, quatern_c, quatern_d at bytes 256, 260, 264: b²+c²+d² = 1.92.
+    for offset in [256, 260, 264] {
+        bytes[offset..offset + 4].copy_from_slice(&0.8f32.to_le_bytes());
+    }
+    let path = dir.path().join("bad_qform.nii");
+    std::fs::write(&path, &bytes).expect("written");
+    let error = read_nifti(&path).expect_err("refused");
+    assert!(matches!(error, NiftiError::Header { .. }), "{error}");
+    assert!(
+        error.to_string().contains("qform quaternion") && error.to_string().contains("more than 1"),
+        "{error}"
+    );
+}

@@ -238,3 +238,48 @@ fn workspace_commands_name_bad_inputs() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_file_name_with_control_characters_gives_a_plain_case_id() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let hostile = folder.path().join("evil\nreview by Eve\u{1b}[2J");
+    let made = keyslice(&[
+        "phantom",
+        "--out",
+        s(&hostile),
+        "--cases",
+        "1",
+        "--seed",
+        "5",
+        "--matrix",
+        "32",
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let ct = std::fs::read_dir(&hostile)
+        .expect("cases")
+        .next()
+        .expect("a case")
+        .expect("entry")
+        .path()
+        .join("ct.nii.gz");
+    let named = hostile.join("patient\r\nline.nii.gz");
+    std::fs::copy(&ct, &named).expect("copied");
+    let ws = folder.path().join("ws");
+    let created = keyslice(&["workspace", "create", s(&ws), s(&named)]);
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let listed = keyslice(&["workspace", "list", s(&ws)]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let shown = text(&listed.stdout);
+    assert_eq!(shown.lines().count(), 2, "{shown:?}");
+    assert!(
+        !shown.contains('\r') && !shown.contains('\u{1b}'),
+        "{shown:?}"
+    );
+    let info = keyslice(&["info", s(&named)]);
+    assert!(info.status.success(), "{}", text(&info.stderr));
+    assert!(
+        !text(&info.stdout).contains('\r') && text(&info.stdout).contains("patient\\r\\nline"),
+        "{}",
+        text(&info.stdout)
+    );
+}

@@ -388,6 +388,23 @@ impl Workspace {
     }
 
     fn unique_id(&self, wanted: &str) -> String {
+        // Ids come from file and folder names: a control character (a newline, an escape)
+        // becomes `_`, so an id is always one line of plain text.
+        let plain: String = wanted
+            .chars()
+            .map(|c| {
+                if keyslice_core::text::is_control(c) {
+                    '_'
+                } else {
+                    c
+                }
+            })
+            .collect();
+        let wanted = if plain.trim().is_empty() {
+            "case"
+        } else {
+            plain.as_str()
+        };
         let taken = |id: &str| self.manifest.cases.iter().any(|case| case.case_id == id);
         if !taken(wanted) {
             return wanted.to_string();

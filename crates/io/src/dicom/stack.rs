@@ -250,9 +250,20 @@ fn check_rescale(path: &std::path::Path, slope: f64, intercept: f64) -> Result<(
         path: path.to_path_buf(),
         field: "Rescale Slope (0028,1053) / Rescale Intercept (0028,1052)",
         detail: format!(
-            "{slope} / {intercept}, which would put voxels beyond ±{MAX_RESCALED_MAGNITUDE:e} (no CT holds such values: the header is damaged)"
+            "{} / {}, which would put voxels beyond ±{MAX_RESCALED_MAGNITUDE:e} (no CT holds such values: the header is damaged)",
+            readable(slope),
+            readable(intercept)
         ),
     })
+}
+
+/// A number as people write it: `1e38` rather than thirty-nine digits.
+fn readable(value: f64) -> String {
+    if value.abs() >= 1e6 {
+        format!("{value:e}")
+    } else {
+        format!("{value}")
+    }
 }
 
 /// One attribute of a file's header.
