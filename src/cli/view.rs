@@ -75,13 +75,35 @@ fn from_pacs(url: &str) -> Result<Source, CliError> {
         && let Some(prediction) = found.prediction(&case_id, server.name())
         && predictions.get(&case_id) != Some(&prediction)
     {
-        workspace.append_prediction(&prediction)?;
+        // The document's slices must be slices of the study as retrieved.
+        let slices = workspace.case(&case_id).map_or(0, |case| {
+            std::fs::read_dir(&case.volume).map_or(0, |entries| {
+                entries
+                    .flatten()
+                    .filter(|entry| entry.path().extension().is_some_and(|e| e == "dcm"))
+                    .count()
+            })
+        });
+        let outside = prediction
+            .key_slice
+            .as_ref()
+            .map(|key| key.index)
+            .into_iter()
+            .chain(prediction.findings.lesion_slices.as_ref().map(|range| range.last))
+            .find(|&index| index as usize >= slices);
+        match outside {
+            Some(index) => eprintln!(
+                "warning: the AI result stored on the PACS names slice {index}, outside this study's {slices} slices: it is not shown"
+            ),
+            None => workspace.append_prediction(&prediction)?,
+        }
     }
     for (reviewer, review) in found.latest_reviews() {
         eprintln!(
-            "review by {reviewer} stored on the PACS ({}): {}",
-            readable_date_time(&review.content_date_time),
-            review.content.summary()
+            "review by {} stored on the PACS ({}): {}",
+            crate::text::shown(reviewer),
+            crate::text::shown(&readable_date_time(&review.content_date_time)),
+            crate::text::shown(&review.content.summary())
         );
     }
     eprintln!(
