@@ -740,6 +740,7 @@ fn editor_harness(
                         long_cm: 2.8,
                         short_cm: Some(1.9),
                     }),
+                    review_keys: true,
                 };
                 let findings = review.case().findings.clone();
                 let commands = editor.ui(ui).into_iter().flat_map(|command| match command {
@@ -924,6 +925,7 @@ fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
                     std::path::Path::new("/data/demo"),
                     &worklist,
                     Some("PHANTOM_2026_0002"),
+                    true,
                 ) {
                     *picked = Some(command);
                 }

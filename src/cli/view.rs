@@ -89,7 +89,13 @@ fn from_pacs(url: &str) -> Result<Source, CliError> {
             .as_ref()
             .map(|key| key.index)
             .into_iter()
-            .chain(prediction.findings.lesion_slices.as_ref().map(|range| range.last))
+            .chain(
+                prediction
+                    .findings
+                    .lesion_slices
+                    .as_ref()
+                    .map(|range| range.last),
+            )
             .find(|&index| index as usize >= slices);
         match outside {
             Some(index) => eprintln!(

@@ -162,8 +162,13 @@ impl CaseReview {
         Ok(true)
     }
 
-    /// Sets the review status (accept: done; flag: flagged); undoable like an edit.
+    /// Sets the review status (accept: done; flag: flagged); undoable like an edit. Nothing is
+    /// recorded when the case already has that status.
     pub fn set_status(&mut self, status: ReviewStatus) -> Result<(), ReviewError> {
+        // Accepting an accepted case (or flagging a flagged one) changes nothing: no entry.
+        if status == self.status {
+            return Ok(());
+        }
         self.remember_base()?;
         self.store
             .set_status(&self.case_id, status, &self.reviewer)?;

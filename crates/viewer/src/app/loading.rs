@@ -51,15 +51,22 @@ impl Loader {
 }
 
 impl KeysliceApp {
-    /// Starts loading `source`; the study on screen stays until the new one has arrived.
+    /// Starts loading `source`. The study on screen goes at once, with its review and
+    /// analysis: until the new one has arrived the window shows what is opening, never one
+    /// case's images or findings under another case's name, and no edit can land anywhere.
+    /// A load still running for an earlier request is dropped (and stops).
     pub(super) fn open(&mut self, ctx: &egui::Context, source: Source) {
+        self.loader.current = None;
+        self.study = None;
+        self.cases.review = None;
+        self.analysis.reset();
         self.title = match &source {
             Source::Path(path) => path.display().to_string(),
             Source::Demo => "demo".to_string(),
             Source::DemoWorkspace => "demo workspace".to_string(),
             Source::Workspace(root) => root.display().to_string(),
-            Source::WorkspaceCase { case_id, .. } | Source::WorkspaceAt { case_id, .. } => {
-                case_id.clone()
+            Source::WorkspaceCase { case_id, root } | Source::WorkspaceAt { case_id, root } => {
+                format!("{case_id} — {}", root.display())
             }
         };
         if let Source::WorkspaceCase { case_id, .. } = &source {

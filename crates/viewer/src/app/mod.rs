@@ -74,6 +74,13 @@ pub struct KeysliceApp {
     export: ExportJob,
     /// Whether the keyboard help (`?`) is open.
     help_open: bool,
+    /// Where the planes were drawn in the last frame.
+    viewer_rect: Option<egui::Rect>,
+    /// Whether the last click was on the planes (they keep the keyboard until a click
+    /// elsewhere).
+    planes_clicked: bool,
+    /// Whether single-letter keys may change the review this frame.
+    review_keys: bool,
 }
 
 impl KeysliceApp {
@@ -81,24 +88,80 @@ impl KeysliceApp {
     #[must_use]
     pub fn new(cc: &eframe::CreationContext<'_>, source: Source, backend: Option<Backend>) -> Self {
         let (settings, notice) = SettingsFile::load();
+        let mut app = Self::with_renderer(
+            &cc.egui_ctx,
+            cc.wgpu_render_state.clone(),
+            source,
+            backend,
+            settings,
+        );
+        app.notices.extend(notice);
+        app
+    }
+
+    /// The app drawing with `render_state` into `ctx`, with `settings` (what [`Self::new`]
+    /// does with eframe's and the user's; a test harness gives its own).
+    #[must_use]
+    pub fn with_renderer(
+        ctx: &egui::Context,
+        render_state: Option<egui_wgpu::RenderState>,
+        source: Source,
+        backend: Option<Backend>,
+        settings: SettingsFile,
+    ) -> Self {
         let mut app = Self {
             title: String::new(),
             loader: Loader::default(),
             study: None,
             notices: Vec::new(),
             error: None,
-            render_state: cc.wgpu_render_state.clone(),
+            render_state,
             settings,
             file_menu: FileMenu::default(),
             analysis: AnalysisPanel::new(backend.map(Arc::new)),
             cases: Cases::default(),
             export: ExportJob::default(),
             help_open: false,
+            viewer_rect: None,
+            planes_clicked: false,
+            review_keys: false,
         };
-        app.open(&cc.egui_ctx, source);
-        // After `open`, which clears the previous study's notices.
-        app.notices.extend(notice);
+        app.open(ctx, source);
         app
+    }
+
+    /// The workspace case the window names (highlighted in the worklist, in the title).
+    #[must_use]
+    pub fn named_case(&self) -> Option<&str> {
+        self.cases.open_case.as_deref()
+    }
+
+    /// The case whose images and review are on screen: `None` while a case is opening.
+    #[must_use]
+    pub fn case_on_screen(&self) -> Option<&str> {
+        self.study.as_ref()?;
+        self.cases
+            .review
+            .as_ref()
+            .map(keyslice_review::CaseReview::case_id)
+    }
+
+    /// Whether a study is being opened.
+    #[must_use]
+    pub fn is_opening(&self) -> bool {
+        self.loader.is_loading() && self.study.is_none()
+    }
+
+    /// Where the planes were drawn in the last frame.
+    #[must_use]
+    pub fn viewer_rect(&self) -> Option<egui::Rect> {
+        self.viewer_rect
+    }
+
+    /// The notices in the top bar.
+    #[must_use]
+    pub fn notices(&self) -> &[String] {
+        &self.notices
     }
 
     /// Writes the settings now; a failure is shown, never fatal.
@@ -136,7 +199,40 @@ impl KeysliceApp {
 
 impl eframe::App for KeysliceApp {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.frame_ui(ui);
+    }
+
+    fn on_exit(&mut self) {
+        if self.settings.unsaved() {
+            self.save_settings();
+        }
+    }
+}
+
+impl KeysliceApp {
+    /// Whether single-letter keys may change the review this frame: the planes have the
+    /// keyboard (the pointer is over them, or the last click was on them), no menu or popup
+    /// is open and no text field takes the keys. A path typed into the File menu, or letters
+    /// typed anywhere else, never move the key slice or flag the case.
+    fn planes_have_keyboard(&mut self, ctx: &egui::Context) -> bool {
+        let Some(planes) = self.viewer_rect else {
+            return false;
+        };
+        let (pointer, pressed) =
+            ctx.input(|input| (input.pointer.latest_pos(), input.pointer.any_pressed()));
+        let over = pointer.is_some_and(|position| planes.contains(position));
+        if pressed {
+            self.planes_clicked = over;
+        }
+        (over || self.planes_clicked)
+            && !ctx.egui_wants_keyboard_input()
+            && !egui::Popup::is_any_open(ctx)
+    }
+
+    /// One frame of the whole window.
+    pub fn frame_ui(&mut self, ui: &mut egui::Ui) {
         let ctx = ui.ctx().clone();
+        self.review_keys = self.planes_have_keyboard(&ctx);
         self.poll_loading();
         if let Some(command) = self.file_menu.poll(&mut self.notices) {
             self.apply_file_command(&ctx, command);
@@ -158,10 +254,7 @@ impl eframe::App for KeysliceApp {
                     .file_menu
                     .ui(ui, &self.settings.settings.recent, can_export);
                 ui.strong("Keyslice");
-                ui.label(&self.title);
-                if let Some(study_arrived) = self.loader.study_arrived()
-                    && self.study.is_some()
-                {
+                if let Some(study_arrived) = self.loader.study_arrived() {
                     ui.spinner();
                     ui.label(if study_arrived {
                         "loading masks…"
@@ -169,11 +262,25 @@ impl eframe::App for KeysliceApp {
                         "opening…"
                     });
                 }
-                for notice in &self.notices {
-                    ui.colored_label(egui::Color32::from_rgb(230, 180, 60), notice);
-                }
+                // Cut to the window, never wider: a bar wider than the window would push the
+                // right panel off it.
+                ui.add(egui::Label::new(&self.title).truncate());
             });
         });
+        if !self.notices.is_empty() {
+            // Below the bar, each wrapped to the window's width.
+            egui::Panel::top("keyslice-notices").show(ui, |ui| {
+                for notice in &self.notices {
+                    ui.add(
+                        egui::Label::new(
+                            egui::RichText::new(notice)
+                                .color(egui::Color32::from_rgb(230, 180, 60)),
+                        )
+                        .wrap(),
+                    );
+                }
+            });
+        }
         if let Some(command) = file_command {
             self.apply_file_command(&ctx, command);
         }
@@ -184,10 +291,13 @@ impl eframe::App for KeysliceApp {
         let mut edit_commands = Vec::new();
         self.analysis
             .ensure_evidence(&ctx, self.study.as_ref().map(|s| &*s.volume));
-        if self.study.is_some() {
+        // The worklist stays while a case opens, so the user can go on to another.
+        if self.study.is_some() || self.cases.workspace.is_some() {
             (worklist_command, analysis_command, report_command) = self.left_panel_ui(ui);
+        }
+        if self.study.is_some() {
             (commands, edit_commands) = self.right_panel_ui(ui);
-            let typing = ctx.egui_wants_keyboard_input();
+            let typing = ctx.egui_wants_keyboard_input() || egui::Popup::is_any_open(&ctx);
             if !typing && ctx.input(|input| input.key_pressed(egui::Key::A)) {
                 analysis_command = Some(AnalysisCommand::Run);
             }
@@ -227,12 +337,6 @@ impl eframe::App for KeysliceApp {
         crate::ui::help::help_ui(&ctx, &mut self.help_open);
         Self::drop_hint_ui(&ctx);
     }
-
-    fn on_exit(&mut self) {
-        if self.settings.unsaved() {
-            self.save_settings();
-        }
-    }
 }
 
 /// Opens the viewer window on `source` and runs until it is closed.
@@ -240,7 +344,9 @@ pub fn run(source: Source, backend: Option<Backend>) -> Result<(), eframe::Error
     let options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("Keyslice")
-            .with_inner_size([1280.0, 800.0]),
+            .with_inner_size([1280.0, 800.0])
+            // Below this the side panels cannot yield enough for the three planes.
+            .with_min_inner_size([640.0, 400.0]),
         renderer: eframe::Renderer::Wgpu,
         ..eframe::NativeOptions::default()
     };

@@ -3,8 +3,9 @@
 //! thread so the window keeps drawing while it is open.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
+use std::sync::{Arc, Mutex};
 
 use super::job::Job;
 
@@ -93,11 +94,50 @@ pub enum LoadEvent {
     Failed(String, String),
 }
 
-/// Starts loading `source` on a worker thread; each event wakes the window. The CT is sent as soon as it is read, masks follow, so the first
-/// slices never wait for a dozen segmentation files.
+/// One load reads at a time: a load waits here for the one before it, so a burst of clicks
+/// never reads many studies at once; each superseded load gives up when its turn comes.
+static LOAD_LANE: Mutex<()> = Mutex::new(());
+
+/// Load workers alive now (waiting for the lane, or reading).
+static RUNNING_LOADS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many load workers are alive: after the user stops switching cases, one at most.
+#[must_use]
+pub fn running_loads() -> usize {
+    RUNNING_LOADS.load(Ordering::SeqCst)
+}
+
+/// Counts a load worker for as long as it lives.
+struct Running;
+
+impl Running {
+    fn start() -> Self {
+        RUNNING_LOADS.fetch_add(1, Ordering::SeqCst);
+        Self
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING_LOADS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Starts loading `source` on a worker thread; each event wakes the window. The CT is sent as
+/// soon as it is read, masks follow, so the first slices never wait for a dozen segmentation
+/// files. Loads take turns ([`LOAD_LANE`]); a load the window has dropped (the user asked for
+/// another case) stops at its next step and sends nothing more.
 #[must_use]
 pub fn load_in_background(ctx: &egui::Context, source: Source) -> Job<LoadEvent> {
-    Job::spawn(ctx, move |send| {
+    Job::spawn_cancellable(ctx, move |send, cancelled| {
+        let _running = Running::start();
+        // A panicked load cannot leave the lane closed: the guard inside is `()`.
+        let _lane = LOAD_LANE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cancelled() {
+            return;
+        }
         let mut send = |event| send(event);
         let source = match resolve(with_scratch_workspace(source, &mut send), &mut send) {
             Ok(source) => source,
@@ -106,11 +146,19 @@ pub fn load_in_background(ctx: &egui::Context, source: Source) -> Job<LoadEvent>
                 return;
             }
         };
+        if cancelled() {
+            return;
+        }
         match load_volume(&source) {
             Ok((study, mask_folder)) => {
+                if cancelled() {
+                    return;
+                }
                 let volume = Arc::clone(&study.volume);
                 send(LoadEvent::Study(study));
-                if let Some(folder) = mask_folder {
+                if let Some(folder) = mask_folder
+                    && !cancelled()
+                {
                     send(LoadEvent::Masks(Box::new(load_case_masks(
                         &folder, &volume,
                     ))));

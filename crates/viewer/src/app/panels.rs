@@ -15,6 +15,19 @@ use keyslice_core::findings::KeySlice;
 use keyslice_core::prediction::PredictionKeySlice;
 use keyslice_core::volume::Volume;
 
+/// A side panel's default and largest width in a window of this size: its `preferred` width
+/// in a window of 1200 px or more; below that it yields to the images (at most a sixth of the
+/// window each, never under 100 px), so the planes keep about two thirds of a small window.
+fn side_panel_width(ctx: &egui::Context, preferred: f32) -> (f32, f32) {
+    let window = ctx.content_rect().width();
+    let largest = if window >= 1200.0 {
+        preferred
+    } else {
+        (window / 6.0).max(100.0)
+    };
+    (preferred.min(largest), largest)
+}
+
 impl KeysliceApp {
     /// The left panel: worklist, analysis, evidence and report.
     pub(super) fn left_panel_ui(
@@ -28,13 +41,22 @@ impl KeysliceApp {
         let mut worklist_command = None;
         let mut analysis_command = None;
         let mut report_command = None;
+        let (default_width, max_width) = side_panel_width(ui.ctx(), 300.0);
         egui::Panel::left("keyslice-left")
-            .default_size(300.0)
+            .default_size(default_width)
+            .min_size(100.0)
+            .max_size(max_width)
             .show(ui, |ui| {
-                egui::ScrollArea::vertical().show(ui, |ui| {
+                // Content wider than a narrow panel scrolls inside it, never past its edge.
+                egui::ScrollArea::both().show(ui, |ui| {
                     if let Some((root, worklist)) = &self.cases.workspace {
-                        worklist_command =
-                            worklist_ui(ui, root, worklist, self.cases.open_case.as_deref());
+                        worklist_command = worklist_ui(
+                            ui,
+                            root,
+                            worklist,
+                            self.cases.open_case.as_deref(),
+                            self.review_keys,
+                        );
                         ui.separator();
                     }
                     (analysis_command, report_command) = self.analysis.ui(ui);
@@ -53,10 +75,14 @@ impl KeysliceApp {
             return (Vec::new(), Vec::new());
         };
         let mut edit_commands = Vec::new();
+        let (default_width, max_width) = side_panel_width(ui.ctx(), 280.0);
         let commands = egui::Panel::right("keyslice-side")
-            .default_size(280.0)
+            .default_size(default_width)
+            .min_size(100.0)
+            .max_size(max_width)
             .show(ui, |ui| {
-                egui::ScrollArea::vertical()
+                // Content wider than a narrow panel scrolls inside it, never past its edge.
+                egui::ScrollArea::both()
                     .show(ui, |ui| {
                         if let Some(review) = &self.cases.review {
                             let lengths: Vec<f64> = viewer
@@ -71,6 +97,7 @@ impl KeysliceApp {
                                 history: review.history(),
                                 current_slice: Self::key_slice_on_screen(volume, viewer),
                                 ruler: ruler_size(&lengths),
+                                review_keys: self.review_keys,
                             };
                             edit_commands = editor.ui(ui);
                         } else {
@@ -118,6 +145,7 @@ impl KeysliceApp {
             ui.label(format!("hint: {hint}"));
             ui.label("Open another study from the File menu, or drop one on the window.");
         } else if let Some(Shown { volume, viewer }) = &mut self.study {
+            self.viewer_rect = Some(ui.available_rect_before_wrap());
             commands.extend(viewer.viewer_ui(ui, volume));
             if !self.loader.first_slice_logged {
                 // The frame that carries the first slices; measured by
@@ -129,6 +157,7 @@ impl KeysliceApp {
                 );
             }
         } else if self.loader.is_loading() {
+            ui.heading(format!("Opening {}", self.title));
             if let Some((text, fraction)) = &self.loader.progress {
                 ui.heading("Preparing the demo workspace (first run only)");
                 ui.label(

@@ -15,7 +15,7 @@ use keyslice_core::prediction::Prediction;
 use keyslice_core::prediction::PredictionKeySlice;
 use keyslice_review::reviewed::{BOX_FIELD, KEY_SLICE_FIELD, LESION_SLICES_FIELD};
 use keyslice_review::workspace::{DATABASE_FILE, WorklistEntry, Workspace};
-use keyslice_review::{CaseReview, ReviewStatus, ReviewStore};
+use keyslice_review::{CaseReview, ReviewStatus};
 
 /// The open workspace and its case under review; all empty outside a workspace.
 #[derive(Default)]
@@ -139,8 +139,8 @@ impl Cases {
     }
 
     /// Records a status or moves along the worklist: the case to open, if any. The case
-    /// under review records its status in its own log (so Ctrl+Z undoes it); otherwise the
-    /// status goes to the workspace's review database, committed before the list shows it.
+    /// under review records its status in its own log (so Ctrl+Z undoes it), committed
+    /// before the list shows it.
     fn apply_worklist(
         &mut self,
         command: WorklistCommand,
@@ -155,26 +155,10 @@ impl Cases {
             self.sync_worklist_status();
             return None;
         }
-        let (root, worklist) = self.workspace.as_mut()?;
-        let case_id = match command {
-            WorklistCommand::Open(case_id) => case_id,
-            WorklistCommand::SetStatus(status) => {
-                let case_id = self.open_case.clone()?;
-                let position = worklist.iter().position(|e| e.case_id == case_id)?;
-                let reviewer = reviewer_name();
-                let saved = ReviewStore::open(&root.join(DATABASE_FILE))
-                    .and_then(|mut store| store.set_status(&case_id, status, &reviewer));
-                match saved {
-                    Ok(_) => {
-                        worklist[position].status = status;
-                        worklist[position].reviewer = Some(reviewer);
-                    }
-                    Err(error) => {
-                        notices.push(format!("status not saved: {error} ({})", error.hint()));
-                    }
-                }
-                return None;
-            }
+        let (root, _) = self.workspace.as_ref()?;
+        // A status is recorded in the open case's review (above), never around it.
+        let WorklistCommand::Open(case_id) = command else {
+            return None;
         };
         Some(Source::WorkspaceCase {
             root: root.clone(),
@@ -325,8 +309,19 @@ impl KeysliceApp {
         self.sync_key_slice();
     }
 
-    /// Opens a case, moves along the worklist, or records the open case's status.
+    /// Opens a case, moves along the worklist, or records the open case's status. A status
+    /// asked for while a case is still opening changes nothing (the case named on screen is
+    /// not yet the one whose review is open).
     pub(super) fn apply_worklist(&mut self, ctx: &egui::Context, command: WorklistCommand) {
+        if matches!(command, WorklistCommand::SetStatus(_)) && self.cases.review.is_none() {
+            if self.is_opening() {
+                self.notices.push(format!(
+                    "nothing changed: {} is still opening",
+                    self.cases.open_case.as_deref().unwrap_or("the case")
+                ));
+            }
+            return;
+        }
         if let Some(source) = self.cases.apply_worklist(command, &mut self.notices) {
             self.open(ctx, source);
         }

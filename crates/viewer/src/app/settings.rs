@@ -131,7 +131,18 @@ impl SettingsFile {
     /// notice to show.
     #[must_use]
     pub fn load() -> (Self, Option<String>) {
-        let path = settings_path();
+        Self::load_from(settings_path())
+    }
+
+    /// Settings that are never read or written (a window under test).
+    #[must_use]
+    pub fn in_memory() -> Self {
+        Self::load_from(None).0
+    }
+
+    /// Reads the settings from `path` (none: defaults, never written).
+    #[must_use]
+    pub fn load_from(path: Option<PathBuf>) -> (Self, Option<String>) {
         let (settings, notice) = match path.as_deref().map(Settings::load) {
             Some(Ok(settings)) => (settings, None),
             Some(Err(error)) => {

@@ -53,6 +53,10 @@ pub struct FindingsEditor<'a> {
     pub current_slice: KeySlice,
     /// The latest ruler measurements on the axial plane as a size, if any.
     pub ruler: Option<LesionSize>,
+    /// Whether single-letter keys may change the review now: the images have the keyboard
+    /// (the pointer is over them, or they were clicked last) and no menu is open. `S` and
+    /// `L` act only then; Ctrl+Z and Ctrl+Y whenever no text field or menu takes the keys.
+    pub review_keys: bool,
 }
 
 impl FindingsEditor<'_> {
@@ -317,7 +321,7 @@ impl FindingsEditor<'_> {
     }
 
     fn keyboard(&self, ui: &egui::Ui, selected: Option<&String>, commands: &mut Vec<EditCommand>) {
-        if ui.ctx().egui_wants_keyboard_input() {
+        if ui.ctx().egui_wants_keyboard_input() || egui::Popup::is_any_open(ui.ctx()) {
             return;
         }
         let from_ruler = self
@@ -333,6 +337,9 @@ impl FindingsEditor<'_> {
                 commands.push(EditCommand::Redo);
             } else if input.consume_key(egui::Modifiers::COMMAND, egui::Key::Z) {
                 commands.push(EditCommand::Undo);
+            }
+            if !self.review_keys {
+                return;
             }
             if input.consume_key(egui::Modifiers::NONE, egui::Key::S) {
                 commands.push(EditCommand::KeySliceHere);

@@ -65,12 +65,14 @@ fn visible(
     shown
 }
 
-/// Draws the worklist.
+/// Draws the worklist; `review_keys`: whether single-letter keys may change the review now
+/// (see `FindingsEditor::review_keys`).
 pub fn worklist_ui(
     ui: &mut egui::Ui,
     root: &Path,
     worklist: &[WorklistEntry],
     open_case: Option<&str>,
+    review_keys: bool,
 ) -> Option<WorklistCommand> {
     let mut command = None;
     ui.heading("Worklist");
@@ -150,7 +152,9 @@ pub fn worklist_ui(
             }
         });
     }
-    let typing = ui.ctx().egui_wants_keyboard_input();
+    // Keys act unless a text field or a menu takes them; F (a single letter that changes the
+    // review) only while the images have the keyboard (`review_keys`).
+    let typing = ui.ctx().egui_wants_keyboard_input() || egui::Popup::is_any_open(ui.ctx());
     if !typing && open_case.is_some() {
         // The modifiers are those of the key event itself: a quick Ctrl+Enter has released
         // Ctrl again by the time the frame runs.
@@ -158,7 +162,7 @@ pub fn worklist_ui(
         ui.input_mut(|input| {
             if input.consume_key(Modifiers::COMMAND, Key::Enter) {
                 command = Some(WorklistCommand::SetStatus(ReviewStatus::Done));
-            } else if input.consume_key(Modifiers::NONE, Key::F) {
+            } else if review_keys && input.consume_key(Modifiers::NONE, Key::F) {
                 command = Some(WorklistCommand::SetStatus(ReviewStatus::Flagged));
             } else if input.consume_key(Modifiers::NONE, Key::N) {
                 command = step(true);

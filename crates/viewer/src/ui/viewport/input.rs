@@ -92,7 +92,8 @@ impl Viewer {
     pub(super) fn keyboard(&self, ui: &egui::Ui, commands: &mut Vec<ViewerCommand>) {
         // Letters and digits typed into a text field (a note, a size) are text, not
         // shortcuts: "3.1 x 2.4" must not switch to the lung window.
-        if ui.ctx().egui_wants_keyboard_input() {
+        // Nor are keys typed while a menu is open (a path typed into the File menu).
+        if ui.ctx().egui_wants_keyboard_input() || egui::Popup::is_any_open(ui.ctx()) {
             return;
         }
         let plane = self.active;

@@ -1,0 +1,366 @@
+//! The whole window, driven as a hurried reviewer drives it: cases clicked in quick
+//! succession, keys pressed while a case is still opening, the window made small. The window
+//! never names one case while showing another's images or review, only the case asked for
+//! last goes on loading, an edit made while a case opens lands nowhere, and the planes keep
+//! most of a small window. Rendered with wgpu (lavapipe in CI) into snapshots.
+//!
+//! Without any GPU adapter these checks say so and pass, unless `KEYSLICE_REQUIRE_GPU=1`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{keyslice, text};
+use egui::{Key, Modifiers};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use keyslice::app::open::running_loads;
+use keyslice::app::settings::SettingsFile;
+use keyslice::app::{KeysliceApp, Source};
+use keyslice::render::headless_device;
+use keyslice::review::ReviewStore;
+use keyslice::review::workspace::Workspace;
+
+/// The app, made in the harness's first frame (it needs the harness's context).
+struct Window {
+    app: Option<KeysliceApp>,
+    source: Source,
+    render_state: egui_wgpu::RenderState,
+}
+
+fn gpu_available() -> bool {
+    match headless_device() {
+        Ok(_) => true,
+        Err(error) => {
+            assert!(
+                std::env::var_os("KEYSLICE_REQUIRE_GPU").is_none(),
+                "KEYSLICE_REQUIRE_GPU is set but {error}"
+            );
+            eprintln!("no GPU adapter, skipping window checks: {error}");
+            false
+        }
+    }
+}
+
+/// The whole window of `size` on `source`, drawn by wgpu.
+fn window(source: Source, size: egui::Vec2) -> Harness<'static, Window> {
+    let render_state = egui_kittest::wgpu::create_render_state(
+        egui_kittest::wgpu::default_wgpu_setup(),
+        egui_wgpu::RendererOptions::PREDICTABLE,
+    );
+    let renderer = egui_kittest::wgpu::WgpuTestRenderer::from_render_state(render_state.clone());
+    Harness::builder()
+        .with_size(size)
+        .renderer(renderer)
+        .build_ui_state(
+            |ui, window: &mut Window| {
+                let app = window.app.get_or_insert_with(|| {
+                    KeysliceApp::with_renderer(
+                        ui.ctx(),
+                        Some(window.render_state.clone()),
+                        window.source.clone(),
+                        None,
+                        SettingsFile::in_memory(),
+                    )
+                });
+                app.frame_ui(ui);
+            },
+            Window {
+                app: None,
+                source,
+                render_state,
+            },
+        )
+}
+
+fn app<'a>(harness: &'a Harness<'_, Window>) -> &'a KeysliceApp {
+    harness
+        .state()
+        .app
+        .as_ref()
+        .expect("made in the first frame")
+}
+
+/// Steps the window until `done` holds (frames 10 ms apart), at most `limit`.
+fn step_until(
+    harness: &mut Harness<'_, Window>,
+    limit: Duration,
+    what: &str,
+    done: impl Fn(&KeysliceApp) -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    loop {
+        harness.step();
+        if done(app(harness)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A workspace of three phantom cases; their ids.
+fn workspace(folder: &Path) -> (PathBuf, Vec<String>) {
+    let dataset = folder.join("dataset");
+    let made = keyslice(&[
+        "phantom",
+        "--out",
+        dataset.to_str().expect("utf-8"),
+        "--cases",
+        "3",
+        "--seed",
+        "52",
+        "--matrix",
+        "96",
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let root = folder.join("ws");
+    let (workspace, added) = Workspace::create_or_extend(&root, &[dataset]).expect("workspace");
+    assert_eq!(added, 3);
+    let ids = workspace
+        .manifest
+        .cases
+        .iter()
+        .map(|case| case.case_id.clone())
+        .collect();
+    (root, ids)
+}
+
+/// The window never names one case while showing another: checked on every frame.
+fn assert_named_case_is_the_one_shown(harness: &Harness<'_, Window>) {
+    let app = app(harness);
+    if let Some(shown) = app.case_on_screen() {
+        assert_eq!(
+            Some(shown),
+            app.named_case(),
+            "the images and review of {shown} under another case's name"
+        );
+    }
+}
+
+/// Resident memory of this process, bytes.
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+#[test]
+fn switching_cases_fast_shows_each_case_only_under_its_name_and_leaves_one_load() {
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (root, ids) = workspace(folder.path());
+    let mut harness = window(Source::Workspace(root), egui::Vec2::new(1280.0, 800.0));
+    step_until(
+        &mut harness,
+        Duration::from_mins(1),
+        "the first case",
+        |app| app.case_on_screen().is_some(),
+    );
+    let settled = resident_bytes();
+    // A then B, B then A, …: forty clicks, a frame apart.
+    let mut last = String::new();
+    for click in 0..40 {
+        let id = &ids[1 + click % 2];
+        harness.get_by_label(id).click();
+        harness.step();
+        assert_eq!(app(&harness).named_case(), Some(id.as_str()));
+        assert_named_case_is_the_one_shown(&harness);
+        last.clone_from(id);
+    }
+    step_until(
+        &mut harness,
+        Duration::from_mins(1),
+        "the last case asked for",
+        |app| app.case_on_screen() == Some(last.as_str()),
+    );
+    assert_named_case_is_the_one_shown(&harness);
+    // The loads asked for before the last one have stopped.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while running_loads() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} loads still running",
+            running_loads()
+        );
+        harness.step();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Memory after the burst: within a few cases' loads of where it was (a case here is a
+    // few MB; forty loads running at once would be far more).
+    let grown = resident_bytes().saturating_sub(settled);
+    assert!(grown < 200 << 20, "{} MB more after the burst", grown >> 20);
+}
+
+#[test]
+fn keys_pressed_while_a_case_opens_change_no_review_and_a_repeated_accept_records_nothing() {
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (root, ids) = workspace(folder.path());
+    let database = root.join(keyslice::review::workspace::DATABASE_FILE);
+    let mut harness = window(Source::Workspace(root), egui::Vec2::new(1280.0, 800.0));
+    step_until(
+        &mut harness,
+        Duration::from_mins(1),
+        "the first case",
+        |app| app.case_on_screen().is_some(),
+    );
+    let first = app(&harness).case_on_screen().expect("open").to_string();
+    let other = ids
+        .iter()
+        .find(|id| **id != first)
+        .expect("another case")
+        .clone();
+    let over = app(&harness).viewer_rect().expect("planes drawn").center();
+    harness.hover_at(over);
+    harness.step();
+    // In one frame: the other case clicked, S and Ctrl+Enter pressed over the images. The
+    // keys come before the case opens: they change no review, the old case's least of all.
+    harness.get_by_label(&other).click();
+    harness.key_press(Key::S);
+    harness.key_press_modifiers(Modifiers::COMMAND, Key::Enter);
+    harness.step();
+    assert_eq!(app(&harness).named_case(), Some(other.as_str()));
+    assert_named_case_is_the_one_shown(&harness);
+    // And again the frame after, while it may still be opening: whatever lands, lands on
+    // the case named on screen.
+    harness.key_press(Key::S);
+    harness.step();
+    step_until(
+        &mut harness,
+        Duration::from_mins(1),
+        "the other case",
+        |app| app.case_on_screen() == Some(other.as_str()),
+    );
+    let store = ReviewStore::open(&database).expect("database");
+    let log = store.corrections(None).expect("log");
+    assert!(
+        log.iter()
+            .all(|entry| entry.case_id == other && entry.field != "status"),
+        "recorded while opening: {log:?}"
+    );
+    for entry in &log {
+        let undone = ReviewStore::open(&database)
+            .expect("database")
+            .undo(entry.id, "test");
+        assert!(undone.is_ok());
+    }
+    // Now open: Ctrl+Enter accepts once; a second Ctrl+Enter records nothing.
+    harness.hover_at(over);
+    harness.step();
+    for _ in 0..2 {
+        harness.key_press_modifiers(Modifiers::COMMAND, Key::Enter);
+        harness.step();
+        harness.step();
+    }
+    let log = store.corrections(Some(&other)).expect("log");
+    let statuses: Vec<&serde_json::Value> = log
+        .iter()
+        .filter(|entry| entry.field == "status")
+        .map(|entry| &entry.new_value)
+        .collect();
+    assert_eq!(statuses, [&serde_json::json!("done")], "{log:?}");
+}
+
+#[test]
+fn in_a_small_window_the_planes_keep_most_of_it() {
+    if !gpu_available() {
+        return;
+    }
+    // A relative folder, so the path on screen (title, worklist) is the same on every
+    // machine and the snapshots compare.
+    let folder = Path::new("target/window-snapshots");
+    let _ = std::fs::remove_dir_all(folder);
+    let (root, _) = workspace(folder);
+    let root = root
+        .strip_prefix(std::env::current_dir().expect("cwd"))
+        .map(Path::to_path_buf)
+        .unwrap_or(root);
+    let mut snapshots = egui_kittest::SnapshotResults::new();
+    // Width and height, and the share of the width the planes must keep.
+    for (width, height, share, name) in [
+        (640.0, 400.0, 0.6, "app_640x400"),
+        (800.0, 600.0, 0.6, "app_800x600"),
+        (1280.0, 800.0, 0.5, "app_1280x800"),
+    ] {
+        let mut harness = window(
+            Source::Workspace(root.clone()),
+            egui::Vec2::new(width, height),
+        );
+        step_until(&mut harness, Duration::from_mins(1), "a case", |app| {
+            app.case_on_screen().is_some()
+        });
+        for _ in 0..4 {
+            harness.step();
+        }
+        let planes = app(&harness).viewer_rect().expect("planes drawn");
+        assert!(
+            planes.width() >= share * width && planes.height() >= 0.8 * height,
+            "{width}×{height}: the planes get {planes:?}"
+        );
+        harness.snapshot(name);
+        snapshots.extend_harness(&mut harness);
+    }
+}
+
+#[test]
+fn single_letter_keys_change_the_review_only_while_the_planes_have_the_keyboard() {
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (root, _) = workspace(folder.path());
+    let database = root.join(keyslice::review::workspace::DATABASE_FILE);
+    let mut harness = window(Source::Workspace(root), egui::Vec2::new(1280.0, 800.0));
+    step_until(&mut harness, Duration::from_mins(1), "a case", |app| {
+        app.case_on_screen().is_some()
+    });
+    let planes = app(&harness).viewer_rect().expect("planes drawn");
+    let store = ReviewStore::open(&database).expect("database");
+    // The pointer over the worklist: S (key slice) and F (flag) are letters, not edits.
+    harness.hover_at(egui::pos2(60.0, 500.0));
+    harness.step();
+    for key in [Key::S, Key::F] {
+        harness.key_press(key);
+        harness.step();
+    }
+    // The File menu open, the path field missed: a typed path edits nothing.
+    harness.get_by_label("File").click();
+    harness.step();
+    assert!(egui::Popup::is_any_open(&harness.ctx), "the File menu is open");
+    harness.hover_at(planes.center());
+    harness.step();
+    for key in [Key::S, Key::F, Key::S] {
+        harness.key_press(key);
+        harness.step();
+    }
+    assert!(
+        store.corrections(None).expect("log").is_empty(),
+        "{:?}",
+        store.corrections(None)
+    );
+    // Menu closed (a click on the planes), pointer on the planes: S sets the key slice.
+    harness.get_by_label("File").click();
+    harness.step();
+    harness.hover_at(planes.center());
+    harness.step();
+    harness.key_press(Key::S);
+    harness.step();
+    harness.step();
+    let fields: Vec<String> = store
+        .corrections(None)
+        .expect("log")
+        .into_iter()
+        .map(|entry| entry.field)
+        .collect();
+    assert!(fields.contains(&"key_slice".to_string()), "{fields:?}");
+}
