@@ -336,7 +336,10 @@ fn single_letter_keys_change_the_review_only_while_the_planes_have_the_keyboard(
     // The File menu open, the path field missed: a typed path edits nothing.
     harness.get_by_label("File").click();
     harness.step();
-    assert!(egui::Popup::is_any_open(&harness.ctx), "the File menu is open");
+    assert!(
+        egui::Popup::is_any_open(&harness.ctx),
+        "the File menu is open"
+    );
     harness.hover_at(planes.center());
     harness.step();
     for key in [Key::S, Key::F, Key::S] {
@@ -363,4 +366,60 @@ fn single_letter_keys_change_the_review_only_while_the_planes_have_the_keyboard(
         .map(|entry| entry.field)
         .collect();
     assert!(fields.contains(&"key_slice".to_string()), "{fields:?}");
+}
+
+/// Puts the patient and study into every file of the DICOM series in `folder`.
+fn identify(folder: &Path) {
+    use dicom_core::{DataElement, PrimitiveValue, VR};
+    use dicom_dictionary_std::tags;
+    for entry in std::fs::read_dir(folder).expect("series") {
+        let path = entry.expect("entry").path();
+        let mut object = dicom_object::open_file(&path).expect("readable");
+        for (tag, vr, value) in [
+            (tags::PATIENT_NAME, VR::PN, "DOE^JANE"),
+            (tags::PATIENT_ID, VR::LO, "MRN-4711"),
+            (tags::PATIENT_BIRTH_DATE, VR::DA, "19600102"),
+            (tags::PATIENT_SEX, VR::CS, "F"),
+            (tags::STUDY_DATE, VR::DA, "20240105"),
+            (tags::ACCESSION_NUMBER, VR::SH, "ACC-77"),
+        ] {
+            object.put(DataElement::new(tag, vr, PrimitiveValue::from(value)));
+        }
+        object.write_to_file(&path).expect("written");
+    }
+}
+
+#[test]
+fn the_patient_and_study_are_named_over_the_images() {
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let series = folder.path().join("series");
+    let slices: Vec<(String, common::SliceSpec)> = (0..6)
+        .map(|k| {
+            (
+                format!("s{k}.dcm"),
+                common::SliceSpec::axial("1.9.46", k, 2.5 * k as f64, 40),
+            )
+        })
+        .collect();
+    common::write_series(&series, &slices);
+    identify(&series);
+    let mut harness = window(Source::Path(series), egui::Vec2::new(1280.0, 800.0));
+    step_until(&mut harness, Duration::from_mins(1), "the series", |app| {
+        !app.is_opening()
+    });
+    harness.step();
+    harness.get_by_label_contains(
+        "DOE, JANE · ID MRN-4711 · born 1960-01-02 · F · study 2024-01-05 · accession ACC-77",
+    );
+    // A NIfTI file holds no identity, and the window says so.
+    let (root, _) = workspace(folder.path());
+    let mut harness = window(Source::Workspace(root), egui::Vec2::new(1280.0, 800.0));
+    step_until(&mut harness, Duration::from_mins(1), "a case", |app| {
+        app.case_on_screen().is_some()
+    });
+    harness.step();
+    harness.get_by_label("no patient identity in this file");
 }

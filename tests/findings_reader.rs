@@ -623,3 +623,62 @@ fn evidence_lines_are_read_as_written_and_faults_named() {
     assert_eq!(asked("No lesion is visible inside the box."), None);
     assert!(read_report("Inside the box: hard to say").problems[0].contains("neither"));
 }
+
+/// Every sentence form the shipped prompts ask a model for, with its placeholders filled in.
+fn prompt_sentence_forms() -> Vec<String> {
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
+    let mut forms = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(&folder)
+        .expect("prompts folder")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    files.sort();
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("prompt");
+        // Quoted answers: "…".
+        forms.extend(
+            text.split('"')
+                .skip(1)
+                .step_by(2)
+                .filter(|quoted| quoted.trim_end().ends_with('.'))
+                .map(str::to_string),
+        );
+        // The report template: the lines after FINDINGS: up to the explanation.
+        if let Some(template) = text.split("FINDINGS:\n").nth(1) {
+            for line in template
+                .lines()
+                .take_while(|line| !line.starts_with("where "))
+            {
+                for form in line.split(" (or) ").filter(|form| !form.contains("...")) {
+                    forms.push(
+                        form.replace("C0-C1", "10-20")
+                            .replace("R0-R1", "30-40")
+                            .replace("A-B", "50-60")
+                            .replace("slice: K", "slice: 57"),
+                    );
+                }
+            }
+        }
+    }
+    assert!(forms.len() >= 8, "{forms:?}");
+    forms
+}
+
+#[test]
+fn every_sentence_form_the_shipped_prompts_ask_for_reads_back() {
+    for form in prompt_sentence_forms() {
+        let read = keyslice::findings::reader::read_report(&form);
+        assert!(
+            read.unread.is_empty(),
+            "{form:?} is not read: {:?}",
+            read.unread
+        );
+    }
+    let nothing = keyslice::findings::reader::read_report("No lesion is visible on this slice.");
+    for organ in keyslice::findings::Organ::ALL {
+        assert_eq!(
+            nothing.findings.organ(organ).tumor,
+            keyslice::findings::TumorPresence::No
+        );
+    }
+}

@@ -222,8 +222,14 @@ fn query(url: &str, json: bool, connection: &Connection) -> Result<(), CliError>
     if !json {
         writeln!(
             out,
-            "{:<10} {:<14} {:<16} {:<10} {:>9}  {:<28} study",
-            "date", "accession", "patient id", "modality", "instances", "description"
+            "{:<10} {:<14} {:<16} {:<24} {:<10} {:>9}  {:<28} study",
+            "date",
+            "accession",
+            "patient id",
+            "patient name",
+            "modality",
+            "instances",
+            "description"
         )?;
     }
     for study in &studies {
@@ -232,10 +238,11 @@ fn query(url: &str, json: bool, connection: &Connection) -> Result<(), CliError>
         } else {
             writeln!(
                 out,
-                "{:<10} {:<14} {:<16} {:<10} {:>9}  {:<28} {}",
+                "{:<10} {:<14} {:<16} {:<24} {:<10} {:>9}  {:<28} {}",
                 shown(&study.date),
                 shown(&study.accession),
                 shown(&study.patient_id),
+                shown_short(&study.patient_name, 24),
                 shown(&study.modalities.join(",")),
                 study.instances.map_or("–".into(), |n| n.to_string()),
                 shown_short(&study.description, 28),

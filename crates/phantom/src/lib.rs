@@ -307,6 +307,7 @@ pub fn generate(seed: u64, index: u32, options: PhantomOptions) -> PhantomCase {
         series_description: "Keyslice synthetic phantom (not patient data)".into(),
         display_inverted: false,
         body_part: "ABDOMEN".into(),
+        patient: None,
     };
     // The parts are built to agree: the voxel count is the product of dims, axes orthogonal.
     let volume = Volume::new(dims, patient_from_voxel, Voxels::I16(hu), Vec::new(), info)

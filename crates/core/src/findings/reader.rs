@@ -98,6 +98,10 @@ regex!(
 );
 regex!(INSIDE_BOX, r"(?i)\binside\s+the\s+box\s*[:,-]\s*(.+)$");
 regex!(
+    NOTHING_VISIBLE,
+    r"(?i)^\s*(?:there\s+is\s+)?no\s+(?:lesions?|tumou?rs?|masse?s?|focal\s+lesions?)\s+(?:is\s+|are\s+)?(?:visible|seen|identified|present|detected)(?:\s+(?:on|in)\s+(?:this|the)\s+(?:slice|image))?\s*\.?\s*$"
+);
+regex!(
     BOX_MM,
     r"(?i)x\s+(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*mm\s*,\s*y\s+(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*mm"
 );
@@ -398,6 +402,17 @@ fn read_segment(text: &str, span: Span, state: &mut State) {
                 span,
                 "a lesion attribute line whose value was not understood",
             );
+        }
+        return;
+    }
+    // "No lesion is visible on this slice." (what the verifier prompt asks for when there is
+    // none): every organ the text has not spoken of has no tumor.
+    if NOTHING_VISIBLE.is_match(sentence) {
+        for organ in Organ::ALL {
+            let finding = state.findings.organ_mut(organ);
+            if finding.tumor == TumorPresence::NotMentioned {
+                finding.tumor = TumorPresence::No;
+            }
         }
         return;
     }

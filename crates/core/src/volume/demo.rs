@@ -70,6 +70,7 @@ pub fn demo_abdomen() -> Volume {
         series_description: "Synthetic demo abdomen (not patient data)".into(),
         display_inverted: false,
         body_part: "ABDOMEN".into(),
+        patient: None,
     };
     // The parts are built to agree: dims match the voxel count and the axes are orthogonal.
     Volume::new(dims, affine, Voxels::I16(values), Vec::new(), info)

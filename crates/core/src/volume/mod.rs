@@ -98,6 +98,77 @@ pub struct VolumeInfo {
     /// DICOM Body Part Examined (`"ABDOMEN"`), or empty when unknown.
     #[serde(default)]
     pub body_part: String,
+    /// Who and which study, from the DICOM header, for the reviewer to check they are on the
+    /// right patient; `None` when the file holds no identity (NIfTI, phantoms). Shown on the
+    /// user's machine only: never exported, never part of a case id.
+    #[serde(default)]
+    pub patient: Option<PatientIdentity>,
+}
+
+/// The patient and study a DICOM series belongs to, as its header gives them (empty when
+/// absent).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PatientIdentity {
+    /// Patient's Name (0010,0010), as `FAMILY^GIVEN`.
+    pub name: String,
+    /// Patient ID (0010,0020).
+    pub id: String,
+    /// Patient's Birth Date (0010,0030), `YYYYMMDD`.
+    pub birth_date: String,
+    /// Patient's Sex (0010,0040).
+    pub sex: String,
+    /// Study Date (0008,0020), `YYYYMMDD`.
+    pub study_date: String,
+    /// Accession Number (0008,0050).
+    pub accession: String,
+}
+
+impl PatientIdentity {
+    /// One line a reviewer reads at a glance: `DOE, JANE · ID 12345 · born 1960-01-02 · F ·
+    /// study 2024-01-05 · accession A1`; missing parts are left out. Control characters
+    /// are shown as escapes.
+    #[must_use]
+    pub fn line(&self) -> String {
+        let date = |text: &str| {
+            if text.len() == 8 && text.bytes().all(|b| b.is_ascii_digit()) {
+                format!("{}-{}-{}", &text[..4], &text[4..6], &text[6..])
+            } else {
+                text.to_string()
+            }
+        };
+        let name = self
+            .name
+            .split('^')
+            .filter(|part| !part.trim().is_empty())
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let parts = [
+            name,
+            labelled("ID", &self.id),
+            labelled("born", &date(&self.birth_date)),
+            self.sex.trim().to_string(),
+            labelled("study", &date(&self.study_date)),
+            labelled("accession", &self.accession),
+        ];
+        let line = parts
+            .iter()
+            .filter(|part| !part.is_empty())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" · ");
+        crate::text::shown(&line).into_owned()
+    }
+}
+
+/// `label value`, or nothing when `value` is blank.
+fn labelled(label: &str, value: &str) -> String {
+    let value = value.trim();
+    if value.is_empty() {
+        String::new()
+    } else {
+        format!("{label} {value}")
+    }
 }
 
 /// Errors building a volume from parts that do not fit together.

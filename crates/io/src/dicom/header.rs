@@ -43,6 +43,12 @@ pub(crate) struct FileHeader {
     /// must agree on each.
     pub patient_id: String,
     pub study_uid: String,
+    /// Who and which study, for the reviewer (never exported).
+    pub patient_name: String,
+    pub birth_date: String,
+    pub sex: String,
+    pub study_date: String,
+    pub accession: String,
     pub frame_of_reference_uid: String,
     pub modality: String,
     pub series_description: String,
@@ -247,6 +253,11 @@ fn file_header(
         series_uid: text(tags::SERIES_INSTANCE_UID),
         patient_id: text(tags::PATIENT_ID),
         study_uid: text(tags::STUDY_INSTANCE_UID),
+        patient_name: text(tags::PATIENT_NAME),
+        birth_date: text(tags::PATIENT_BIRTH_DATE),
+        sex: text(tags::PATIENT_SEX),
+        study_date: text(tags::STUDY_DATE),
+        accession: text(tags::ACCESSION_NUMBER),
         frame_of_reference_uid: text(tags::FRAME_OF_REFERENCE_UID),
         sop_instance_uid: {
             let sop = text(tags::SOP_INSTANCE_UID);

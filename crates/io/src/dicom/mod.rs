@@ -628,6 +628,14 @@ fn assemble(
         series_description: first_file.series_description.clone(),
         display_inverted: first_file.photometric.eq_ignore_ascii_case("MONOCHROME1"),
         body_part: first_file.body_part.clone(),
+        patient: Some(keyslice_core::volume::PatientIdentity {
+            name: first_file.patient_name.clone(),
+            id: first_file.patient_id.clone(),
+            birth_date: first_file.birth_date.clone(),
+            sex: first_file.sex.clone(),
+            study_date: first_file.study_date.clone(),
+            accession: first_file.accession.clone(),
+        }),
     };
     let dims = [
         stack.columns as usize,

@@ -16,6 +16,8 @@ pub struct StudySummary {
     pub accession: String,
     /// Patient ID.
     pub patient_id: String,
+    /// Patient's Name (`FAMILY^GIVEN`), when the server gives it.
+    pub patient_name: String,
     /// Study Description.
     pub description: String,
     /// Modalities in Study.
@@ -96,6 +98,7 @@ pub fn studies(
             date: json_string(item, "00080020").unwrap_or_default(),
             accession: json_string(item, "00080050").unwrap_or_default(),
             patient_id: json_string(item, "00100020").unwrap_or_default(),
+            patient_name: json_string(item, "00100010").unwrap_or_default(),
             description: json_string(item, "00081030").unwrap_or_default(),
             modalities: json_strings(item, "00080061"),
             instances: json_string(item, "00201208").and_then(|n| n.parse().ok()),

@@ -28,6 +28,31 @@ fn side_panel_width(ctx: &egui::Context, preferred: f32) -> (f32, f32) {
     (preferred.min(largest), largest)
 }
 
+/// The line over the images that says whose CT this is: the patient and study from the
+/// DICOM header, with the series; for a file that holds no identity (NIfTI), that it holds
+/// none, so a reviewer never takes silence for the right patient.
+fn patient_header_ui(ui: &mut egui::Ui, volume: &Volume) {
+    use keyslice_core::text::shown;
+    let info = volume.info();
+    let identity = match &info.patient {
+        Some(patient) => {
+            let line = patient.line();
+            if line.is_empty() {
+                "the DICOM header names no patient".to_string()
+            } else {
+                line
+            }
+        }
+        None => "no patient identity in this file".to_string(),
+    };
+    ui.horizontal(|ui| {
+        ui.add(egui::Label::new(egui::RichText::new(identity).strong().size(15.0)).truncate());
+        if !info.series_description.trim().is_empty() {
+            ui.add(egui::Label::new(shown(info.series_description.trim())).truncate());
+        }
+    });
+}
+
 impl KeysliceApp {
     /// The left panel: worklist, analysis, evidence and report.
     pub(super) fn left_panel_ui(
@@ -145,6 +170,7 @@ impl KeysliceApp {
             ui.label(format!("hint: {hint}"));
             ui.label("Open another study from the File menu, or drop one on the window.");
         } else if let Some(Shown { volume, viewer }) = &mut self.study {
+            patient_header_ui(ui, volume);
             self.viewer_rect = Some(ui.available_rect_before_wrap());
             commands.extend(viewer.viewer_ui(ui, volume));
             if !self.loader.first_slice_logged {
