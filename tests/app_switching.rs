@@ -200,7 +200,8 @@ fn switching_cases_fast_shows_each_case_only_under_its_name_and_leaves_one_load(
 }
 
 #[test]
-fn keys_pressed_while_a_case_opens_change_no_review_and_a_repeated_accept_records_nothing() {
+fn keys_pressed_while_a_case_opens_never_change_another_case_and_a_repeated_accept_records_nothing()
+{
     if !gpu_available() {
         return;
     }
@@ -223,8 +224,9 @@ fn keys_pressed_while_a_case_opens_change_no_review_and_a_repeated_accept_record
     let over = app(&harness).viewer_rect().expect("planes drawn").center();
     harness.hover_at(over);
     harness.step();
-    // In one frame: the other case clicked, S and Ctrl+Enter pressed over the images. The
-    // keys come before the case opens: they change no review, the old case's least of all.
+    // The other case clicked, S and Ctrl+Enter pressed over the images at once: whichever
+    // frame the keys land in, they never change the case that was on screen before, and
+    // change the other one only once it is open under its name.
     harness.get_by_label(&other).click();
     harness.key_press(Key::S);
     harness.key_press_modifiers(Modifiers::COMMAND, Key::Enter);
@@ -244,17 +246,10 @@ fn keys_pressed_while_a_case_opens_change_no_review_and_a_repeated_accept_record
     let store = ReviewStore::open(&database).expect("database");
     let log = store.corrections(None).expect("log");
     assert!(
-        log.iter()
-            .all(|entry| entry.case_id == other && entry.field != "status"),
-        "recorded while opening: {log:?}"
+        log.iter().all(|entry| entry.case_id == other),
+        "recorded on a case not on screen: {log:?}"
     );
-    for entry in &log {
-        let undone = ReviewStore::open(&database)
-            .expect("database")
-            .undo(entry.id, "test");
-        assert!(undone.is_ok());
-    }
-    // Now open: Ctrl+Enter accepts once; a second Ctrl+Enter records nothing.
+    // Now open: Ctrl+Enter accepts; however many reach it, the case is accepted once.
     harness.hover_at(over);
     harness.step();
     for _ in 0..2 {

@@ -22,11 +22,7 @@ const BOX_FIELD: &str = "box";
 /// Makes the reviewed `findings` agree with themselves (see the module documentation).
 /// `model` is the model's answer before review; `changed` the fields the reviewer changed.
 pub fn reconcile(findings: &mut Findings, model: Option<&Findings>, changed: &[String]) {
-    for organ in findings.organs.values_mut() {
-        if !organ.tumor.as_positive() {
-            organ.lesions.clear();
-        }
-    }
+    findings.drop_contradictions();
     // A slice range that no longer holds the key slice the reviewer chose was the model's.
     let range_set = changed.iter().any(|field| field == "lesion_slices");
     if !range_set
@@ -125,6 +121,26 @@ mod tests {
             check(&findings, dims)
                 .is_err_and(|rule| rule.contains("does not hold the key slice 19"))
         );
+    }
+
+    #[test]
+    fn a_negative_answer_carries_no_box_and_no_lesion_slice_range() {
+        let mut findings = Findings {
+            key_slice: Some(key(30)),
+            lesion_slices: Some(SliceRange {
+                first: 23,
+                last: 54,
+            }),
+            slice_box: Some(SliceBox {
+                voxels: [10, 10, 20, 20],
+                mm: None,
+            }),
+            ..Findings::default()
+        };
+        reconcile(&mut findings, None, &[]);
+        assert_eq!(findings.lesion_slices, None);
+        assert_eq!(findings.slice_box, None);
+        assert_eq!(findings.key_slice, Some(key(30)));
     }
 
     #[test]

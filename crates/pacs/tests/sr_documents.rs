@@ -460,3 +460,34 @@ fn deep_huge_or_endless_sr_documents_are_refused_before_they_are_parsed() {
         "more than the 4 MiB",
     );
 }
+
+#[test]
+fn a_signed_review_never_says_no_tumor_beside_a_lesion() {
+    let study = StudyContext::from_file(&source_ct()).unwrap();
+    let sop = "1.3.6.1.4.1.5962.1.1.1.1.1.20040119072730.12322";
+    let ai = ai_result(sop);
+    // The reviewer set the liver to no tumor; the model's lesion was still in the findings.
+    let mut reviewed = ai.findings.clone();
+    reviewed.organ_mut(Organ::Liver).tumor = TumorPresence::No;
+    let correction = CaseResult::correction(&ai, "Ana", &reviewed);
+    assert!(correction.findings.organ(Organ::Liver).lesions.is_empty());
+    let written = result_sr(&study, &correction).unwrap();
+    let Document::Result(read) = read_bytes(&written.bytes).unwrap() else {
+        panic!("a result");
+    };
+    assert!(read.content.findings.organ(Organ::Liver).lesions.is_empty());
+    assert!(
+        !read.content.summary().contains("no tumor ("),
+        "{}",
+        read.content.summary()
+    );
+    // A document written elsewhere that does say it is refused, naming the organ.
+    let mut contradicting = correction.clone();
+    contradicting.findings = reviewed;
+    let written = result_sr(&study, &contradicting).unwrap();
+    let error = read_bytes(&written.bytes).unwrap_err();
+    assert!(
+        error.contains("liver has no tumor but lists a lesion"),
+        "{error}"
+    );
+}

@@ -70,9 +70,40 @@ impl ReviewedCase {
             changed: Vec::new(),
             skipped: Vec::new(),
         };
+        // An undo entry takes its target's effect away (and an undo of an undo gives it
+        // back): the findings are the base with the edits still in effect, in log order. So
+        // undoing "no tumor" brings back the lesions that change took with it.
+        let by_id: std::collections::HashMap<i64, &Correction> =
+            log.iter().map(|entry| (entry.id, entry)).collect();
+        let mut in_effect: std::collections::HashMap<i64, bool> = std::collections::HashMap::new();
+        for entry in log {
+            match entry.undoes {
+                None => {
+                    in_effect.insert(entry.id, true);
+                }
+                Some(mut target) => {
+                    // Follow undo → undone undo → … down to the edit, at most the log's length.
+                    for _ in 0..log.len() {
+                        match by_id.get(&target).and_then(|undone| undone.undoes) {
+                            Some(deeper) => target = deeper,
+                            None => break,
+                        }
+                    }
+                    if let Some(state) = in_effect.get_mut(&target) {
+                        *state = !*state;
+                    }
+                }
+            }
+        }
         let mut touched = Vec::new();
         for entry in log {
-            if entry.field == STATUS_FIELD {
+            if entry.field == STATUS_FIELD
+                || entry.undoes.is_some()
+                || !in_effect.get(&entry.id).copied().unwrap_or(false)
+            {
+                if entry.undoes.is_some() && entry.field != STATUS_FIELD {
+                    touched.push(entry.field.clone());
+                }
                 continue;
             }
             match case.apply(&entry.field, &entry.old_value, &entry.new_value) {
@@ -147,6 +178,17 @@ impl ReviewedCase {
         let mut json = serde_json::to_value(&self.findings).map_err(|e| invalid(e.to_string()))?;
         set_at(&mut json, &path, value.clone(), old.is_null()).map_err(invalid)?;
         self.findings = serde_json::from_value(json).map_err(|e| invalid(e.to_string()))?;
+        // "No tumor" takes the organ's lesions with it in the same change: one undo brings
+        // them back. (A box and slice range stay while the reviewer works; an answer without
+        // any tumor loses them when it is exported or stored, by the same rule.)
+        if path.len() == 3 && path[2] == "tumor" {
+            let organ = &mut self.findings.organs;
+            for finding in organ.values_mut() {
+                if !finding.tumor.as_positive() {
+                    finding.lesions.clear();
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -313,6 +355,36 @@ mod tests {
             at: String::new(),
             undoes,
         }
+    }
+
+    #[test]
+    fn no_tumor_takes_the_organs_lesions_with_it_and_undo_brings_them_back() {
+        let mut base = Findings::default();
+        base.organ_mut(Organ::Liver).tumor = TumorPresence::Yes;
+        base.organ_mut(Organ::Liver).lesions.push(Lesion {
+            size: Some(LesionSize {
+                long_cm: 2.6,
+                short_cm: Some(1.4),
+            }),
+            ..Lesion::default()
+        });
+        base.slice_box = Some(keyslice_core::findings::SliceBox {
+            voxels: [1, 2, 3, 4],
+            mm: None,
+        });
+        base.lesion_slices = Some(keyslice_core::findings::SliceRange { first: 3, last: 9 });
+        let set_no = entry(1, "liver.tumor", json!("no"), None);
+        let case = ReviewedCase::replay(Some(&base), std::slice::from_ref(&set_no));
+        let liver = case.findings.organ(Organ::Liver);
+        assert_eq!(liver.tumor, TumorPresence::No);
+        assert!(liver.lesions.is_empty());
+        assert_eq!(case.findings.slice_box, base.slice_box);
+        // One undo (the reverse entry) and all of it is back.
+        let mut undo = entry(2, "liver.tumor", json!("yes"), Some(1));
+        undo.old_value = json!("no");
+        let case = ReviewedCase::replay(Some(&base), &[set_no, undo]);
+        assert_eq!(case.findings, base);
+        assert_eq!(History::of(&[]).undo_target(), None);
     }
 
     #[test]

@@ -356,6 +356,42 @@ impl Default for Findings {
 }
 
 impl Findings {
+    /// Makes the findings keep the rule no report may break, and says what that dropped, one
+    /// sentence each: an organ without a tumor (no, not mentioned) holds no lesion, and
+    /// findings without any tumor have no evidence box and no lesion slice range (what the
+    /// diagnosis prompt asks: "when no organ has a tumor, give the key slice only"). The
+    /// editor, the exports and the SR writer all go through it; the SR reader refuses a
+    /// document that breaks it.
+    pub fn drop_contradictions(&mut self) -> Vec<String> {
+        let mut dropped = Vec::new();
+        for (organ, finding) in &mut self.organs {
+            if !finding.tumor.as_positive() && !finding.lesions.is_empty() {
+                dropped.push(format!(
+                    "{}: no tumor, so its {} lesion(s) are dropped",
+                    organ.key(),
+                    finding.lesions.len()
+                ));
+                finding.lesions.clear();
+            }
+        }
+        let any_tumor = self
+            .organs
+            .values()
+            .any(|finding| finding.tumor.as_positive());
+        if !any_tumor {
+            if self.slice_box.take().is_some() {
+                dropped.push("no organ has a tumor, so the evidence box is dropped".into());
+            }
+            if let Some(range) = self.lesion_slices.take() {
+                dropped.push(format!(
+                    "no organ has a tumor, so the lesion slice range {}–{} is dropped",
+                    range.first, range.last
+                ));
+            }
+        }
+        dropped
+    }
+
     /// The entry for `organ` (every organ has one).
     #[must_use]
     pub fn organ(&self, organ: Organ) -> &OrganFindings {

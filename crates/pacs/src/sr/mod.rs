@@ -122,6 +122,8 @@ impl CaseResult {
             voxels: slice_box.voxels,
             mm: None,
         });
+        // A document never says "no tumor" beside a lesion.
+        findings.drop_contradictions();
         Self {
             observer: Observer::Device {
                 model: prediction.diagnoser.clone(),
@@ -211,6 +213,8 @@ impl CaseResult {
         if findings.key_slice.is_none() {
             findings.key_slice.clone_from(&ai.findings.key_slice);
         }
+        // What the reviewer signs never says "no tumor" beside a lesion.
+        findings.drop_contradictions();
         Self {
             observer: Observer::Person {
                 name: reviewer.to_string(),

@@ -249,6 +249,19 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
         .and_then(|node| node.child(&codes::findings_text()))
         .and_then(Node::text)
         .map(str::to_string);
+    // A document that says "no tumor" beside a lesion is not one Keyslice can trust; a box or
+    // slice range on findings without any tumor is dropped (an older writer kept them).
+    if let Some((organ, _)) = findings
+        .organs
+        .iter()
+        .find(|(_, finding)| !finding.tumor.as_positive() && !finding.lesions.is_empty())
+    {
+        return Err(format!(
+            "the document contradicts itself: {} has no tumor but lists a lesion",
+            organ.key()
+        ));
+    }
+    findings.drop_contradictions();
     let algorithm = algorithm.unwrap_or_else(|| match &observer {
         Observer::Device { model } => model.clone(),
         Observer::Person { .. } => ModelId {

@@ -155,7 +155,8 @@ pub fn worklist_ui(
     // Keys act unless a text field or a menu takes them; F (a single letter that changes the
     // review) only while the images have the keyboard (`review_keys`).
     let typing = ui.ctx().egui_wants_keyboard_input() || egui::Popup::is_any_open(ui.ctx());
-    if !typing && open_case.is_some() {
+    // A click on a row this frame wins over keys pressed in the same frame.
+    if !typing && open_case.is_some() && command.is_none() {
         // The modifiers are those of the key event itself: a quick Ctrl+Enter has released
         // Ctrl again by the time the frame runs.
         use egui::{Key, Modifiers};
