@@ -361,6 +361,17 @@ fn single_letter_keys_change_the_review_only_while_the_planes_have_the_keyboard(
         .map(|entry| entry.field)
         .collect();
     assert!(fields.contains(&"key_slice".to_string()), "{fields:?}");
+    // Said where the reviewer looks, from what to what; one Ctrl+Z undoes it.
+    let said = app(&harness).announcement().unwrap_or_default().to_string();
+    assert!(
+        said.contains("key slice: 121 (was none)") && said.contains("Ctrl+Z undoes"),
+        "{said}"
+    );
+    harness.key_press_modifiers(Modifiers::COMMAND, Key::Z);
+    harness.step();
+    harness.step();
+    let said = app(&harness).announcement().unwrap_or_default().to_string();
+    assert!(said.starts_with("undone — key slice"), "{said}");
 }
 
 /// Puts the patient and study into every file of the DICOM series in `folder`.

@@ -44,6 +44,102 @@ pub const KEY_SLICE_FIELD: &str = "key_slice";
 pub const LESION_SLICES_FIELD: &str = "lesion_slices";
 /// The correction field of the evidence box (`{"voxels": [c0, r0, c1, r1]}`, or `null`).
 pub const BOX_FIELD: &str = "box";
+/// The key slice and the lesion's slice range set together in one correction (`S` on a slice
+/// outside the range widens it): one entry, so one undo. Its value is
+/// `{"key_slice": …, "lesion_slices": …}`.
+pub const KEY_SLICE_AND_RANGE_FIELD: &str = "key_slice_and_lesion_slices";
+
+/// A field as a reviewer names it: `kidney_left.lesions.0.size` → "left kidney lesion 1 size".
+#[must_use]
+pub fn field_words(field: &str) -> String {
+    if field == KEY_SLICE_AND_RANGE_FIELD {
+        return "key slice and lesion slices".into();
+    }
+    let mut words = Vec::new();
+    let mut parts = field.split('.').peekable();
+    while let Some(part) = parts.next() {
+        if let Some(organ) = Organ::ALL.iter().find(|organ| organ.key() == part) {
+            words.push(organ.display_name().to_string());
+        } else if part == "lesions" {
+            match parts.peek().and_then(|index| index.parse::<usize>().ok()) {
+                Some(index) => {
+                    parts.next();
+                    words.push(format!("lesion {}", index + 1));
+                }
+                None => words.push("lesions".into()),
+            }
+        } else if part == "tumor" {
+            words.push("tumor".into());
+        } else {
+            words.push(part.replace('_', " "));
+        }
+    }
+    words.join(" ")
+}
+
+/// A value as a reviewer reads it: a key slice's index, a range `a–b`, a size `a × b cm`, a
+/// word for the rest.
+#[must_use]
+pub fn value_words(value: &Value) -> String {
+    match value {
+        Value::Null => "none".into(),
+        Value::String(text) => text.replace('_', " "),
+        Value::Object(map) => {
+            if let Some(index) = map.get("index") {
+                return index.to_string();
+            }
+            if let (Some(first), Some(last)) = (map.get("first"), map.get("last")) {
+                return format!("{first}–{last}");
+            }
+            if let Some(long) = map.get("long_cm") {
+                return match map.get("short_cm").filter(|short| !short.is_null()) {
+                    Some(short) => format!("{long} × {short} cm"),
+                    None => format!("{long} cm"),
+                };
+            }
+            if let Some(voxels) = map.get("voxels").and_then(Value::as_array)
+                && voxels.len() == 4
+            {
+                return format!(
+                    "columns {}–{}, rows {}–{}",
+                    voxels[0], voxels[2], voxels[1], voxels[3]
+                );
+            }
+            if map.contains_key(KEY_SLICE_FIELD) {
+                return format!(
+                    "key slice {}, lesion slices {}",
+                    value_words(map.get(KEY_SLICE_FIELD).unwrap_or(&Value::Null)),
+                    value_words(map.get(LESION_SLICES_FIELD).unwrap_or(&Value::Null))
+                );
+            }
+            "set".into()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// One correction as a sentence: `liver tumor: no tumor (was yes)`.
+#[must_use]
+pub fn change_words(field: &str, old: &Value, new: &Value) -> String {
+    if field == NOTE_FIELD {
+        return "note saved".into();
+    }
+    format!(
+        "{}: {} (was {})",
+        field_words(field),
+        value_words(new),
+        value_words(old)
+    )
+}
+
+/// The fields a correction of `field` changes (the two of [`KEY_SLICE_AND_RANGE_FIELD`]).
+fn fields_of(field: &str) -> Vec<String> {
+    if field == KEY_SLICE_AND_RANGE_FIELD {
+        vec![KEY_SLICE_FIELD.to_string(), LESION_SLICES_FIELD.to_string()]
+    } else {
+        vec![field.to_string()]
+    }
+}
 
 /// A case's findings after review.
 #[derive(Clone, Debug, PartialEq)]
@@ -102,12 +198,12 @@ impl ReviewedCase {
                 || !in_effect.get(&entry.id).copied().unwrap_or(false)
             {
                 if entry.undoes.is_some() && entry.field != STATUS_FIELD {
-                    touched.push(entry.field.clone());
+                    touched.extend(fields_of(&entry.field));
                 }
                 continue;
             }
             match case.apply(&entry.field, &entry.old_value, &entry.new_value) {
-                Ok(()) => touched.push(entry.field.clone()),
+                Ok(()) => touched.extend(fields_of(&entry.field)),
                 Err(error) => case
                     .skipped
                     .push(format!("correction {}: {error}", entry.id)),
@@ -133,6 +229,12 @@ impl ReviewedCase {
         if field == NOTE_FIELD {
             return Ok(Value::from(self.note.clone()));
         }
+        if field == KEY_SLICE_AND_RANGE_FIELD {
+            return Ok(serde_json::json!({
+                KEY_SLICE_FIELD: self.get(KEY_SLICE_FIELD)?,
+                LESION_SLICES_FIELD: self.get(LESION_SLICES_FIELD)?,
+            }));
+        }
         let path = findings_path(field)?;
         let json = serde_json::to_value(&self.findings).map_err(|e| FieldError::Value {
             field: field.into(),
@@ -157,6 +259,16 @@ impl ReviewedCase {
     /// A whole lesion whose old value is `null` is inserted at its position (undoing a
     /// removal puts it back where it was); `null` removes it.
     pub fn apply(&mut self, field: &str, old: &Value, value: &Value) -> Result<(), FieldError> {
+        if field == KEY_SLICE_AND_RANGE_FIELD {
+            // Both or neither: checked on a copy.
+            let mut changed = self.clone();
+            for part in [KEY_SLICE_FIELD, LESION_SLICES_FIELD] {
+                let part_of = |whole: &Value| whole.get(part).cloned().unwrap_or(Value::Null);
+                changed.apply(part, &part_of(old), &part_of(value))?;
+            }
+            *self = changed;
+            return Ok(());
+        }
         if field == NOTE_FIELD {
             self.note = match value {
                 Value::Null => String::new(),
@@ -385,6 +497,42 @@ mod tests {
         let case = ReviewedCase::replay(Some(&base), &[set_no, undo]);
         assert_eq!(case.findings, base);
         assert_eq!(History::of(&[]).undo_target(), None);
+    }
+
+    #[test]
+    fn the_key_slice_with_its_widened_range_is_one_correction() {
+        let base = Findings {
+            lesion_slices: Some(keyslice_core::findings::SliceRange { first: 3, last: 9 }),
+            ..Findings::default()
+        };
+        let case = ReviewedCase::replay(Some(&base), &[]);
+        let old = case.get(KEY_SLICE_AND_RANGE_FIELD).unwrap();
+        assert_eq!(
+            old,
+            json!({"key_slice": null, "lesion_slices": {"first": 3, "last": 9}})
+        );
+        let mut both = entry(
+            1,
+            KEY_SLICE_AND_RANGE_FIELD,
+            json!({"key_slice": {"index": 12}, "lesion_slices": {"first": 3, "last": 12}}),
+            None,
+        );
+        both.old_value = old;
+        let case = ReviewedCase::replay(Some(&base), std::slice::from_ref(&both));
+        assert_eq!(
+            case.findings.key_slice.as_ref().map(|key| key.index),
+            Some(12)
+        );
+        assert_eq!(
+            case.findings.lesion_slices,
+            Some(keyslice_core::findings::SliceRange { first: 3, last: 12 })
+        );
+        assert_eq!(case.changed, ["key_slice", "lesion_slices"]);
+        // One undo takes both back.
+        let undo = entry(2, KEY_SLICE_AND_RANGE_FIELD, json!(null), Some(1));
+        let case = ReviewedCase::replay(Some(&base), &[both.clone(), undo.clone()]);
+        assert_eq!(case.findings, base);
+        assert_eq!(History::of(&[both, undo]).undo_target(), None);
     }
 
     #[test]

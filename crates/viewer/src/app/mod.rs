@@ -81,6 +81,8 @@ pub struct KeysliceApp {
     planes_clicked: bool,
     /// Whether single-letter keys may change the review this frame.
     review_keys: bool,
+    /// The last correction saved, in words, and when: shown over the images for a while.
+    announcement: Option<(String, std::time::Instant)>,
 }
 
 impl KeysliceApp {
@@ -125,6 +127,7 @@ impl KeysliceApp {
             viewer_rect: None,
             planes_clicked: false,
             review_keys: false,
+            announcement: None,
         };
         app.open(ctx, source);
         app
@@ -156,6 +159,12 @@ impl KeysliceApp {
     #[must_use]
     pub fn viewer_rect(&self) -> Option<egui::Rect> {
         self.viewer_rect
+    }
+
+    /// The last correction saved, in words, while it is shown over the images.
+    #[must_use]
+    pub fn announcement(&self) -> Option<&str> {
+        self.announcement.as_ref().map(|(text, _)| text.as_str())
     }
 
     /// The notices in the top bar.

@@ -31,7 +31,7 @@ fn side_panel_width(ctx: &egui::Context, preferred: f32) -> (f32, f32) {
 /// The line over the images that says whose CT this is: the patient and study from the
 /// DICOM header, with the series; for a file that holds no identity (NIfTI), that it holds
 /// none, so a reviewer never takes silence for the right patient.
-fn patient_header_ui(ui: &mut egui::Ui, volume: &Volume) {
+fn patient_header_ui(ui: &mut egui::Ui, volume: &Volume, announcement: Option<&str>) {
     use keyslice_core::text::shown;
     let info = volume.info();
     let identity = match &info.patient {
@@ -46,7 +46,14 @@ fn patient_header_ui(ui: &mut egui::Ui, volume: &Volume) {
         None => "no patient identity in this file".to_string(),
     };
     ui.horizontal(|ui| {
-        ui.add(egui::Label::new(egui::RichText::new(identity).strong().size(15.0)).truncate());
+        ui.label(egui::RichText::new(identity).strong().size(15.0));
+        if let Some(announcement) = announcement {
+            ui.label(
+                egui::RichText::new(announcement)
+                    .strong()
+                    .color(egui::Color32::from_rgb(120, 200, 140)),
+            );
+        }
         if !info.series_description.trim().is_empty() {
             ui.add(egui::Label::new(shown(info.series_description.trim())).truncate());
         }
@@ -170,7 +177,19 @@ impl KeysliceApp {
             ui.label(format!("hint: {hint}"));
             ui.label("Open another study from the File menu, or drop one on the window.");
         } else if let Some(Shown { volume, viewer }) = &mut self.study {
-            patient_header_ui(ui, volume);
+            // The last correction stays in the header line for a few seconds.
+            if self
+                .announcement
+                .as_ref()
+                .is_some_and(|(_, at)| at.elapsed() > Duration::from_secs(6))
+            {
+                self.announcement = None;
+            }
+            let announcement = self.announcement.as_ref().map(|(text, _)| text.as_str());
+            patient_header_ui(ui, volume, announcement);
+            if announcement.is_some() {
+                ui.ctx().request_repaint_after(Duration::from_millis(500));
+            }
             self.viewer_rect = Some(ui.available_rect_before_wrap());
             commands.extend(viewer.viewer_ui(ui, volume));
             if !self.loader.first_slice_logged {

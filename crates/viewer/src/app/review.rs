@@ -92,7 +92,12 @@ impl Cases {
 
     /// Records the findings editor's commands, each committed before the next frame shows
     /// it; failures are added to `notices`.
-    fn apply_edits(&mut self, commands: Vec<EditCommand>, notices: &mut Vec<String>) {
+    fn apply_edits(
+        &mut self,
+        commands: Vec<EditCommand>,
+        notices: &mut Vec<String>,
+        announced: &mut Vec<String>,
+    ) {
         let Some(review) = &mut self.review else {
             return;
         };
@@ -109,6 +114,19 @@ impl Cases {
             match result {
                 Ok(Some(field)) => {
                     tracing::info!(case = review.case_id(), field, "correction saved");
+                    // What was saved, from what to what, said where the reviewer looks.
+                    if let Some(entry) = review.log().last() {
+                        let words = keyslice_review::reviewed::change_words(
+                            &entry.field,
+                            &entry.old_value,
+                            &entry.new_value,
+                        );
+                        announced.push(if entry.undoes.is_some() {
+                            format!("undone — {words}")
+                        } else {
+                            format!("saved — {words} · Ctrl+Z undoes")
+                        });
+                    }
                 }
                 Ok(None) => {}
                 Err(error) => notices.push(format!("not saved: {error} ({})", error.hint())),
@@ -305,7 +323,12 @@ impl KeysliceApp {
                 other => vec![other],
             })
             .collect();
-        self.cases.apply_edits(commands, &mut self.notices);
+        let mut announced = Vec::new();
+        self.cases
+            .apply_edits(commands, &mut self.notices, &mut announced);
+        if let Some(last) = announced.pop() {
+            self.announcement = Some((last, std::time::Instant::now()));
+        }
         self.sync_key_slice();
     }
 

@@ -18,7 +18,9 @@ use keyslice_core::findings::{
     Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ, PancreasPart,
     SliceRange, TumorPresence,
 };
-use keyslice_review::reviewed::{KEY_SLICE_FIELD, LESION_SLICES_FIELD, NOTE_FIELD};
+use keyslice_review::reviewed::{
+    KEY_SLICE_AND_RANGE_FIELD, KEY_SLICE_FIELD, LESION_SLICES_FIELD, NOTE_FIELD,
+};
 use keyslice_review::{History, ReviewedCase};
 
 /// What the reviewer asked for.
@@ -82,10 +84,13 @@ impl FindingsEditor<'_> {
             }
         });
         if !self.case.changed.is_empty() {
-            ui.small(format!(
-                "corrected: {} (saved)",
-                self.case.changed.join(", ")
-            ));
+            let fields: Vec<String> = self
+                .case
+                .changed
+                .iter()
+                .map(|field| keyslice_review::reviewed::field_words(field))
+                .collect();
+            ui.small(format!("corrected: {} (saved)", fields.join(", ")));
         }
         for skipped in &self.case.skipped {
             ui.colored_label(Color32::from_rgb(230, 180, 60), skipped);
@@ -391,20 +396,22 @@ pub fn set_key_slice(current: &KeySlice) -> EditCommand {
 /// keep it when the new key slice lies outside the range (as a box drag keeps it).
 #[must_use]
 pub fn key_slice_here(current: &KeySlice, findings: &Findings) -> Vec<EditCommand> {
-    let mut edits = vec![set_key_slice(current)];
+    let key = set_key_slice(current);
     if let Some(range) = findings.lesion_slices
         && !(range.first..=range.last).contains(&current.index)
+        && let EditCommand::Set { value: key, .. } = key
     {
         let widened = SliceRange {
             first: range.first.min(current.index),
             last: range.last.max(current.index),
         };
-        edits.push(EditCommand::Set {
-            field: LESION_SLICES_FIELD.into(),
-            value: json!(widened),
-        });
+        // One correction, so one Ctrl+Z undoes what one key did.
+        return vec![EditCommand::Set {
+            field: KEY_SLICE_AND_RANGE_FIELD.into(),
+            value: json!({ KEY_SLICE_FIELD: key, LESION_SLICES_FIELD: widened }),
+        }];
     }
-    edits
+    vec![key]
 }
 
 /// A size field: shows the size, takes typed text, records it when the field is left.
