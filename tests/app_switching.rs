@@ -429,3 +429,100 @@ fn the_patient_and_study_are_named_over_the_images() {
     harness.step();
     harness.get_by_label("no patient identity in this file");
 }
+
+#[test]
+fn a_failed_analyze_again_keeps_the_saved_analysis_on_screen() {
+    use keyslice::infer::backend::Backend;
+    use keyslice::infer::openai::{Media, OpenAiClient, OpenAiDiagnoser, OpenAiVerifier};
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (root, ids) = workspace(folder.path());
+    let workspace = Workspace::open(&root).expect("workspace");
+    let prediction: keyslice::infer::Prediction = serde_json::from_value(serde_json::json!({
+        "version": 1,
+        "case_id": ids[0],
+        "diagnoser": {"id": "keyslice-tiny", "version": "saved"},
+        "verifier": null,
+        "report": "Liver lesion 1: Size: 1.0 x 0.7 cm. Key slice: 3",
+        "findings": keyslice::findings::reader::read_report(
+            "Liver lesion 1: Size: 1.0 x 0.7 cm."
+        ).findings,
+        "key_slice": {"index": 3, "z_mm": 15.0},
+        "box": null,
+        "local_description": null,
+        "local_findings": null,
+        "consistency": null,
+        "timings_ms": {"diagnose": 1.0, "verify": 0.0, "total": 1.0},
+        "warnings": []
+    }))
+    .expect("a prediction");
+    workspace.append_prediction(&prediction).expect("saved");
+    // A server that is not there: the re-run fails at once.
+    let mut client = OpenAiClient::new("http://127.0.0.1:1/v1", "absent", None);
+    client.retries = 0;
+    let verifier_client = OpenAiClient::new("http://127.0.0.1:1/v1", "absent", None);
+    let backend = Backend::Openai(Box::new((
+        OpenAiDiagnoser::new(client, 4, "{frames}".into(), Media::Images),
+        OpenAiVerifier {
+            client: verifier_client,
+            prompt: "{slice}".into(),
+        },
+    )));
+    let render_state = egui_kittest::wgpu::create_render_state(
+        egui_kittest::wgpu::default_wgpu_setup(),
+        egui_wgpu::RendererOptions::PREDICTABLE,
+    );
+    let renderer = egui_kittest::wgpu::WgpuTestRenderer::from_render_state(render_state.clone());
+    let source = Source::WorkspaceCase {
+        root,
+        case_id: ids[0].clone(),
+    };
+    let mut backend = Some(backend);
+    let mut harness = Harness::builder()
+        .with_size(egui::Vec2::new(1280.0, 800.0))
+        .renderer(renderer)
+        .build_ui_state(
+            move |ui, app: &mut Option<KeysliceApp>| {
+                let app = app.get_or_insert_with(|| {
+                    KeysliceApp::with_renderer(
+                        ui.ctx(),
+                        Some(render_state.clone()),
+                        source.clone(),
+                        backend.take(),
+                        SettingsFile::in_memory(),
+                    )
+                });
+                app.frame_ui(ui);
+            },
+            None,
+        );
+    let deadline = Instant::now() + Duration::from_mins(1);
+    let ready = |harness: &Harness<'_, Option<KeysliceApp>>| {
+        harness
+            .state()
+            .as_ref()
+            .is_some_and(|app| app.analysis_on_screen().is_some())
+    };
+    while !ready(&harness) {
+        assert!(Instant::now() < deadline, "the saved analysis never showed");
+        harness.step();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    harness.get_by_label("Analyze again").click();
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while harness
+        .query_by_label_contains("Analyze again failed")
+        .is_none()
+    {
+        assert!(Instant::now() < deadline, "the failure never showed");
+        harness.step();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let app = harness.state().as_ref().expect("app");
+    let shown = app
+        .analysis_on_screen()
+        .expect("the saved analysis is still shown");
+    assert_eq!(shown.diagnoser.version, "saved");
+}

@@ -400,6 +400,26 @@ fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
             .unwrap_or_else(|| panic!("no review by {name}: {results}"))
     };
     assert_eq!(by("Ana")["findings"]["organs"]["liver"]["tumor"], "no");
+    // Ana's SR is dated when she accepted, not when it was sent.
+    let accepted = keyslice::review::ReviewStore::open(&ws1.join("review.sqlite"))
+        .expect("database")
+        .corrections(None)
+        .expect("log")
+        .into_iter()
+        .rev()
+        .find(|entry| entry.field == "status")
+        .expect("accepted")
+        .at;
+    let accepted: String = accepted
+        .chars()
+        .take(19)
+        .filter(char::is_ascii_digit)
+        .collect();
+    assert_eq!(
+        by("Ana")["content_date_time"],
+        accepted.as_str(),
+        "{results}"
+    );
     assert_eq!(by("Ben")["findings"]["key_slice"]["index"], moved);
     let text_results = ok(&run(&["pacs", "results", &study_url, "--cache", s(&cache)]));
     assert!(text_results.contains("review by Ana"), "{text_results}");

@@ -14,7 +14,7 @@ use super::CliError;
 use crate::pacs::dicomweb::retrieve::{Progress, Retrieved, default_cache, retrieve_ct};
 use crate::pacs::dicomweb::{Target, qido, stow};
 use crate::pacs::results::{StudyResults, held_documents, study_results};
-use crate::pacs::sr::write::{key_object_selection, result_sr};
+use crate::pacs::sr::write::{key_object_selection, result_sr, result_sr_at};
 use crate::pacs::sr::{CaseResult, Observer, StudyContext};
 use crate::pacs::{DicomWebUrl, PacsError, Server, agreement};
 use crate::review::case::{CaseReview, model_findings};
@@ -492,7 +492,14 @@ fn publish_case(
         )
         .map_err(crate::review::workspace::WorkspaceError::from)?;
         let correction = CaseResult::correction(&ai, &reviewer, &review.case().findings);
-        documents.push(("review", result_sr(&study, &correction)?));
+        // Dated when the reviewer accepted it, not when it is sent.
+        let accepted = review
+            .log()
+            .iter()
+            .rev()
+            .find(|entry| entry.field == "status" && entry.new_value == "done")
+            .and_then(|entry| dicom_date_time(&entry.at));
+        documents.push(("review", result_sr_at(&study, &correction, accepted)?));
     }
     if let Some(out) = out {
         for (kind, written) in &documents {
@@ -740,6 +747,19 @@ fn agreement_of(
         }
     }
     Ok(())
+}
+
+/// An RFC 3339 UTC time (`2026-12-06T06:05:03.273Z`, as the review log writes it) as DICOM
+/// `YYYYMMDD` and `HHMMSS`.
+fn dicom_date_time(rfc3339: &str) -> Option<(String, String)> {
+    let digits = |text: &str| {
+        text.chars()
+            .filter(char::is_ascii_digit)
+            .collect::<String>()
+    };
+    let (date, time) = rfc3339.split_once('T')?;
+    let (date, time) = (digits(date), digits(time.get(..8)?));
+    (date.len() == 8 && time.len() == 6).then_some((date, time))
 }
 
 /// Bytes as lower-case hex digits.

@@ -44,8 +44,18 @@ fn text(tag: dicom_core::Tag, vr: VR, value: &str) -> DataElement<InMemDicomObje
     DataElement::new(tag, vr, PrimitiveValue::from(value))
 }
 
-/// The TID 1500 SR of `result` in `study`.
+/// The TID 1500 SR of `result` in `study`, its content dated now.
 pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, PacsError> {
+    result_sr_at(study, result, None)
+}
+
+/// The TID 1500 SR of `result` in `study`, its content (and a reviewer's verification) dated
+/// `at` (`YYYYMMDD`, `HHMMSS`, UTC): when the review was accepted, not when it was sent.
+pub fn result_sr_at(
+    study: &StudyContext,
+    result: &CaseResult,
+    at: Option<(String, String)>,
+) -> Result<Written, PacsError> {
     // The document's UIDs follow from the study and what it says; its series from the study
     // and who made it (all of one reviewer's documents in a study share a series).
     let seed = format!("{}|sr|{}", study.study_uid, result.content_key());
@@ -86,9 +96,10 @@ pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, P
         series_description: description,
         seed,
         series_seed,
+        content_at: at.clone(),
     };
     let mut object = document.header(study, &result.algorithm);
-    let (date, time) = now_date_time();
+    let (date, time) = at.unwrap_or_else(now_date_time);
     object.put(text(tags::COMPLETION_FLAG, VR::CS, "COMPLETE"));
     match &result.observer {
         Observer::Device { .. } => {
@@ -377,6 +388,7 @@ pub fn key_object_selection(
         ),
         seed,
         series_seed,
+        content_at: None,
     };
     let mut object = document.header(study, &result.algorithm);
     object.put(evidence(study, image_class, &[sop.as_str()]));
@@ -393,6 +405,8 @@ struct Document {
     seed: String,
     /// Who made it in which study: its Series Instance UID follows from it.
     series_seed: String,
+    /// When its content was made (`YYYYMMDD`, `HHMMSS`), when not now.
+    content_at: Option<(String, String)>,
 }
 
 impl Document {
@@ -464,8 +478,9 @@ impl Document {
             concat!("keyslice ", env!("CARGO_PKG_VERSION")),
         ));
         object.put(text(tags::INSTANCE_NUMBER, VR::IS, "1"));
-        object.put(text(tags::CONTENT_DATE, VR::DA, &date));
-        object.put(text(tags::CONTENT_TIME, VR::TM, &time));
+        let (content_date, content_time) = self.content_at.clone().unwrap_or((date, time));
+        object.put(text(tags::CONTENT_DATE, VR::DA, &content_date));
+        object.put(text(tags::CONTENT_TIME, VR::TM, &content_time));
         let mut scheme = InMemDicomObject::new_empty();
         scheme.put(text(tags::CODING_SCHEME_DESIGNATOR, VR::SH, codes::KSL));
         scheme.put(text(tags::CODING_SCHEME_NAME, VR::ST, codes::KSL_NAME));

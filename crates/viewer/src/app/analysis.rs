@@ -34,6 +34,9 @@ pub(super) struct AnalysisPanel {
     evidence: Option<(u32, egui::TextureHandle, usize)>,
     /// What live analysis runs (`keyslice view --backend …`; the embedded model by default).
     backend: Option<Arc<Backend>>,
+    /// Why the last re-run failed (what, and what to do), while the analysis shown before it
+    /// stays on screen.
+    failure: Option<(String, String)>,
 }
 
 impl AnalysisPanel {
@@ -44,6 +47,7 @@ impl AnalysisPanel {
             previous: None,
             evidence: None,
             backend,
+            failure: None,
         }
     }
 
@@ -53,6 +57,7 @@ impl AnalysisPanel {
         self.job = None;
         self.previous = None;
         self.evidence = None;
+        self.failure = None;
     }
 
     /// Whether an analysis is running.
@@ -79,6 +84,7 @@ impl AnalysisPanel {
             .map_err(|error| (error.to_string(), error.hint().to_string()));
             send(result);
         }));
+        self.failure = None;
         self.previous = Some(std::mem::replace(
             &mut self.state,
             AnalysisState::Running(0.0),
@@ -96,11 +102,18 @@ impl AnalysisPanel {
             }
             Polled::Message(result) => {
                 self.job = None;
-                self.previous = None;
+                let previous = self.previous.take();
                 match result {
                     Ok(prediction) => Some(prediction),
                     Err((message, hint)) => {
-                        self.state = AnalysisState::Failed(message, hint);
+                        // A failed re-run leaves the saved analysis on screen, with why it
+                        // failed above it.
+                        if let Some(AnalysisState::Done(shown)) = previous {
+                            self.state = AnalysisState::Done(shown);
+                            self.failure = Some((message, hint));
+                        } else {
+                            self.state = AnalysisState::Failed(message, hint);
+                        }
                         None
                     }
                 }
@@ -163,6 +176,18 @@ impl AnalysisPanel {
     /// analysis on screen.
     pub(super) fn ui(&self, ui: &mut egui::Ui) -> (Option<AnalysisCommand>, Option<ReportCommand>) {
         let analysis_command = analysis_ui(ui, &self.state, &self.backend_name());
+        if let Some((message, hint)) = &self.failure {
+            ui.colored_label(
+                egui::Color32::from_rgb(230, 90, 80),
+                format!(
+                    "Analyze again failed: {}",
+                    keyslice_core::text::shown(message)
+                ),
+            );
+            ui.small(format!(
+                "{hint}; the analysis below is the one saved before"
+            ));
+        }
         let mut report_command = None;
         if let AnalysisState::Done(prediction) = &self.state {
             let checks: Vec<AttributeCheck> = prediction

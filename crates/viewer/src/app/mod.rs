@@ -161,6 +161,12 @@ impl KeysliceApp {
         self.viewer_rect
     }
 
+    /// The analysis on screen (saved with the case, or just made).
+    #[must_use]
+    pub fn analysis_on_screen(&self) -> Option<&keyslice_core::prediction::Prediction> {
+        self.analysis.prediction()
+    }
+
     /// The last correction saved, in words, while it is shown over the images.
     #[must_use]
     pub fn announcement(&self) -> Option<&str> {
