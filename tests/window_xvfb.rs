@@ -123,6 +123,11 @@ fn spawn_viewer_with(
         .expect("the viewer starts")
 }
 
+/// Settings are written a second after they last changed.
+fn settle_for_settings() {
+    std::thread::sleep(Duration::from_millis(1600));
+}
+
 /// The window's position and size on the screen.
 fn window_geometry(display: &str, window: &str) -> (usize, usize, usize, usize) {
     let geometry = xdotool(display, &["getwindowgeometry", "--shell", window]);
@@ -284,6 +289,15 @@ fn real_window_opens_the_demo_workspace_and_follows_wheel_and_preset_keys() {
         (width, height),
         (1280, 800),
         "the window opens at 1280 × 800"
+    );
+    // Its size is kept for the next start.
+    settle_for_settings();
+    let settings = std::fs::read_to_string(config.path().join("settings.json")).unwrap_or_default();
+    let settings: serde_json::Value = serde_json::from_str(&settings).unwrap_or_default();
+    assert_eq!(
+        settings["window_size"],
+        serde_json::json!([1280.0, 800.0]),
+        "{settings}"
     );
     // The axial view takes the left 60 % of the area between the left panel (worklist,
     // evidence, report; 300 points) and the right one (findings editor; 280 points); this box

@@ -2,7 +2,9 @@
 //! 3.1×2.4 cm, hypoattenuating, segment 7"), and what one reading changed from another.
 //! The structured report's own wording is [`crate::findings::writer`].
 
-use super::{Findings, Lesion, LesionSize, Location, Organ, TumorPresence};
+use super::{
+    Findings, KidneyPole, Lesion, LesionSize, Location, Organ, PancreasPart, TumorPresence,
+};
 
 /// "liver: tumor · 3.1×2.4 cm, hypoattenuating, segment 7".
 #[must_use]
@@ -68,8 +70,20 @@ pub fn location_label(location: &Location) -> String {
                 format!("segments {}", list.join("/"))
             }
         }
-        Location::Pancreas(part) => format!("{part:?}").to_lowercase(),
-        Location::Kidney(pole) => format!("{} pole", format!("{pole:?}").to_lowercase()),
+        // The words of the report (`writer`), so the editor and the report never disagree.
+        Location::Pancreas(part) => match part {
+            PancreasPart::Head => "head",
+            PancreasPart::Uncinate => "uncinate process",
+            PancreasPart::Body => "body",
+            PancreasPart::Tail => "tail",
+        }
+        .into(),
+        Location::Kidney(pole) => match pole {
+            KidneyPole::Upper => "upper pole",
+            KidneyPole::Mid => "interpolar region",
+            KidneyPole::Lower => "lower pole",
+        }
+        .into(),
     }
 }
 

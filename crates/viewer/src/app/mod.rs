@@ -225,6 +225,30 @@ impl eframe::App for KeysliceApp {
 }
 
 impl KeysliceApp {
+    /// Keeps the window's size and position in the settings (written once they settle), so
+    /// the next start opens where the reviewer left it.
+    fn remember_window_geometry(&mut self, ctx: &egui::Context) {
+        let (inner, outer) = ctx.input(|input| {
+            let viewport = input.viewport();
+            (viewport.inner_rect, viewport.outer_rect)
+        });
+        let Some(inner) = inner else {
+            return;
+        };
+        let size = Some([inner.width().round(), inner.height().round()]);
+        let position = outer.map(|outer| [outer.min.x.round(), outer.min.y.round()]);
+        let settings = &mut self.settings.settings;
+        if settings.window_size != size
+            || (position.is_some() && settings.window_position != position)
+        {
+            settings.window_size = size;
+            if position.is_some() {
+                settings.window_position = position;
+            }
+            self.settings.mark_changed();
+        }
+    }
+
     /// Whether single-letter keys may change the review this frame: the planes have the
     /// keyboard (the pointer is over them, or the last click was on them), no menu or popup
     /// is open and no text field takes the keys. A path typed into the File menu, or letters
@@ -345,6 +369,7 @@ impl KeysliceApp {
         if !edit_commands.is_empty() {
             self.apply_edits(edit_commands);
         }
+        self.remember_window_geometry(&ctx);
         // Opacity drags change the setting every frame; it is written once they settle.
         if let Some(notice) = self.settings.save_when_settled(&ctx) {
             self.notices.push(notice);
@@ -354,14 +379,29 @@ impl KeysliceApp {
     }
 }
 
-/// Opens the viewer window on `source` and runs until it is closed.
+/// Opens the viewer window on `source` and runs until it is closed, at the size and place
+/// it had when last closed (1280 × 800 the first time).
 pub fn run(source: Source, backend: Option<Backend>) -> Result<(), eframe::Error> {
+    let saved = SettingsFile::load().0.settings;
+    let size = saved
+        .window_size
+        .filter(|[width, height]| {
+            *width >= 640.0 && *height >= 400.0 && *width < 20_000.0 && *height < 20_000.0
+        })
+        .unwrap_or([1280.0, 800.0]);
+    let mut viewport = egui::ViewportBuilder::default()
+        .with_title("Keyslice")
+        .with_inner_size(size)
+        // Below this the side panels cannot yield enough for the three planes.
+        .with_min_inner_size([640.0, 400.0]);
+    if let Some(position) = saved
+        .window_position
+        .filter(|[x, y]| x.abs() < 20_000.0 && y.abs() < 20_000.0)
+    {
+        viewport = viewport.with_position(position);
+    }
     let options = eframe::NativeOptions {
-        viewport: egui::ViewportBuilder::default()
-            .with_title("Keyslice")
-            .with_inner_size([1280.0, 800.0])
-            // Below this the side panels cannot yield enough for the three planes.
-            .with_min_inner_size([640.0, 400.0]),
+        viewport,
         renderer: eframe::Renderer::Wgpu,
         ..eframe::NativeOptions::default()
     };

@@ -23,6 +23,10 @@ pub struct Settings {
     pub recent: Vec<PathBuf>,
     /// Mask overlay opacity, 0–1.
     pub mask_opacity: f32,
+    /// The window's inner size in points (width, height) when it was last closed or resized.
+    pub window_size: Option<[f32; 2]>,
+    /// The window's position on screen (x, y) when the platform told it.
+    pub window_position: Option<[f32; 2]>,
 }
 
 impl Default for Settings {
@@ -30,6 +34,8 @@ impl Default for Settings {
         Self {
             recent: Vec::new(),
             mask_opacity: 0.5,
+            window_size: None,
+            window_position: None,
         }
     }
 }
