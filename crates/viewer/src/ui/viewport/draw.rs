@@ -237,6 +237,27 @@ impl Viewer {
         };
         let font = FontId::proportional(14.0);
         let colour = Color32::from_rgb(255, 210, 90);
+        let count = self.dims[self.axes[index].normal];
+        // Slice numbers are 0-based indices, as in the report, the CLI and exports.
+        let title = format!(
+            "{} {} of 0–{}",
+            plane_name(plane),
+            self.views[index].slice as usize,
+            count.saturating_sub(1)
+        );
+        let title_font = FontId::proportional(13.0);
+        // The top letter moves below the title when a narrow plane would put them together.
+        let title_right = rect.left()
+            + 6.0
+            + painter
+                .layout_no_wrap(title.clone(), title_font.clone(), Color32::WHITE)
+                .size()
+                .x;
+        let top_letter_y = if title_right + 10.0 > rect.center().x - 8.0 {
+            24.0
+        } else {
+            4.0
+        };
         let horizontal = self.axes[index].horizontal;
         let vertical = self.axes[index].vertical;
         let edges = [
@@ -251,7 +272,7 @@ impl Viewer {
                 letter(horizontal, true),
             ),
             (
-                rect.center_top() + Vec2::new(0.0, 4.0),
+                rect.center_top() + Vec2::new(0.0, top_letter_y),
                 Align2::CENTER_TOP,
                 letter(vertical, false),
             ),
@@ -264,19 +285,12 @@ impl Viewer {
         for (position, anchor, text) in edges {
             label(&painter, position, anchor, text, font.clone(), colour);
         }
-        let count = self.dims[self.axes[index].normal];
         label(
             &painter,
             rect.left_top() + Vec2::new(6.0, 4.0),
             Align2::LEFT_TOP,
-            // Slice numbers are 0-based indices, as in the report, the CLI and exports.
-            format!(
-                "{} {} of 0–{}",
-                plane_name(plane),
-                self.views[index].slice as usize,
-                count.saturating_sub(1)
-            ),
-            FontId::proportional(13.0),
+            title,
+            title_font,
             Color32::from_gray(230),
         );
     }
