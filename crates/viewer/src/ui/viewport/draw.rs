@@ -225,6 +225,19 @@ impl Viewer {
                 Color32::from_rgb(120, 255, 120),
             );
         }
+        self.letters_and_title_ui(&painter, volume, plane, rect);
+    }
+
+    /// The orientation letters on each edge, from the volume's real axes, and the plane's
+    /// title with its slice number.
+    fn letters_and_title_ui(
+        &self,
+        painter: &egui::Painter,
+        volume: &Volume,
+        plane: Plane,
+        rect: Rect,
+    ) {
+        let index = plane_index(plane);
         // Letters from the volume's real axis directions: the patient side each edge faces.
         let directions = volume.directions_lps();
         let letter = |(axis, backwards): (usize, bool), towards_higher_screen: bool| {
@@ -283,10 +296,10 @@ impl Viewer {
             ),
         ];
         for (position, anchor, text) in edges {
-            label(&painter, position, anchor, text, font.clone(), colour);
+            label(painter, position, anchor, text, font.clone(), colour);
         }
         label(
-            &painter,
+            painter,
             rect.left_top() + Vec2::new(6.0, 4.0),
             Align2::LEFT_TOP,
             title,
