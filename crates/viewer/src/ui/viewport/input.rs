@@ -34,9 +34,15 @@ impl Viewer {
             }
             let (lines, zoom_lines) = ui.input(|input| wheel_lines(&input.events));
             if zoom_lines != 0.0 {
-                commands.push(ViewerCommand::Zoom {
+                // About the cursor: the lesion under it stays under it.
+                commands.push(ViewerCommand::ZoomAt {
                     plane,
                     factor: 1.2f64.powf(f64::from(zoom_lines)),
+                    at_uv: [
+                        f64::from((pos.x - rect.min.x) / rect.width().max(1.0)),
+                        f64::from((pos.y - rect.min.y) / rect.height().max(1.0)),
+                    ],
+                    pane_px: [f64::from(rect.width()), f64::from(rect.height())],
                 });
             }
             // One wheel notch is one slice; touchpad pixels add up until they make one.

@@ -42,6 +42,18 @@ pub enum ViewerCommand {
     },
     /// Apply preset `0..5` of [`WINDOW_PRESETS`].
     Preset(usize),
+    /// Multiply a plane's zoom keeping the point at `at_uv` (fractions of the pane of
+    /// `pane_px` pixels) where it is on screen: zoom about the cursor, as PACS viewers do.
+    ZoomAt {
+        /// The plane.
+        plane: Plane,
+        /// The factor.
+        factor: f64,
+        /// Where the cursor is, as fractions of the pane's width and height.
+        at_uv: [f64; 2],
+        /// The pane's size in pixels.
+        pane_px: [f64; 2],
+    },
     /// Multiply a plane's zoom.
     Zoom {
         /// Which plane.
@@ -252,6 +264,55 @@ impl Viewer {
         )
     }
 
+    /// Zooms `plane` by `factor`, then pans so that the voxel under `at_uv` stays under it.
+    /// The pane's voxel at a point is affine in the pan, so two probes of the pan give the
+    /// pan that puts it back.
+    fn zoom_at(
+        &mut self,
+        plane: Plane,
+        factor: f64,
+        at_uv: [f64; 2],
+        pane_px: [f64; 2],
+        spacing: [f64; 3],
+    ) {
+        let n = plane_index(plane);
+        let voxel_under = |viewer: &Self| {
+            let matrix =
+                viewer.views[n].voxel_from_uv(viewer.axes[n], viewer.dims, spacing, pane_px);
+            [0, 1, 2].map(|row| {
+                f64::from(matrix[0][row]) * at_uv[0]
+                    + f64::from(matrix[1][row]) * at_uv[1]
+                    + f64::from(matrix[3][row])
+            })
+        };
+        let before = voxel_under(self);
+        let view = &mut self.views[n];
+        view.zoom = (view.zoom * factor).clamp(0.25, 32.0);
+        let after = voxel_under(self);
+        let (across, _) = self.axes[n].horizontal;
+        let (down, _) = self.axes[n].vertical;
+        let probe = |viewer: &mut Self, axis: usize| {
+            viewer.views[n].pan_mm[axis] += 1.0;
+            let moved = voxel_under(viewer);
+            viewer.views[n].pan_mm[axis] -= 1.0;
+            [moved[across] - after[across], moved[down] - after[down]]
+        };
+        // Columns: what one millimetre of pan along each screen axis does to the voxel.
+        let [u_across, u_down] = probe(self, 0);
+        let [v_across, v_down] = probe(self, 1);
+        let want = [before[across] - after[across], before[down] - after[down]];
+        let determinant = u_across * v_down - v_across * u_down;
+        if determinant.abs() < 1e-12 || !determinant.is_finite() {
+            return;
+        }
+        let pan_u = (want[0] * v_down - v_across * want[1]) / determinant;
+        let pan_v = (u_across * want[1] - u_down * want[0]) / determinant;
+        if pan_u.is_finite() && pan_v.is_finite() {
+            self.views[n].pan_mm[0] += pan_u;
+            self.views[n].pan_mm[1] += pan_v;
+        }
+    }
+
     /// Applies one command.
     pub fn apply(&mut self, command: ViewerCommand, volume: &Volume) {
         match command {
@@ -280,6 +341,12 @@ impl Viewer {
                 let view = &mut self.views[plane_index(plane)];
                 view.zoom = (view.zoom * factor).clamp(0.25, 32.0);
             }
+            ViewerCommand::ZoomAt {
+                plane,
+                factor,
+                at_uv,
+                pane_px,
+            } => self.zoom_at(plane, factor, at_uv, pane_px, volume.spacing_mm()),
             ViewerCommand::Pan { plane, mm } => {
                 let view = &mut self.views[plane_index(plane)];
                 view.pan_mm[0] += mm[0];
@@ -457,6 +524,48 @@ mod tests {
             VolumeInfo::default(),
         )
         .expect("parts agree")
+    }
+
+    /// Zooming about a point keeps the voxel under it where it was, in every plane.
+    #[test]
+    fn zoom_about_the_cursor_keeps_the_point_under_it() {
+        let volume = volume();
+        let spacing = volume.spacing_mm();
+        let pane_px = [400.0, 300.0];
+        let at_uv = [0.8, 0.3];
+        for plane in [Plane::Axial, Plane::Coronal, Plane::Sagittal] {
+            let mut viewer = Viewer::new(&volume);
+            let n = plane_index(plane);
+            let under = |viewer: &Viewer| {
+                let matrix =
+                    viewer.views[n].voxel_from_uv(viewer.axes[n], viewer.dims, spacing, pane_px);
+                [0, 1, 2].map(|row| {
+                    f64::from(matrix[0][row]) * at_uv[0]
+                        + f64::from(matrix[1][row]) * at_uv[1]
+                        + f64::from(matrix[3][row])
+                })
+            };
+            let before = under(&viewer);
+            for factor in [1.2, 1.44, 3.0, 0.5] {
+                viewer.apply(
+                    ViewerCommand::ZoomAt {
+                        plane,
+                        factor,
+                        at_uv,
+                        pane_px,
+                    },
+                    &volume,
+                );
+                let after = under(&viewer);
+                for axis in 0..3 {
+                    assert!(
+                        (after[axis] - before[axis]).abs() < 1e-3,
+                        "{plane:?} ×{factor}: {before:?} → {after:?}"
+                    );
+                }
+            }
+            assert!(viewer.views[n].zoom > 1.0);
+        }
     }
 
     /// Scrolling moves one plane and the crosshair with it, never past the stack's ends.
