@@ -58,17 +58,22 @@ impl Viewer {
         }
         let box_tool = self.box_tool_input(plane, rect, response, spacing, commands);
         if response.double_clicked() {
+            // The double-click's first click moved the crosshair: it goes back.
+            if let Some(before) = self.crosshair_before_click.take() {
+                commands.push(ViewerCommand::SetCrosshair(before));
+            }
             commands.push(ViewerCommand::ToggleEnlarge(plane));
         } else if !box_tool
             && response.clicked_by(PointerButton::Primary)
             && let Some(pos) = response.interact_pointer_pos()
         {
             let voxel = self.voxel_at(plane, rect, pos, spacing);
-            commands.push(if self.ruler {
-                ViewerCommand::RulerPoint { plane, voxel }
+            if self.ruler {
+                commands.push(ViewerCommand::RulerPoint { plane, voxel });
             } else {
-                ViewerCommand::SetCrosshair(voxel)
-            });
+                self.crosshair_before_click = Some(self.crosshair);
+                commands.push(ViewerCommand::SetCrosshair(voxel));
+            }
         }
         if response.dragged_by(PointerButton::Secondary) {
             let delta = response.drag_delta();

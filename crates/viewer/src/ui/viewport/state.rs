@@ -144,6 +144,9 @@ pub struct Viewer {
     pub(super) box_drag: Option<BoxDrag>,
     /// Touchpad scrolling not yet worth a whole slice (in wheel lines).
     pub(super) wheel_remainder: f32,
+    /// Where the crosshair was before the last single click: a double-click (whose first
+    /// click moved it) puts it back, so enlarging a plane never leaves the key slice.
+    pub(super) crosshair_before_click: Option<[f64; 3]>,
 }
 
 /// A lesion structure's extent along the axial stack (slice indices, inclusive).
@@ -203,6 +206,7 @@ impl Viewer {
             box_tool: false,
             box_drag: None,
             wheel_remainder: 0.0,
+            crosshair_before_click: None,
         }
     }
 
@@ -446,6 +450,10 @@ impl Viewer {
 
     /// Back to the initial views, keeping the structures, measurements and key slice.
     pub(super) fn reset(&mut self, volume: &Volume) {
+        // The slices on screen stay (the key slice the reviewer is on); zoom, pan and window go
+        // back.
+        let crosshair = self.crosshair;
+        let slices = self.views.map(|view| view.slice);
         let structures = std::mem::take(&mut self.structures);
         let measurements = std::mem::take(&mut self.measurements);
         let key_slice = self.key_slice;
@@ -462,6 +470,10 @@ impl Viewer {
         self.mask_opacity = mask_opacity;
         self.evidence = evidence;
         self.box_tool = box_tool;
+        self.crosshair = crosshair;
+        for (view, slice) in self.views.iter_mut().zip(slices) {
+            view.slice = slice;
+        }
     }
 
     /// The status line: active slice and its position, HU under the cursor, window/level.
@@ -524,6 +536,27 @@ mod tests {
             VolumeInfo::default(),
         )
         .expect("parts agree")
+    }
+
+    /// R (reset) puts zoom, pan and window back but leaves the slices where they are.
+    #[test]
+    fn reset_keeps_the_slices_on_screen() {
+        let volume = volume();
+        let mut viewer = Viewer::new(&volume);
+        viewer.apply(ViewerCommand::SetCrosshair([17.0, 2.0, 6.0]), &volume);
+        viewer.apply(
+            ViewerCommand::Zoom {
+                plane: Plane::Axial,
+                factor: 2.0,
+            },
+            &volume,
+        );
+        viewer.apply(ViewerCommand::Preset(2), &volume);
+        viewer.apply(ViewerCommand::Reset, &volume);
+        assert_eq!(viewer.crosshair, [17.0, 2.0, 6.0]);
+        assert_eq!(viewer.view(Plane::Axial).slice, 6.0);
+        assert_eq!(viewer.views[0].zoom, 1.0);
+        assert_eq!(viewer.window(), Viewer::new(&volume).window());
     }
 
     /// Zooming about a point keeps the voxel under it where it was, in every plane.
