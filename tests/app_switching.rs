@@ -440,24 +440,12 @@ fn a_failed_analyze_again_keeps_the_saved_analysis_on_screen() {
     let folder = tempfile::tempdir().expect("temp dir");
     let (root, ids) = workspace(folder.path());
     let workspace = Workspace::open(&root).expect("workspace");
-    let prediction: keyslice::infer::Prediction = serde_json::from_value(serde_json::json!({
-        "version": 1,
-        "case_id": ids[0],
-        "diagnoser": {"id": "keyslice-tiny", "version": "saved"},
-        "verifier": null,
-        "report": "Liver lesion 1: Size: 1.0 x 0.7 cm. Key slice: 3",
-        "findings": keyslice::findings::reader::read_report(
-            "Liver lesion 1: Size: 1.0 x 0.7 cm."
-        ).findings,
-        "key_slice": {"index": 3, "z_mm": 15.0},
-        "box": null,
-        "local_description": null,
-        "local_findings": null,
-        "consistency": null,
-        "timings_ms": {"diagnose": 1.0, "verify": 0.0, "total": 1.0},
-        "warnings": []
-    }))
-    .expect("a prediction");
+    let mut prediction = common::saved_prediction(
+        &ids[0],
+        "Liver lesion 1: Size: 1.0 x 0.7 cm. Key slice: 3",
+        None,
+    );
+    prediction.diagnoser.version = "saved".into();
     workspace.append_prediction(&prediction).expect("saved");
     // A server that is not there: the re-run fails at once.
     let mut client = OpenAiClient::new("http://127.0.0.1:1/v1", "absent", None);

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::{keyslice, text};
-use keyslice::findings::{Findings, Lesion, LesionSize, Organ, TumorPresence};
 use keyslice::review::ReviewStatus;
 use keyslice::review::case::{CaseReview, model_findings};
 use keyslice::review::workspace::{DATABASE_FILE, MANIFEST_FILE, PREDICTIONS_FILE, Workspace};
@@ -39,31 +38,11 @@ fn accepted_workspace(root: &Path) -> Workspace {
         Workspace::create_or_extend(&root.join("ws"), &[dataset]).expect("workspace");
     assert_eq!(added, 1);
     let case_id = workspace.manifest.cases[0].case_id.clone();
-    let mut findings = Findings::default();
-    findings.organ_mut(Organ::Liver).tumor = TumorPresence::Yes;
-    findings.organ_mut(Organ::Liver).lesions.push(Lesion {
-        size: Some(LesionSize {
-            long_cm: 1.0,
-            short_cm: Some(0.7),
-        }),
-        ..Lesion::default()
-    });
-    let prediction: keyslice::infer::Prediction = serde_json::from_value(json!({
-        "version": 1,
-        "case_id": case_id,
-        "diagnoser": {"id": "keyslice-tiny", "version": "test"},
-        "verifier": null,
-        "report": "Liver lesion 1: Size: 1.0 x 0.7 cm. Key slice: 3",
-        "findings": findings,
-        "key_slice": {"index": 3, "z_mm": 15.0},
-        "box": null,
-        "local_description": null,
-        "local_findings": null,
-        "consistency": null,
-        "timings_ms": {"diagnose": 1.0, "verify": 0.0, "total": 1.0},
-        "warnings": []
-    }))
-    .expect("a prediction");
+    let prediction = common::saved_prediction(
+        &case_id,
+        "Liver lesion 1: Size: 1.0 x 0.7 cm. Key slice: 3",
+        None,
+    );
     workspace.append_prediction(&prediction).expect("appended");
     let mut review = CaseReview::open(
         &workspace.database_path(),

@@ -4,6 +4,8 @@
 //! parquet crate's arrow reader), exports are byte-identical run to run, splits are seeded,
 //! and a failed export leaves the earlier one in place.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -544,32 +546,11 @@ fn append_model_prediction(workspace: &Workspace) {
 
 /// That prediction, for case `case_id`.
 fn append_prediction_for(workspace: &Workspace, case_id: &str) {
-    use keyslice::findings::{Findings, Lesion, LesionSize};
-    let mut findings = Findings::default();
-    findings.organ_mut(Organ::Liver).tumor = TumorPresence::Yes;
-    findings.organ_mut(Organ::Liver).lesions.push(Lesion {
-        size: Some(LesionSize {
-            long_cm: 1.0,
-            short_cm: Some(0.7),
-        }),
-        ..Lesion::default()
-    });
-    let prediction: keyslice::infer::Prediction = serde_json::from_value(json!({
-        "version": 1,
-        "case_id": case_id,
-        "diagnoser": {"id": "keyslice-tiny", "version": "test"},
-        "verifier": null,
-        "report": "Liver lesion 1: Size: 1.0 x 0.7 cm. Key slice: 3",
-        "findings": findings,
-        "key_slice": {"index": 3, "z_mm": 15.0},
-        "box": {"voxels": [5, 5, 10, 10]},
-        "local_description": null,
-        "local_findings": null,
-        "consistency": null,
-        "timings_ms": {"diagnose": 1.0, "verify": 0.0, "total": 1.0},
-        "warnings": []
-    }))
-    .expect("a prediction");
+    let prediction = common::saved_prediction(
+        case_id,
+        "Liver lesion 1: Size: 1.0 x 0.7 cm. Key slice: 3",
+        Some([5, 5, 10, 10]),
+    );
     workspace.append_prediction(&prediction).expect("appended");
 }
 

@@ -338,3 +338,32 @@ pub fn train_twice(folder: &Path, name: &str, args: &[&str], logged: &[&str]) ->
     let [first, _] = outs;
     first
 }
+
+/// A prediction as a backend saves it for `case_id`: the findings read from `report` (key
+/// slice 3 at z = 15 mm), with the evidence box `box_voxels` if given.
+#[allow(dead_code)] // not every test file uses every helper
+pub fn saved_prediction(
+    case_id: &str,
+    report: &str,
+    box_voxels: Option<[u32; 4]>,
+) -> keyslice::infer::Prediction {
+    let findings = keyslice::findings::reader::read_report(report)
+        .findings
+        .without_spans();
+    serde_json::from_value(serde_json::json!({
+        "version": 1,
+        "case_id": case_id,
+        "diagnoser": {"id": "keyslice-tiny", "version": "test"},
+        "verifier": null,
+        "report": report,
+        "findings": findings,
+        "key_slice": {"index": 3, "z_mm": 15.0},
+        "box": box_voxels.map(|voxels| serde_json::json!({"voxels": voxels})),
+        "local_description": null,
+        "local_findings": null,
+        "consistency": null,
+        "timings_ms": {"diagnose": 1.0, "verify": 0.0, "total": 1.0},
+        "warnings": []
+    }))
+    .expect("a prediction")
+}
