@@ -412,13 +412,27 @@ fn the_patient_and_study_are_named_over_the_images() {
         .collect();
     common::write_series(&series, &slices);
     identify(&series);
-    let mut harness = window(Source::Path(series), egui::Vec2::new(1280.0, 800.0));
-    step_until(&mut harness, Duration::from_mins(1), "the series", |app| {
-        !app.is_opening()
+    // The worklist names the patient of each case before it is opened; over the images too.
+    let named = folder.path().join("named");
+    let (identified, _) =
+        Workspace::create_or_extend(&named, std::slice::from_ref(&series)).expect("workspace");
+    let predictions = identified.predictions().expect("predictions");
+    let rows = identified.worklist(&predictions).expect("worklist");
+    assert_eq!(
+        rows[0].patient.as_deref(),
+        Some("DOE, JANE · ID MRN-4711 · born 1960-01-02 · F · study 2024-01-05 · accession ACC-77")
+    );
+    let mut harness = window(Source::Workspace(named), egui::Vec2::new(1280.0, 800.0));
+    step_until(&mut harness, Duration::from_mins(1), "the case", |app| {
+        app.case_on_screen().is_some()
     });
     harness.step();
-    harness.get_by_label_contains(
-        "DOE, JANE · ID MRN-4711 · born 1960-01-02 · F · study 2024-01-05 · accession ACC-77",
+    assert!(
+        harness
+            .query_all_by_label_contains("DOE, JANE · ID MRN-4711")
+            .count()
+            >= 2,
+        "over the images and in the worklist"
     );
     // A NIfTI file holds no identity, and the window says so.
     let (root, _) = workspace(folder.path());

@@ -904,6 +904,7 @@ fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
         reviewer: None,
         consistency,
         attention: None,
+        patient: None,
     };
     let mut negative = entry("PHANTOM_2026_0003", ReviewStatus::New, None);
     negative.attention =

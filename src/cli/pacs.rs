@@ -316,6 +316,14 @@ pub fn add_to_workspace(dir: &Path, url: &str) -> Result<(usize, usize), CliErro
                 masks: None,
                 truth: None,
                 origin: Some(url.study_url(&study.study_uid)),
+                // What the PACS says of the study, for the worklist (never exported).
+                patient: Some(crate::volume::PatientIdentity {
+                    name: study.patient_name.clone(),
+                    id: study.patient_id.clone(),
+                    study_date: study.date.clone(),
+                    accession: study.accession.clone(),
+                    ..crate::volume::PatientIdentity::default()
+                }),
             }),
             Err(error) => {
                 eprintln!(

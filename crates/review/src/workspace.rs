@@ -106,6 +106,10 @@ pub struct WorkspaceCase {
     /// without credentials): results and corrections are stored back there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// Whose study it is (from its DICOM header or the PACS), for the worklist; stays in the
+    /// workspace, never in an export or a case id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patient: Option<keyslice_core::volume::PatientIdentity>,
 }
 
 /// `workspace.json`.
@@ -158,6 +162,9 @@ pub struct WorklistEntry {
     /// come first in the worklist, with this reason shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<String>,
+    /// Whose study it is, in one line (`DOE, JANE · ID … · …`), when the workspace knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patient: Option<String>,
 }
 
 /// Why a case needs a look before any other, or `None` when its findings were verified on a
@@ -516,6 +523,11 @@ impl Workspace {
                     .and_then(|p| p.consistency.as_ref())
                     .map(|c| c.score),
                 attention: attention(prediction),
+                patient: case
+                    .patient
+                    .as_ref()
+                    .map(keyslice_core::volume::PatientIdentity::line)
+                    .filter(|line| !line.is_empty()),
             });
         }
         rows.sort_by(triage_order);
@@ -605,6 +617,7 @@ pub fn discover_cases(input: &Path) -> Result<Vec<WorkspaceCase>, WorkspaceError
                 masks: None,
                 truth: None,
                 origin: None,
+                patient: None,
             }]);
         }
         return Err(WorkspaceError::Input(input.to_path_buf()));
@@ -625,6 +638,7 @@ pub fn discover_cases(input: &Path) -> Result<Vec<WorkspaceCase>, WorkspaceError
     }
     Ok(vec![WorkspaceCase {
         case_id: name(&absolute),
+        patient: keyslice_io::dicom::patient_identity(&absolute),
         volume: absolute,
         masks: None,
         truth: None,
@@ -648,6 +662,7 @@ fn case_folder(folder: &Path) -> Option<WorkspaceCase> {
         masks: masks.is_dir().then_some(masks),
         truth: truth.is_file().then_some(truth),
         origin: None,
+        patient: None,
     })
 }
 
@@ -663,6 +678,7 @@ mod tests {
             reviewer: None,
             consistency,
             attention: attention.map(str::to_string),
+            patient: None,
         }
     }
 

@@ -292,6 +292,45 @@ struct Scan {
     unreadable: Vec<SkippedFile>,
 }
 
+/// The patient and study of the first DICOM file found in `folder` (or of the file
+/// `folder` names), read from its header only; `None` when there is none. For the worklist,
+/// so a reviewer sees whose study each case is before opening it.
+#[must_use]
+pub fn patient_identity(folder: &Path) -> Option<keyslice_core::volume::PatientIdentity> {
+    let first = if folder.is_file() {
+        Some(folder.to_path_buf())
+    } else {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.is_file())
+            .collect();
+        files.sort();
+        files
+            .into_iter()
+            .find(|path| header::has_dicom_marker(path).unwrap_or(false))
+    }?;
+    guard::check_lengths(&first).ok()?;
+    let object = crate::limits::contain(|| {
+        dicom_object::OpenFileOptions::new()
+            .read_until(dicom_dictionary_std::tags::PIXEL_DATA)
+            .open_file(&first)
+    })
+    .ok()?
+    .ok()?;
+    let text = |tag| header::string(&object, tag).unwrap_or_default();
+    use dicom_dictionary_std::tags;
+    Some(keyslice_core::volume::PatientIdentity {
+        name: text(tags::PATIENT_NAME),
+        id: text(tags::PATIENT_ID),
+        birth_date: text(tags::PATIENT_BIRTH_DATE),
+        sex: text(tags::PATIENT_SEX),
+        study_date: text(tags::STUDY_DATE),
+        accession: text(tags::ACCESSION_NUMBER),
+    })
+}
+
 /// The structural walk images get before they are parsed, for any other DICOM file (a
 /// structured report): every declared length must fit in the file, nesting stays shallow,
 /// and the file holds at most `max_items` sequence items. Refuses with the byte at fault.

@@ -88,13 +88,17 @@ pub fn worklist_ui(
         shown.len(),
         worklist.len()
     ));
+    let with_patients = shown.iter().any(|entry| entry.patient.is_some());
     egui::Grid::new("keyslice-worklist")
-        .num_columns(3)
+        .num_columns(if with_patients { 4 } else { 3 })
         .striped(true)
         .show(ui, |ui| {
             ui.weak("case");
             ui.weak("status");
             ui.weak("consistency");
+            if with_patients {
+                ui.weak("patient");
+            }
             ui.end_row();
             for entry in &shown {
                 let open = open_case == Some(entry.case_id.as_str());
@@ -120,6 +124,10 @@ pub fn worklist_ui(
                     (None, None) => {
                         ui.weak("–");
                     }
+                }
+                if with_patients {
+                    // Whose study: the reviewer checks it before opening the case.
+                    ui.small(entry.patient.as_deref().unwrap_or("–"));
                 }
                 ui.end_row();
             }
