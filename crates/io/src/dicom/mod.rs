@@ -297,6 +297,7 @@ struct Scan {
 /// so a reviewer sees whose study each case is before opening it.
 #[must_use]
 pub fn patient_identity(folder: &Path) -> Option<keyslice_core::volume::PatientIdentity> {
+    use dicom_dictionary_std::tags;
     let first = if folder.is_file() {
         Some(folder.to_path_buf())
     } else {
@@ -320,7 +321,6 @@ pub fn patient_identity(folder: &Path) -> Option<keyslice_core::volume::PatientI
     .ok()?
     .ok()?;
     let text = |tag| header::string(&object, tag).unwrap_or_default();
-    use dicom_dictionary_std::tags;
     Some(keyslice_core::volume::PatientIdentity {
         name: text(tags::PATIENT_NAME),
         id: text(tags::PATIENT_ID),
