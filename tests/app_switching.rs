@@ -11,14 +11,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{keyslice, text};
+use common::{gpu_available, keyslice, text};
 use egui::{Key, Modifiers};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use keyslice::app::open::running_loads;
 use keyslice::app::settings::SettingsFile;
 use keyslice::app::{KeysliceApp, Source};
-use keyslice::render::headless_device;
 use keyslice::review::ReviewStore;
 use keyslice::review::workspace::Workspace;
 
@@ -27,20 +26,6 @@ struct Window {
     app: Option<KeysliceApp>,
     source: Source,
     render_state: egui_wgpu::RenderState,
-}
-
-fn gpu_available() -> bool {
-    match headless_device() {
-        Ok(_) => true,
-        Err(error) => {
-            assert!(
-                std::env::var_os("KEYSLICE_REQUIRE_GPU").is_none(),
-                "KEYSLICE_REQUIRE_GPU is set but {error}"
-            );
-            eprintln!("no GPU adapter, skipping window checks: {error}");
-            false
-        }
-    }
 }
 
 /// The whole window of `size` on `source`, drawn by wgpu.

@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::{keyslice, text};
+use common::{files, keyslice, text};
 use keyslice::review::ReviewStatus;
 use keyslice::review::case::{CaseReview, model_findings};
 use keyslice::review::workspace::{DATABASE_FILE, MANIFEST_FILE, PREDICTIONS_FILE, Workspace};
@@ -59,24 +58,6 @@ fn accepted_workspace(root: &Path) -> Workspace {
         .expect("size");
     review.set_status(ReviewStatus::Done).expect("accepted");
     workspace
-}
-
-/// Every file under `folder`, relative path → bytes.
-fn files(folder: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut found = BTreeMap::new();
-    let mut stack = vec![folder.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("listing") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let relative = path.strip_prefix(folder).expect("inside").to_path_buf();
-                found.insert(relative, std::fs::read(&path).expect("readable"));
-            }
-        }
-    }
-    found
 }
 
 fn export(workspace: &Path, out: &Path) -> std::process::Output {

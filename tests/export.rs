@@ -6,9 +6,9 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use common::files;
 use dicom_core::{DataElement, PrimitiveValue, VR};
 use dicom_dictionary_std::tags;
 use dicom_object::{FileMetaTableBuilder, InMemDicomObject};
@@ -155,24 +155,6 @@ fn reviewed_workspace(root: &Path) -> (Workspace, PathBuf) {
         .expect("note");
     review.set_status(ReviewStatus::Done).expect("accepted");
     (workspace, series)
-}
-
-/// Every file under `folder`, relative path → bytes.
-fn files(folder: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut found = BTreeMap::new();
-    let mut stack = vec![folder.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("listing") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let relative = path.strip_prefix(folder).expect("inside").to_path_buf();
-                found.insert(relative, std::fs::read(&path).expect("readable"));
-            }
-        }
-    }
-    found
 }
 
 fn options(format: ExportFormat) -> ExportOptions {

@@ -10,11 +10,10 @@
 
 mod common;
 
-use common::bright_block;
+use common::{bright_block, gpu_available};
 use egui::Key;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use keyslice::render::headless_device;
 use keyslice::render::view::Plane;
 use keyslice::ui::viewport::{LesionMark, Viewer, ViewerGpu};
 use keyslice::volume::Volume;
@@ -25,22 +24,6 @@ struct State {
     volume: Volume,
     /// A text field above the planes (a note, as the review panel has).
     note: Option<String>,
-}
-
-/// Whether a GPU adapter exists; without one (and without `KEYSLICE_REQUIRE_GPU`) the
-/// checks are skipped with a message.
-fn gpu_available() -> bool {
-    match headless_device() {
-        Ok(_) => true,
-        Err(error) => {
-            assert!(
-                std::env::var_os("KEYSLICE_REQUIRE_GPU").is_none(),
-                "KEYSLICE_REQUIRE_GPU is set but {error}"
-            );
-            eprintln!("no GPU adapter, skipping viewer checks: {error}");
-            false
-        }
-    }
 }
 
 /// A harness of `size` running the viewer on `volume` with an optional mask overlay, rendered

@@ -367,3 +367,37 @@ pub fn saved_prediction(
     }))
     .expect("a prediction")
 }
+
+/// Every file under `folder`, relative path → bytes.
+pub fn files(folder: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut found = std::collections::BTreeMap::new();
+    let mut stack = vec![folder.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("listing") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let relative = path.strip_prefix(folder).expect("inside").to_path_buf();
+                found.insert(relative, std::fs::read(&path).expect("readable"));
+            }
+        }
+    }
+    found
+}
+
+/// Whether a GPU adapter exists; without one (and without `KEYSLICE_REQUIRE_GPU`) the
+/// window and viewer checks are skipped with a message.
+pub fn gpu_available() -> bool {
+    match keyslice::render::headless_device() {
+        Ok(_) => true,
+        Err(error) => {
+            assert!(
+                std::env::var_os("KEYSLICE_REQUIRE_GPU").is_none(),
+                "KEYSLICE_REQUIRE_GPU is set but {error}"
+            );
+            eprintln!("no GPU adapter, skipping window checks: {error}");
+            false
+        }
+    }
+}

@@ -14,20 +14,14 @@ impl Viewer {
         pos: Pos2,
         spacing: [f64; 3],
     ) -> [f64; 3] {
-        let n = plane_index(plane);
-        let matrix = self.views[n].voxel_from_uv(
-            self.axes[n],
-            self.dims,
-            spacing,
-            [f64::from(rect.width()), f64::from(rect.height())],
-        );
         let u = f64::from((pos.x - rect.min.x) / rect.width().max(1.0));
         let v = f64::from((pos.y - rect.min.y) / rect.height().max(1.0));
-        [0, 1, 2].map(|row| {
-            f64::from(matrix[0][row]) * u
-                + f64::from(matrix[1][row]) * v
-                + f64::from(matrix[3][row])
-        })
+        self.voxel_at_uv(
+            plane,
+            [u, v],
+            [f64::from(rect.width()), f64::from(rect.height())],
+            spacing,
+        )
     }
 
     /// Maps a voxel to a point in a view's rect (its in-plane coordinates).

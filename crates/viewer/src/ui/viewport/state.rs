@@ -268,6 +268,25 @@ impl Viewer {
         )
     }
 
+    /// The voxel (continuous index) at `at_uv` (fractions of a pane of `pane_px` pixels) of
+    /// `plane`.
+    #[must_use]
+    pub(super) fn voxel_at_uv(
+        &self,
+        plane: Plane,
+        at_uv: [f64; 2],
+        pane_px: [f64; 2],
+        spacing: [f64; 3],
+    ) -> [f64; 3] {
+        let n = plane_index(plane);
+        let matrix = self.views[n].voxel_from_uv(self.axes[n], self.dims, spacing, pane_px);
+        [0, 1, 2].map(|row| {
+            f64::from(matrix[0][row]) * at_uv[0]
+                + f64::from(matrix[1][row]) * at_uv[1]
+                + f64::from(matrix[3][row])
+        })
+    }
+
     /// Zooms `plane` by `factor`, then pans so that the voxel under `at_uv` stays under it.
     /// The pane's voxel at a point is affine in the pan, so two probes of the pan give the
     /// pan that puts it back.
@@ -280,15 +299,7 @@ impl Viewer {
         spacing: [f64; 3],
     ) {
         let n = plane_index(plane);
-        let voxel_under = |viewer: &Self| {
-            let matrix =
-                viewer.views[n].voxel_from_uv(viewer.axes[n], viewer.dims, spacing, pane_px);
-            [0, 1, 2].map(|row| {
-                f64::from(matrix[0][row]) * at_uv[0]
-                    + f64::from(matrix[1][row]) * at_uv[1]
-                    + f64::from(matrix[3][row])
-            })
-        };
+        let voxel_under = |viewer: &Self| viewer.voxel_at_uv(plane, at_uv, pane_px, spacing);
         let before = voxel_under(self);
         let view = &mut self.views[n];
         view.zoom = (view.zoom * factor).clamp(0.25, 32.0);
@@ -569,15 +580,7 @@ mod tests {
         for plane in [Plane::Axial, Plane::Coronal, Plane::Sagittal] {
             let mut viewer = Viewer::new(&volume);
             let n = plane_index(plane);
-            let under = |viewer: &Viewer| {
-                let matrix =
-                    viewer.views[n].voxel_from_uv(viewer.axes[n], viewer.dims, spacing, pane_px);
-                [0, 1, 2].map(|row| {
-                    f64::from(matrix[0][row]) * at_uv[0]
-                        + f64::from(matrix[1][row]) * at_uv[1]
-                        + f64::from(matrix[3][row])
-                })
-            };
+            let under = |viewer: &Viewer| viewer.voxel_at_uv(plane, at_uv, pane_px, spacing);
             let before = under(&viewer);
             for factor in [1.2, 1.44, 3.0, 0.5] {
                 viewer.apply(
