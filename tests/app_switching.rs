@@ -26,10 +26,20 @@ struct Window {
     app: Option<KeysliceApp>,
     source: Source,
     render_state: egui_wgpu::RenderState,
+    settings: Option<SettingsFile>,
 }
 
 /// The whole window of `size` on `source`, drawn by wgpu.
 fn window(source: Source, size: egui::Vec2) -> Harness<'static, Window> {
+    window_with(source, size, SettingsFile::in_memory())
+}
+
+/// [`window`] with the settings of `settings`.
+fn window_with(
+    source: Source,
+    size: egui::Vec2,
+    settings: SettingsFile,
+) -> Harness<'static, Window> {
     let render_state = egui_kittest::wgpu::create_render_state(
         egui_kittest::wgpu::default_wgpu_setup(),
         egui_wgpu::RendererOptions::PREDICTABLE,
@@ -46,7 +56,10 @@ fn window(source: Source, size: egui::Vec2) -> Harness<'static, Window> {
                         Some(window.render_state.clone()),
                         window.source.clone(),
                         None,
-                        SettingsFile::in_memory(),
+                        window
+                            .settings
+                            .take()
+                            .unwrap_or_else(SettingsFile::in_memory),
                     )
                 });
                 app.frame_ui(ui);
@@ -55,6 +68,7 @@ fn window(source: Source, size: egui::Vec2) -> Harness<'static, Window> {
                 app: None,
                 source,
                 render_state,
+                settings: Some(settings),
             },
         )
 }
@@ -512,4 +526,100 @@ fn a_failed_analyze_again_keeps_the_saved_analysis_on_screen() {
         .analysis_on_screen()
         .expect("the saved analysis is still shown");
     assert_eq!(shown.diagnoser.version, "saved");
+}
+
+#[test]
+fn the_analysed_review_fits_the_default_window_and_a_full_hd_one() {
+    if !gpu_available() {
+        return;
+    }
+    let folder = Path::new("target/window-snapshots-review");
+    let _ = std::fs::remove_dir_all(folder);
+    let (root, _) = workspace(folder);
+    let root = root
+        .strip_prefix(std::env::current_dir().expect("cwd"))
+        .map(Path::to_path_buf)
+        .unwrap_or(root);
+    let mut snapshots = egui_kittest::SnapshotResults::new();
+    for (width, height, name) in [
+        (1280.0, 800.0, "review_1280x800"),
+        (1920.0, 1080.0, "review_1920x1080"),
+    ] {
+        let mut harness = window(
+            Source::Workspace(root.clone()),
+            egui::Vec2::new(width, height),
+        );
+        step_until(&mut harness, Duration::from_mins(1), "a case", |app| {
+            app.case_on_screen().is_some()
+        });
+        harness.get_by_label("Analyze (A)").click();
+        step_until(&mut harness, Duration::from_mins(2), "an analysis", |app| {
+            app.analysis_on_screen().is_some()
+        });
+        for _ in 0..4 {
+            harness.step();
+        }
+        // The analysis time (a few digits) differs from run to run.
+        harness.snapshot_options(
+            name,
+            &egui_kittest::SnapshotOptions::new().max_failed_pixels(400),
+        );
+        // The evidence, the findings and the report text (in its own scroll area below the
+        // legend, at least six lines of it) are on screen without scrolling the panel.
+        let screen = egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(width, height));
+        for label in ["Evidence", "Report", "the key slice agrees"] {
+            let node = harness.get_by_label(label);
+            assert!(
+                screen.contains_rect(node.rect()),
+                "{width}×{height}: {label} at {:?}",
+                node.rect()
+            );
+        }
+        let legend = harness.get_by_label("the key slice agrees").rect();
+        assert!(
+            legend.bottom() + 100.0 <= height,
+            "{width}×{height}: the report text starts at {}",
+            legend.bottom()
+        );
+        let consistency = harness.get_by_label_contains("consistency ").rect();
+        assert!(screen.contains_rect(consistency), "{consistency:?}");
+        snapshots.extend_harness(&mut harness);
+    }
+}
+
+#[test]
+fn the_side_panels_open_as_wide_as_the_reviewer_left_them() {
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (root, _) = workspace(folder.path());
+    let path = folder.path().join("settings.json");
+    std::fs::write(&path, r#"{"panel_widths": [380.0, 330.0]}"#).expect("settings written");
+    let (settings, notice) = SettingsFile::load_from(Some(path.clone()));
+    assert_eq!(notice, None);
+    let mut harness = window_with(
+        Source::Workspace(root),
+        egui::Vec2::new(1920.0, 1080.0),
+        settings,
+    );
+    step_until(&mut harness, Duration::from_mins(1), "a case", |app| {
+        app.case_on_screen().is_some()
+    });
+    for _ in 0..3 {
+        harness.step();
+    }
+    let planes = app(&harness).viewer_rect().expect("planes drawn");
+    // The planes lie between the two panels as they were left (each edge within a few
+    // points of the panel's width).
+    assert!(
+        (planes.left() - 380.0).abs() < 20.0,
+        "left panel edge at {}",
+        planes.left()
+    );
+    assert!(
+        (1920.0 - planes.right() - 330.0).abs() < 20.0,
+        "right panel edge at {}",
+        planes.right()
+    );
 }

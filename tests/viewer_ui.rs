@@ -478,7 +478,7 @@ fn panels_harness(
                 panels.report = Some(command);
             }
             ui.separator();
-            if let Some(command) = report_ui(ui, &prediction, &checks) {
+            if let Some(command) = report_ui(ui, &prediction, &checks, ui.clip_rect().bottom()) {
                 panels.report = Some(command);
             }
         },
@@ -573,6 +573,7 @@ fn reported_prediction(
         local_findings: Some(local_findings),
         timings_ms: keyslice::infer::Timings::default(),
         warnings: Vec::new(),
+        out_of_domain: None,
         stored: None,
     }
 }
@@ -888,19 +889,28 @@ fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
         consistency,
         attention: None,
         patient: None,
+        out_of_domain: false,
     };
     let mut negative = entry("PHANTOM_2026_0003", ReviewStatus::New, None);
     negative.attention =
         Some("called negative with no evidence slice: check for a missed tumor".into());
+    // A CT the demo model is out of its depth on: first, labelled, its high score not shown.
+    let mut unfamiliar = entry("abdomen-ct", ReviewStatus::New, Some(0.95));
+    unfamiliar.attention = Some(
+        "demo model: not meaningful for this CT: image noise 0 HU (training phantoms 9 HU–21 HU)"
+            .into(),
+    );
+    unfamiliar.out_of_domain = true;
     let worklist = vec![
         entry("PHANTOM_2026_0002", ReviewStatus::New, Some(0.25)),
         entry("PHANTOM_2026_0000", ReviewStatus::InReview, Some(0.62)),
         entry("PHANTOM_2026_0001", ReviewStatus::Done, Some(0.91)),
         entry("standard", ReviewStatus::Flagged, None),
         negative,
+        unfamiliar,
     ];
     let mut harness = Harness::builder()
-        .with_size(egui::Vec2::new(300.0, 240.0))
+        .with_size(egui::Vec2::new(420.0, 260.0))
         .wgpu()
         .build_ui_state(
             |ui, picked: &mut Option<WorklistCommand>| {
@@ -918,6 +928,11 @@ fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
         );
     harness.run();
     harness.get_by_label("flagged");
+    harness.get_by_label("demo model: not meaningful for this CT");
+    assert!(
+        harness.query_by_label("0.95").is_none(),
+        "a score the demo model cannot stand behind is not shown"
+    );
     harness.get_by_label("PHANTOM_2026_0001").click();
     harness.run();
     assert_eq!(

@@ -117,6 +117,9 @@ fn spawn_viewer_with(
         .env_remove("WAYLAND_DISPLAY")
         .env("KEYSLICE_LOG", "info")
         .env("KEYSLICE_CONFIG_DIR", config)
+        // No session bus, so no desktop portal: the File menu's dialog cannot appear.
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .env("XDG_RUNTIME_DIR", config)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).expect("log file"))
         .spawn()
@@ -297,6 +300,12 @@ fn real_window_opens_the_demo_workspace_and_follows_wheel_and_preset_keys() {
     assert_eq!(
         settings["window_size"],
         serde_json::json!([1280.0, 800.0]),
+        "{settings}"
+    );
+    // And the side panels' widths, as the next start opens them.
+    assert_eq!(
+        settings["panel_widths"],
+        serde_json::json!([300.0, 280.0]),
         "{settings}"
     );
     // The axial view takes the left 60 % of the area between the left panel (worklist,
@@ -551,6 +560,36 @@ fn real_window_shows_a_phantom_case_then_its_masks_in_colour() {
     let settings =
         std::fs::read_to_string(config.path().join("settings.json")).expect("settings saved");
     assert!(settings.contains("PHANTOM_2_0000"), "{settings}");
+    // Ctrl+O with no dialog service: a window asks for the path, which opens the study.
+    xdotool(
+        &display,
+        &["windowfocus", "--sync", window, "key", "ctrl+o"],
+    );
+    wait_for_log(
+        &log,
+        "no file dialog service: asking for a typed path",
+        Duration::from_secs(10),
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    Screen::grab(&display).save(&out.join("open-a-path.png"));
+    let typed = ct.to_str().expect("utf-8 path");
+    xdotool(
+        &display,
+        &[
+            "windowfocus",
+            "--sync",
+            window,
+            "type",
+            "--delay",
+            "5",
+            typed,
+        ],
+    );
+    xdotool(
+        &display,
+        &["windowfocus", "--sync", window, "key", "Return"],
+    );
+    wait_for_log_count(&log, "first slices drawn", 2, Duration::from_mins(1));
 }
 
 #[test]

@@ -83,6 +83,12 @@ fn analyze_one(args: &AnalyzeArgs, model: &Backend, path: &Path) -> Result<(), C
         "case {case_id}: {} {}{caveat}",
         prediction.diagnoser.id, prediction.diagnoser.version
     )?;
+    if let Some(unfamiliar) = &prediction.out_of_domain {
+        writeln!(out, "\n{}", unfamiliar.label.to_uppercase())?;
+        for reason in &unfamiliar.reasons {
+            writeln!(out, "  {}", super::terminal_text(reason))?;
+        }
+    }
     writeln!(
         out,
         "\n{}",
@@ -120,6 +126,12 @@ fn analyze_one(args: &AnalyzeArgs, model: &Backend, path: &Path) -> Result<(), C
     }
     for warning in &prediction.warnings {
         writeln!(out, "warning       {warning}")?;
+    }
+    if prediction.out_of_domain.is_some() {
+        writeln!(
+            out,
+            "note          the consistency above is not evidence: the model does not know CTs like this one"
+        )?;
     }
     writeln!(
         out,

@@ -10,6 +10,7 @@
 //! carries is a JSON object (`progress`, `error`, the summary). `keyslice score --pred PRED.jsonl` reads the
 //! output.
 
+use crate::text::shown;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -245,6 +246,13 @@ fn run_cases(
             prediction
                 .warnings
                 .extend(study.volume.warnings().iter().cloned());
+            if let Some(unfamiliar) = &prediction.out_of_domain {
+                eprintln!(
+                    "warning: {}: {}",
+                    shown(&case.case_id),
+                    unfamiliar.sentence()
+                );
+            }
             serde_json::to_string(&prediction).map_err(|e| (e.to_string(), false))
         })
         .unwrap_or_else(|message| Err((message, false)))

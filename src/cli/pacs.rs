@@ -110,6 +110,10 @@ pub enum PacsAction {
         /// Write the files only; store nothing (needs --out).
         #[arg(long, requires = "out")]
         no_store: bool,
+        /// Also publish AI results the model made on CTs outside what it knows (the demo
+        /// model on anything but its phantoms); they are labelled so in the report text.
+        #[arg(long)]
+        force: bool,
         /// Server settings.
         #[command(flatten)]
         connection: Connection,
@@ -167,8 +171,18 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
             case,
             out,
             no_store,
+            force,
             connection,
-        } => publish(dir, case.as_deref(), out.as_deref(), *no_store, connection),
+        } => publish(
+            dir,
+            case.as_deref(),
+            PublishOptions {
+                out: out.as_deref(),
+                no_store: *no_store,
+                force: *force,
+            },
+            connection,
+        ),
         PacsAction::Results {
             url,
             json,
@@ -367,13 +381,24 @@ struct CaseOutcome {
     held: usize,
 }
 
+/// What `pacs publish` writes and stores.
+#[derive(Clone, Copy)]
+struct PublishOptions<'a> {
+    /// Also write the documents here.
+    out: Option<&'a Path>,
+    /// Store nothing.
+    no_store: bool,
+    /// Publish AI results made outside the model's domain too.
+    force: bool,
+}
+
 fn publish(
     dir: &Path,
     only: Option<&str>,
-    out: Option<&Path>,
-    no_store: bool,
+    options: PublishOptions<'_>,
     connection: &Connection,
 ) -> Result<(), CliError> {
+    let out = options.out;
     let workspace = Workspace::open(dir)?;
     let predictions = workspace.predictions()?;
     for warning in workspace.health(&predictions)?.warnings() {
@@ -407,8 +432,7 @@ fn publish(
             predictions.get(&case.case_id),
             &store,
             &workspace,
-            out,
-            no_store,
+            options,
             connection,
         );
         match outcome {
@@ -466,10 +490,14 @@ fn publish_case(
     prediction: Option<&crate::prediction::Prediction>,
     store: &ReviewStore,
     workspace: &Workspace,
-    out: Option<&Path>,
-    no_store: bool,
+    options: PublishOptions<'_>,
     connection: &Connection,
 ) -> Result<Option<CaseOutcome>, CliError> {
+    let PublishOptions {
+        out,
+        no_store,
+        force,
+    } = options;
     let Some(prediction) = prediction else {
         return Ok(None);
     };
@@ -481,15 +509,7 @@ fn publish_case(
     let state = store
         .case_state(&case.case_id)
         .map_err(crate::review::workspace::WorkspaceError::from)?;
-    let mut documents = vec![("ai-result", result_sr(&study, &ai)?)];
-    if ai
-        .findings
-        .key_slice
-        .as_ref()
-        .is_some_and(|key| key.sop_instance_uid.is_some())
-    {
-        documents.push(("key-images", key_object_selection(&study, &ai)?));
-    }
+    let mut documents = ai_documents(&case.case_id, prediction, &ai, &study, force)?;
     if state.status == ReviewStatus::Done {
         let reviewer = state.reviewer.clone().unwrap_or_else(|| "reviewer".into());
         let review = CaseReview::open(
@@ -552,6 +572,44 @@ fn publish_case(
         }
     }
     Ok(Some(outcome))
+}
+
+/// The AI result's documents for the PACS: its SR, and a Key Object Selection of its key
+/// slice. A result the model itself calls meaningless for this CT is no AI result for the
+/// PACS: none unless `force`, and then with the model's word in its report text.
+fn ai_documents(
+    case_id: &str,
+    prediction: &crate::prediction::Prediction,
+    ai: &CaseResult,
+    study: &StudyContext,
+    force: bool,
+) -> Result<Vec<(&'static str, crate::pacs::sr::write::Written)>, CliError> {
+    let mut labelled = ai.clone();
+    if let Some(unfamiliar) = &prediction.out_of_domain {
+        if !force {
+            eprintln!(
+                "warning: {}: {}; its AI result is not published (--force publishes it, labelled)",
+                shown(case_id),
+                shown(&unfamiliar.sentence())
+            );
+            return Ok(Vec::new());
+        }
+        labelled.report = Some(format!(
+            "{}\n\n{}",
+            unfamiliar.sentence(),
+            ai.report.as_deref().unwrap_or_default()
+        ));
+    }
+    let mut documents = vec![("ai-result", result_sr(study, &labelled)?)];
+    if ai
+        .findings
+        .key_slice
+        .as_ref()
+        .is_some_and(|key| key.sop_instance_uid.is_some())
+    {
+        documents.push(("key-images", key_object_selection(study, ai)?));
+    }
+    Ok(documents)
 }
 
 #[derive(Serialize)]

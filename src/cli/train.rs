@@ -8,6 +8,7 @@ use clap::Args;
 use super::CliError;
 use crate::infer::embedded::TinyConfig;
 use crate::scoring::RewardWeights;
+use crate::train::domain::calibrate_domain;
 use crate::train::finder::{FinderTrainOptions, MaskSource, recalibrate, train_finder};
 use crate::train::organs::{OrgansTrainOptions, train_organs};
 use crate::train::rl::{RlData, RlOptions, train_rl};
@@ -192,6 +193,9 @@ pub enum Stage {
     Calibrate,
     /// GRPO on the finder of --init with the E-MRL rewards (phantom cases with truth.json).
     Rl,
+    /// No training: the ranges of the domain check (what CTs --init knows) measured on every
+    /// case in --data; the weights are copied as they are.
+    Domain,
 }
 
 /// The finder stage's organ masks.
@@ -232,7 +236,7 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
     check_shares(args)?;
     if args.stage != Stage::Networks && args.init.is_none() {
         return Err(CliError::Argument(
-            "--stage organs, finder, calibrate and rl need --init DIR, the checkpoint they build on (e.g. models/keyslice-tiny)".into(),
+            "--stage organs, finder, calibrate, rl and domain need --init DIR, the checkpoint they build on (e.g. models/keyslice-tiny)".into(),
         ));
     }
     if let (Stage::Rl, Some(init)) = (args.stage, &args.init) {
@@ -249,6 +253,14 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
         })?;
         println!(
             "keyslice-tiny with recalibrated finder thresholds written to {} (config.json, model.safetensors)",
+            args.out.display()
+        );
+        return Ok(());
+    }
+    if let (Stage::Domain, Some(init)) = (args.stage, &args.init) {
+        calibrate_domain(init, data, &args.out, |line| eprintln!("{line}"))?;
+        println!(
+            "keyslice-tiny with the domain check's ranges written to {} (config.json, model.safetensors)",
             args.out.display()
         );
         return Ok(());

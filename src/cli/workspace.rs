@@ -142,6 +142,13 @@ fn analyze(dir: &std::path::Path, backend: &BackendArgs, force: bool) -> Result<
                     prediction
                         .warnings
                         .extend(study.volume.warnings().iter().cloned());
+                    if let Some(unfamiliar) = &prediction.out_of_domain {
+                        eprintln!(
+                            "warning: {}: {}",
+                            shown(&case.case_id),
+                            unfamiliar.sentence()
+                        );
+                    }
                     Ok(prediction)
                 })
         })

@@ -9,6 +9,7 @@
 //!  "local_description": "..." | null, "local_findings": { Findings } | null,
 //!  "consistency": {"score", "organ", "location", "attenuation", "size"} | null,
 //!  "timings_ms": {"diagnose", "verify", "total"}, "warnings": ["..."],
+//!  "out_of_domain": {"label", "model", "reasons": ["..."]} | absent,
 //!  "stored": {"document", "server", "reviews": [{"reviewer", "stored", "summary", "changes"}]}}
 //! ```
 //!
@@ -104,6 +105,40 @@ pub struct StoredReview {
     pub changes: Vec<String>,
 }
 
+/// A diagnoser's word that the CT is outside what it was trained on: its report is kept
+/// but means nothing for this CT. The embedded demo model says so for any CT that does not
+/// look like its training phantoms.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutOfDomain {
+    /// What every view shows: [`OutOfDomain::LABEL`].
+    pub label: String,
+    /// The model that said so.
+    pub model: String,
+    /// What about the CT is unlike its training data, one phrase each.
+    pub reasons: Vec<String>,
+}
+
+impl OutOfDomain {
+    /// The label of a case the demo model is out of its depth on.
+    pub const LABEL: &'static str = "demo model: not meaningful for this CT";
+
+    /// `model`'s word that the CT is unlike its training data, for `reasons`.
+    #[must_use]
+    pub fn new(model: &str, reasons: Vec<String>) -> Self {
+        Self {
+            label: Self::LABEL.to_string(),
+            model: model.to_string(),
+            reasons,
+        }
+    }
+
+    /// The label with the reasons, on one line.
+    #[must_use]
+    pub fn sentence(&self) -> String {
+        format!("{}: {}", self.label, self.reasons.join("; "))
+    }
+}
+
 /// One case's prediction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
@@ -138,6 +173,10 @@ pub struct Prediction {
     pub timings_ms: Timings,
     /// Everything odd: unread sentences, a key slice outside the volume, a failed verifier.
     pub warnings: Vec<String>,
+    /// Set when the diagnoser says the CT is outside its training data: the report stands
+    /// but means nothing; never shown as agreement, never published without being forced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_domain: Option<OutOfDomain>,
     /// The PACS document this prediction was read from, with the reviews stored beside it;
     /// `None` for a prediction made here.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 pub use keyslice_core::key_slice::KeySliceImage;
 pub use keyslice_core::prediction::{
-    ModelId, PREDICTION_VERSION, Prediction, PredictionKeySlice, Timings,
+    ModelId, OutOfDomain, PREDICTION_VERSION, Prediction, PredictionKeySlice, Timings,
 };
 
 use keyslice_core::findings::evidence::{box_problem, range_problem};
@@ -107,6 +107,8 @@ pub struct Diagnosis {
     /// How the CT was given to the model (`"video (32 frames)"`, `"images (32 frames; …)"`),
     /// when the backend chooses.
     pub input: Option<String>,
+    /// Set when the model says the CT is outside what it was trained on.
+    pub out_of_domain: Option<OutOfDomain>,
 }
 
 /// Reads a whole volume and writes a report with a key slice.
@@ -180,6 +182,9 @@ pub fn run_pipeline(
     let diagnosis = diagnoser.diagnose(volume)?;
     let diagnose_ms = started.elapsed().as_secs_f64() * 1000.0;
     let mut warnings = diagnosis.warnings.clone();
+    if let Some(unfamiliar) = &diagnosis.out_of_domain {
+        warnings.insert(0, unfamiliar.sentence());
+    }
     let read = read_report(&diagnosis.report);
     for unread in &read.unread {
         warnings.push(format!(
@@ -265,6 +270,7 @@ pub fn run_pipeline(
             total: round_ms(started.elapsed().as_secs_f64() * 1000.0),
         },
         warnings,
+        out_of_domain: diagnosis.out_of_domain,
         stored: None,
     })
 }

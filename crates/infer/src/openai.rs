@@ -345,6 +345,7 @@ impl Diagnoser for OpenAiDiagnoser {
             slice_box: None,
             warnings: Vec::new(),
             input: Some(input),
+            out_of_domain: None,
         };
         let video = match self.media {
             Media::Images => false,

@@ -165,6 +165,10 @@ pub struct WorklistEntry {
     /// Whose study it is, in one line (`DOE, JANE · ID … · …`), when the workspace knows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patient: Option<String>,
+    /// The model said the CT is outside what it knows (`attention` says why): listed first,
+    /// never shown as agreement.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub out_of_domain: bool,
 }
 
 /// Why a case needs a look before any other, or `None` when its findings were verified on a
@@ -175,6 +179,9 @@ pub fn attention(prediction: Option<&Prediction>) -> Option<String> {
     let Some(prediction) = prediction else {
         return Some("not analysed".into());
     };
+    if let Some(unfamiliar) = &prediction.out_of_domain {
+        return Some(unfamiliar.sentence());
+    }
     let warned = |needle: &str| prediction.warnings.iter().any(|w| w.contains(needle));
     if prediction.key_slice.is_none() {
         if warned("outside the volume") {
@@ -523,6 +530,7 @@ impl Workspace {
                     .and_then(|p| p.consistency.as_ref())
                     .map(|c| c.score),
                 attention: attention(prediction),
+                out_of_domain: prediction.is_some_and(|p| p.out_of_domain.is_some()),
                 patient: case
                     .patient
                     .as_ref()
@@ -555,10 +563,14 @@ impl Workspace {
     }
 }
 
-/// Triage order: cases without grounded evidence first (see [`attention`]), in the order
-/// they come, then the lowest consistency (likely hallucinations); use it with a stable sort.
+/// Triage order: cases the model is out of its depth on first, then those without grounded
+/// evidence (see [`attention`]), in the order they come, then the lowest consistency (likely
+/// hallucinations); use it with a stable sort.
 #[must_use]
 pub fn triage_order(a: &WorklistEntry, b: &WorklistEntry) -> std::cmp::Ordering {
+    if a.out_of_domain != b.out_of_domain {
+        return b.out_of_domain.cmp(&a.out_of_domain);
+    }
     match (a.attention.is_some(), b.attention.is_some()) {
         (true, true) => std::cmp::Ordering::Equal,
         (true, false) => std::cmp::Ordering::Less,
@@ -670,6 +682,7 @@ fn case_folder(folder: &Path) -> Option<WorkspaceCase> {
 mod tests {
     use super::*;
     use crate::ReviewStatus;
+    use keyslice_core::prediction::OutOfDomain;
 
     fn entry(case_id: &str, consistency: Option<f64>, attention: Option<&str>) -> WorklistEntry {
         WorklistEntry {
@@ -679,6 +692,7 @@ mod tests {
             consistency,
             attention: attention.map(str::to_string),
             patient: None,
+            out_of_domain: false,
         }
     }
 
@@ -704,11 +718,47 @@ mod tests {
             order,
             ["negative", "unread", "verified-low", "verified-high"]
         );
+        // A case the model is out of its depth on comes before all of them, however high
+        // its consistency.
+        let mut unfamiliar = entry("unfamiliar", Some(0.99), Some(OutOfDomain::LABEL));
+        unfamiliar.out_of_domain = true;
+        let mut with_unfamiliar = rows.to_vec();
+        with_unfamiliar.push(unfamiliar);
+        with_unfamiliar.sort_by(triage_order);
+        assert_eq!(with_unfamiliar[0].case_id, "unfamiliar");
+        assert_eq!(with_unfamiliar[1].case_id, "negative");
         rows.swap(0, 1);
         rows.sort_by(triage_order);
         assert_eq!(
             rows[0].case_id, "unread",
             "cases that need a look keep their order"
+        );
+    }
+
+    #[test]
+    fn a_case_out_of_the_models_depth_needs_a_look_whatever_its_consistency() {
+        let prediction: Prediction = serde_json::from_value(serde_json::json!({
+            "version": 1,
+            "case_id": "c",
+            "diagnoser": {"id": "keyslice-tiny", "version": "6-rl"},
+            "verifier": null,
+            "report": "Liver: no tumor.",
+            "findings": keyslice_core::findings::Findings::default(),
+            "key_slice": {"index": 3, "z_mm": 15.0},
+            "box": null,
+            "local_description": "No lesion is visible on this slice.",
+            "local_findings": null,
+            "consistency": {"score": 1.0, "organ": 1.0},
+            "timings_ms": {"diagnose": 1.0, "verify": 1.0, "total": 2.0},
+            "warnings": [],
+            "out_of_domain": {"label": OutOfDomain::LABEL, "model": "keyslice-tiny",
+                              "reasons": ["image noise 0 HU (training phantoms 9 HU–21 HU)"]}
+        }))
+        .expect("a prediction");
+        let reason = attention(Some(&prediction)).expect("needs a look");
+        assert_eq!(
+            reason,
+            "demo model: not meaningful for this CT: image noise 0 HU (training phantoms 9 HU–21 HU)"
         );
     }
 

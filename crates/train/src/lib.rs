@@ -4,6 +4,7 @@
 //! - [`tiny`]: supervised training of the diagnoser and verifier networks, checkpoints, and
 //!   the training cases (phantom folders or exports).
 //! - [`finder`]: the lesion finder on top of a trained diagnoser.
+//! - [`domain`]: the ranges of the domain check, measured on calibration phantoms.
 //! - [`organs`]: the organ network on top of a checkpoint.
 //! - [`rl`]: GRPO with the E-MRL reward (existence, attributes, localisation and
 //!   cross-view consistency), with its reward curve.
@@ -11,6 +12,7 @@
 //! The networks themselves live in `keyslice_infer::embedded`; this crate only changes their
 //! weights. It may read exports (`keyslice_export::read`); nothing reads it but the CLI.
 
+pub mod domain;
 pub mod finder;
 pub mod organs;
 pub mod rl;

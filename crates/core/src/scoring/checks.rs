@@ -98,52 +98,99 @@ pub fn attribute_checks(
                 verdict: presence,
             });
         }
+        let pairs = if shown.tumor.as_positive() {
+            lesion_pairs(&claimed.lesions, &shown.lesions, tolerance)
+        } else {
+            Vec::new()
+        };
         for (index, lesion) in claimed.lesions.iter().enumerate() {
-            let best = shown.lesions.iter().max_by(|a, b| {
-                pair_score(lesion, a, tolerance)
-                    .0
-                    .total_cmp(&pair_score(lesion, b, tolerance).0)
-            });
-            checks.extend(lesion_checks(organ, index, lesion, best, tolerance));
+            // The slice lesions this report lesion is compared with; none when the slice
+            // shows another of the organ's lesions (or none): not on the key slice.
+            let compared: Vec<&Lesion> = pairs
+                .iter()
+                .filter(|(paired, _)| *paired == index)
+                .map(|(_, local)| local)
+                .collect();
+            checks.extend(lesion_checks(organ, index, lesion, &compared, tolerance));
         }
     }
     checks
 }
 
+/// The report lesion each lesion the slice shows in an organ is compared with: the one that
+/// agrees best ([`pair_score`]); a slice that shows the organ's tumor without describing a
+/// lesion is one lesion stating nothing. `(report lesion index, slice lesion)` per slice
+/// lesion; empty when the report has no lesion there. [`super::consistency`] scores these
+/// pairs and [`attribute_checks`] colours them, so the score and the listed differences
+/// come from the same comparisons.
+#[must_use]
+pub(super) fn lesion_pairs(
+    report: &[Lesion],
+    local: &[Lesion],
+    tolerance: SizeTolerance,
+) -> Vec<(usize, Lesion)> {
+    let local: Vec<Lesion> = if local.is_empty() {
+        vec![Lesion::default()]
+    } else {
+        local.to_vec()
+    };
+    local
+        .into_iter()
+        .filter_map(|shown| {
+            let best = report.iter().enumerate().max_by(|(_, a), (_, b)| {
+                pair_score(a, &shown, tolerance)
+                    .0
+                    .total_cmp(&pair_score(b, &shown, tolerance).0)
+            })?;
+            Some((best.0, shown))
+        })
+        .collect()
+}
+
+/// The checks of one report lesion against the slice lesions it is paired with: a value
+/// disagrees when any of them states otherwise, agrees when one states the same and none
+/// otherwise, and is not shown when none states it.
 fn lesion_checks(
     organ: Organ,
     index: usize,
     lesion: &Lesion,
-    shown: Option<&Lesion>,
+    compared: &[&Lesion],
     tolerance: SizeTolerance,
 ) -> Vec<AttributeCheck> {
-    let verdict = |stated: bool, agrees: Option<bool>| match agrees {
-        _ if !stated => None,
-        Some(true) => Some(Verdict::Agrees),
-        Some(false) => Some(Verdict::Disagrees),
-        None => Some(Verdict::NotShown),
+    let verdict = |stated: bool, answers: Vec<bool>| {
+        if !stated {
+            None
+        } else if answers.contains(&false) {
+            Some(Verdict::Disagrees)
+        } else if answers.is_empty() {
+            Some(Verdict::NotShown)
+        } else {
+            Some(Verdict::Agrees)
+        }
     };
     let size = verdict(
         lesion.size.is_some(),
-        lesion
-            .size
-            .zip(shown.and_then(|s| s.size))
-            .map(|(report, slice)| tolerance.agrees(slice, report)),
+        compared
+            .iter()
+            .filter_map(|shown| lesion.size.zip(shown.size))
+            .map(|(report, slice)| tolerance.agrees(slice, report))
+            .collect(),
     );
     let location = verdict(
         lesion.location.is_some(),
-        lesion
-            .location
-            .as_ref()
-            .zip(shown.and_then(|s| s.location.as_ref()))
-            .map(|(report, slice)| report.agrees_with(slice)),
+        compared
+            .iter()
+            .filter_map(|shown| lesion.location.as_ref().zip(shown.location.as_ref()))
+            .map(|(report, slice)| report.agrees_with(slice))
+            .collect(),
     );
     let attenuation = verdict(
         lesion.attenuation.is_some(),
-        lesion
-            .attenuation
-            .zip(shown.and_then(|s| s.attenuation))
-            .map(|(report, slice)| report == slice),
+        compared
+            .iter()
+            .filter_map(|shown| lesion.attenuation.zip(shown.attenuation))
+            .map(|(report, slice)| report == slice)
+            .collect(),
     );
     [
         (Attribute::Size, size, lesion.spans.size),
@@ -218,5 +265,72 @@ mod tests {
         assert_eq!(verdict(Attribute::Size), Some(Verdict::Agrees));
         assert_eq!(verdict(Attribute::Location), Some(Verdict::Agrees));
         assert_eq!(verdict(Attribute::Attenuation), Some(Verdict::Disagrees));
+    }
+
+    #[test]
+    fn a_second_lesion_off_the_key_slice_is_not_shown_there_rather_than_differing() {
+        let report = findings(
+            "Liver lesion 1: Location: segment 7. Size: 2.6 x 1.4 cm. Attenuation: \
+             hypoattenuating.\nLiver lesion 2: Location: segment 3. Size: 1.0 x 0.6 cm. \
+             Attenuation: hyperattenuating.",
+        );
+        let local = findings("Liver: a 2.5 x 1.5 cm hypoattenuating lesion in segment 7.");
+        let tolerance = SizeTolerance::default();
+        let checks = attribute_checks(&report, &local, tolerance);
+        let second: Vec<Verdict> = checks
+            .iter()
+            .filter(|check| check.lesion == Some(1))
+            .map(|check| check.verdict)
+            .collect();
+        assert_eq!(second, [Verdict::NotShown; 3], "{checks:?}");
+        let score = super::super::consistency(&report, &local, tolerance);
+        assert!((score.score - 1.0).abs() < 1e-9, "{score:?}");
+    }
+
+    /// Every per-attribute figure of the consistency is below 1 exactly when a check of that
+    /// attribute disagrees: the headline and the listed differences never contradict.
+    #[test]
+    fn the_score_and_the_listed_differences_agree_on_random_findings() {
+        let mut rng = crate::rng::Rng::new(7);
+        let sizes = ["1.0 x 0.8", "2.6 x 1.4", "4.0 x 3.0"];
+        let places = ["segment 7", "segment 3", "segment 4"];
+        let kinds = ["hypoattenuating", "hyperattenuating", "isoattenuating"];
+        let lesion = |rng: &mut crate::rng::Rng, number: usize| {
+            format!(
+                "Liver lesion {number}: Location: {}. Size: {} cm. Attenuation: {}.\n",
+                places[rng.below(3)],
+                sizes[rng.below(3)],
+                kinds[rng.below(3)]
+            )
+        };
+        let text = |rng: &mut crate::rng::Rng, none: &str| match rng.below(3) {
+            0 => none.to_string(),
+            1 => lesion(rng, 1),
+            _ => lesion(rng, 1) + &lesion(rng, 2),
+        };
+        let tolerance = SizeTolerance::default();
+        for _ in 0..400 {
+            let report = findings(&text(&mut rng, "Liver: no tumor."));
+            let local = findings(&text(&mut rng, "No lesion is visible on this slice."));
+            let score = super::super::consistency(&report, &local, tolerance);
+            let checks = attribute_checks(&report, &local, tolerance);
+            let differs = |attribute| {
+                checks.iter().any(|check| {
+                    check.attribute == attribute && check.verdict == Verdict::Disagrees
+                })
+            };
+            for (attribute, value) in [
+                (Attribute::Presence, Some(score.organ)),
+                (Attribute::Size, score.size),
+                (Attribute::Location, score.location),
+                (Attribute::Attenuation, score.attenuation),
+            ] {
+                assert_eq!(
+                    value.is_some_and(|value| value < 1.0),
+                    differs(attribute),
+                    "{attribute:?}: {score:?} against {checks:?}"
+                );
+            }
+        }
     }
 }

@@ -432,19 +432,10 @@ pub fn consistency(report: &Findings, local: &Findings, tolerance: SizeTolerance
         }
         let claimed = report.organ(organ);
         organ_scores.push(f64::from(u8::from(claimed.tumor.as_positive())));
-        let local_lesions: Vec<Lesion> = if shown.lesions.is_empty() {
-            vec![Lesion::default()]
-        } else {
-            shown.lesions.clone()
-        };
-        for local_lesion in &local_lesions {
-            // The report lesion that agrees best with what the slice shows.
-            let best = claimed.lesions.iter().max_by(|a, b| {
-                pair_score(a, local_lesion, tolerance)
-                    .0
-                    .total_cmp(&pair_score(b, local_lesion, tolerance).0)
-            });
-            let Some(best) = best else { continue };
+        for (index, local_lesion) in
+            checks::lesion_pairs(&claimed.lesions, &shown.lesions, tolerance)
+        {
+            let best = &claimed.lesions[index];
             if let (Some(a), Some(b)) = (&best.location, &local_lesion.location) {
                 location.push(f64::from(u8::from(a.agrees_with(b))));
             }

@@ -2,11 +2,11 @@
 //! with a key slice and box, [`TinyVerifier`] reads the key slice alone.
 
 use super::anatomy::one_slice_segments;
-use super::decode;
 use super::input::{model_pixel_of, verifier_input};
 use super::lesions::finder_probabilities;
 use super::model::TinyModel;
 use super::weights::candle_message;
+use super::{decode, domain};
 
 use super::decode::{
     FINDER_RULE, FoundLesion, Probabilities, find_lesions, findings_of, key_slab, slab_box,
@@ -15,7 +15,7 @@ use super::decode::{
 use super::finder::{FinderConfig, SlabAnswer};
 use super::grid::{GridSpec, ModelGrid};
 use super::organs::Reading;
-use crate::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
+use crate::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, OutOfDomain, Verifier};
 use keyslice_core::findings::{
     Findings, SliceBox, SliceRange, TumorPresence, write_local_description, write_report,
 };
@@ -41,7 +41,7 @@ impl Diagnoser for TinyDiagnoser<'_> {
         if volume.dims().contains(&0) {
             return Err(InferError::Volume("it has no voxels".into()));
         }
-        let warnings = familiarity(volume, &model.config.model)?;
+        let mut unfamiliar = familiarity(volume, &model.config.model)?;
         // Stage times go to the debug log (`KEYSLICE_LOG=debug`): what `benches/analyze.rs`
         // measures as a whole, split.
         let mut clock = std::time::Instant::now();
@@ -66,9 +66,12 @@ impl Diagnoser for TinyDiagnoser<'_> {
         // With a finder, the decoding reads its grid; without, the diagnoser's lesion masks.
         let (grid, lesions, strongest) =
             if let (Some(finder), Some(fine)) = (&model.config.finder, fine) {
-                let (lesions, strongest) = model
+                let (lesions, strongest, masks) = model
                     .finder_lesions(&fine, &coarse, finder, &mut lap)
                     .map_err(run_error)?;
+                if let Some(known) = &model.config.domain {
+                    unfamiliar.extend(known.unfamiliar(&domain::measure(volume, &fine, &masks)));
+                }
                 (fine, lesions, strongest)
             } else {
                 let probabilities = model.diagnose_grid(&coarse).map_err(run_error)?;
@@ -106,8 +109,10 @@ impl Diagnoser for TinyDiagnoser<'_> {
             report: write_report(&findings),
             key_slice,
             slice_box,
-            warnings,
+            warnings: Vec::new(),
             input: None,
+            out_of_domain: (!unfamiliar.is_empty())
+                .then(|| OutOfDomain::new(&model.config.model, unfamiliar)),
         })
     }
 }
@@ -120,9 +125,9 @@ const MAX_SLICE_SPACING_MM: f64 = 10.0;
 /// model's 5 mm slabs as the phantoms' are).
 const KNOWN_SLICE_MM: f64 = 5.0;
 
-/// Whether the embedded model knows CTs like `volume`: refused when its slices are so far
-/// apart that the model's grid (and its work) would be made of gaps, not slices; a warning,
-/// saying the answer is out of the model's depth, when they are thicker than its phantoms'.
+/// Whether the embedded model knows CTs like `volume` by its slices: refused when they are
+/// so far apart that the model's grid (and its work) would be made of gaps, not slices; a
+/// reason it is out of its depth when they are thicker than its phantoms'.
 fn familiarity(volume: &Volume, model: &str) -> Result<Vec<String>, InferError> {
     let slice_mm = volume.spacing_mm()[2];
     if !slice_mm.is_finite() || slice_mm > MAX_SLICE_SPACING_MM {
@@ -130,13 +135,13 @@ fn familiarity(volume: &Volume, model: &str) -> Result<Vec<String>, InferError> 
             "its slices are {slice_mm:.1} mm apart; {model} reads CTs with slices at most {MAX_SLICE_SPACING_MM} mm apart (it was trained on synthetic phantoms of 1–{KNOWN_SLICE_MM} mm): analyse it with a real model (--backend qwen3vl or openai)"
         )));
     }
-    let mut warnings = Vec::new();
+    let mut unfamiliar = Vec::new();
     if slice_mm > KNOWN_SLICE_MM * 1.1 {
-        warnings.push(format!(
-            "outside what {model} knows: slices {slice_mm:.1} mm apart (its training phantoms have 1–{KNOWN_SLICE_MM} mm); do not trust this report"
+        unfamiliar.push(format!(
+            "slices {slice_mm:.1} mm apart (training phantoms 1–{KNOWN_SLICE_MM} mm)"
         ));
     }
-    Ok(warnings)
+    Ok(unfamiliar)
 }
 
 /// Answers whose probabilities differ by less than this are equally strong for the key

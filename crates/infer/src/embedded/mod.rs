@@ -19,6 +19,7 @@ mod anatomy;
 pub mod batch_norm;
 pub mod conv;
 pub mod decode;
+pub mod domain;
 pub mod finder;
 pub mod grid;
 pub mod input;

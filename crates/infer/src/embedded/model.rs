@@ -4,8 +4,9 @@
 use super::adapters::strongest_slab;
 use super::input::{body_box, diagnoser_input};
 use super::lesions::{grown_lesions, probabilities_with};
-use super::{decode, finder, net};
+use super::{decode, domain, finder, net};
 use candle_core::{Device, Tensor};
+use keyslice_core::volume::Volume;
 
 use super::decode::{FINDER_RULE, Probabilities, find_lesions};
 use super::finder::{FinderConfig, FinderNet, SlabAnswer};
@@ -13,6 +14,9 @@ use super::grid::ModelGrid;
 use super::net::{OUTPUTS, SliceNet};
 use super::organs::{OrganNet, Reading};
 use super::weights::TinyConfig;
+
+/// Organ masks on a grid, `[slab * 4 + organ][pixel]`.
+pub type OrganMasks = Vec<Vec<bool>>;
 
 /// The two networks with their configuration.
 pub struct TinyModel {
@@ -141,8 +145,8 @@ impl TinyModel {
         Ok(answers)
     }
 
-    /// An analysis with a finder: the lesions on `fine` (the finder's grid) and the key slab
-    /// (that of the strongest answer kept). With an organ network the diagnoser (on
+    /// An analysis with a finder: the lesions on `fine` (the finder's grid), the key slab
+    /// (that of the strongest answer kept) and the organ masks the finder worked in. With an organ network the diagnoser (on
     /// `coarse`) runs last, and only on the slabs that hold a lesion: from version 3 the
     /// decoding reads nothing of it but location classes on lesion pixels. `lap` marks the
     /// end of each stage (for the debug log).
@@ -152,7 +156,7 @@ impl TinyModel {
         coarse: &ModelGrid,
         finder: &FinderConfig,
         lap: &mut dyn FnMut(&str),
-    ) -> candle_core::Result<(Vec<decode::FoundLesion>, Option<usize>)> {
+    ) -> candle_core::Result<(Vec<decode::FoundLesion>, Option<usize>, OrganMasks)> {
         let (masks, diagnosed) = if let Some(organs) = &self.organs {
             let masks =
                 organs.masks(fine, &self.config.windows, &self.device, Reading::Alternate)?;
@@ -179,7 +183,7 @@ impl TinyModel {
         let decoded = probabilities_with(fine, &probabilities, &grown, &masks);
         let lesions = find_lesions(&decoded, FINDER_RULE);
         let strongest = strongest_slab(&answers, finder.thresholds, &lesions);
-        Ok((lesions, strongest))
+        Ok((lesions, strongest, masks))
     }
 
     /// The organ masks on `fine` (`[slab * 4 + organ][pixel]`) the finder works in: the organ
@@ -198,6 +202,30 @@ impl TinyModel {
             Some(organs) => organs.masks(fine, &self.config.windows, &self.device, reading),
             None => Ok(organ_masks_on(fine, coarse, config.mask_thresholds)),
         }
+    }
+
+    /// The figures [`domain::measure`] takes of `volume`, on the finder's grid with the organ
+    /// masks drawn there (what calibrating the domain check reads); `None` for a checkpoint
+    /// without a finder.
+    pub fn domain_figures(&self, volume: &Volume) -> candle_core::Result<Option<Vec<f64>>> {
+        let Some(finder) = &self.config.finder else {
+            return Ok(None);
+        };
+        let fine = ModelGrid::from_volume(volume, finder.grid);
+        let masks = if let Some(organs) = &self.organs {
+            organs.masks(
+                &fine,
+                &self.config.windows,
+                &self.device,
+                Reading::Alternate,
+            )?
+        } else {
+            let coarse = fine
+                .pooled(self.config.grid)
+                .unwrap_or_else(|| ModelGrid::from_volume(volume, self.config.grid));
+            organ_masks_on(&fine, &self.diagnose_grid(&coarse)?, finder.mask_thresholds)
+        };
+        Ok(Some(domain::measure(volume, &fine, &masks)))
     }
 
     /// Per-pixel probabilities (`[channel][pixel]`) of the verifier on one crop, as made by

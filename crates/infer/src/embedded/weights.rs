@@ -2,6 +2,7 @@
 //! the binary, and loading either into a [`TinyModel`].
 
 use super::decode::DecodeRule;
+use super::domain::Domain;
 use super::finder;
 use candle_core::DType;
 use std::path::Path;
@@ -70,6 +71,11 @@ pub struct TinyConfig {
     /// replace the diagnoser's for the finder and the decoding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organs: Option<OrgansConfig>,
+    /// The range of each figure of the domain check over the calibration phantoms
+    /// (`keyslice train --stage domain`); without it no CT is called unfamiliar but for its
+    /// slice spacing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<Domain>,
 }
 
 impl TinyConfig {
@@ -97,6 +103,7 @@ impl TinyConfig {
             decode: DecodeRule::default(),
             finder: None,
             organs: None,
+            domain: None,
         }
     }
 

@@ -144,6 +144,7 @@ impl Diagnoser for Role<'_> {
             key_slice: None,
             slice_box: None,
             warnings: Vec::new(),
+            out_of_domain: None,
             input: Some(format!(
                 "video ({} frames, in this process)",
                 sent.slices.len()

@@ -169,6 +169,7 @@ impl CaseResult {
             consistency: self.consistency,
             timings_ms: keyslice_core::prediction::Timings::default(),
             warnings: Vec::new(),
+            out_of_domain: None,
             stored: Some(stored),
         }
     }

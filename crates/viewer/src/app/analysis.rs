@@ -174,7 +174,12 @@ impl AnalysisPanel {
 
     /// The panel: run/cancel and the model's name, then the evidence and the report of the
     /// analysis on screen.
-    pub(super) fn ui(&self, ui: &mut egui::Ui) -> (Option<AnalysisCommand>, Option<ReportCommand>) {
+    /// The panel, down to `bottom` (the panel's lower edge, screen points).
+    pub(super) fn ui(
+        &self,
+        ui: &mut egui::Ui,
+        bottom: f32,
+    ) -> (Option<AnalysisCommand>, Option<ReportCommand>) {
         let analysis_command = analysis_ui(ui, &self.state, &self.backend_name());
         if let Some((message, hint)) = &self.failure {
             ui.colored_label(
@@ -203,7 +208,7 @@ impl AnalysisPanel {
                 .map(|(_, texture, stride)| (texture, *stride));
             report_command = evidence_ui(ui, prediction, &checks, thumbnail);
             ui.separator();
-            report_command = report_ui(ui, prediction, &checks).or(report_command);
+            report_command = report_ui(ui, prediction, &checks, bottom).or(report_command);
         }
         (analysis_command, report_command)
     }

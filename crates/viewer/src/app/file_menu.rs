@@ -1,5 +1,7 @@
 //! The File menu: the native open dialog (a job, so the window keeps drawing while it is
-//! open), a typed path, recent studies, the demos, and exporting the workspace.
+//! open), a typed path, recent studies, the demos, and exporting the workspace. Where no
+//! dialog service runs (no session bus for the desktop portal), or the dialog fails or never
+//! appears, a small window asks for the path instead, with a notice saying why.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,27 +24,120 @@ pub(super) enum FileCommand {
 pub(super) struct FileMenu {
     dialog: Option<Job<Option<PathBuf>>>,
     typed_path: String,
+    /// The "Open a path" window is shown (no dialog could be).
+    prompt: bool,
+    /// Its text field takes the keyboard on its first frame.
+    prompt_focus: bool,
+    /// A notice for the next poll.
+    notice: Option<String>,
+    /// The pending dialog was said not to have appeared.
+    overdue_said: bool,
+}
+
+/// How long a dialog may take to appear before the path window is offered beside it.
+const DIALOG_PATIENCE: Duration = Duration::from_secs(4);
+
+/// Whether a file dialog can be shown: on Linux and the BSDs the dialog is the desktop
+/// portal's, reached over the session bus; without one (a bare X server, a remote session) no
+/// dialog ever appears.
+fn dialog_service_available() -> bool {
+    if !cfg!(any(
+        target_os = "linux",
+        target_os = "freebsd",
+        target_os = "openbsd",
+        target_os = "netbsd"
+    )) {
+        return true;
+    }
+    std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some_and(|address| !address.is_empty())
+        || super::settings::env_folder("XDG_RUNTIME_DIR")
+            .is_some_and(|folder| folder.join("bus").exists())
 }
 
 impl FileMenu {
-    /// Shows the native dialog, unless one is already open.
+    /// Shows the native dialog, unless one is already open; where none can be shown, the
+    /// window that asks for a typed path.
     pub(super) fn show_dialog(
         &mut self,
         ctx: &egui::Context,
         pick: Pick,
         start_in: Option<PathBuf>,
     ) {
+        if !dialog_service_available() {
+            tracing::info!("no file dialog service: asking for a typed path");
+            self.ask_for_path(
+                "no file dialog is available here (no desktop portal on a session bus): type the path, or drop the file on the window",
+            );
+            return;
+        }
         if self.dialog.is_none() {
+            self.overdue_said = false;
             self.dialog = Some(pick_in_background(pick, start_in, ctx));
         }
+    }
+
+    /// Shows the path window with `why` as a notice.
+    fn ask_for_path(&mut self, why: &str) {
+        self.prompt = true;
+        self.prompt_focus = true;
+        self.notice = Some(why.to_string());
+    }
+
+    /// The path window, while shown: the study to open once a path is given.
+    pub(super) fn prompt_ui(&mut self, ctx: &egui::Context) -> Option<FileCommand> {
+        if !self.prompt {
+            return None;
+        }
+        let mut chosen = None;
+        let mut open = true;
+        egui::Window::new("Open a path")
+            .collapsible(false)
+            .resizable(false)
+            .anchor(egui::Align2::CENTER_TOP, egui::vec2(0.0, 80.0))
+            .open(&mut open)
+            .show(ctx, |ui| {
+                ui.label("A NIfTI file, a DICOM file or folder, a case folder or a workspace:");
+                let field = ui.add(
+                    egui::TextEdit::singleline(&mut self.typed_path)
+                        .hint_text("/data/case/ct.nii.gz")
+                        .desired_width(420.0),
+                );
+                if std::mem::take(&mut self.prompt_focus) {
+                    field.request_focus();
+                }
+                let entered =
+                    field.lost_focus() && ui.input(|input| input.key_pressed(egui::Key::Enter));
+                ui.horizontal(|ui| {
+                    let typed = self.typed_path.trim();
+                    if (ui.button("Open").clicked() || entered) && !typed.is_empty() {
+                        chosen = Some(FileCommand::Open(Source::Path(PathBuf::from(typed))));
+                    }
+                    if ui.button("Cancel").clicked() {
+                        self.prompt = false;
+                    }
+                });
+            });
+        if chosen.is_some() || !open {
+            self.prompt = false;
+        }
+        chosen
     }
 
     /// The dialog's answer, once given: the study to open, or (when no dialog service
     /// answered) a notice saying what to do instead.
     pub(super) fn poll(&mut self, notices: &mut Vec<String>) -> Option<FileCommand> {
+        notices.extend(self.notice.take());
         let dialog = self.dialog.as_ref()?;
         match dialog.poll() {
-            Polled::Pending => None,
+            Polled::Pending => {
+                if dialog.elapsed() > DIALOG_PATIENCE && !self.overdue_said {
+                    self.overdue_said = true;
+                    self.ask_for_path(
+                        "the system's file dialog has not appeared: type the path instead",
+                    );
+                }
+                None
+            }
             Polled::Ended => {
                 self.dialog = None;
                 None
@@ -55,11 +150,10 @@ impl FileMenu {
                     return Some(FileCommand::Open(Source::Path(path)));
                 }
                 if too_quick {
-                    notices.push(
-                        "no file dialog is available here (xdg-desktop-portal is not running): \
-                         type the path under File > Open a path, or drop the file on the window"
-                            .into(),
+                    self.ask_for_path(
+                        "no file dialog is available here (xdg-desktop-portal is not running): type the path, or drop the file on the window",
                     );
+                    notices.extend(self.notice.take());
                 }
                 None
             }

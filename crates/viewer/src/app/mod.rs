@@ -81,6 +81,8 @@ pub struct KeysliceApp {
     planes_clicked: bool,
     /// Whether single-letter keys may change the review this frame.
     review_keys: bool,
+    /// The side panels' widths drawn this frame (left, right), kept in the settings.
+    panel_widths: std::cell::Cell<[Option<f32>; 2]>,
     /// The last correction saved, in words, and when: shown over the images for a while.
     announcement: Option<(String, std::time::Instant)>,
 }
@@ -127,6 +129,7 @@ impl KeysliceApp {
             viewer_rect: None,
             planes_clicked: false,
             review_keys: false,
+            panel_widths: std::cell::Cell::new([None, None]),
             announcement: None,
         };
         app.open(ctx, source);
@@ -225,7 +228,7 @@ impl eframe::App for KeysliceApp {
 }
 
 impl KeysliceApp {
-    /// Keeps the window's size and position in the settings (written once they settle), so
+    /// Keeps the window's size and position, and the side panels' widths, in the settings (written once they settle), so
     /// the next start opens where the reviewer left it.
     fn remember_window_geometry(&mut self, ctx: &egui::Context) {
         let (inner, outer) = ctx.input(|input| {
@@ -238,6 +241,19 @@ impl KeysliceApp {
         let size = Some([inner.width().round(), inner.height().round()]);
         let position = outer.map(|outer| [outer.min.x.round(), outer.min.y.round()]);
         let settings = &mut self.settings.settings;
+        // The side panels as the reviewer last sized them (unchanged where not drawn).
+        let drawn = self.panel_widths.get();
+        let mut widths = settings.panel_widths.unwrap_or([0.0; 2]);
+        for (kept, width) in widths.iter_mut().zip(drawn) {
+            if let Some(width) = width {
+                *kept = width.round();
+            }
+        }
+        let mut changed = false;
+        if drawn.iter().any(Option::is_some) && settings.panel_widths != Some(widths) {
+            settings.panel_widths = Some(widths);
+            changed = true;
+        }
         if settings.window_size != size
             || (position.is_some() && settings.window_position != position)
         {
@@ -245,6 +261,9 @@ impl KeysliceApp {
             if position.is_some() {
                 settings.window_position = position;
             }
+            changed = true;
+        }
+        if changed {
             self.settings.mark_changed();
         }
     }
@@ -320,7 +339,7 @@ impl KeysliceApp {
                 }
             });
         }
-        if let Some(command) = file_command {
+        if let Some(command) = file_command.or_else(|| self.file_menu.prompt_ui(&ctx)) {
             self.apply_file_command(&ctx, command);
         }
         let mut commands = Vec::new();

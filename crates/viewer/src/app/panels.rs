@@ -18,14 +18,16 @@ use keyslice_core::volume::Volume;
 /// A side panel's default and largest width in a window of this size: its `preferred` width
 /// in a window of 1200 px or more; below that it yields to the images (at most a sixth of the
 /// window each, never under 100 px), so the planes keep about two thirds of a small window.
-fn side_panel_width(ctx: &egui::Context, preferred: f32) -> (f32, f32) {
+fn side_panel_width(ctx: &egui::Context, preferred: f32, saved: Option<f32>) -> (f32, f32) {
     let window = ctx.content_rect().width();
+    // A wide window gives the panels more room: up to a fifth each.
     let largest = if window >= 1200.0 {
-        preferred
+        (window / 5.0).max(preferred)
     } else {
         (window / 6.0).max(100.0)
     };
-    (preferred.min(largest), largest)
+    let wanted = saved.filter(|width| *width >= 100.0).unwrap_or(preferred);
+    (wanted.min(largest), largest)
 }
 
 /// The line over the images that says whose CT this is: the patient and study from the
@@ -73,12 +75,14 @@ impl KeysliceApp {
         let mut worklist_command = None;
         let mut analysis_command = None;
         let mut report_command = None;
-        let (default_width, max_width) = side_panel_width(ui.ctx(), 300.0);
-        egui::Panel::left("keyslice-left")
+        let saved = self.settings.settings.panel_widths.map(|[left, _]| left);
+        let (default_width, max_width) = side_panel_width(ui.ctx(), 300.0, saved);
+        let panel = egui::Panel::left("keyslice-left")
             .default_size(default_width)
             .min_size(100.0)
             .max_size(max_width)
             .show(ui, |ui| {
+                let bottom = ui.clip_rect().bottom();
                 // Content wider than a narrow panel scrolls inside it, never past its edge.
                 egui::ScrollArea::both().show(ui, |ui| {
                     if let Some((root, worklist)) = &self.cases.workspace {
@@ -91,9 +95,12 @@ impl KeysliceApp {
                         );
                         ui.separator();
                     }
-                    (analysis_command, report_command) = self.analysis.ui(ui);
+                    (analysis_command, report_command) = self.analysis.ui(ui, bottom);
                 });
             });
+        let [_, right] = self.panel_widths.get();
+        self.panel_widths
+            .set([Some(panel.response.rect.width()), right]);
         (worklist_command, analysis_command, report_command)
     }
 
@@ -107,8 +114,9 @@ impl KeysliceApp {
             return (Vec::new(), Vec::new());
         };
         let mut edit_commands = Vec::new();
-        let (default_width, max_width) = side_panel_width(ui.ctx(), 280.0);
-        let commands = egui::Panel::right("keyslice-side")
+        let saved = self.settings.settings.panel_widths.map(|[_, right]| right);
+        let (default_width, max_width) = side_panel_width(ui.ctx(), 280.0, saved);
+        let panel = egui::Panel::right("keyslice-side")
             .default_size(default_width)
             .min_size(100.0)
             .max_size(max_width)
@@ -143,9 +151,11 @@ impl KeysliceApp {
                         viewer.side_panel_ui(ui)
                     })
                     .inner
-            })
-            .inner;
-        (commands, edit_commands)
+            });
+        let [left, _] = self.panel_widths.get();
+        self.panel_widths
+            .set([left, Some(panel.response.rect.width())]);
+        (panel.inner, edit_commands)
     }
 
     /// The axial slice on screen as a key slice (index, z, SOP Instance UID).

@@ -27,6 +27,8 @@ pub struct Settings {
     pub window_size: Option<[f32; 2]>,
     /// The window's position on screen (x, y) when the platform told it.
     pub window_position: Option<[f32; 2]>,
+    /// The side panels' widths in points (left, right) as the reviewer last left them.
+    pub panel_widths: Option<[f32; 2]>,
 }
 
 impl Default for Settings {
@@ -36,6 +38,7 @@ impl Default for Settings {
             mask_opacity: 0.5,
             window_size: None,
             window_position: None,
+            panel_widths: None,
         }
     }
 }

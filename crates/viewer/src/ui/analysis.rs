@@ -31,6 +31,10 @@ pub enum AnalysisCommand {
     Cancel,
 }
 
+/// Colour of the label of a case the demo model is out of its depth on: a warning, never
+/// the green of agreement.
+pub const UNFAMILIAR_COLOUR: Color32 = Color32::from_rgb(240, 120, 70);
+
 /// Colour for a consistency value: red below ½, amber below ¾, green above.
 #[must_use]
 pub fn consistency_colour(value: f64) -> Color32 {
@@ -98,6 +102,20 @@ fn prediction_ui(ui: &mut egui::Ui, prediction: &Prediction) -> Option<AnalysisC
             command = Some(AnalysisCommand::Run);
         }
     });
+    if let Some(unfamiliar) = &prediction.out_of_domain {
+        ui.label(
+            egui::RichText::new(&unfamiliar.label)
+                .strong()
+                .color(UNFAMILIAR_COLOUR),
+        )
+        .on_hover_text(format!(
+            "{} was trained on synthetic phantoms only; this CT is unlike them, so its report and consistency mean nothing here",
+            unfamiliar.model
+        ));
+        for reason in &unfamiliar.reasons {
+            ui.small(format!("• {reason}"));
+        }
+    }
     if let Some(stored) = &prediction.stored {
         stored_ui(ui, stored);
     }

@@ -13,7 +13,7 @@ use crate::ui::analysis::consistency_colour;
 use keyslice_core::findings::Organ;
 use keyslice_core::findings::summary::organ_summary;
 use keyslice_core::key_slice::KeySliceImage;
-use keyslice_core::prediction::Prediction;
+use keyslice_core::prediction::{OutOfDomain, Prediction};
 use keyslice_core::scoring::{Attribute, AttributeCheck, Verdict};
 
 /// What the user asked for in these panels.
@@ -43,30 +43,17 @@ pub fn verdict_words(verdict: Verdict) -> &'static str {
     }
 }
 
-/// The report panel.
+/// The report panel: one line per finding (coloured by its worst check; a click shows the
+/// key slice), the warnings, then the report text, which scrolls within what is left above
+/// `bottom` (the panel's lower edge, screen points) so the whole panel fits its window.
 pub fn report_ui(
     ui: &mut egui::Ui,
     prediction: &Prediction,
     checks: &[AttributeCheck],
+    bottom: f32,
 ) -> Option<ReportCommand> {
     let mut command = None;
     ui.label(RichText::new("Report").strong());
-    ui.horizontal_wrapped(|ui| {
-        for verdict in [Verdict::Agrees, Verdict::Disagrees, Verdict::NotShown] {
-            ui.label(
-                RichText::new(verdict_words(verdict))
-                    .small()
-                    .color(Color32::WHITE)
-                    .background_color(verdict_colour(verdict)),
-            );
-        }
-    });
-    egui::ScrollArea::vertical()
-        .max_height(220.0)
-        .id_salt("report-text")
-        .show(ui, |ui| {
-            ui.label(highlighted_report(ui, &prediction.report, checks));
-        });
     // One row per finding: clicking it shows the evidence slice.
     for organ in Organ::ALL {
         let organ_checks: Vec<&AttributeCheck> =
@@ -84,22 +71,59 @@ pub fn report_ui(
             })
             .unwrap_or(Verdict::NotShown);
         let text = organ_summary(organ, &prediction.findings);
-        let button = egui::Button::new(RichText::new(text).color(Color32::WHITE))
-            .fill(verdict_colour(worst))
-            .small();
+        let fill = if prediction.out_of_domain.is_some() {
+            Color32::from_gray(90)
+        } else {
+            verdict_colour(worst)
+        };
+        // One line each (the report text below has every value; hover shows the whole line).
+        let button = egui::Button::new(RichText::new(&text).color(Color32::WHITE))
+            .fill(fill)
+            .small()
+            .truncate();
         if ui
             .add(button)
-            .on_hover_text("show the key slice this finding rests on")
+            .on_hover_text(format!("{text}\nshow the key slice this finding rests on"))
             .clicked()
         {
             command = Some(ReportCommand::JumpToKeySlice);
         }
     }
+    let unfamiliar = prediction.out_of_domain.as_ref().map(OutOfDomain::sentence);
     for warning in &prediction.warnings {
-        ui.colored_label(Color32::from_rgb(230, 180, 60), warning);
+        // The analysis panel states the model's own word on the CT, above everything.
+        if unfamiliar.as_ref() != Some(warning) {
+            ui.colored_label(Color32::from_rgb(230, 180, 60), warning);
+        }
     }
+    ui.horizontal_wrapped(|ui| {
+        for verdict in [Verdict::Agrees, Verdict::Disagrees, Verdict::NotShown] {
+            ui.label(
+                RichText::new(verdict_words(verdict))
+                    .small()
+                    .color(Color32::WHITE)
+                    .background_color(verdict_colour(verdict)),
+            );
+        }
+    });
+    let room = (bottom - ui.cursor().top() - 8.0).max(REPORT_TEXT_MIN_HEIGHT);
+    egui::ScrollArea::vertical()
+        .max_height(room)
+        .id_salt("report-text")
+        .show(ui, |ui| {
+            // Out of the model's depth nothing in the report is shown as agreeing.
+            let shown = if prediction.out_of_domain.is_some() {
+                &[]
+            } else {
+                checks
+            };
+            ui.label(highlighted_report(ui, &prediction.report, shown));
+        });
     command
 }
+
+/// The least height of the report text's scroll area, points (about six lines).
+const REPORT_TEXT_MIN_HEIGHT: f32 = 100.0;
 
 /// The report text with each checked span on its verdict colour.
 fn highlighted_report(ui: &egui::Ui, report: &str, checks: &[AttributeCheck]) -> LayoutJob {
@@ -162,49 +186,46 @@ pub fn evidence_ui(
     let mut command = None;
     ui.label(RichText::new("Evidence").strong());
     if let Some(key) = &prediction.key_slice {
+        // The thumbnail beside what the verifier said of it: the report below keeps its room.
         ui.horizontal(|ui| {
-            ui.label(format!("key slice {} (z {:.1} mm)", key.index, key.z_mm));
-            if ui.small_button("go (K)").clicked() {
-                command = Some(ReportCommand::JumpToKeySlice);
+            if let Some((texture, stride)) = thumbnail {
+                command = thumbnail_ui(ui, texture, stride, prediction).or(command);
             }
+            ui.vertical(|ui| {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(format!("key slice {} (z {:.1} mm)", key.index, key.z_mm));
+                    if ui.small_button("go (K)").clicked() {
+                        command = Some(ReportCommand::JumpToKeySlice);
+                    }
+                });
+                if let Some(text) = &prediction.local_description {
+                    ui.label(RichText::new("Verifier, key slice only:").strong());
+                    ui.label(text.trim_end());
+                }
+            });
         });
-        if let Some((texture, stride)) = thumbnail {
-            let size = texture.size_vec2();
-            let scale = (200.0 / size.x.max(size.y)).min(2.0);
-            let response =
-                ui.add(egui::Image::new((texture.id(), size * scale)).sense(egui::Sense::click()));
-            if let Some(slice_box) = &prediction.slice_box {
-                let [c0, r0, c1, r1] = slice_box.voxels.map(|v| v as f32);
-                // Box corners are slice voxels; the texture keeps every `stride`-th one.
-                let per_voxel = response.rect.size() / size / stride as f32;
-                let rect = egui::Rect::from_min_max(
-                    response.rect.min + egui::vec2(c0, r0) * per_voxel,
-                    response.rect.min + egui::vec2(c1 + 1.0, r1 + 1.0) * per_voxel,
-                );
-                ui.painter().rect_stroke(
-                    rect,
-                    0.0,
-                    egui::Stroke::new(1.5, Color32::from_rgb(255, 210, 0)),
-                    egui::StrokeKind::Outside,
-                );
-            }
-            if response.on_hover_text("show this slice").clicked() {
-                command = Some(ReportCommand::JumpToKeySlice);
-            }
-        }
     } else {
         ui.weak("The model named no key slice: nothing to verify.");
+        if let Some(text) = &prediction.local_description {
+            ui.label(RichText::new("Verifier, key slice only:").strong());
+            ui.label(text.trim_end());
+        }
     }
-    if let Some(text) = &prediction.local_description {
-        ui.label(RichText::new("Verifier, key slice only:").strong());
-        ui.label(text.trim_end());
-    }
+    // Out of the model's depth, agreement means nothing: the figures are shown grey.
+    let unfamiliar = prediction.out_of_domain.is_some();
+    let colour = |value: f64| {
+        if unfamiliar {
+            Color32::GRAY
+        } else {
+            consistency_colour(value)
+        }
+    };
     match &prediction.consistency {
         Some(consistency) => {
             ui.label(
                 RichText::new(format!("consistency {:.2}", consistency.score))
                     .strong()
-                    .color(consistency_colour(consistency.score)),
+                    .color(colour(consistency.score)),
             );
             let parts = [
                 ("organ", Some(consistency.organ)),
@@ -216,10 +237,7 @@ pub fn evidence_ui(
                 for (name, value) in parts {
                     match value {
                         Some(value) => {
-                            ui.colored_label(
-                                consistency_colour(value),
-                                format!("{name} {value:.2}"),
-                            );
+                            ui.colored_label(colour(value), format!("{name} {value:.2}"));
                         }
                         None => {
                             ui.weak(format!("{name} –"));
@@ -227,7 +245,7 @@ pub fn evidence_ui(
                     }
                 }
             });
-            for reason in reasons(checks) {
+            for reason in reasons(checks, consistency.region) {
                 ui.small(reason);
             }
         }
@@ -238,10 +256,50 @@ pub fn evidence_ui(
     command
 }
 
-/// Why the consistency is what it is: one line per report value the key slice contradicts.
+/// The key slice's thumbnail with the model's box; a click asks to show the slice.
+fn thumbnail_ui(
+    ui: &mut egui::Ui,
+    texture: &egui::TextureHandle,
+    stride: usize,
+    prediction: &Prediction,
+) -> Option<ReportCommand> {
+    let size = texture.size_vec2();
+    // Smaller in a short window, so the report below keeps its room.
+    let side = if ui.ctx().content_rect().height() < 900.0 {
+        120.0
+    } else {
+        160.0
+    };
+    let scale = (side / size.x.max(size.y)).min(2.0);
+    let response =
+        ui.add(egui::Image::new((texture.id(), size * scale)).sense(egui::Sense::click()));
+    if let Some(slice_box) = &prediction.slice_box {
+        let [c0, r0, c1, r1] = slice_box.voxels.map(|v| v as f32);
+        // Box corners are slice voxels; the texture keeps every `stride`-th one.
+        let per_voxel = response.rect.size() / size / stride as f32;
+        let rect = egui::Rect::from_min_max(
+            response.rect.min + egui::vec2(c0, r0) * per_voxel,
+            response.rect.min + egui::vec2(c1 + 1.0, r1 + 1.0) * per_voxel,
+        );
+        ui.painter().rect_stroke(
+            rect,
+            0.0,
+            egui::Stroke::new(1.5, Color32::from_rgb(255, 210, 0)),
+            egui::StrokeKind::Outside,
+        );
+    }
+    response
+        .on_hover_text("show this slice")
+        .clicked()
+        .then_some(ReportCommand::JumpToKeySlice)
+}
+
+/// Why the consistency is what it is: one line per report value the key slice contradicts
+/// (the same comparisons the score averages), and one when the verifier did not confirm the
+/// lesion inside the model's box (`region`, the box term of the score).
 #[must_use]
-pub fn reasons(checks: &[AttributeCheck]) -> Vec<String> {
-    let lines: Vec<String> = checks
+pub fn reasons(checks: &[AttributeCheck], region: Option<f64>) -> Vec<String> {
+    let mut lines: Vec<String> = checks
         .iter()
         .filter(|check| check.verdict == Verdict::Disagrees)
         .map(|check| match (check.attribute, check.lesion) {
@@ -258,6 +316,11 @@ pub fn reasons(checks: &[AttributeCheck]) -> Vec<String> {
             (attribute, None) => format!("• {}: the {} differs", check.organ, attribute.name()),
         })
         .collect();
+    if region.is_some_and(|value| value < 1.0) {
+        lines.push(
+            "• the box: the verifier did not confirm the lesion inside the model's box".into(),
+        );
+    }
     if lines.is_empty() && !checks.is_empty() {
         vec!["Nothing the key slice shows contradicts the report.".to_string()]
     } else {

@@ -1,12 +1,13 @@
 //! The worklist panel: a workspace's cases with review status, the model's consistency and
 //! the reviewer; by default lowest consistency first, so likely hallucinations are triaged
-//! first, and sortable by case or status and filtered by status (the choice is kept for the
+//! first (after cases the demo model is out of its depth on, labelled so), and sortable by case or status and filtered by status (the choice is kept for the
 //! session). The open case is highlighted. Returns what the user asked for: open a case
 //! (clicked, or the next / previous one in the order shown), accept or flag the open one.
 
 use std::path::Path;
 
-use crate::ui::analysis::consistency_colour;
+use crate::ui::analysis::{UNFAMILIAR_COLOUR, consistency_colour};
+use keyslice_core::prediction::OutOfDomain;
 use keyslice_review::ReviewStatus;
 use keyslice_review::workspace::{WorklistEntry, triage_order};
 
@@ -89,48 +90,14 @@ pub fn worklist_ui(
         worklist.len()
     ));
     let with_patients = shown.iter().any(|entry| entry.patient.is_some());
-    egui::Grid::new("keyslice-worklist")
-        .num_columns(if with_patients { 4 } else { 3 })
-        .striped(true)
+    // A long list scrolls in a quarter of the window (at least six rows), leaving the rest
+    // to the analysis.
+    let rows_height = (ui.ctx().content_rect().height() * 0.25).max(160.0);
+    egui::ScrollArea::vertical()
+        .id_salt("keyslice-worklist-rows")
+        .max_height(rows_height)
         .show(ui, |ui| {
-            ui.weak("case");
-            ui.weak("status");
-            ui.weak("consistency");
-            if with_patients {
-                ui.weak("patient");
-            }
-            ui.end_row();
-            for entry in &shown {
-                let open = open_case == Some(entry.case_id.as_str());
-                if ui.selectable_label(open, &entry.case_id).clicked() && !open {
-                    command = Some(WorklistCommand::Open(entry.case_id.clone()));
-                }
-                let status = ui.label(entry.status.label());
-                if let Some(reviewer) = &entry.reviewer {
-                    status.on_hover_text(format!("last changed by {reviewer}"));
-                }
-                match (&entry.attention, entry.consistency) {
-                    (Some(reason), consistency) => {
-                        let text = consistency.map_or_else(
-                            || "check".to_string(),
-                            |value| format!("check {value:.2}"),
-                        );
-                        ui.colored_label(egui::Color32::from_rgb(230, 150, 40), text)
-                            .on_hover_text(reason);
-                    }
-                    (None, Some(value)) => {
-                        ui.colored_label(consistency_colour(value), format!("{value:.2}"));
-                    }
-                    (None, None) => {
-                        ui.weak("–");
-                    }
-                }
-                if with_patients {
-                    // Whose study: the reviewer checks it before opening the case.
-                    ui.small(entry.patient.as_deref().unwrap_or("–"));
-                }
-                ui.end_row();
-            }
+            rows_ui(ui, &shown, open_case, with_patients, &mut command);
         });
     let position = open_case.and_then(|open| shown.iter().position(|e| e.case_id == open));
     let step = |forward: bool| {
@@ -184,6 +151,68 @@ pub fn worklist_ui(
 }
 
 /// The order and status filter, kept in egui's memory for the session.
+/// The rows of the worklist, with their header; a click on a case asks to open it.
+fn rows_ui(
+    ui: &mut egui::Ui,
+    shown: &[&WorklistEntry],
+    open_case: Option<&str>,
+    with_patients: bool,
+    command: &mut Option<WorklistCommand>,
+) {
+    egui::Grid::new("keyslice-worklist")
+        .num_columns(if with_patients { 4 } else { 3 })
+        .striped(true)
+        .show(ui, |ui| {
+            ui.weak("case");
+            ui.weak("status");
+            ui.weak("consistency");
+            if with_patients {
+                ui.weak("patient");
+            }
+            ui.end_row();
+            for entry in shown {
+                let open = open_case == Some(entry.case_id.as_str());
+                if ui.selectable_label(open, &entry.case_id).clicked() && !open {
+                    *command = Some(WorklistCommand::Open(entry.case_id.clone()));
+                }
+                let status = ui.label(entry.status.label());
+                if let Some(reviewer) = &entry.reviewer {
+                    status.on_hover_text(format!("last changed by {reviewer}"));
+                }
+                consistency_cell(ui, entry);
+                if with_patients {
+                    // Whose study: the reviewer checks it before opening the case.
+                    ui.small(entry.patient.as_deref().unwrap_or("–"));
+                }
+                ui.end_row();
+            }
+        });
+}
+
+/// The consistency column of one row: the score in its colour, "check" with the reason for
+/// a case without grounded evidence, the demo model's label where it is out of its depth.
+fn consistency_cell(ui: &mut egui::Ui, entry: &WorklistEntry) {
+    match (&entry.attention, entry.consistency) {
+        // Out of the demo model's depth: never a score, never green.
+        (Some(reason), _) if entry.out_of_domain => {
+            ui.colored_label(UNFAMILIAR_COLOUR, OutOfDomain::LABEL)
+                .on_hover_text(reason);
+        }
+        (Some(reason), consistency) => {
+            let text = consistency
+                .map_or_else(|| "check".to_string(), |value| format!("check {value:.2}"));
+            ui.colored_label(egui::Color32::from_rgb(230, 150, 40), text)
+                .on_hover_text(reason);
+        }
+        (None, Some(value)) => {
+            ui.colored_label(consistency_colour(value), format!("{value:.2}"));
+        }
+        (None, None) => {
+            ui.weak("–");
+        }
+    }
+}
+
 fn order_and_filter_ui(ui: &mut egui::Ui) -> (Order, Option<ReviewStatus>) {
     let order_id = egui::Id::unique("keyslice-worklist-order");
     let filter_id = egui::Id::unique("keyslice-worklist-filter");

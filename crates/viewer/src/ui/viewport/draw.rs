@@ -199,6 +199,7 @@ impl Viewer {
         );
         // Measurements on this slice of this plane.
         let ruler_stroke = Stroke::new(2.0, Color32::from_rgb(120, 255, 120));
+        let mut placed: Vec<egui::Rect> = Vec::new();
         for measurement in &self.measurements {
             if measurement.plane == plane
                 && (measurement.slice - self.views[index].slice).abs() < 0.5
@@ -206,14 +207,16 @@ impl Viewer {
                 let a = self.point_of(plane, rect, measurement.from, spacing);
                 let b = self.point_of(plane, rect, measurement.to, spacing);
                 painter.line_segment([a, b], ruler_stroke);
-                label(
-                    &painter,
-                    b + Vec2::new(6.0, 0.0),
-                    Align2::LEFT_CENTER,
+                let colour = Color32::from_rgb(120, 255, 120);
+                let galley = painter.layout_no_wrap(
                     format!("{:.1} mm", measurement.length_mm),
                     FontId::proportional(13.0),
-                    Color32::from_rgb(120, 255, 120),
+                    colour,
                 );
+                let at = ruler_label_rect(a, b, galley.size(), rect, &placed);
+                placed.push(at);
+                painter.rect_filled(at, 3.0, Color32::from_black_alpha(150));
+                painter.galley(at.min + Vec2::splat(2.0), galley, colour);
             }
         }
         if let Some((start_plane, from)) = self.ruler_start
@@ -316,6 +319,40 @@ pub(super) fn label_colour(label: u8) -> Color32 {
 }
 
 /// Text on a dark backing, readable over any window/level.
+/// Where a ruler's length label goes: beyond the ruler's end `b` (away from `a`), inside
+/// the pane `pane`, and below any label already `placed` that it would cover, so two
+/// rulers' figures never print over each other.
+pub(super) fn ruler_label_rect(
+    a: Pos2,
+    b: Pos2,
+    text: Vec2,
+    pane: egui::Rect,
+    placed: &[egui::Rect],
+) -> egui::Rect {
+    let size = text + Vec2::splat(4.0);
+    let along = (b - a).normalized();
+    let anchor = if along.x >= 0.0 {
+        Align2::LEFT_CENTER
+    } else {
+        Align2::RIGHT_CENTER
+    };
+    let start = b + Vec2::new(if along.x >= 0.0 { 8.0 } else { -8.0 }, 0.0);
+    let mut at = anchor.anchor_size(start, size);
+    for _ in 0..placed.len() + 1 {
+        let inside = egui::Rect::from_min_size(
+            at.min.clamp(pane.min, (pane.max - size).max(pane.min)),
+            size,
+        );
+        match placed.iter().find(|other| other.intersects(inside)) {
+            Some(other) => {
+                at = inside.translate(Vec2::new(0.0, other.bottom() - inside.top() + 2.0))
+            }
+            None => return inside,
+        }
+    }
+    at
+}
+
 pub(super) fn label(
     painter: &egui::Painter,
     position: Pos2,
@@ -328,4 +365,48 @@ pub(super) fn label(
     let rect = anchor.anchor_size(position, galley.size()).expand(2.0);
     painter.rect_filled(rect, 3.0, Color32::from_black_alpha(150));
     painter.galley(rect.min + Vec2::splat(2.0), galley, colour);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ruler_labels_that_would_cover_each_other_are_stacked_inside_the_pane() {
+        let pane = egui::Rect::from_min_size(Pos2::ZERO, Vec2::new(400.0, 300.0));
+        let text = Vec2::new(50.0, 14.0);
+        // Two rulers ending at the same point, and a third at the pane's right edge.
+        let first = ruler_label_rect(
+            Pos2::new(100.0, 100.0),
+            Pos2::new(200.0, 100.0),
+            text,
+            pane,
+            &[],
+        );
+        let second = ruler_label_rect(
+            Pos2::new(200.0, 50.0),
+            Pos2::new(200.0, 100.0),
+            text,
+            pane,
+            &[first],
+        );
+        assert!(!first.intersects(second), "{first:?} {second:?}");
+        let edge = ruler_label_rect(
+            Pos2::new(300.0, 200.0),
+            Pos2::new(398.0, 200.0),
+            text,
+            pane,
+            &[first, second],
+        );
+        assert!(pane.contains_rect(edge), "{edge:?}");
+        // A ruler drawn leftwards has its figure on its left.
+        let left = ruler_label_rect(
+            Pos2::new(300.0, 250.0),
+            Pos2::new(200.0, 250.0),
+            text,
+            pane,
+            &[],
+        );
+        assert!(left.right() < 200.0, "{left:?}");
+    }
 }

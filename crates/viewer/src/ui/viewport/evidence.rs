@@ -72,6 +72,8 @@ pub(super) struct BoxDrag {
 const EVIDENCE_COLOUR: Color32 = Color32::from_rgb(255, 200, 40);
 /// How near (points) to a corner or an edge a drag grabs it.
 const GRAB: f32 = 8.0;
+/// The least reach of a new box's slice range either side of its key slice.
+const NEW_RANGE_SLICES: u32 = 2;
 
 impl Viewer {
     /// The evidence to draw: a drag's preview while dragging, else the evidence.
@@ -246,6 +248,24 @@ impl Viewer {
         }
     }
 
+    /// A new box without a range gets one as deep as the box is wide (a lesion is about as
+    /// tall as it is wide), at least [`NEW_RANGE_SLICES`] slices either side of the key
+    /// slice: an extent of one slice is a line on the coronal and sagittal planes whose ends
+    /// cannot be grabbed apart.
+    pub(super) fn with_default_range(&self, mut evidence: Evidence, spacing: [f64; 3]) -> Evidence {
+        if evidence.slices.is_none() {
+            let [c0, r0, c1, r1] = evidence.voxels.map(f64::from);
+            let half_mm = ((c1 - c0 + 1.0) * spacing[0]).min((r1 - r0 + 1.0) * spacing[1]) / 2.0;
+            let reach = ((half_mm / spacing[2].max(1e-3)).round() as u32).max(NEW_RANGE_SLICES);
+            let last = self.dims[2].saturating_sub(1) as u32;
+            evidence.slices = Some((
+                evidence.key_slice.saturating_sub(reach),
+                (evidence.key_slice + reach).min(last),
+            ));
+        }
+        evidence
+    }
+
     /// The evidence a drag of `kind` from `start` to `now` makes.
     pub(super) fn dragged_evidence(
         &self,
@@ -353,7 +373,9 @@ impl Viewer {
         };
         if let Some(pos) = response.interact_pointer_pos() {
             let now = self.voxel_at(plane, rect, pos, spacing);
-            drag.preview = self.dragged_evidence(drag.kind, drag.before, drag.start, now);
+            drag.preview = self
+                .dragged_evidence(drag.kind, drag.before, drag.start, now)
+                .map(|evidence| self.with_default_range(evidence, spacing));
             self.box_drag = Some(drag);
         }
         if response.drag_stopped() {
@@ -430,6 +452,34 @@ mod tests {
             elsewhere.slices, None,
             "the old range does not hold slice 15"
         );
+    }
+
+    #[test]
+    fn a_new_box_without_a_range_gets_one_as_deep_as_it_is_wide() {
+        let (viewer, _) = viewer_on_slice(10.0);
+        let spacing = [1.0, 1.0, 2.0];
+        let new = Evidence {
+            voxels: [10, 10, 21, 17],
+            key_slice: 10,
+            slices: None,
+        };
+        // 8 mm across its shorter side: 4 mm either way, two 2 mm slices.
+        assert_eq!(
+            viewer.with_default_range(new, spacing).slices,
+            Some((8, 12))
+        );
+        // 24 mm across: six slices either way, cut at the volume's last slice (19).
+        let wide = Evidence {
+            voxels: [0, 0, 23, 23],
+            key_slice: 16,
+            slices: None,
+        };
+        assert_eq!(
+            viewer.with_default_range(wide, spacing).slices,
+            Some((10, 19))
+        );
+        // A box with a range keeps it.
+        assert_eq!(viewer.with_default_range(BOX, spacing), BOX);
     }
 
     #[test]
