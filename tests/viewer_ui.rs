@@ -33,6 +33,16 @@ fn viewer_harness(
     masks: &[keyslice::volume::LabelVolume],
     size: egui::Vec2,
 ) -> Harness<'static, State> {
+    viewer_harness_stepping(volume, masks, size, 0.25)
+}
+
+/// [`viewer_harness`] whose frames are `step_dt` seconds apart.
+fn viewer_harness_stepping(
+    volume: Volume,
+    masks: &[keyslice::volume::LabelVolume],
+    size: egui::Vec2,
+    step_dt: f32,
+) -> Harness<'static, State> {
     let render_state = egui_kittest::wgpu::create_render_state(
         egui_kittest::wgpu::default_wgpu_setup(),
         egui_wgpu::RendererOptions::PREDICTABLE,
@@ -48,6 +58,7 @@ fn viewer_harness(
     };
     Harness::builder()
         .with_size(size)
+        .with_step_dt(step_dt)
         .renderer(renderer)
         .build_ui_state(
             |ui, state: &mut State| {
@@ -317,6 +328,56 @@ fn click(harness: &mut Harness<'static, State>, pos: egui::Pos2) {
         });
         harness.run();
     }
+}
+
+/// Two clicks at `pos`, each press and release a frame apart (the harness steps 50 ms a
+/// frame, well within the double-click time); the crosshair has moved after the first.
+fn double_click(harness: &mut Harness<'static, State>, pos: egui::Pos2) {
+    harness.event(egui::Event::PointerMoved(pos));
+    // Half a second since any earlier click, so these two are a double-click, not more.
+    for _ in 0..10 {
+        harness.step();
+    }
+    let before = harness.state().viewer.crosshair;
+    for click in 0..2 {
+        for pressed in [true, false] {
+            harness.event(egui::Event::PointerButton {
+                pos,
+                button: egui::PointerButton::Primary,
+                pressed,
+                modifiers: egui::Modifiers::NONE,
+            });
+            harness.step();
+        }
+        if click == 0 && harness.state().viewer.enlarged.is_none() {
+            assert_ne!(harness.state().viewer.crosshair, before, "a click moves it");
+        }
+    }
+    harness.run();
+}
+
+#[test]
+fn a_double_click_enlarges_the_plane_and_leaves_the_crosshair_where_it_was() {
+    if !gpu_available() {
+        return;
+    }
+    let mut harness =
+        viewer_harness_stepping(demo_abdomen(), &[], egui::Vec2::new(900.0, 560.0), 0.05);
+    harness.run();
+    let before = harness.state().viewer.crosshair;
+    // One click moves the crosshair; a second at once makes it a double-click.
+    let at = egui::pos2(150.0, 300.0);
+    double_click(&mut harness, at);
+    assert_eq!(harness.state().viewer.enlarged, Some(Plane::Axial));
+    assert_eq!(
+        harness.state().viewer.crosshair,
+        before,
+        "the double-click puts back the crosshair (and the slices) it found"
+    );
+    // Another double-click brings the three planes back, the crosshair still in place.
+    double_click(&mut harness, at);
+    assert_eq!(harness.state().viewer.enlarged, None);
+    assert_eq!(harness.state().viewer.crosshair, before);
 }
 
 #[test]

@@ -56,13 +56,18 @@ fn tools_available() -> bool {
 
 /// Starts Xvfb on a free display (it picks one and writes its number to `-displayfd`).
 fn start_xvfb() -> (Child, String) {
+    start_xvfb_sized("1280x800x24")
+}
+
+/// An Xvfb screen of `geometry` (`WIDTHxHEIGHTxDEPTH`).
+fn start_xvfb_sized(geometry: &str) -> (Child, String) {
     let mut xvfb = Command::new("Xvfb")
         .args([
             "-displayfd",
             "1",
             "-screen",
             "0",
-            "1280x800x24",
+            geometry,
             "-nolisten",
             "tcp",
         ])
@@ -672,4 +677,41 @@ fn live_analysis_in_the_window_runs_on_a_model_server_and_is_saved() {
     }
     std::thread::sleep(Duration::from_secs(1));
     Screen::grab(&display).save(&out.join("server-analysis.png"));
+}
+
+#[test]
+fn real_window_reopens_full_hd_as_it_was_left_with_the_review_on_screen() {
+    if !tools_available() {
+        return;
+    }
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("xvfb-window");
+    std::fs::create_dir_all(&out).expect("screenshot folder");
+    let config = tempfile::tempdir().expect("config folder");
+    std::fs::write(
+        config.path().join("settings.json"),
+        r#"{"window_size": [1920.0, 1080.0], "panel_widths": [360.0, 300.0]}"#,
+    )
+    .expect("settings written");
+    let log = out.join("viewer-full-hd.log");
+    let (xvfb, display) = start_xvfb_sized("1920x1080x24");
+    let mut processes = Processes(vec![xvfb]);
+    processes
+        .0
+        .push(spawn_viewer(&display, None, config.path(), &log));
+    wait_for_log(&log, "saved analysis shown", Duration::from_mins(3));
+    std::thread::sleep(Duration::from_millis(1500));
+    let window = xdotool(&display, &["search", "--name", "^Keyslice$"]);
+    let window = window.lines().next().expect("the Keyslice window exists");
+    let (_, _, width, height) = window_geometry(&display, window);
+    assert_eq!((width, height), (1920, 1080), "the size it was left at");
+    let screen = Screen::grab(&display);
+    screen.save(&out.join("demo-workspace-1920x1080.png"));
+    // The left panel (360 points as it was left) holds the worklist, then the evidence and
+    // report of the case opened: below the worklist it is not empty background.
+    let report_area = screen.greys((10, 250, 340, 700));
+    assert!(
+        distinct(&report_area) > 8,
+        "the lower left panel is blank (see {})",
+        out.join("demo-workspace-1920x1080.png").display()
+    );
 }

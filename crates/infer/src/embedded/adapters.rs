@@ -70,7 +70,8 @@ impl Diagnoser for TinyDiagnoser<'_> {
                     .finder_lesions(&fine, &coarse, finder, &mut lap)
                     .map_err(run_error)?;
                 if let Some(known) = &model.config.domain {
-                    unfamiliar.extend(known.unfamiliar(&domain::measure(volume, &fine, &masks)));
+                    let figures = domain::measure(volume, &fine, &masks, &lesions);
+                    unfamiliar.extend(known.unfamiliar(&figures));
                 }
                 (fine, lesions, strongest)
             } else {

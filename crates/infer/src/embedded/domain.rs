@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use keyslice_core::volume::{Volume, Voxels};
 
+use super::decode::FoundLesion;
 use super::grid::ModelGrid;
 
 /// A figure: its key in `config.json`, how it is named to a user, and its unit.
@@ -227,10 +228,17 @@ impl Domain {
 
 /// The figures of [`FEATURES`] for `volume`, read onto `grid` (the finder's), with the organ
 /// masks the organ network drew there (`[slab * 4 + organ][pixel]`; liver, pancreas, left
-/// and right kidney). A figure that cannot be measured (no body, no organ) is NaN, which no
-/// range holds.
+/// and right kidney) and the `lesions` found on it, which the organs' attenuation and
+/// texture leave out (with a pixel around them): a large tumor would otherwise move its
+/// organ's figures out of range on a phantom. A figure that cannot be measured (no body, no
+/// organ) is NaN, which no range holds.
 #[must_use]
-pub fn measure(volume: &Volume, grid: &ModelGrid, masks: &[Vec<bool>]) -> Vec<f64> {
+pub fn measure(
+    volume: &Volume,
+    grid: &ModelGrid,
+    masks: &[Vec<bool>],
+    lesions: &[FoundLesion],
+) -> Vec<f64> {
     let n = grid.spec.size;
     let plane = n * n;
     let pixel_mm = grid.spec.pixel_mm;
@@ -302,7 +310,7 @@ pub fn measure(volume: &Volume, grid: &ModelGrid, masks: &[Vec<bool>]) -> Vec<f6
         liver_hu,
         kidney_hu,
         liver_texture,
-    ] = organ_figures(grid, masks);
+    ] = organ_figures(grid, masks, &lesion_voxels(grid, lesions));
     vec![
         grid.slabs as f64 * grid.spec.slab_mm,
         median(&mut widths).unwrap_or(f64::NAN),
@@ -322,11 +330,37 @@ pub fn measure(volume: &Volume, grid: &ModelGrid, masks: &[Vec<bool>]) -> Vec<f6
     ]
 }
 
+/// The voxels of `lesions` on `grid` and their in-plane neighbours, `[slab * plane + pixel]`.
+fn lesion_voxels(grid: &ModelGrid, lesions: &[FoundLesion]) -> Vec<bool> {
+    let n = grid.spec.size;
+    let plane = n * n;
+    let mut inside = vec![false; grid.slabs * plane];
+    for &(slab, pixel) in lesions.iter().flat_map(|lesion| &lesion.voxels) {
+        let (row, column) = (pixel / n, pixel % n);
+        for r in row.saturating_sub(1)..=(row + 1).min(n - 1) {
+            for c in column.saturating_sub(1)..=(column + 1).min(n - 1) {
+                if let Some(voxel) = inside.get_mut(slab * plane + r * n + c) {
+                    *voxel = true;
+                }
+            }
+        }
+    }
+    inside
+}
+
 /// Liver, kidney and pancreas volume (ml), the liver's and kidneys' median HU, and the
-/// liver's interquartile range, from the organ masks on `grid`.
-fn organ_figures(grid: &ModelGrid, masks: &[Vec<bool>]) -> [f64; 6] {
+/// liver's interquartile range, from the organ masks on `grid`; the volumes count every
+/// mask voxel, the attenuation and texture only those outside `lesion` voxels.
+fn organ_figures(grid: &ModelGrid, masks: &[Vec<bool>], lesion: &[bool]) -> [f64; 6] {
     let plane = grid.spec.size * grid.spec.size;
     let voxel_ml = grid.spec.pixel_mm * grid.spec.pixel_mm * grid.spec.slab_mm / 1000.0;
+    let voxels = |organs: &[usize]| -> usize {
+        (0..grid.slabs)
+            .flat_map(|slab| organs.iter().map(move |&organ| slab * 4 + organ))
+            .filter_map(|at| masks.get(at))
+            .map(|mask| mask.iter().filter(|inside| **inside).count())
+            .sum()
+    };
     let organ_values = |organs: &[usize]| -> Vec<f32> {
         let mut values = Vec::new();
         for slab in 0..grid.slabs {
@@ -335,24 +369,25 @@ fn organ_figures(grid: &ModelGrid, masks: &[Vec<bool>]) -> [f64; 6] {
                     continue;
                 };
                 let hu = &grid.hu[slab * plane..(slab + 1) * plane];
+                let lesion = &lesion[slab * plane..(slab + 1) * plane];
                 values.extend(
                     mask.iter()
                         .zip(hu)
-                        .filter(|(inside, _)| **inside)
-                        .map(|(_, value)| *value),
+                        .zip(lesion)
+                        .filter(|((inside, _), in_lesion)| **inside && !**in_lesion)
+                        .map(|((_, value), _)| *value),
                 );
             }
         }
         values
     };
     let mut liver = organ_values(&[0]);
-    let pancreas = organ_values(&[1]);
     let mut kidneys = organ_values(&[2, 3]);
     let liver_texture = quantile(&mut liver, 0.75) - quantile(&mut liver, 0.25);
     [
-        liver.len() as f64 * voxel_ml,
-        kidneys.len() as f64 * voxel_ml,
-        pancreas.len() as f64 * voxel_ml,
+        voxels(&[0]) as f64 * voxel_ml,
+        voxels(&[2, 3]) as f64 * voxel_ml,
+        voxels(&[1]) as f64 * voxel_ml,
         f64::from(quantile(&mut liver, 0.5)),
         f64::from(quantile(&mut kidneys, 0.5)),
         f64::from(liver_texture),

@@ -205,27 +205,21 @@ impl TinyModel {
     }
 
     /// The figures [`domain::measure`] takes of `volume`, on the finder's grid with the organ
-    /// masks drawn there (what calibrating the domain check reads); `None` for a checkpoint
-    /// without a finder.
+    /// masks drawn there and the lesions found (what calibrating the domain check reads);
+    /// `None` for a checkpoint without a finder.
     pub fn domain_figures(&self, volume: &Volume) -> candle_core::Result<Option<Vec<f64>>> {
         let Some(finder) = &self.config.finder else {
             return Ok(None);
         };
-        let fine = ModelGrid::from_volume(volume, finder.grid);
-        let masks = if let Some(organs) = &self.organs {
-            organs.masks(
-                &fine,
-                &self.config.windows,
-                &self.device,
-                Reading::Alternate,
-            )?
-        } else {
-            let coarse = fine
-                .pooled(self.config.grid)
-                .unwrap_or_else(|| ModelGrid::from_volume(volume, self.config.grid));
-            organ_masks_on(&fine, &self.diagnose_grid(&coarse)?, finder.mask_thresholds)
-        };
-        Ok(Some(domain::measure(volume, &fine, &masks)))
+        // The grids and the lesions as an analysis finds them: the organ figures leave the
+        // lesions out.
+        let fine =
+            ModelGrid::from_volume(volume, finder.grid).with_detail(volume, finder.detail_factor());
+        let coarse = fine
+            .pooled(self.config.grid)
+            .unwrap_or_else(|| ModelGrid::from_volume(volume, self.config.grid));
+        let (lesions, _, masks) = self.finder_lesions(&fine, &coarse, finder, &mut |_| {})?;
+        Ok(Some(domain::measure(volume, &fine, &masks, &lesions)))
     }
 
     /// Per-pixel probabilities (`[channel][pixel]`) of the verifier on one crop, as made by

@@ -338,14 +338,14 @@ pub(super) fn ruler_label_rect(
     };
     let start = b + Vec2::new(if along.x >= 0.0 { 8.0 } else { -8.0 }, 0.0);
     let mut at = anchor.anchor_size(start, size);
-    for _ in 0..placed.len() + 1 {
+    for _ in 0..=placed.len() {
         let inside = egui::Rect::from_min_size(
             at.min.clamp(pane.min, (pane.max - size).max(pane.min)),
             size,
         );
         match placed.iter().find(|other| other.intersects(inside)) {
             Some(other) => {
-                at = inside.translate(Vec2::new(0.0, other.bottom() - inside.top() + 2.0))
+                at = inside.translate(Vec2::new(0.0, other.bottom() - inside.top() + 2.0));
             }
             None => return inside,
         }
