@@ -126,6 +126,17 @@ fn workspace(folder: &Path) -> (PathBuf, Vec<String>) {
     (root, ids)
 }
 
+/// A fresh [`workspace`] in `folder`, a folder relative to the package, so the path on
+/// screen (title, worklist) is the same on every machine and snapshots compare.
+fn snapshot_workspace(folder: &str) -> PathBuf {
+    let folder = Path::new(folder);
+    let _ = std::fs::remove_dir_all(folder);
+    let (root, _) = workspace(folder);
+    root.strip_prefix(std::env::current_dir().expect("cwd"))
+        .map(Path::to_path_buf)
+        .unwrap_or(root)
+}
+
 /// The window never names one case while showing another: checked on every frame.
 fn assert_named_case_is_the_one_shown(harness: &Harness<'_, Window>) {
     let app = app(harness);
@@ -270,15 +281,7 @@ fn in_a_small_window_the_planes_keep_most_of_it() {
     if !gpu_available() {
         return;
     }
-    // A relative folder, so the path on screen (title, worklist) is the same on every
-    // machine and the snapshots compare.
-    let folder = Path::new("target/window-snapshots");
-    let _ = std::fs::remove_dir_all(folder);
-    let (root, _) = workspace(folder);
-    let root = root
-        .strip_prefix(std::env::current_dir().expect("cwd"))
-        .map(Path::to_path_buf)
-        .unwrap_or(root);
+    let root = snapshot_workspace("target/window-snapshots");
     let mut snapshots = egui_kittest::SnapshotResults::new();
     // Width and height, and the share of the width the planes must keep.
     for (width, height, share, name) in [
@@ -533,13 +536,7 @@ fn the_analysed_review_fits_the_default_window_and_a_full_hd_one() {
     if !gpu_available() {
         return;
     }
-    let folder = Path::new("target/window-snapshots-review");
-    let _ = std::fs::remove_dir_all(folder);
-    let (root, _) = workspace(folder);
-    let root = root
-        .strip_prefix(std::env::current_dir().expect("cwd"))
-        .map(Path::to_path_buf)
-        .unwrap_or(root);
+    let root = snapshot_workspace("target/window-snapshots-review");
     let mut snapshots = egui_kittest::SnapshotResults::new();
     for (width, height, name) in [
         (1280.0, 800.0, "review_1280x800"),

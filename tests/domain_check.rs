@@ -157,35 +157,19 @@ fn workspace_lists_them_and_publishing_leaves_them_out(folder: &Path, cts: &Path
     let log = text(&refused.stderr);
     assert!(refused.status.success(), "{log}");
     assert!(log.contains("is not published (--force"), "{log}");
-    assert_eq!(
-        std::fs::read_dir(&documents).map_or(0, Iterator::count),
-        0,
+    assert!(
+        common::files(&documents).is_empty(),
         "no AI result of a CT the model does not know is written"
     );
     let forced = publish(true);
     assert!(forced.status.success(), "{}", text(&forced.stderr));
-    let written: Vec<String> = std::fs::read_dir(&documents)
-        .expect("documents written")
-        .map(|entry| {
-            entry
-                .expect("entry")
-                .file_name()
-                .to_string_lossy()
-                .to_string()
-        })
-        .collect();
-    assert!(
-        written.iter().any(|name| name.ends_with("-ai-result.dcm")),
-        "{written:?}"
-    );
-    let sr = written
+    let written = common::files(&documents);
+    let (_, sr) = written
         .iter()
-        .find(|name| name.ends_with("-ai-result.dcm"))
-        .expect("an AI result");
-    let bytes = std::fs::read(documents.join(sr)).expect("the SR reads");
+        .find(|(name, _)| name.to_string_lossy().ends_with("-ai-result.dcm"))
+        .unwrap_or_else(|| panic!("an AI result among {:?}", written.keys()));
     assert!(
-        bytes
-            .windows(OutOfDomain::LABEL.len())
+        sr.windows(OutOfDomain::LABEL.len())
             .any(|window| window == OutOfDomain::LABEL.as_bytes()),
         "a forced AI result carries the model's own word in its report"
     );

@@ -523,3 +523,54 @@ fn reviewed_phantom_workspace(root: &Path, data: &Path) {
         review.set_status(ReviewStatus::Done).expect("accepted");
     }
 }
+
+#[test]
+fn the_domain_stage_writes_ranges_and_keeps_the_weights_even_into_its_own_folder() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let data = folder.path().join("data");
+    let made = keyslice(&[
+        "phantom",
+        "--out",
+        path_str(&data),
+        "--cases",
+        "2",
+        "--seed",
+        "13",
+        "--matrix",
+        "64",
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let model = folder.path().join("model");
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/keyslice-tiny");
+    std::fs::create_dir_all(&model).expect("model folder");
+    for file in ["config.json", "model.safetensors"] {
+        std::fs::copy(shipped.join(file), model.join(file)).expect("copied");
+    }
+    let weights = std::fs::read(model.join("model.safetensors")).expect("weights");
+    // The same folder, spelt differently: the weights must not be copied onto themselves.
+    let spelt = model.join(".");
+    let calibrated = keyslice(&[
+        "train",
+        "--stage",
+        "domain",
+        "--init",
+        path_str(&model),
+        "--data",
+        path_str(&data),
+        "--out",
+        path_str(&spelt),
+    ]);
+    assert!(calibrated.status.success(), "{}", text(&calibrated.stderr));
+    assert_eq!(
+        std::fs::read(model.join("model.safetensors")).expect("weights"),
+        weights
+    );
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(model.join("config.json")).expect("config"))
+            .expect("JSON");
+    assert_eq!(config["domain"]["cases"], 2);
+    assert_eq!(
+        config["domain"]["ranges"].as_array().map(Vec::len),
+        Some(keyslice::infer::embedded::domain::FEATURES.len())
+    );
+}

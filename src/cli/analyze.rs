@@ -12,6 +12,7 @@ use clap::Args;
 
 use super::CliError;
 use super::backend::BackendArgs;
+use crate::infer::OutOfDomain;
 use crate::infer::backend::Backend;
 use crate::io::{LoadOptions, load_study};
 
@@ -84,7 +85,7 @@ fn analyze_one(args: &AnalyzeArgs, model: &Backend, path: &Path) -> Result<(), C
         prediction.diagnoser.id, prediction.diagnoser.version
     )?;
     if let Some(unfamiliar) = &prediction.out_of_domain {
-        writeln!(out, "\n{}", unfamiliar.label.to_uppercase())?;
+        writeln!(out, "\n{}", OutOfDomain::LABEL.to_uppercase())?;
         for reason in &unfamiliar.reasons {
             writeln!(out, "  {}", super::terminal_text(reason))?;
         }

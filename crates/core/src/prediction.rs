@@ -132,10 +132,11 @@ impl OutOfDomain {
         }
     }
 
-    /// The label with the reasons, on one line.
+    /// The label with the reasons, on one line. Always [`Self::LABEL`], whatever a record
+    /// read from a file says its label is.
     #[must_use]
     pub fn sentence(&self) -> String {
-        format!("{}: {}", self.label, self.reasons.join("; "))
+        format!("{}: {}", Self::LABEL, self.reasons.join("; "))
     }
 }
 

@@ -413,12 +413,7 @@ fn file_sha256(path: &Path) -> std::io::Result<String> {
 /// held was left by a run that no longer exists.
 fn lock_export(parent: &Path, name: &str) -> Result<std::fs::File, ExportError> {
     let path = parent.join(format!(".{name}.lock"));
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io_error(&path))?;
+    let file = keyslice_io::atomic::open_lock_file(&path).map_err(io_error(&path))?;
     file.lock().map_err(io_error(&path))?;
     Ok(file)
 }

@@ -11,6 +11,17 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Opens the lock file `path` for [`std::fs::File::lock`] or `try_lock`, creating it if
+/// needed and never truncating it (its bytes are nobody's data; the lock is the point). The
+/// lock goes with the process, so a killed holder leaves the file unlocked.
+pub fn open_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+}
+
 /// Distinguishes temporary names of concurrent writes within one process.
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 

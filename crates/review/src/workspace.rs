@@ -291,12 +291,7 @@ impl WorkspaceLock {
     /// holds it, then waiting for it.
     pub fn acquire(root: &Path, waiting: impl FnOnce()) -> Result<Self, WorkspaceError> {
         let path = root.join(LOCK_FILE);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io_error(&path))?;
+        let file = keyslice_io::atomic::open_lock_file(&path).map_err(io_error(&path))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {

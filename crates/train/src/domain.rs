@@ -64,8 +64,14 @@ pub fn calibrate_domain(
         source,
     };
     std::fs::create_dir_all(out).map_err(|source| write_error(out, source))?;
+    // Into the checkpoint's own folder (by any spelling of its path) the weights stay as
+    // they are: copying a file onto itself would empty it.
+    let same_folder = match (std::fs::canonicalize(init), std::fs::canonicalize(out)) {
+        (Ok(init), Ok(out)) => init == out,
+        _ => false,
+    };
     let weights = out.join("model.safetensors");
-    if init.join("model.safetensors") != weights {
+    if !same_folder {
         std::fs::copy(init.join("model.safetensors"), &weights)
             .map_err(|source| write_error(&weights, source))?;
     }

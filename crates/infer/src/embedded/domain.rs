@@ -303,15 +303,8 @@ pub fn measure(
         (Some(low), Some(high), Some(middle)) if middle > 0.0 => (high - low) / middle,
         _ => f64::NAN,
     };
-    let [
-        liver_ml,
-        kidneys_ml,
-        pancreas_ml,
-        liver_hu,
-        kidney_hu,
-        liver_texture,
-    ] = organ_figures(grid, masks, &lesion_voxels(grid, lesions));
-    vec![
+    // In the order of FEATURES: the body's figures, the organs', the noise.
+    let mut figures = vec![
         grid.slabs as f64 * grid.spec.slab_mm,
         median(&mut widths).unwrap_or(f64::NAN),
         median(&mut ratios).unwrap_or(f64::NAN),
@@ -320,14 +313,10 @@ pub fn measure(
         share(air_inside, inside_rows),
         share(bone, body),
         f64::from(quantile(&mut soft, 0.5)),
-        liver_ml,
-        kidneys_ml,
-        pancreas_ml,
-        liver_hu,
-        kidney_hu,
-        liver_texture,
-        noise_hu(volume),
-    ]
+    ];
+    figures.extend(organ_figures(grid, masks, &lesion_voxels(grid, lesions)));
+    figures.push(noise_hu(volume));
+    figures
 }
 
 /// The voxels of `lesions` on `grid` and their in-plane neighbours, `[slab * plane + pixel]`.

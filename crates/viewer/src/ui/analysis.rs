@@ -6,7 +6,7 @@
 
 use egui::Color32;
 
-use keyslice_core::prediction::{Prediction, StoredResult};
+use keyslice_core::prediction::{OutOfDomain, Prediction, StoredResult};
 
 /// Where the analysis of the open study stands.
 #[derive(Clone, Debug, Default)]
@@ -34,6 +34,9 @@ pub enum AnalysisCommand {
 /// Colour of the label of a case the demo model is out of its depth on: a warning, never
 /// the green of agreement.
 pub const UNFAMILIAR_COLOUR: Color32 = Color32::from_rgb(240, 120, 70);
+
+/// The most reasons listed under the demo model's label (it measures 16 figures).
+const FEATURE_LINES: usize = 16;
 
 /// Colour for a consistency value: red below ½, amber below ¾, green above.
 #[must_use]
@@ -104,7 +107,7 @@ fn prediction_ui(ui: &mut egui::Ui, prediction: &Prediction) -> Option<AnalysisC
     });
     if let Some(unfamiliar) = &prediction.out_of_domain {
         ui.label(
-            egui::RichText::new(&unfamiliar.label)
+            egui::RichText::new(OutOfDomain::LABEL)
                 .strong()
                 .color(UNFAMILIAR_COLOUR),
         )
@@ -112,8 +115,12 @@ fn prediction_ui(ui: &mut egui::Ui, prediction: &Prediction) -> Option<AnalysisC
             "{} was trained on synthetic phantoms only; this CT is unlike them, so its report and consistency mean nothing here",
             unfamiliar.model
         ));
-        for reason in &unfamiliar.reasons {
-            ui.small(format!("• {reason}"));
+        // A record read from a file may say anything: a few short lines at most.
+        for reason in unfamiliar.reasons.iter().take(FEATURE_LINES) {
+            ui.small(format!(
+                "• {}",
+                keyslice_core::text::shown_short(reason, 160)
+            ));
         }
     }
     if let Some(stored) = &prediction.stored {

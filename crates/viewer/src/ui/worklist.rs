@@ -196,7 +196,7 @@ fn consistency_cell(ui: &mut egui::Ui, entry: &WorklistEntry) {
         // Out of the demo model's depth: never a score, never green.
         (Some(reason), _) if entry.out_of_domain => {
             ui.colored_label(UNFAMILIAR_COLOUR, OutOfDomain::LABEL)
-                .on_hover_text(reason);
+                .on_hover_text(keyslice_core::text::shown_short(reason, 600));
         }
         (Some(reason), consistency) => {
             let text = consistency

@@ -215,8 +215,7 @@ impl Viewer {
                 );
                 let at = ruler_label_rect(a, b, galley.size(), rect, &placed);
                 placed.push(at);
-                painter.rect_filled(at, 3.0, Color32::from_black_alpha(150));
-                painter.galley(at.min + Vec2::splat(2.0), galley, colour);
+                label_box(&painter, at, galley, colour);
             }
         }
         if let Some((start_plane, from)) = self.ruler_start
@@ -363,6 +362,16 @@ pub(super) fn label(
 ) {
     let galley = painter.layout_no_wrap(text, font, colour);
     let rect = anchor.anchor_size(position, galley.size()).expand(2.0);
+    label_box(painter, rect, galley, colour);
+}
+
+/// Text laid out as `galley` on a dark box `rect` (the text's size and 2 points around it).
+fn label_box(
+    painter: &egui::Painter,
+    rect: egui::Rect,
+    galley: std::sync::Arc<egui::Galley>,
+    colour: Color32,
+) {
     painter.rect_filled(rect, 3.0, Color32::from_black_alpha(150));
     painter.galley(rect.min + Vec2::splat(2.0), galley, colour);
 }
