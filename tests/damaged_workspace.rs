@@ -60,6 +60,8 @@ fn accepted_workspace(root: &Path) -> Workspace {
     workspace
 }
 
+/// Exports with the frames named under one training folder, so exports written to different
+/// folders compare byte for byte.
 fn export(workspace: &Path, out: &Path) -> std::process::Output {
     keyslice(&[
         "export",
@@ -68,6 +70,8 @@ fn export(workspace: &Path, out: &Path) -> std::process::Output {
         "swift",
         "--frames",
         "4",
+        "--frames-root",
+        "/data/keyslice-export",
         "--out",
         s(out),
     ])

@@ -19,6 +19,7 @@ use keyslice::io::nifti::read_nifti;
 use keyslice::io::{LoadOptions, load_study};
 use keyslice::review::workspace::Workspace;
 use keyslice::review::{CaseReview, ReviewStatus};
+use keyslice::scoring::TruthRecord;
 use serde_json::json;
 
 /// Identifying values written into the series (and its folder name).
@@ -187,8 +188,10 @@ fn no_identifying_value_leaves_in_any_format_and_exports_repeat_byte_for_byte() 
     ] {
         let out = folder.path().join(format!("export-{format:?}"));
         // With the CTs too: the NIfTI volumes must carry no identifier either.
+        // Frame paths start at the training machine's folder: the same there, the same bytes.
         let with_volumes = ExportOptions {
             volumes: true,
+            frames_root: Some(PathBuf::from("/data/keyslice-export")),
             ..options(format)
         };
         let summary = export_workspace(&workspace, &with_volumes, &out).expect("exported");
@@ -235,10 +238,22 @@ fn each_format_reads_back_with_frames_key_slice_and_answer() {
     let videos = row["videos"][0].as_array().expect("one video");
     assert_eq!(videos.len(), 8);
     for frame in videos {
-        let path = out.join(frame.as_str().expect("path"));
-        let image = image::open(&path).expect("a PNG");
+        // Absolute, under the export: found from any working folder.
+        let path = Path::new(frame.as_str().expect("path"));
+        assert!(
+            path.is_absolute() && path.starts_with(&out),
+            "{}",
+            path.display()
+        );
+        let image = image::open(path).expect("a PNG");
         assert_eq!((image.width(), image.height()), (48, 48));
     }
+    let guide = std::fs::read_to_string(out.join("TRAINING.md")).expect("TRAINING.md");
+    assert!(guide.contains("video_fps: 2"), "{guide}");
+    assert!(
+        guide.contains(&format!("dataset_dir: {}", out.display())),
+        "{guide}"
+    );
     let info: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("dataset_info.json")).expect("info"))
             .expect("json");
@@ -258,10 +273,22 @@ fn each_format_reads_back_with_frames_key_slice_and_answer() {
     let line = std::fs::read_to_string(out.join("train.jsonl")).expect("jsonl");
     let row: serde_json::Value = serde_json::from_str(line.trim()).expect("one row");
     assert_eq!(row["key_slice"], 6);
-    let images = row["images"].as_array().expect("frames as images");
-    assert_eq!(images.len(), 8);
+    // One video of frames, as for the other frameworks (ms-swift's Qwen3-VL template reads
+    // a list of frames as a video at 2 frames per second).
+    let videos = row["videos"][0].as_array().expect("one video of frames");
+    assert_eq!(videos.len(), 8);
+    assert!(
+        videos
+            .iter()
+            .all(|frame| Path::new(frame.as_str().unwrap_or("")).is_file())
+    );
     let user = row["messages"][0]["content"].as_str().expect("user text");
-    assert_eq!(user.matches("<image>").count(), 8, "one tag per image");
+    assert_eq!(user.matches("<video>").count(), 1);
+    assert!(row.get("images").is_none());
+    // The ground truth the reward reads: findings and the slice size.
+    let truth = TruthRecord::from_value(row["truth"].clone()).expect("a truth record");
+    assert_eq!(truth.slice_size, Some([48, 48]));
+    assert_eq!(truth.case_id, row["case"]);
     assert_eq!(row["organs"]["liver"], "yes");
     assert_eq!(row["organs"]["pancreas"], "not_mentioned");
     assert_eq!(
@@ -273,7 +300,12 @@ fn each_format_reads_back_with_frames_key_slice_and_answer() {
             .as_str()
             .is_some_and(|s| s.contains("Key slice: 6"))
     );
+}
 
+#[test]
+fn verl_rows_carry_the_ground_truth_and_the_frame_rate() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, _) = reviewed_workspace(&folder.path().join("workspace"));
     // verl: parquet rows with the columns verl reads.
     let out = folder.path().join("verl");
     export_workspace(&workspace, &options(ExportFormat::Verl), &out).expect("exported");
@@ -313,7 +345,24 @@ fn each_format_reads_back_with_frames_key_slice_and_answer() {
         .downcast_ref::<arrow_array::StringArray>()
         .expect("strings")
         .value(0);
-    let findings: keyslice::findings::Findings = serde_json::from_str(truth).expect("Findings");
+    let findings = TruthRecord::from_json(truth)
+        .and_then(|truth| truth.truth_findings())
+        .expect("the ground truth as the reward reads it");
+    let videos = batch
+        .column(2)
+        .as_any()
+        .downcast_ref::<arrow_array::ListArray>()
+        .expect("a list of videos")
+        .value(0);
+    let video = videos
+        .as_any()
+        .downcast_ref::<arrow_array::StructArray>()
+        .expect("a video struct");
+    let fps = video
+        .column_by_name("sample_fps")
+        .and_then(|column| column.as_any().downcast_ref::<arrow_array::Float64Array>())
+        .expect("sample_fps");
+    assert!((fps.value(0) - 2.0).abs() < f64::EPSILON);
     assert_eq!(findings.key_slice.map(|k| k.index), Some(6));
     // The corrected box and extent are the ground truth of the reward.
     assert_eq!(findings.slice_box.map(|b| b.voxels), Some([10, 12, 30, 28]));
@@ -393,6 +442,10 @@ fn unreviewed_cases_are_left_out_unless_asked_and_splits_are_seeded() {
         val_fraction: 0.5,
         seed: 7,
         ..options(ExportFormat::Swift)
+    };
+    let split = ExportOptions {
+        frames_root: Some(PathBuf::from("/data/keyslice-export")),
+        ..split
     };
     let summary = export_workspace(&workspace, &split, &out).expect("exported");
     assert_eq!((summary.train, summary.val), (3, 3), "{summary:?}");

@@ -161,3 +161,35 @@ fn a_bad_prediction_line_names_the_file_and_line() {
     assert!(stderr.contains("pred.jsonl"), "{stderr}");
     assert!(stderr.contains("hint: "), "{stderr}");
 }
+
+#[test]
+fn a_truth_with_nothing_to_score_against_is_an_error_not_no_tumor() {
+    // The same definition as the Python reward, which refuses it too: a misspelt or missing
+    // "findings" is never read as "no tumor anywhere".
+    let folder = tempfile::tempdir().expect("temp dir");
+    let pred = folder.path().join("pred.jsonl");
+    std::fs::write(&pred, "{\"case_id\": \"x\", \"report\": \"No tumor.\"}\n").expect("write");
+    let truth = folder.path().join("truth.jsonl");
+    std::fs::write(
+        &truth,
+        "{\"case_id\": \"w\", \"report\": \"Liver: no tumor.\"}\n{\"case_id\": \"x\"}\n",
+    )
+    .expect("write");
+    let result = score(&pred, &truth, &["--json"]);
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = text(&result.stderr);
+    assert!(stderr.contains("line 2"), "{stderr}");
+    assert!(stderr.contains("case \"x\""), "{stderr}");
+    assert!(
+        stderr.contains("neither \"findings\" nor \"report\""),
+        "{stderr}"
+    );
+    // ms-swift's nulls are absent keys: the same truth with its holes filled by nulls scores.
+    std::fs::write(
+        &truth,
+        "{\"case_id\": \"x\", \"findings\": {\"organs\": {\"liver\": {\"tumor\": \"no\", \"lesions\": null}}, \"box\": null}, \"report\": null, \"lesion_extents\": null}\n",
+    )
+    .expect("write");
+    let result = score(&pred, &truth, &["--per-case"]);
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+}

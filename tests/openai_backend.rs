@@ -143,6 +143,12 @@ fn analyze_sends_frames_and_the_key_slice_to_the_server_and_reads_its_answers() 
     let frames = chat_server::video_frames(&diagnosis.body);
     assert_eq!(frames.len(), 8);
     assert!(frames.iter().all(|(w, h, _)| (*w, *h) == (48, 48)));
+    // The server is asked to keep every frame the prompt's table names, at the frame rate
+    // the exports train at (vLLM keeps 32 at 1 per second otherwise).
+    assert_eq!(
+        diagnosis.body["media_io_kwargs"],
+        serde_json::json!({"video": {"num_frames": 8, "fps": 2.0}})
+    );
     // The verifier sees the key slice alone.
     assert_eq!(images(&seen[1].body), 1);
     let local_prompt = verifier_prompt(&seen[1].body);

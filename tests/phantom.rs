@@ -338,7 +338,10 @@ fn truth_agrees_with_masks_and_image_over_many_cases() {
     assert_eq!(from_json.len(), 16);
     for ((json, masks), truth) in from_json.iter().zip(&from_masks).zip(&truths) {
         assert_eq!(json.case_id, truth.case_id);
-        let (json, masks) = (json.truth_findings(), masks.truth_findings());
+        let (json, masks) = (
+            json.truth_findings().expect("findings"),
+            masks.truth_findings().expect("findings"),
+        );
         for organ in Organ::ALL {
             assert_eq!(
                 json.organ(organ).tumor,

@@ -131,6 +131,12 @@ fn python_reward_agrees_with_keyslice_score_on_every_fixture_case() {
             verl["problems"].as_u64().unwrap_or(99),
             "{case}: problems"
         );
+        let well_formed = ours["faults"].as_array().is_some_and(Vec::is_empty);
+        assert_eq!(
+            verl["well_formed"].as_f64(),
+            Some(if well_formed { 1.0 } else { 0.0 }),
+            "{case}: form check"
+        );
     }
     // The set covers what the reward must tell apart: a grounded answer scores 1, a
     // hallucinated organ and a refusal score low, and faulty boxes are named.

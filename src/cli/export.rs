@@ -39,6 +39,10 @@ pub struct ExportArgs {
     /// field), so `keyslice train --stage rl --from-export` can train on the reviewed cases.
     #[arg(long)]
     pub volumes: bool,
+    /// The absolute folder the export will be in when a framework reads it (on the training
+    /// machine); frame paths in the rows start there. Default: the export folder itself.
+    #[arg(long)]
+    pub frames_root: Option<PathBuf>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -94,6 +98,7 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
         seed: args.seed,
         frames: args.frames,
         volumes: args.volumes,
+        frames_root: args.frames_root.clone(),
     };
     let summary = export_workspace(&workspace, &options, &args.out)?;
     super::print_summary(args.json, &summary, || {
@@ -111,6 +116,15 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
     })?;
     for reason in &summary.invalid {
         eprintln!("left out {}", crate::text::shown(reason));
+    }
+    for note in &summary.notes {
+        eprintln!("note: {note}");
+    }
+    if let Some(root) = &args.frames_root {
+        eprintln!(
+            "note: the rows name their frames under {}: place the export there before training (TRAINING.md says how each framework reads it)",
+            root.display()
+        );
     }
     Ok(())
 }

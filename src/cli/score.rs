@@ -51,6 +51,7 @@ struct OwnedCase {
     case_id: String,
     truth: Findings,
     extents: Vec<LesionExtent>,
+    slice_size: Option<[u32; 2]>,
     predicted: Findings,
     key_slice: Option<u32>,
     local: Option<Findings>,
@@ -87,8 +88,11 @@ pub fn run(args: &ScoreArgs) -> Result<(), CliError> {
             .map(|text| read_report(text).findings);
         owned.push(OwnedCase {
             case_id: case_id.clone(),
-            truth: truth.truth_findings(),
+            truth: truth.truth_findings().map_err(|error| {
+                CliError::Argument(format!("{error} ({})", args.truth.display()))
+            })?,
             extents: truth.lesion_extents.clone(),
+            slice_size: truth.slice_size,
             predicted,
             key_slice,
             local,
@@ -153,15 +157,17 @@ fn per_case(
         .report
         .as_deref()
         .filter(|_| record.findings.is_none() && record.key_slice.is_none());
-    let (rewards, problems) = if let Some(report) = text_alone {
+    let (rewards, problems, faults) = if let Some(report) = text_alone {
         let scored = score_answer(
             report,
             record.local_description.as_deref(),
             &reference,
             &weights,
             tolerance,
+            case.slice_size,
         );
-        (scored.rewards, scored.problems)
+        let faults: Vec<String> = scored.faults.iter().map(ToString::to_string).collect();
+        (scored.rewards, scored.problems, faults)
     } else {
         let prediction = Prediction {
             report: &case.predicted,
@@ -172,6 +178,7 @@ fn per_case(
         (
             rewards(&prediction, &reference, &weights, tolerance),
             Vec::new(),
+            Vec::new(),
         )
     };
     serde_json::json!({
@@ -179,6 +186,7 @@ fn per_case(
         "reward": rewards.total,
         "rewards": rewards,
         "problems": problems,
+        "faults": faults,
     })
 }
 

@@ -53,8 +53,14 @@ def main():
     good = {"version": 1, "organs": {"liver": {"tumor": "no"}}}
     expect_value_error(lambda: compute_score("keyslice", "x", "{not json", None), "not JSON")
     expect_value_error(
-        lambda: compute_score("keyslice", "x", json.dumps({"organs": {}}), None), "version"
+        lambda: compute_score("keyslice", "x", json.dumps({"organs": []}), None), "findings"
     )
+    # ms-swift fills the keys a row lacks with nulls: they are absent keys, not errors.
+    filled = {"case_id": "a", "findings": {"version": 1, "organs": {"liver": {"tumor": "yes",
+              "lesions": None}}, "box": None, "key_slice": None}, "report": None,
+              "lesion_extents": None, "slice_size": None}
+    assert plugin(["Liver: 2 cm mass. Pancreas: no tumor. Left kidney: no tumor. Right kidney: "
+                   "no tumor. Key slice: 4."], truth=[filled])[0] > 0.5
     expect_value_error(
         lambda: compute_score(
             "keyslice", "x", json.dumps({"version": 1, "organs": {"liver": {"tumor": "maybe"}}}), None
@@ -72,7 +78,8 @@ def main():
     )
     expect_value_error(lambda: plugin(["a", "b"], findings=[good]), "2 completions")
     # A garbled answer is a low reward, not an error.
-    assert compute_score("keyslice", "\x00\ufffd garbage", good, None)["format"] == 0.0
+    garbled = compute_score("keyslice", "\x00\ufffd garbage", good, None)
+    assert garbled["format"] == 0.0 and garbled["score"] <= 0.1, garbled
 
 
 if __name__ == "__main__":

@@ -3,19 +3,24 @@
 //! | format | files | rows |
 //! |---|---|---|
 //! | `llamafactory` | `train.json` (`val.json`), `dataset_info.json` | `ShareGPT`: `messages` (user: `<video>` + prompt; assistant: corrected report), `videos` (one list of frame paths) |
-//! | `swift` | `train.jsonl` (`val.jsonl`) | `messages` (user: one `<image>` per frame + prompt), `images` (the frame paths: ms-swift's Qwen video loader reads video files, not frame lists), and for reward functions `solution`, `key_slice`, `key_frame`, `organs`, `findings`, `hard` |
-//! | `verl` | `train.parquet` (`val.parquet`) | `data_source`, `prompt`, `videos`, `ability`, `reward_model {style, ground_truth}`, `extra_info {split, index, case, key_slice, key_frame, hard}` |
+//! | `swift` | `train.jsonl` (`val.jsonl`) | `messages` (user: `<video>` + prompt; assistant: corrected report), `videos` (one list of frame paths), and for reward functions `truth` (the ground truth the reward reads), `solution`, `key_slice`, `key_frame`, `organs`, `findings`, `hard` |
+//! | `verl` | `train.parquet` (`val.parquet`) | `data_source`, `prompt`, `videos` (`[{video: [frames], sample_fps}]`), `ability`, `reward_model {style, ground_truth}` (the ground truth the reward reads), `extra_info {split, index, case, key_slice, key_frame, hard}` |
 //! | `keyslices` | `keyslices.csv`, `keyslices.json` | case, slice index, z (mm), pseudonymous SOP Instance UID, box, lesion slice range, reviewer, time |
 //!
-//! Paths inside rows are relative to the export folder. JSON is written with sorted keys
-//! where maps are involved and a fixed field order elsewhere, so exports are byte-identical.
+//! Every format gives the CT as one video of frames at [`VIDEO_FPS`] (the rate vLLM is asked
+//! to serve them at), so training and serving show the model the same timestamps. Frame
+//! paths are absolute, under the export folder or `--frames-root` (where the export will be
+//! on the training machine): a framework finds them from any working folder. JSON is written
+//! with sorted keys where maps are involved and a fixed field order elsewhere, so exports are
+//! byte-identical.
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    ArrayBuilder, BooleanBuilder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
+    ArrayBuilder, BooleanBuilder, Float64Builder, Int64Builder, ListBuilder, StringBuilder,
+    StructBuilder,
 };
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Fields, Schema};
@@ -23,6 +28,7 @@ use serde_json::{Value, json};
 
 use super::{ExportCase, ExportError, ExportFormat, ExportOptions, answer_text, io_error};
 use keyslice_core::findings::Organ;
+use keyslice_io::frames::VIDEO_FPS;
 
 /// What the model is asked, after the `<video>` tag.
 #[must_use]
@@ -42,11 +48,12 @@ pub fn prompt_text(case: &ExportCase) -> String {
     text
 }
 
-/// Writes the format's files into `folder`; returns how many.
+/// Writes the format's files into `folder`, frame paths under `root`; returns how many.
 pub fn write(
     options: &ExportOptions,
     cases: &[ExportCase],
     folder: &Path,
+    root: &Path,
 ) -> Result<usize, ExportError> {
     let splits: Vec<&str> = ["train", "val"]
         .into_iter()
@@ -55,11 +62,17 @@ pub fn write(
     let of = |split: &str| -> Vec<&ExportCase> {
         cases.iter().filter(|case| case.split == split).collect()
     };
+    let guide = training_guide(options, cases, root, &splits);
+    if !guide.is_empty() {
+        let path = folder.join("TRAINING.md");
+        std::fs::write(&path, guide).map_err(io_error(&path))?;
+    }
+    let guides = usize::from(options.format != ExportFormat::Keyslices);
     match options.format {
         ExportFormat::Llamafactory => {
             let mut info = serde_json::Map::new();
             for split in &splits {
-                let rows: Vec<Value> = of(split).iter().map(|c| sharegpt_row(c)).collect();
+                let rows: Vec<Value> = of(split).iter().map(|c| sharegpt_row(c, root)).collect();
                 write_json(&folder.join(format!("{split}.json")), &Value::Array(rows))?;
                 info.insert(
                     format!("keyslice_{split}"),
@@ -77,28 +90,156 @@ pub fn write(
                 );
             }
             write_json(&folder.join("dataset_info.json"), &Value::Object(info))?;
-            Ok(splits.len() + 1)
+            Ok(splits.len() + 1 + guides)
         }
         ExportFormat::Swift => {
             for split in &splits {
                 let mut text = String::new();
                 for case in of(split) {
-                    text.push_str(&swift_row(case).to_string());
+                    text.push_str(&swift_row(case, root).to_string());
                     text.push('\n');
                 }
                 let path = folder.join(format!("{split}.jsonl"));
                 std::fs::write(&path, text).map_err(io_error(&path))?;
             }
-            Ok(splits.len())
+            Ok(splits.len() + guides)
         }
         ExportFormat::Verl => {
             for split in &splits {
-                write_verl(&of(split), &folder.join(format!("{split}.parquet")))?;
+                write_verl(&of(split), &folder.join(format!("{split}.parquet")), root)?;
             }
-            Ok(splits.len())
+            Ok(splits.len() + guides)
         }
         ExportFormat::Keyslices => write_keyslices(cases, folder),
     }
+}
+
+/// Vision tokens `qwen_vl_utils` gives each pair of frames at the least
+/// (`VIDEO_MIN_TOKEN_NUM`): Qwen3-VL's processor never gives a video fewer.
+const MIN_TOKENS_PER_FRAME_PAIR: usize = 128;
+
+/// A lower estimate of the longest prompt of `cases` in Qwen3-VL tokens: the vision tokens
+/// at their least, and the text at about three characters a token plus the chat template.
+#[must_use]
+pub fn prompt_tokens_at_least(cases: &[ExportCase]) -> usize {
+    cases
+        .iter()
+        .map(|case| {
+            MIN_TOKENS_PER_FRAME_PAIR * case.frames.len().div_ceil(2)
+                + prompt_text(case).len() / 3
+                + 16
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// What the user must set for a framework to keep every row.
+#[must_use]
+pub fn notes(options: &ExportOptions, cases: &[ExportCase]) -> Vec<String> {
+    let tokens = prompt_tokens_at_least(cases);
+    let mut notes = match options.format {
+        ExportFormat::Verl => vec![format!(
+            "verl drops every prompt longer than data.max_prompt_length (512 by default) when \
+             data.filter_overlong_prompts is on: these prompts are {tokens} tokens or more with \
+             Qwen3-VL, so set data.max_prompt_length above that (TRAINING.md)"
+        )],
+        ExportFormat::Swift | ExportFormat::Llamafactory => vec![format!(
+            "these prompts are {tokens} tokens or more with Qwen3-VL: keep max_length \
+             (ms-swift) or cutoff_len (LLaMA-Factory) above that, or rows are cut or dropped"
+        )],
+        ExportFormat::Keyslices => Vec::new(),
+    };
+    let without_key = cases
+        .iter()
+        .filter(|case| case.key_slice().is_none())
+        .count();
+    if without_key > 0 && options.format != ExportFormat::Keyslices {
+        notes.push(format!(
+            "{without_key} case(s) name no key slice (tumor-free, none given in review): the \
+             training reward takes an answer without one as malformed (at most 0.1), so a model \
+             trained on these answers unlearns the key slice; give each a key slice in review \
+             (the slice the organs are best seen on)"
+        ));
+    }
+    notes
+}
+
+/// `TRAINING.md`: the settings under which a framework reads this export as Keyslice serves
+/// the model (frame rate, frame paths, reward), with this export's paths filled in.
+fn training_guide(
+    options: &ExportOptions,
+    cases: &[ExportCase],
+    root: &Path,
+    splits: &[&str],
+) -> String {
+    let root = root.display();
+    let frames = cases
+        .iter()
+        .map(|case| case.frames.len())
+        .max()
+        .unwrap_or(0);
+    let tokens = prompt_tokens_at_least(cases);
+    let files = |extension: &str| -> Vec<String> {
+        splits
+            .iter()
+            .map(|split| format!("{root}/{split}.{extension}"))
+            .collect()
+    };
+    let mut text = format!(
+        "# Training on this export\n\nEach case is one video of up to {frames} frames (axial \
+         slices, inferior to superior), referenced by absolute paths under `{root}`: move the \
+         export there, or export again with `--frames-root`. The frames are a video at \
+         {VIDEO_FPS} frames per second, the rate `keyslice analyze --url` asks vLLM to serve \
+         them at (`media_io_kwargs`), so the timestamps the model is trained on (`<0.2 \
+         seconds>`, `<1.2 seconds>`, ...) are the ones it is served with. Serve with the same \
+         `--frames {frames}`.\n\n"
+    );
+    let reward = "The reward: `pip install keyslice_reward-*.whl` (built by `maturin build \
+                  --release --manifest-path crates/python/Cargo.toml`).";
+    match options.format {
+        ExportFormat::Verl => {
+            let _ = write!(
+                text,
+                "## verl\n\n```\ndata.train_files={} data.video_key=videos \\\n  \
+                 data.max_prompt_length={} data.filter_overlong_prompts=True \\\n  \
+                 custom_reward_function.path=$(python -c 'import keyslice_reward.verl_reward as v; print(v.__file__)') \\\n  \
+                 custom_reward_function.name=compute_score\n```\n\nEach video carries \
+                 `sample_fps: {VIDEO_FPS}`. The prompts are {tokens} tokens or more with \
+                 Qwen3-VL (each pair of frames is at least {MIN_TOKENS_PER_FRAME_PAIR} vision \
+                 tokens): verl drops every row longer than `data.max_prompt_length` (512 by \
+                 default) when the filter is on; the value above leaves room. \
+                 `reward_model.ground_truth` is the ground truth the reward reads. {reward}\n",
+                files("parquet").join(","),
+                (tokens * 2).next_power_of_two()
+            );
+        }
+        ExportFormat::Swift => {
+            let _ = write!(
+                text,
+                "## ms-swift (3.x and 4.x)\n\n```\nswift rlhf --rlhf_type grpo --model <Qwen3-VL> \\\n  \
+                 --dataset {} \\\n  \
+                 --external_plugins $(python -c 'import keyslice_reward.swift_plugin as p; print(p.__file__)') \\\n  \
+                 --reward_funcs keyslice\n```\n\nms-swift's Qwen3-VL template reads a list of \
+                 frames at {VIDEO_FPS} frames per second. The `truth` column is the ground truth \
+                 the reward reads. {reward}\n",
+                files("jsonl").join(" ")
+            );
+        }
+        ExportFormat::Llamafactory => {
+            let _ = write!(
+                text,
+                "## LLaMA-Factory\n\n```yaml\ndataset_dir: {root}\ndataset: {}\n\
+                 template: qwen3_vl\nvideo_fps: {VIDEO_FPS}\nvideo_maxlen: {frames}\n```\n",
+                splits
+                    .iter()
+                    .map(|split| format!("keyslice_{split}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+        }
+        ExportFormat::Keyslices => return String::new(),
+    }
+    text
 }
 
 fn write_json(path: &Path, value: &Value) -> Result<(), ExportError> {
@@ -116,10 +257,10 @@ fn messages(case: &ExportCase) -> Value {
     ])
 }
 
-fn sharegpt_row(case: &ExportCase) -> Value {
+fn sharegpt_row(case: &ExportCase, root: &Path) -> Value {
     json!({
         "messages": messages(case),
-        "videos": [case.frame_paths()],
+        "videos": [case.frame_paths(root)],
     })
 }
 
@@ -139,14 +280,15 @@ fn findings_json(case: &ExportCase) -> Value {
     serde_json::to_value(case.findings.without_spans()).unwrap_or(Value::Null)
 }
 
-fn swift_row(case: &ExportCase) -> Value {
-    let tags = "<image>".repeat(case.frames.len());
+fn truth_json(case: &ExportCase) -> Value {
+    serde_json::to_value(case.truth()).unwrap_or(Value::Null)
+}
+
+fn swift_row(case: &ExportCase, root: &Path) -> Value {
     json!({
-        "messages": [
-            {"role": "user", "content": format!("{tags}{}", prompt_text(case))},
-            {"role": "assistant", "content": answer_text(&case.findings)}
-        ],
-        "images": case.frame_paths(),
+        "messages": messages(case),
+        "videos": [case.frame_paths(root)],
+        "truth": truth_json(case),
         "solution": answer_text(&case.findings),
         "key_slice": case.key_slice(),
         "key_frame": case.key_frame(),
@@ -158,16 +300,19 @@ fn swift_row(case: &ExportCase) -> Value {
 }
 
 /// verl rows through the arrow writer.
-fn write_verl(cases: &[&ExportCase], path: &Path) -> Result<(), ExportError> {
+fn write_verl(cases: &[&ExportCase], path: &Path, root: &Path) -> Result<(), ExportError> {
     let message_fields = Fields::from(vec![
         Field::new("role", DataType::Utf8, false),
         Field::new("content", DataType::Utf8, false),
     ]);
-    let video_fields = Fields::from(vec![Field::new(
-        "video",
-        DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
-        false,
-    )]);
+    let video_fields = Fields::from(vec![
+        Field::new(
+            "video",
+            DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+            false,
+        ),
+        Field::new("sample_fps", DataType::Float64, false),
+    ]);
     let reward_fields = Fields::from(vec![
         Field::new("style", DataType::Utf8, false),
         Field::new("ground_truth", DataType::Utf8, false),
@@ -182,7 +327,7 @@ fn write_verl(cases: &[&ExportCase], path: &Path) -> Result<(), ExportError> {
     ]);
 
     let mut prompt = ListBuilder::new(StructBuilder::from_fields(message_fields.clone(), 2));
-    let mut videos = ListBuilder::new(StructBuilder::from_fields(video_fields.clone(), 1));
+    let mut videos = ListBuilder::new(StructBuilder::from_fields(video_fields.clone(), 2));
     let mut reward = StructBuilder::from_fields(reward_fields.clone(), cases.len());
     let mut extra = StructBuilder::from_fields(extra_fields.clone(), cases.len());
     for (index, case) in cases.iter().enumerate() {
@@ -192,24 +337,11 @@ fn write_verl(cases: &[&ExportCase], path: &Path) -> Result<(), ExportError> {
         messages.append(true);
         prompt.append(true);
 
-        let video = videos.values();
-        let frames = video
-            .field_builder::<ListBuilder<Box<dyn ArrayBuilder>>>(0)
-            .unwrap_or_else(|| unreachable!("field 0 is a list"));
-        let paths = frames
-            .values()
-            .as_any_mut()
-            .downcast_mut::<StringBuilder>()
-            .unwrap_or_else(|| unreachable!("a list of strings"));
-        for frame in case.frame_paths() {
-            paths.append_value(frame);
-        }
-        frames.append(true);
-        video.append(true);
+        append_video(videos.values(), &case.frame_paths(root));
         videos.append(true);
 
         string_field(&mut reward, 0).append_value("rule");
-        string_field(&mut reward, 1).append_value(findings_json(case).to_string());
+        string_field(&mut reward, 1).append_value(truth_json(case).to_string());
         reward.append(true);
 
         string_field(&mut extra, 0).append_value(case.split);
@@ -260,6 +392,26 @@ fn write_verl(cases: &[&ExportCase], path: &Path) -> Result<(), ExportError> {
     writer.write(&batch).map_err(|e| failed(e.to_string()))?;
     writer.close().map_err(|e| failed(e.to_string()))?;
     Ok(())
+}
+
+/// One verl video: its frame paths and their frame rate.
+fn append_video(video: &mut StructBuilder, paths: &[String]) {
+    let frames = video
+        .field_builder::<ListBuilder<Box<dyn ArrayBuilder>>>(0)
+        .unwrap_or_else(|| unreachable!("field 0 is a list"));
+    let items = frames
+        .values()
+        .as_any_mut()
+        .downcast_mut::<StringBuilder>()
+        .unwrap_or_else(|| unreachable!("a list of strings"));
+    for frame in paths {
+        items.append_value(frame);
+    }
+    frames.append(true);
+    if let Some(fps) = video.field_builder::<Float64Builder>(1) {
+        fps.append_value(VIDEO_FPS);
+    }
+    video.append(true);
 }
 
 fn string_field(builder: &mut StructBuilder, index: usize) -> &mut StringBuilder {

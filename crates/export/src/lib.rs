@@ -66,6 +66,9 @@ pub struct ExportOptions {
     /// Also write each case's CT as `volumes/<pseudonym>.nii.gz` (HU and geometry only), so
     /// `keyslice train --stage rl --from-export` can train on the reviewed cases.
     pub volumes: bool,
+    /// Where the export folder will be when a framework reads it (absolute): frame paths in
+    /// the rows start there. `None`: the export folder itself.
+    pub frames_root: Option<PathBuf>,
 }
 
 impl Default for ExportOptions {
@@ -77,6 +80,7 @@ impl Default for ExportOptions {
             seed: 0,
             frames: 32,
             volumes: false,
+            frames_root: None,
         }
     }
 }
@@ -106,6 +110,9 @@ pub enum ExportError {
         /// The error.
         source: std::io::Error,
     },
+    /// `--frames-root` is not an absolute path.
+    #[error("--frames-root {}: not an absolute path", .0.display())]
+    RelativeRoot(PathBuf),
     /// The output folder exists and is not an earlier export.
     #[error("{0}: exists and is not a Keyslice export (no {EXPORT_MANIFEST})")]
     NotAnExport(PathBuf),
@@ -139,6 +146,9 @@ impl ExportError {
             Self::Store(error) => error.hint(),
             Self::Volume { .. } => "check that the case's CT is still where the workspace says",
             Self::Io { .. } => "check that the output folder is writable and the disk has space",
+            Self::RelativeRoot(_) => {
+                "give the absolute folder the export will be in on the training machine"
+            }
             Self::NotAnExport(_) => "choose a new or empty folder, or an earlier export to replace",
             Self::ChangedExport { .. } => {
                 "move the files you added or changed out of that folder, or choose another --out"
@@ -184,6 +194,8 @@ pub struct ExportCase {
     pub key_slice_uid: Option<String>,
     /// Frame → slice index.
     pub frames: Vec<usize>,
+    /// Columns and rows of the CT's axial slices (once its frames are written).
+    pub slice_size: Option<[u32; 2]>,
     /// The CT's path (never written to an export).
     pub volume_path: PathBuf,
 }
@@ -202,12 +214,30 @@ impl ExportCase {
             .and_then(|key| frames::frame_of(&self.frames, key as usize))
     }
 
-    /// Relative paths of the frames (`frames/case-…/000.png`).
+    /// The frames' paths under `root` (`ROOT/frames/case-…/000.png`).
     #[must_use]
-    pub fn frame_paths(&self) -> Vec<String> {
+    pub fn frame_paths(&self, root: &Path) -> Vec<String> {
         (0..self.frames.len())
-            .map(|f| format!("frames/{}/{f:03}.png", self.pseudonym))
+            .map(|f| {
+                root.join("frames")
+                    .join(&self.pseudonym)
+                    .join(format!("{f:03}.png"))
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .collect()
+    }
+
+    /// The ground truth as the reward reads it ([`keyslice_core::scoring::TruthRecord`]):
+    /// the corrected findings and the slice size, under the pseudonym.
+    #[must_use]
+    pub fn truth(&self) -> keyslice_core::scoring::TruthRecord {
+        keyslice_core::scoring::TruthRecord {
+            case_id: self.pseudonym.clone(),
+            findings: Some(self.findings.without_spans()),
+            slice_size: self.slice_size,
+            ..Default::default()
+        }
     }
 }
 
@@ -227,6 +257,8 @@ pub struct ExportSummary {
     /// Cases left out because their answer breaks a rule of [`rules::check`]: the case's
     /// workspace id and the rule, as a sentence (shown to the user, never exported).
     pub invalid: Vec<String>,
+    /// What a framework needs to be told to read every row (shown to the user).
+    pub notes: Vec<String>,
     /// Files written.
     pub files: usize,
 }
@@ -238,6 +270,11 @@ pub fn export_workspace(
     out: &Path,
 ) -> Result<ExportSummary, ExportError> {
     let out = &resolved_out(out)?;
+    let root = match &options.frames_root {
+        Some(root) if root.is_absolute() => root.clone(),
+        Some(root) => return Err(ExportError::RelativeRoot(root.clone())),
+        None => out.clone(),
+    };
     let parent = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -274,7 +311,7 @@ pub fn export_workspace(
                 reasons: invalid.clone(),
             });
         }
-        let mut files = formats::write(options, &cases, &partial)?;
+        let mut files = formats::write(options, &cases, &partial, &root)?;
         files += write_manifest(options, &cases, &partial)?;
         Ok(files + volumes + cases.iter().map(|c| c.frames.len()).sum::<usize>())
     })();
@@ -298,6 +335,7 @@ pub fn export_workspace(
         hard: cases.iter().filter(|c| c.hard).count(),
         left_out,
         invalid,
+        notes: formats::notes(options, &cases),
         files,
     })
 }
@@ -573,6 +611,7 @@ fn gather(
             updated_at: state.updated_at,
             key_slice_uid: original_uid.map(|uid| pseudonyms.uid(&uid)),
             frames: Vec::new(),
+            slice_size: None,
             volume_path: entry.volume.clone(),
         });
     }
@@ -629,6 +668,11 @@ fn write_case_files(
             invalid.push(format!("{}: {rule}", case.case_id));
             continue;
         }
+        let [columns, rows, _] = volume.dims();
+        case.slice_size = u32::try_from(columns)
+            .ok()
+            .zip(u32::try_from(rows).ok())
+            .map(|(columns, rows)| [columns, rows]);
         if frames_wanted {
             let slices = volume.dims()[2];
             case.frames =

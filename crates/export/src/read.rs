@@ -3,7 +3,8 @@
 //! `keyslice train --stage rl --from-export`.
 //!
 //! The answer of a case is its `findings` column (swift) or `reward_model.ground_truth`
-//! (verl): the corrected findings, key slice included. Only the `train` split is read; the
+//! (verl, the ground truth as the reward reads it): the corrected findings, key slice
+//! included. Only the `train` split is read; the
 //! `val` split stays for evaluation.
 
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use serde_json::Value;
 
 use super::{EXPORT_MANIFEST, volume_file};
 use keyslice_core::findings::Findings;
+use keyslice_core::scoring::TruthRecord;
 
 /// One training case of an export.
 #[derive(Clone, Debug)]
@@ -166,7 +168,8 @@ fn verl_rows(batch: &RecordBatch) -> Result<Vec<Row>, String> {
         .ok_or("no boolean field \"hard\"")?;
     (0..batch.num_rows())
         .map(|row| {
-            let findings: Findings = serde_json::from_str(truth.value(row))
+            let findings = TruthRecord::from_json(truth.value(row))
+                .and_then(|truth| truth.truth_findings())
                 .map_err(|e| format!("row {row}: ground_truth: {e}"))?;
             let hard = hard.is_valid(row) && hard.value(row);
             Ok((cases.value(row).to_string(), findings, hard))

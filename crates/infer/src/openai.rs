@@ -6,7 +6,8 @@
 //! sampled, soft-tissue window) as one video content part (`video_url` with
 //! `data:video/jpeg;base64,` and the frames comma-separated, as vLLM takes a video frame by
 //! frame), or as base64 PNG `image_url` parts ([`Media`]: by default video, falling back to
-//! images when the server refuses video; what was sent is recorded), then the prompt
+//! images when the server refuses video; what was sent is recorded; a video request asks for
+//! every frame at [`VIDEO_FPS`] through `media_io_kwargs`), then the prompt
 //! (`prompts/diagnose.txt`, with the frame → slice table and the frame size filled in); the
 //! verifier sends the key slice alone with its box drawn ([`crate::views::verifier_view`]) and
 //! `prompts/verify.txt`. Both prompts can be replaced by files. Requests are greedy
@@ -24,7 +25,7 @@ use serde_json::{Value, json};
 use super::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
 use crate::views::{ct_frames, diagnose_prompt, verifier_view};
 use keyslice_core::volume::Volume;
-use keyslice_io::frames::grey_png;
+use keyslice_io::frames::{VIDEO_FPS, grey_png};
 
 /// The diagnosis prompt shipped with Keyslice (`{frames}`: the frame → slice table).
 pub const DIAGNOSE_PROMPT: &str = include_str!("../../../prompts/diagnose.txt");
@@ -72,15 +73,24 @@ impl OpenAiClient {
         }
     }
 
-    /// The request body of one user turn of `parts`: greedy, at most `max_tokens`.
+    /// The request body of one user turn of `parts`: greedy, at most `max_tokens`. With a
+    /// video part, `media_io_kwargs` asks the server to keep every frame sent at
+    /// [`VIDEO_FPS`]: vLLM otherwise keeps its default 32 frames of a longer video (the
+    /// prompt's frame table would name slices the model never saw) and stamps them at one
+    /// frame per second, unlike the training frameworks. Servers without the field ignore
+    /// it.
     #[must_use]
     pub fn body(&self, parts: &[Value]) -> Value {
-        json!({
+        let mut body = json!({
             "model": self.model,
             "messages": [{"role": "user", "content": parts}],
             "temperature": 0,
             "max_tokens": self.max_tokens,
-        })
+        });
+        if let Some(frames) = parts.iter().find_map(video_frames) {
+            body["media_io_kwargs"] = json!({"video": {"num_frames": frames, "fps": VIDEO_FPS}});
+        }
+        body
     }
 
     /// Sends one user turn of `parts` and returns the answer's text.
@@ -224,6 +234,14 @@ fn detail_suffix(text: &str) -> String {
 
 fn image_part(png: &[u8]) -> Value {
     png_part(&base64::engine::general_purpose::STANDARD.encode(png))
+}
+
+/// The number of frames of a `video_url` part given frame by frame
+/// (`data:video/jpeg;base64,F0,F1,…`).
+fn video_frames(part: &Value) -> Option<usize> {
+    let url = part.get("video_url")?.get("url")?.as_str()?;
+    let (_, frames) = url.split_once(";base64,")?;
+    Some(frames.split(',').count())
 }
 
 /// An `image_url` part of base64 PNG data.

@@ -119,30 +119,7 @@ impl PredictionRecord {
     }
 }
 
-/// One truth record.
-#[derive(Clone, Debug, Deserialize)]
-pub struct TruthRecord {
-    /// Case identifier (defaults to the folder name for `truth.json`).
-    #[serde(default)]
-    pub case_id: String,
-    /// True findings.
-    #[serde(default)]
-    pub findings: Option<Findings>,
-    /// True report text (read when `findings` is absent).
-    #[serde(default)]
-    pub report: Option<String>,
-    /// Lesion slice extents.
-    #[serde(default)]
-    pub lesion_extents: Vec<LesionExtent>,
-}
-
-impl TruthRecord {
-    /// The true findings.
-    #[must_use]
-    pub fn truth_findings(&self) -> Findings {
-        findings_or_report(self.findings.as_ref(), self.report.as_deref())
-    }
-}
+pub use keyslice_core::scoring::truth::{TruthError, TruthRecord};
 
 /// Given findings win; otherwise the report is read; with neither, nothing is stated.
 fn findings_or_report(findings: Option<&Findings>, report: Option<&str>) -> Findings {
@@ -179,7 +156,22 @@ pub fn read_predictions(path: &Path) -> Result<Vec<PredictionRecord>, CasesError
 /// Reads truth from a JSONL file or a folder of case folders (sorted by name).
 pub fn read_truth(path: &Path) -> Result<Vec<TruthRecord>, CasesError> {
     if path.is_file() {
-        return read_jsonl(path);
+        let text = std::fs::read_to_string(path).map_err(|source| CasesError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        return text
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| !line.trim().is_empty())
+            .map(|(number, line)| {
+                TruthRecord::from_json(line).map_err(|error| CasesError::Line {
+                    path: path.to_path_buf(),
+                    line: number + 1,
+                    detail: error.to_string(),
+                })
+            })
+            .collect();
     }
     let entries = std::fs::read_dir(path).map_err(|source| CasesError::Io {
         path: path.to_path_buf(),
@@ -208,12 +200,16 @@ fn truth_from_folder(folder: &Path) -> Result<TruthRecord, CasesError> {
             path: truth_file.clone(),
             source,
         })?;
-        let mut record: TruthRecord =
-            serde_json::from_str(&text).map_err(|error| CasesError::Line {
-                path: truth_file.clone(),
-                line: error.line(),
-                detail: error.to_string(),
-            })?;
+        // The folder names the case when the file does not: an empty truth names it too.
+        let named = |error: TruthError| match error {
+            TruthError::Empty(id) if id.is_empty() => TruthError::Empty(case_id.clone()),
+            other => other,
+        };
+        let mut record = TruthRecord::from_json(&text).map_err(|error| CasesError::Line {
+            path: truth_file.clone(),
+            line: 1,
+            detail: named(error).to_string(),
+        })?;
         if record.case_id.is_empty() {
             record.case_id = case_id;
         }
@@ -347,6 +343,10 @@ fn truth_from_masks(
         findings: Some(findings),
         report: None,
         lesion_extents: extents,
+        slice_size: u32::try_from(dims[0])
+            .ok()
+            .zip(u32::try_from(dims[1]).ok())
+            .map(|(columns, rows)| [columns, rows]),
     })
 }
 

@@ -4,54 +4,12 @@
 //! The Python package around it (`python/keyslice_reward`) adds verl's `compute_score` and
 //! the ms-swift reward plugin. A ground truth that cannot be read raises `ValueError` naming
 //! the field: a training sample never gets a reward computed against a wrong truth. A
-//! garbled answer is not an error; it earns what it earns (no key slice, no format term).
+//! garbled answer is not an error; it fails the reward's form check and earns at most 0.1.
 
+use keyslice_core::findings::read_report;
+use keyslice_core::scoring::{Reference, RewardWeights, SizeTolerance, TruthRecord, score_answer};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use serde::Deserialize;
-
-use keyslice_core::findings::{Findings, read_report};
-use keyslice_core::scoring::{LesionExtent, Reference, RewardWeights, SizeTolerance, score_answer};
-
-/// The truth as exported (`findings` JSON) or as `keyslice score` reads it (`findings` or
-/// `report`, with `lesion_extents`).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TruthRecord {
-    #[serde(default)]
-    case_id: Option<String>,
-    #[serde(default)]
-    findings: Option<Findings>,
-    #[serde(default)]
-    report: Option<String>,
-    #[serde(default)]
-    lesion_extents: Vec<LesionExtent>,
-}
-
-fn truth_of(json: &str) -> Result<(Findings, Vec<LesionExtent>), String> {
-    let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| format!("ground truth is not JSON: {e}"))?;
-    if value.get("organs").is_some() {
-        let findings: Findings =
-            serde_json::from_value(value).map_err(|e| format!("ground truth findings: {e}"))?;
-        return Ok((findings, Vec::new()));
-    }
-    let record: TruthRecord = serde_json::from_value(value).map_err(|e| {
-        format!("ground truth: {e} (expected findings JSON, or {{\"findings\"|\"report\", \"lesion_extents\"}})")
-    })?;
-    let _ = record.case_id;
-    let findings = match (record.findings, record.report) {
-        (Some(findings), _) => findings,
-        (None, Some(report)) => read_report(&report).findings,
-        (None, None) => {
-            return Err(
-                "ground truth has neither \"findings\" nor \"report\": there is nothing to score against"
-                    .into(),
-            );
-        }
-    };
-    Ok((findings, record.lesion_extents))
-}
 
 fn weights_of(json: Option<&str>) -> Result<RewardWeights, String> {
     let Some(json) = json else {
@@ -78,7 +36,9 @@ fn weights_of(json: Option<&str>) -> Result<RewardWeights, String> {
 /// verifier's text about the answer's key slice when there is one, and `weights` a JSON
 /// object of the five term weights (all 1 by default). Returns the result as JSON text:
 /// `{"rewards": {format, existence, attributes, localization, consistency, total},
-/// "problems": [...], "unread": n}`.
+/// "problems": [...], "unread": n, "faults": [...]}`. The truth is read by the same
+/// definition as `keyslice score` (`TruthRecord`: nulls are absent keys, a truth with neither
+/// findings nor report is an error).
 #[pyfunction]
 #[pyo3(signature = (answer, ground_truth, local_description=None, weights=None))]
 fn score(
@@ -87,11 +47,15 @@ fn score(
     local_description: Option<&str>,
     weights: Option<&str>,
 ) -> PyResult<String> {
-    let (findings, extents) = truth_of(ground_truth).map_err(PyValueError::new_err)?;
+    let truth = TruthRecord::from_json(ground_truth)
+        .map_err(|error| PyValueError::new_err(error.to_string()))?;
+    let findings = truth
+        .truth_findings()
+        .map_err(|error| PyValueError::new_err(error.to_string()))?;
     let weights = weights_of(weights).map_err(PyValueError::new_err)?;
     let reference = Reference {
         findings: &findings,
-        lesion_extents: &extents,
+        lesion_extents: &truth.lesion_extents,
     };
     let scored = score_answer(
         answer,
@@ -99,6 +63,7 @@ fn score(
         &reference,
         &weights,
         SizeTolerance::default(),
+        truth.slice_size,
     );
     serde_json::to_string(&scored).map_err(|e| PyValueError::new_err(e.to_string()))
 }

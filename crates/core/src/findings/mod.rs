@@ -25,6 +25,10 @@ pub use writer::{write_local_description, write_report};
 /// Version of the Findings JSON layout.
 pub const FINDINGS_VERSION: u32 = 1;
 
+fn current_version() -> u32 {
+    FINDINGS_VERSION
+}
+
 /// Organs with tumor labels in the datasets Keyslice targets (AbdomenAtlas / RadGPT).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -320,7 +324,8 @@ impl SliceBox {
 /// Everything Keyslice extracts from a report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Findings {
-    /// Layout version ([`FINDINGS_VERSION`]).
+    /// Layout version ([`FINDINGS_VERSION`]; the current one when left out).
+    #[serde(default = "current_version")]
     pub version: u32,
     /// One entry per organ in [`Organ::ALL`], sorted by organ.
     pub organs: BTreeMap<Organ, OrganFindings>,

@@ -63,6 +63,11 @@ pub struct ReadReport {
     /// Evidence the text gives but that cannot be used as written (a box on another slice
     /// than the key slice, a box line without readable corners), as sentences.
     pub problems: Vec<String>,
+    /// Every key slice the text names, in order, each once (the findings keep the last).
+    pub key_slices: Vec<u32>,
+    /// Organs the text states both with and without a tumor, each definitely ("no other
+    /// lesions" after a lesion is not a contradiction).
+    pub contradictions: Vec<Organ>,
 }
 
 macro_rules! regex {
@@ -184,6 +189,9 @@ enum Section {
 struct State {
     findings: Findings,
     explicit: [bool; 4],
+    /// Per organ: stated definitely with a tumor, and definitely without one.
+    definite: [[bool; 2]; 4],
+    key_slices: Vec<u32>,
     unread: Vec<UnreadSentence>,
     section: Section,
     context_organ: Option<Organ>,
@@ -210,6 +218,8 @@ pub fn read_report(text: &str) -> ReadReport {
     let mut state = State {
         findings: Findings::default(),
         explicit: [false; 4],
+        definite: [[false; 2]; 4],
+        key_slices: Vec::new(),
         unread: Vec::new(),
         section: Section::Findings,
         context_organ: None,
@@ -234,10 +244,16 @@ pub fn read_report(text: &str) -> ReadReport {
             state.findings.slice_box = None;
         }
     }
+    let contradictions = Organ::ALL
+        .into_iter()
+        .filter(|&organ| state.definite[organ_index(organ)] == [true, true])
+        .collect();
     ReadReport {
         findings: state.findings,
         unread: state.unread,
         problems: state.problems,
+        key_slices: state.key_slices,
+        contradictions,
     }
 }
 
@@ -357,6 +373,7 @@ fn read_segment(text: &str, span: Span, state: &mut State) {
             return;
         }
         mark(state, organ, TumorPresence::Yes, span, false);
+        state.definite[organ_index(organ)][0] = true;
         let entry = state.findings.organ_mut(organ);
         entry.lesions.push(Lesion {
             spans: super::LesionSpans {
@@ -478,6 +495,12 @@ fn mark(
     }
 }
 
+fn note_key_slice(state: &mut State, index: u32) {
+    if !state.key_slices.contains(&index) {
+        state.key_slices.push(index);
+    }
+}
+
 fn read_key_slice(sentence: &str, offset: usize, state: &mut State) -> bool {
     let mut used = false;
     if let Some(captures) = KEY_SLICE.captures(sentence)
@@ -494,6 +517,7 @@ fn read_key_slice(sentence: &str, offset: usize, state: &mut State) -> bool {
             .captures(sentence)
             .and_then(|found| found[1].parse::<f64>().ok());
         let sop_instance_uid = KEY_UID.captures(sentence).map(|found| found[1].to_string());
+        note_key_slice(state, index);
         state.findings.key_slice = Some(KeySlice {
             index,
             z_mm,
@@ -506,6 +530,7 @@ fn read_key_slice(sentence: &str, offset: usize, state: &mut State) -> bool {
         && number >= 1
     {
         // PACS words: image N counts from 1 along the stack, the key slice index from 0.
+        note_key_slice(state, number - 1);
         state.findings.key_slice = Some(KeySlice {
             index: number - 1,
             z_mm: None,
@@ -619,6 +644,12 @@ fn read_statement(sentence: &str, offset: usize, span: Span, state: &mut State) 
             continue;
         }
         mark(state, organ, presence, span, true);
+        // A plain cyst is "no tumor" but not a statement against one.
+        match presence {
+            TumorPresence::Yes => state.definite[organ_index(organ)][0] = true,
+            TumorPresence::No if negated => state.definite[organ_index(organ)][1] = true,
+            _ => {}
+        }
         // The IMPRESSION repeats what FINDINGS described: it adds no lesion to such an organ.
         let repeats_findings =
             state.section == Section::Impression && !state.findings.organ(organ).lesions.is_empty();

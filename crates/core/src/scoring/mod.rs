@@ -19,11 +19,13 @@
 pub mod answer;
 pub mod checks;
 pub mod metrics;
+pub mod truth;
 
 use serde::{Deserialize, Serialize};
 
-pub use answer::{AnswerScore, score_answer};
+pub use answer::{AnswerScore, FormFault, score_answer};
 pub use checks::{Attribute, AttributeCheck, Verdict, attribute_checks};
+pub use truth::{TruthError, TruthRecord};
 
 pub use crate::findings::LesionExtent;
 use crate::findings::{Findings, Lesion, LesionSize, Organ, SliceBox, TumorPresence};

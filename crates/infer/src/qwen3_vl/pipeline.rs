@@ -2,8 +2,9 @@
 //!
 //! Diagnoser: the CT becomes a video. `frames` axial slices are sampled evenly from inferior
 //! to superior (`io::frames::sample_slices`), windowed to soft tissue (400/40 HU) as 8-bit grey,
-//! and given as a video at one frame per second, so a temporal patch's timestamp `t` covers
-//! frames `floor(t)` and `floor(t) + 1`. The prompt (`prompts/diagnose.txt`, `{frames}` replaced
+//! and given as a video at [`VIDEO_FPS`] frames per second (the rate the exports train at and
+//! vLLM is asked to serve at), so temporal patch `p` (frames `2p`, `2p + 1`) is stamped
+//! `<p + 0.25 seconds>` (shown with one decimal). The prompt (`prompts/diagnose.txt`, `{frames}` replaced
 //! by the frame → slice table) asks for the report and `Key slice: K` with `K` a slice index;
 //! the findings reader parses the answer. Verifier: the key slice alone as an image with
 //! `prompts/verify.txt` (`{slice}`, `{box}` filled in) and the box drawn
@@ -16,6 +17,7 @@ use super::{Qwen3Vl, VisualInput, VlmError};
 use crate::views::{CtFrames, VerifierView, ct_frames, diagnose_prompt, verifier_view};
 use crate::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
 use keyslice_core::volume::Volume;
+use keyslice_io::frames::VIDEO_FPS;
 
 /// The model with the settings of both roles; shared by the diagnoser and the verifier.
 pub struct Qwen3VlPipeline {
@@ -135,7 +137,7 @@ impl Diagnoser for Role<'_> {
             VisualInput::Video {
                 frames,
                 indices,
-                fps: 1.0,
+                fps: VIDEO_FPS,
             },
             &prompt,
         )?;

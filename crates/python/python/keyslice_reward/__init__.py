@@ -5,13 +5,16 @@ so a model is trained on exactly the reward ``keyslice score --per-case`` report
 
 - ``score(answer, ground_truth, local_description=None, weights=None)`` returns a dict with
   ``rewards`` (``format``, ``existence``, ``attributes``, ``localization``, ``consistency``,
-  ``total``), ``problems`` (evidence in the answer that could not be used) and ``unread``;
+  ``total``), ``problems`` (evidence in the answer that could not be used), ``unread`` and
+  ``faults`` (why the answer is not well-formed; with any fault the total is at most 0.1);
 - ``read(text)`` returns the findings Keyslice reads from a report;
 - ``keyslice_reward.verl_reward.compute_score`` is verl's custom reward function;
 - ``keyslice_reward.swift_plugin`` registers the ms-swift reward plugin ``keyslice``.
 
-A ground truth that cannot be read raises ``ValueError`` naming what is wrong; an answer
-that cannot be read scores low, as it should.
+The ground truth is read by the same definition as ``keyslice score``: findings JSON, or
+``{"findings"|"report", "lesion_extents", "slice_size"}``; a null is an absent key; a truth with
+neither findings nor a report, or that cannot be read, raises ``ValueError`` naming what is
+wrong. An answer that cannot be read scores low, as it should.
 """
 
 import json

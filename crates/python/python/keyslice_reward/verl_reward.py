@@ -7,7 +7,8 @@ In the trainer's configuration::
       name: compute_score
 
 verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info)`` per
-sample; Keyslice's verl export writes ``reward_model.ground_truth`` (findings JSON) and
+sample; Keyslice's verl export writes ``reward_model.ground_truth`` (the ground truth: corrected
+findings and slice size) and
 ``extra_info``. When the rollout also ran a verifier on the answer's key slice, put its
 text in ``extra_info["local_description"]`` and the cross-view consistency term is scored.
 Optional ``extra_info["reward_weights"]``: the five term weights.
@@ -49,4 +50,5 @@ def compute_score(
         "localization": -1.0 if localization is None else localization,
         "consistency": -1.0 if consistency is None else consistency["score"],
         "problems": len(result["problems"]),
+        "well_formed": 0.0 if result["faults"] else 1.0,
     }
