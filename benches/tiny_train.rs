@@ -15,7 +15,10 @@ use keyslice::infer::embedded::net::SliceNet;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[allow(clippy::needless_pass_by_value)] // used as `unwrap_or_else(fail)`
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "used as `unwrap_or_else(fail)`"
+)]
 fn fail<T>(error: candle_core::Error) -> T {
     panic!("{error}")
 }

@@ -9,7 +9,7 @@ use keyslice::cli::{Cli, run};
 
 /// mimalloc instead of the system allocator: candle allocates and frees tensors of tens of
 /// megabytes at every step, which glibc serves with `mmap`/`munmap` (page faults and TLB
-/// flushes that made up a third of a training step's time).
+/// flushes on every step; `docs/performance.md` has the measurements).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -18,10 +18,12 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Freed memory stays with the process for 10 s before mimalloc returns it to the OS (its
 /// default is 1 s for pages, longer for arenas): a Qwen3-VL prefill frees and reallocates the
-/// same tens of megabytes every layer, and each return made the next use fault in and zero
-/// fresh pages (37 000 page faults and a quarter more CPU time over six prefills of the bench
-/// checkpoint, against 9 200 with the delay). Idle memory still goes back after 10 s.
-#[allow(unsafe_code)]
+/// same tens of megabytes every layer, and each return would make the next use fault in and
+/// zero fresh pages. Idle memory still goes back after 10 s.
+#[expect(
+    unsafe_code,
+    reason = "mimalloc's option setter, before any allocation"
+)]
 fn configure_allocator() {
     // SAFETY: `mi_option_set` takes two integers and only stores the value in mimalloc's
     // option table (atomically); it is called once, before any other thread starts.

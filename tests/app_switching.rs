@@ -293,9 +293,13 @@ fn in_a_small_window_the_planes_keep_most_of_it() {
             Source::Workspace(root.clone()),
             egui::Vec2::new(width, height),
         );
-        step_until(&mut harness, Duration::from_mins(1), "a case", |app| {
-            app.case_on_screen().is_some()
-        });
+        // The snapshot shows the case with its masks: wait until they are read too.
+        step_until(
+            &mut harness,
+            Duration::from_mins(1),
+            "a case and its masks",
+            |app| app.case_on_screen().is_some() && !app.is_loading(),
+        );
         for _ in 0..4 {
             harness.step();
         }

@@ -2,9 +2,6 @@
 //! `info --json` has the documented keys, and bad input gives `error:`/`hint:` lines with
 //! exit code 1 (usage errors 2), never a panic.
 
-// Decoded voxels and header values are exact; comparing them exactly is what these tests prove.
-#![allow(clippy::float_cmp, clippy::unreadable_literal)]
-
 mod common;
 
 use std::fmt::Write as _;

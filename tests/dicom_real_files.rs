@@ -1,8 +1,11 @@
 //! Real DICOM files from pydicom and pydicom-data (see tests/data/README.md): every transfer
 //! syntax must decode to the same stored values pydicom reports (recorded in expected.json).
 
-// Decoded voxels and header values are exact; comparing them exactly is what these tests prove.
-#![allow(clippy::float_cmp, clippy::unreadable_literal)]
+#![expect(
+    clippy::float_cmp,
+    clippy::unreadable_literal,
+    reason = "Decoded voxels and header values are exact; comparing them exactly is what these tests prove."
+)]
 
 mod common;
 

@@ -1,8 +1,10 @@
 //! Series assembly on generated series with known truth: ordering by position, localizers,
 //! irregular spacing, gantry tilt, mixed sizes, damaged files, series choice.
 
-// Decoded voxels and header values are exact; comparing them exactly is what these tests prove.
-#![allow(clippy::float_cmp, clippy::unreadable_literal)]
+#![expect(
+    clippy::float_cmp,
+    reason = "Decoded voxels and header values are exact; comparing them exactly is what these tests prove."
+)]
 
 mod common;
 

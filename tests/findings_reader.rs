@@ -2,9 +2,6 @@
 //! expected results, spans that point at the right words, writer → reader round trips on
 //! random findings, and no panic on arbitrary or mangled text.
 
-// Sizes parsed from text are compared exactly: "3.1" must read as 3.1.
-#![allow(clippy::float_cmp)]
-
 use keyslice::findings::{
     Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ,
     OrganFindings, PancreasPart, SliceBox, TumorPresence, read_report, write_local_description,
@@ -93,7 +90,7 @@ fn case(text: &'static str, organ: Organ, tumor: TumorPresence) -> Case {
 }
 
 #[test]
-#[allow(clippy::too_many_lines)] // a table of cases
+#[expect(clippy::too_many_lines, reason = "a table of cases")]
 fn narrative_sentences_read_as_a_radiologist_means_them() {
     use TumorPresence::{No, Uncertain, Yes};
     let cases = vec![

@@ -1,8 +1,6 @@
 //! `keyslice findings` and `keyslice score` as a user runs them: JSON keys, values on a small
 //! hand-checked set, truth from AbdomenAtlas-style masks, and clear errors for bad lines.
 
-#![allow(clippy::float_cmp)] // the expected fractions are exact
-
 mod common;
 
 use std::path::Path;

@@ -2,8 +2,10 @@
 //! storage, qform-only, big endian, NIfTI-2, 4D, scaling), damaged headers, and masks on
 //! another grid.
 
-// Decoded voxels and header values are exact; comparing them exactly is what these tests prove.
-#![allow(clippy::float_cmp, clippy::unreadable_literal)]
+#![expect(
+    clippy::float_cmp,
+    reason = "Decoded voxels and header values are exact; comparing them exactly is what these tests prove."
+)]
 
 mod common;
 

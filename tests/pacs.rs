@@ -244,7 +244,10 @@ fn review(ws: &Path, reviewer: &str, edit: impl FnOnce(&mut CaseReview)) {
 }
 
 #[test]
-#[allow(clippy::too_many_lines)] // the whole loop, step by step, as a department runs it
+#[expect(
+    clippy::too_many_lines,
+    reason = "the whole loop, step by step, as a department runs it"
+)]
 fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
     let Some(orthanc) = Orthanc::start() else {
         return;
@@ -375,12 +378,21 @@ fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
     ok(&run(&["workspace", "create", s(&ws2), &query]));
     ok(&run(&["workspace", "analyze", s(&ws2)]));
     let moved = prediction.key_slice.as_ref().map_or(0, |key| key.index) + 12;
-    review(&ws2, "Ben", |review| {
+    // Accepted where nobody set a reviewer name: a reviewer SR is verified by name, so the
+    // case is refused until someone is named, and nothing of it is stored.
+    review(&ws2, "reviewer", |review| {
         review
             .set("key_slice.index", serde_json::json!(moved))
             .expect("edit");
     });
-    let published = ok(&run(&["pacs", "publish", s(&ws2)]));
+    let unnamed = run(&["pacs", "publish", s(&ws2)]);
+    assert!(!unnamed.status.success());
+    let said = String::from_utf8_lossy(&unnamed.stderr);
+    assert!(
+        said.contains("accepted without a reviewer name") && said.contains("--reviewer NAME"),
+        "{said}"
+    );
+    let published = ok(&run(&["pacs", "publish", s(&ws2), "--reviewer", "Ben"]));
     assert!(published.contains("review     stored"), "{published}");
     assert!(!published.contains("ai-result"), "{published}");
 

@@ -2,8 +2,6 @@
 //! bytes, and the truth agrees with what the masks and the CT show (presence, key slice,
 //! extents, sizes, locations, attenuation, organ HU).
 
-#![allow(clippy::float_cmp)] // slice indices and seeds compare exactly
-
 mod common;
 
 use std::path::Path;
@@ -152,7 +150,10 @@ fn feret_mm(points: &[[usize; 3]], pixel_mm: f64) -> f64 {
 }
 
 /// Checks one written case against its truth.
-#[allow(clippy::too_many_lines)] // one checklist per truth field, in order
+#[expect(
+    clippy::too_many_lines,
+    reason = "one checklist per truth field, in order"
+)]
 fn check_case(case: &Path, truth: &PhantomTruth) {
     let ct = read_nifti(&case.join("ct.nii.gz")).expect("ct");
     let [pixel_mm, _, _] = ct.spacing_mm();

@@ -11,8 +11,10 @@
 //! CI runs `FUZZ_INPUTS` mutants; the longer run is the same test with more, and other seeds:
 //! `KEYSLICE_FUZZ_INPUTS=10000 KEYSLICE_FUZZ_SEED=7 cargo test --test reader_fuzz -- --nocapture`.
 
-// The counting allocator is the one unsafe block: `GlobalAlloc` is an unsafe trait.
-#![allow(unsafe_code)]
+#![expect(
+    unsafe_code,
+    reason = "The counting allocator is the one unsafe block: `GlobalAlloc` is an unsafe trait."
+)]
 
 mod common;
 

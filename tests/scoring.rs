@@ -1,7 +1,9 @@
 //! Reward terms and dataset metrics on small examples computed by hand.
 
-// Every expected value below is an exact binary fraction computed by hand.
-#![allow(clippy::float_cmp)]
+#![expect(
+    clippy::float_cmp,
+    reason = "Every expected value below is an exact binary fraction computed by hand."
+)]
 
 use keyslice::findings::{
     Attenuation, Findings, Lesion, LesionSize, Location, Organ, OrganFindings, TumorPresence,

@@ -5,8 +5,10 @@
 //!
 //! Without any GPU adapter these checks say so and pass, unless `KEYSLICE_REQUIRE_GPU=1`.
 
-// Slice indices are whole numbers held in f64; exact comparison is the point.
-#![allow(clippy::float_cmp)]
+#![expect(
+    clippy::float_cmp,
+    reason = "Slice indices are whole numbers held in f64; exact comparison is the point."
+)]
 
 mod common;
 
@@ -556,7 +558,7 @@ fn analysis_panels_show_the_embedded_models_evidence_and_report() {
         return;
     }
     // A phantom with a 4.2 × 4.1 cm liver tumor in segment II, analysed by the embedded model
-    // for real (version 6-rl finds it, one lesion of 4.0 × 3.7 cm in segment II: a key
+    // for real (the shipped model finds it, one lesion of 4.0 × 3.7 cm in segment II: a key
     // slice, a verifier reading and a consistency to show; the key slice is the tumor's
     // largest section, 83, where the verifier reads 1.0 × 0.8
     // cm: on the slice alone the organ network leaves most of the tumor out of the liver, so
@@ -795,7 +797,7 @@ fn editor_harness(
                 for command in commands {
                     match command {
                         EditCommand::Set { field, value } => {
-                            review.set(&field, value).expect("saved");
+                            review.set_field(field, value).expect("saved");
                         }
                         EditCommand::Undo => {
                             review.undo().expect("undone");

@@ -266,7 +266,7 @@ fn distinct(values: &[u8]) -> usize {
 }
 
 #[test]
-#[allow(clippy::too_many_lines)] // one user's session, step by step
+#[expect(clippy::too_many_lines, reason = "one user's session, step by step")]
 fn real_window_opens_the_demo_workspace_and_follows_wheel_and_preset_keys() {
     if !tools_available() {
         return;

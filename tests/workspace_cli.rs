@@ -15,7 +15,7 @@ fn s(path: &Path) -> &str {
 }
 
 #[test]
-#[allow(clippy::too_many_lines)] // one user's scenario, step by step
+#[expect(clippy::too_many_lines, reason = "one user's scenario, step by step")]
 fn a_workspace_is_created_analysed_and_listed() {
     let folder = tempfile::tempdir().expect("temp dir");
     let dataset = folder.path().join("dataset");

@@ -222,7 +222,10 @@ fn unreachable(error: &InferError) -> bool {
 /// finished and how many of those failed. A server that stops answering hands its case back
 /// and takes no more while another server is up. Stops taking cases when the output cannot
 /// be written.
-#[allow(clippy::too_many_lines)] // one scheduling loop with its bookkeeping
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scheduling loop with its bookkeeping"
+)]
 fn run_cases(
     args: &BatchArgs,
     lanes: &[Lane],

@@ -37,7 +37,10 @@ pub struct ConvertArgs {
     pub accession: String,
 }
 
-#[allow(clippy::case_sensitive_file_extension_comparisons)] // compared lower-cased
+#[expect(
+    clippy::case_sensitive_file_extension_comparisons,
+    reason = "compared lower-cased"
+)]
 fn nifti_output_path(value: &str) -> Result<PathBuf, String> {
     let lower = value.to_ascii_lowercase();
     if lower.ends_with(".nii") || lower.ends_with(".nii.gz") {

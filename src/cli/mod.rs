@@ -100,6 +100,9 @@ pub enum CliError {
     /// Talking to a PACS, or writing or reading its DICOM documents, failed.
     #[error(transparent)]
     Pacs(crate::pacs::PacsError),
+    /// A case's documents cannot be planned (an unnamed reviewer, a document not written).
+    #[error(transparent)]
+    Publish(#[from] crate::pacs::publish::PlanError),
     /// Exporting failed (nothing was placed at the output).
     #[error(transparent)]
     Export(#[from] crate::export::ExportError),
@@ -140,6 +143,7 @@ impl CliError {
             Self::Workspace(error) => error.hint().into(),
             Self::Export(error) => error.hint().into(),
             Self::Pacs(error) => error.hint().into(),
+            Self::Publish(error) => error.hint().into(),
             Self::Infer(error) => error.hint().into(),
             Self::Vlm(error) => error.hint().into(),
             Self::Train(crate::train::tiny::TrainError::Export(error)) => {

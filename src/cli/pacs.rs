@@ -13,8 +13,8 @@ use serde::Serialize;
 use super::CliError;
 use crate::pacs::dicomweb::retrieve::{Progress, Retrieved, default_cache, retrieve_ct};
 use crate::pacs::dicomweb::{Target, qido, stow};
+use crate::pacs::publish::{self, Decision, DocumentKind};
 use crate::pacs::results::{StudyResults, held_documents, study_results};
-use crate::pacs::sr::write::{key_object_selection, result_sr, result_sr_at};
 use crate::pacs::sr::{CaseResult, Observer, StudyContext};
 use crate::pacs::{DicomWebUrl, PacsError, Server, agreement};
 use crate::review::case::{CaseReview, model_findings};
@@ -114,6 +114,10 @@ pub enum PacsAction {
         /// model on anything but its phantoms); they are labelled so in the report text.
         #[arg(long)]
         force: bool,
+        /// The reviewer who accepted the cases whose review names nobody (a reviewer SR is
+        /// verified by its reviewer, by name; such cases are refused without it).
+        #[arg(long)]
+        reviewer: Option<String>,
         /// Server settings.
         #[command(flatten)]
         connection: Connection,
@@ -172,6 +176,7 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
             out,
             no_store,
             force,
+            reviewer,
             connection,
         } => publish(
             dir,
@@ -180,6 +185,7 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
                 out: out.as_deref(),
                 no_store: *no_store,
                 force: *force,
+                reviewer: reviewer.as_deref(),
             },
             connection,
         ),
@@ -366,7 +372,7 @@ pub fn case_id_of(study_uid: &str) -> String {
 #[derive(Debug, Serialize)]
 struct PublishedDocument {
     case_id: String,
-    kind: &'static str,
+    kind: DocumentKind,
     sop_uid: String,
     series_uid: String,
     stored: bool,
@@ -390,6 +396,8 @@ struct PublishOptions<'a> {
     no_store: bool,
     /// Publish AI results made outside the model's domain too.
     force: bool,
+    /// Who accepted the cases whose review names nobody.
+    reviewer: Option<&'a str>,
 }
 
 fn publish(
@@ -481,10 +489,10 @@ fn publish(
     Ok(())
 }
 
-/// Builds the case's documents (the AI result and its key images; the reviewer's SR once the
-/// case is accepted), writes them to `out`, asks the PACS which of them it already holds
-/// (their UIDs follow from their content, so a document stored before, by this machine or
-/// another, or by a run killed before it heard the answer, is recognised) and stores the rest.
+/// Gathers one case's inputs, has [`publish::plan`] decide its documents, writes them to
+/// `out`, asks the PACS which it already holds (their UIDs follow from their content, so a
+/// document stored before, by this machine or another, or by a run killed before it heard the
+/// answer, is recognised) and stores the rest.
 fn publish_case(
     case: &WorkspaceCase,
     prediction: Option<&crate::prediction::Prediction>,
@@ -493,75 +501,81 @@ fn publish_case(
     options: PublishOptions<'_>,
     connection: &Connection,
 ) -> Result<Option<CaseOutcome>, CliError> {
-    let PublishOptions {
-        out,
-        no_store,
-        force,
-    } = options;
     let Some(prediction) = prediction else {
         return Ok(None);
     };
-    if case.origin.is_none() && out.is_none() {
+    if case.origin.is_none() && options.out.is_none() {
         return Ok(None);
     }
     let study = StudyContext::from_folder(&case.volume)?;
-    let ai = CaseResult::from_prediction(prediction);
     let state = store
         .case_state(&case.case_id)
         .map_err(crate::review::workspace::WorkspaceError::from)?;
-    let mut documents = ai_documents(&case.case_id, prediction, &ai, &study, force)?;
-    if state.status == ReviewStatus::Done {
-        let reviewer = state.reviewer.clone().unwrap_or_else(|| "reviewer".into());
-        let review = CaseReview::open(
-            &workspace.database_path(),
-            &case.case_id,
-            &reviewer,
-            Some(model_findings(prediction)),
-        )
-        .map_err(crate::review::workspace::WorkspaceError::from)?;
-        let correction = CaseResult::correction(&ai, &reviewer, &review.case().findings);
-        // Dated when the reviewer accepted it, not when it is sent.
-        let accepted = review
-            .log()
-            .iter()
-            .rev()
-            .find(|entry| entry.field == "status" && entry.new_value == "done")
-            .and_then(|entry| dicom_date_time(&entry.at));
-        documents.push(("review", result_sr_at(&study, &correction, accepted)?));
+    let accepted = if state.status == ReviewStatus::Done {
+        Some(accepted_review(
+            workspace,
+            case,
+            prediction,
+            state.reviewer.as_deref(),
+            options.reviewer,
+        )?)
+    } else {
+        None
+    };
+    let plan = publish::plan(&publish::CaseInput {
+        case_id: &case.case_id,
+        prediction,
+        study: &study,
+        review: accepted
+            .as_ref()
+            .map(|(reviewer, findings, at)| publish::AcceptedReview {
+                reviewer: reviewer.as_deref(),
+                findings,
+                accepted: at.clone(),
+            }),
+        force: options.force,
+    })?;
+    for (kind, reason) in &plan.left_out {
+        if matches!(reason, publish::LeftOut::OutOfDomain(_)) && *kind == DocumentKind::AiResult {
+            eprintln!(
+                "warning: {}: {}",
+                shown(&case.case_id),
+                shown(&reason.to_string())
+            );
+        }
     }
-    if let Some(out) = out {
-        for (kind, written) in &documents {
-            let path = out.join(format!("{}-{kind}.dcm", case.case_id));
-            crate::io::atomic::write_atomically(&path, &written.bytes)
+    if let Some(out) = options.out {
+        for document in &plan.documents {
+            let path = out.join(format!("{}-{}.dcm", case.case_id, document.kind));
+            crate::io::atomic::write_atomically(&path, &document.written.bytes)
                 .map_err(|source| CliError::Input { path, source })?;
         }
     }
-    let server = match (&case.origin, no_store) {
+    let server = match (&case.origin, options.no_store) {
         (Some(origin), false) => Some(connection.server(&DicomWebUrl::parse(origin)?)),
         _ => None,
     };
-    let held = match &server {
-        Some(server) => held_documents(server, &study.study_uid)?,
-        None => std::collections::BTreeSet::new(),
-    };
+    let held = server
+        .as_ref()
+        .map(|server| held_documents(server, &study.study_uid))
+        .transpose()?;
     let mut outcome = CaseOutcome::default();
     let mut to_store = Vec::new();
-    for (kind, written) in documents {
-        if server.is_some() && held.contains(&written.sop_uid) {
+    for (document, decision) in plan.decide(held.as_ref()) {
+        if decision == Decision::Held {
             outcome.held += 1;
-            continue;
-        }
-        if server.is_none() && out.is_none() {
             continue;
         }
         outcome.documents.push(PublishedDocument {
             case_id: case.case_id.clone(),
-            kind,
-            sop_uid: written.sop_uid.clone(),
-            series_uid: written.series_uid.clone(),
+            kind: document.kind,
+            sop_uid: document.written.sop_uid.clone(),
+            series_uid: document.written.series_uid.clone(),
             stored: false,
         });
-        to_store.push(written.bytes);
+        if decision == Decision::Store {
+            to_store.push(document.written.bytes.clone());
+        }
     }
     if let Some(server) = &server
         && !to_store.is_empty()
@@ -574,42 +588,41 @@ fn publish_case(
     Ok(Some(outcome))
 }
 
-/// The AI result's documents for the PACS: its SR, and a Key Object Selection of its key
-/// slice. A result the model itself calls meaningless for this CT is no AI result for the
-/// PACS: none unless `force`, and then with the model's word in its report text.
-fn ai_documents(
-    case_id: &str,
+/// An accepted case's reviewer (the one recorded, else `--reviewer`), corrected findings,
+/// and when it was accepted (DICOM date and time).
+type Accepted = (
+    Option<String>,
+    crate::findings::Findings,
+    Option<(String, String)>,
+);
+
+fn accepted_review(
+    workspace: &Workspace,
+    case: &WorkspaceCase,
     prediction: &crate::prediction::Prediction,
-    ai: &CaseResult,
-    study: &StudyContext,
-    force: bool,
-) -> Result<Vec<(&'static str, crate::pacs::sr::write::Written)>, CliError> {
-    let mut labelled = ai.clone();
-    if let Some(unfamiliar) = &prediction.out_of_domain {
-        if !force {
-            eprintln!(
-                "warning: {}: {}; its AI result is not published (--force publishes it, labelled)",
-                shown(case_id),
-                shown(&unfamiliar.sentence())
-            );
-            return Ok(Vec::new());
-        }
-        labelled.report = Some(format!(
-            "{}\n\n{}",
-            unfamiliar.sentence(),
-            ai.report.as_deref().unwrap_or_default()
-        ));
-    }
-    let mut documents = vec![("ai-result", result_sr(study, &labelled)?)];
-    if ai
-        .findings
-        .key_slice
-        .as_ref()
-        .is_some_and(|key| key.sop_instance_uid.is_some())
-    {
-        documents.push(("key-images", key_object_selection(study, ai)?));
-    }
-    Ok(documents)
+    recorded: Option<&str>,
+    given: Option<&str>,
+) -> Result<Accepted, CliError> {
+    let reviewer = recorded.filter(|name| publish::is_named(name)).or(given);
+    let review = CaseReview::open(
+        &workspace.database_path(),
+        &case.case_id,
+        reviewer.unwrap_or_default(),
+        Some(model_findings(prediction)),
+    )
+    .map_err(crate::review::workspace::WorkspaceError::from)?;
+    // Dated when the reviewer accepted it, not when it is sent.
+    let at = review
+        .log()
+        .iter()
+        .rev()
+        .find(|entry| entry.field == "status" && entry.new_value == "done")
+        .and_then(|entry| dicom_date_time(&entry.at));
+    Ok((
+        reviewer.map(str::to_string),
+        review.case().findings.clone(),
+        at,
+    ))
 }
 
 #[derive(Serialize)]

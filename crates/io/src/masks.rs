@@ -29,7 +29,10 @@ pub fn load_masks_onto(folder: &Path, ct: &Volume) -> Result<Vec<LabelVolume>, N
 }
 
 /// Whether the file name ends in `.nii` or `.nii.gz`, in any letter case.
-#[allow(clippy::case_sensitive_file_extension_comparisons)] // compared lower-cased
+#[expect(
+    clippy::case_sensitive_file_extension_comparisons,
+    reason = "compared lower-cased"
+)]
 fn is_mask_file(path: &Path) -> bool {
     path.file_name()
         .map(|name| name.to_string_lossy().to_ascii_lowercase())

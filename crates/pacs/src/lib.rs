@@ -9,6 +9,8 @@
 //!   with the reviewer as person observer; and the reader that gives them back.
 //! - [`results`]: a study's Keyslice documents on the PACS, sorted into AI results,
 //!   reviewers' corrections and key images.
+//! - [`publish`]: what `pacs publish` sends for a case and why (a typed plan), and which of
+//!   its documents the server already holds.
 //! - [`agreement`]: agreement between reviewers who labelled the same studies.
 //!
 //! This crate knows DICOM and HTTP; it knows nothing of the viewer, the review database or
@@ -17,6 +19,7 @@
 
 pub mod agreement;
 pub mod dicomweb;
+pub mod publish;
 pub mod results;
 pub mod sr;
 

@@ -118,7 +118,10 @@ fn dciodvfy_errors(path: &Path) -> (Vec<String>, String) {
 }
 
 #[test]
-#[allow(clippy::too_many_lines)] // one document set through four readers, in turn
+#[expect(
+    clippy::too_many_lines,
+    reason = "one document set through four readers, in turn"
+)]
 fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_findings() {
     let study = StudyContext::from_file(&source_ct()).unwrap();
     assert!(!study.study_uid.is_empty());

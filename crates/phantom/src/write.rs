@@ -174,7 +174,6 @@ fn earlier_cases(
         .ok()
         .filter(|manifest: &Manifest| manifest.generator == "keyslice phantom")
         .ok_or_else(|| refuse("this manifest.json was not written by keyslice phantom".into()))?;
-    #[allow(clippy::float_cmp)] // the same option value, written and read back exactly
     let same_settings = manifest.seed == seed
         && manifest.matrix == options.matrix
         && manifest.slice_mm == options.slice_mm

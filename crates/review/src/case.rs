@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::reviewed::{FieldError, History, ReviewedCase, STATUS_FIELD};
+use super::reviewed::{Field, FieldError, History, ReviewedCase, STATUS_FIELD};
 use super::store::{Correction, Edit, ReviewStatus, ReviewStore, StoreError};
 use keyslice_core::findings::{Findings, KeySlice};
 use keyslice_core::prediction::Prediction;
@@ -139,6 +139,11 @@ impl CaseReview {
     #[must_use]
     pub fn log(&self) -> &[Correction] {
         &self.log
+    }
+
+    /// [`Self::set`] of a typed field.
+    pub fn set_field(&mut self, field: Field, value: Value) -> Result<bool, ReviewError> {
+        self.set(&field.path(), value)
     }
 
     /// Sets `field` to `value`: checked, committed, then shown. Returns `false` when the

@@ -10,5 +10,5 @@ pub mod store;
 pub mod workspace;
 
 pub use case::{CaseReview, ReviewError, model_findings};
-pub use reviewed::{FieldError, History, ReviewedCase};
+pub use reviewed::{Field, FieldError, History, LesionPart, ReviewedCase};
 pub use store::{CaseState, Correction, Edit, ReviewStatus, ReviewStore, StoreError};

@@ -34,6 +34,69 @@ pub enum FieldError {
     },
 }
 
+/// A part of a lesion a reviewer edits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LesionPart {
+    /// Its size (`LesionSize`).
+    Size,
+    /// Its location.
+    Location,
+    /// Its attenuation.
+    Attenuation,
+}
+
+/// A field a reviewer edits: the typed form of a correction's dotted path (the path is what
+/// the log stores, [`Field::path`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// An organ's tumor presence.
+    Tumor(Organ),
+    /// A whole lesion of an organ (`null` removes it; one past the end appends).
+    Lesion(Organ, usize),
+    /// One part of a lesion.
+    LesionPart(Organ, usize, LesionPart),
+    /// The key slice.
+    KeySlice,
+    /// The lesion's slice range.
+    LesionSlices,
+    /// The key slice and the slice range in one correction.
+    KeySliceAndRange,
+    /// The box on the key slice.
+    Box,
+    /// The reviewer's note.
+    Note,
+}
+
+impl Field {
+    /// The dotted path the log stores (`liver.lesions.0.size`).
+    #[must_use]
+    pub fn path(self) -> String {
+        match self {
+            Self::Tumor(organ) => format!("{}.tumor", organ.key()),
+            Self::Lesion(organ, index) => format!("{}.lesions.{index}", organ.key()),
+            Self::LesionPart(organ, index, part) => {
+                let part = match part {
+                    LesionPart::Size => "size",
+                    LesionPart::Location => "location",
+                    LesionPart::Attenuation => "attenuation",
+                };
+                format!("{}.lesions.{index}.{part}", organ.key())
+            }
+            Self::KeySlice => KEY_SLICE_FIELD.into(),
+            Self::LesionSlices => LESION_SLICES_FIELD.into(),
+            Self::KeySliceAndRange => KEY_SLICE_AND_RANGE_FIELD.into(),
+            Self::Box => BOX_FIELD.into(),
+            Self::Note => NOTE_FIELD.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.path())
+    }
+}
+
 /// The reviewer's free-text note field.
 pub const NOTE_FIELD: &str = "note";
 /// The status field (kept in the cases table).

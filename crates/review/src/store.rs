@@ -269,7 +269,10 @@ impl ReviewStore {
         })
     }
 
-    #[allow(clippy::needless_pass_by_value)] // used as `map_err(|e| self.error(e))`
+    #[expect(
+        clippy::needless_pass_by_value,
+        reason = "used as `map_err(|e| self.error(e))`"
+    )]
     fn error(&self, error: rusqlite::Error) -> StoreError {
         StoreError::Sqlite {
             path: self.path.clone(),

@@ -7,7 +7,7 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use keyslice_infer::embedded::domain::{Domain, FEATURES};
-use keyslice_infer::embedded::{TinyConfig, TinyModel, candle_message};
+use keyslice_infer::embedded::{TinyConfig, TinyModel};
 use keyslice_io::nifti::read_nifti;
 
 use crate::tiny::{TrainError, case_folders};
@@ -40,7 +40,7 @@ pub fn calibrate_domain(
             })?;
             model
                 .domain_figures(&volume)
-                .map_err(|error| TrainError::Candle(candle_message(&error)))?
+                .map_err(TrainError::Candle)?
                 .ok_or_else(|| TrainError::Case {
                     path: init.to_path_buf(),
                     detail: "the checkpoint has no finder grid to measure on".into(),

@@ -99,7 +99,7 @@ fn samples(cases: &[CaseTargets], inside: bool) -> (Vec<Sample>, Vec<Sample>, us
         let n = case.grid.spec.size;
         let plane = n * n;
         for slab in 0..case.grid.slabs {
-            for organ in 0..4 {
+            for organ in 0..keyslice_infer::embedded::finder::ORGANS {
                 let range = slab * plane..(slab + 1) * plane;
                 let count = case.organs[range.clone()]
                     .iter()
@@ -170,7 +170,10 @@ fn organ_bits(masks: &[Vec<bool>], plane: usize) -> Vec<u8> {
 /// The organ's largest cell logit for each sample `[samples]`: crops centred on the organ
 /// mask, with ±4 pixels of jitter when `rng` is given; `train` normalises with the
 /// batch's statistics.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the network, its options and the data of one step, each used"
+)]
 fn sample_logits(
     net: &FinderNet,
     cases: &[CaseTargets],
@@ -256,7 +259,6 @@ fn top_tenth(mut scored: Vec<(Sample, f32)>) -> Vec<Sample> {
 }
 
 /// The loss of one batch of samples with their labels.
-#[allow(clippy::too_many_arguments)]
 fn batch_loss(
     net: &FinderNet,
     cases: &[CaseTargets],
@@ -370,7 +372,7 @@ pub fn train_finder(
         .clone()
         .unwrap_or_else(|| FinderConfig::initial(config.grid.slab_mm));
     if let Some(problem) = finder_config.detail_problem() {
-        return Err(TrainError::Candle(format!("{problem} (in --config)")));
+        return Err(TrainError::Settings(format!("{problem} (in --config)")));
     }
     // The cases are read with what this finder reads (its detail).
     config.finder = Some(finder_config.clone());
@@ -418,7 +420,7 @@ pub fn train_finder(
         started.elapsed().as_secs_f64()
     ));
     if positives.is_empty() || negatives.is_empty() {
-        return Err(TrainError::Candle(
+        return Err(TrainError::Data(
             "the finder needs organ slabs with and without a tumor".into(),
         ));
     }
@@ -483,7 +485,9 @@ fn calibrate_and_write(
         ));
     })?;
     let Some(mut finder_config) = config.finder.take() else {
-        return Err(TrainError::Candle("no finder to calibrate".into()));
+        return Err(TrainError::Settings(
+            "the --init checkpoint has no finder to calibrate".into(),
+        ));
     };
     finder_config.thresholds = best_thresholds(&scores);
     progress(&format!(
@@ -565,7 +569,10 @@ pub fn recalibrate(
 
 /// The optimisation loop: `options.steps` AdamW steps on batches half positive, half
 /// negative; `report(step, mean loss)` every 50 steps and at the end.
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the network, its options and the data of one step, each used"
+)]
 fn optimise(
     net: &FinderNet,
     varmap: &VarMap,

@@ -235,7 +235,7 @@ pub fn train_organs(
         .unwrap_or_else(|| OrgansConfig::initial(config.grid.slab_mm));
     let side = organs_config.train_side.min(organs_config.grid.size);
     if side == 0 || !side.is_multiple_of(8) {
-        return Err(TrainError::Candle(format!(
+        return Err(TrainError::Settings(format!(
             "the organ network's training windows ({side} pixels) must be a multiple of 8"
         )));
     }
@@ -243,7 +243,7 @@ pub fn train_organs(
         && finder.grid != organs_config.grid
     {
         // The finder reads the organ masks on its own grid.
-        return Err(TrainError::Candle(
+        return Err(TrainError::Settings(
             "the organ network's grid must be the finder's in the --init checkpoint".into(),
         ));
     }

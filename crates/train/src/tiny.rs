@@ -45,9 +45,18 @@ pub enum TrainError {
     /// No usable case in the data folder.
     #[error("no case folders with ct.nii.gz and segmentations/ in {0}")]
     NoCases(PathBuf),
+    /// The settings cannot train (`--config`, `--group`, the `--init` checkpoint's layout).
+    #[error("{0}")]
+    Settings(String),
+    /// The cases cannot train this network (none with a tumor, say).
+    #[error("{0}")]
+    Data(String),
+    /// A failed step left the network's variables locked.
+    #[error("the network's variables were left locked by a failed step")]
+    VariablesLocked,
     /// The network failed.
-    #[error("training failed: {0}")]
-    Candle(String),
+    #[error("training failed: {}", keyslice_infer::embedded::candle_message(.0))]
+    Candle(#[source] candle_core::Error),
     /// The checkpoint could not be written.
     #[error("{path}: {source}")]
     Write {
@@ -60,7 +69,7 @@ pub enum TrainError {
 
 impl From<candle_core::Error> for TrainError {
     fn from(error: candle_core::Error) -> Self {
-        Self::Candle(keyslice_infer::embedded::candle_message(&error))
+        Self::Candle(error)
     }
 }
 
@@ -413,7 +422,7 @@ fn batch_loss(
     let lesion_logits = logits.narrow(1, LESION.start, LESION.len())?;
     // Lesions cover well under 1 % of pixels: weighted BCE plus a soft Dice term per
     // channel, which does not let "nothing anywhere" look like a good answer. A large weight
-    // (30 in version 1) made "the whole organ" the cheapest lesion mask.
+    // makes "the whole organ" the cheapest lesion mask.
     let lesion_loss = (bce_with_logits(&lesion_logits, &lesion, weights.lesion)?
         + (soft_dice_loss(&candle_nn::ops::sigmoid(&lesion_logits)?, &lesion)? * weights.dice)?)?;
     let attenuation_loss = masked_cross_entropy(
@@ -745,7 +754,7 @@ pub(crate) fn add_trained(
     let data = varmap
         .data()
         .lock()
-        .map_err(|_| TrainError::Candle("variables locked".into()))?;
+        .map_err(|_| TrainError::VariablesLocked)?;
     for (name, var) in data.iter() {
         tensors.insert(name.clone(), var.as_tensor().clone());
     }

@@ -322,7 +322,10 @@ fn match_span(found: &regex::Match<'_>, offset: usize) -> Span {
     }
 }
 
-#[allow(clippy::too_many_lines)] // one ordered pass over the kinds of line a report has
+#[expect(
+    clippy::too_many_lines,
+    reason = "one ordered pass over the kinds of line a report has"
+)]
 fn read_segment(text: &str, span: Span, state: &mut State) {
     let sentence = &text[span.start..span.end];
     let offset = span.start;
@@ -748,7 +751,10 @@ fn roman_or_digit(token: &str) -> Option<u8> {
     })
 }
 
-#[allow(clippy::too_many_lines)] // one block per organ's location vocabulary
+#[expect(
+    clippy::too_many_lines,
+    reason = "one block per organ's location vocabulary"
+)]
 fn read_location(text: &str, offset: usize, organ: Option<Organ>, lesion: &mut Lesion) -> bool {
     let allow = |candidate: Organ| {
         organ.is_none_or(|organ| organ == candidate || (organ.is_kidney() && candidate.is_kidney()))

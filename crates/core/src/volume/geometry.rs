@@ -245,7 +245,10 @@ pub fn dominant_letter(direction: Vec3) -> char {
 }
 
 #[cfg(test)]
-#[allow(clippy::float_cmp)] // decoded values are exact; exact comparison is the point
+#[expect(
+    clippy::float_cmp,
+    reason = "decoded values are exact; exact comparison is the point"
+)]
 mod tests {
     use super::*;
 

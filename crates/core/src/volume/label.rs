@@ -302,7 +302,6 @@ pub fn resample_nearest(
 }
 
 #[cfg(test)]
-#[allow(clippy::float_cmp)] // decoded values are exact; exact comparison is the point
 mod tests {
     use super::*;
 

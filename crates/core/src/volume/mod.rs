@@ -472,7 +472,10 @@ impl Volume {
 }
 
 #[cfg(test)]
-#[allow(clippy::float_cmp)] // decoded values are exact; exact comparison is the point
+#[expect(
+    clippy::float_cmp,
+    reason = "decoded values are exact; exact comparison is the point"
+)]
 mod tests {
     use super::*;
 

@@ -214,7 +214,10 @@ pub fn reorient_towards_lps(volume: &mut Volume) -> AxisReorder {
 }
 
 #[cfg(test)]
-#[allow(clippy::float_cmp)] // decoded values are exact; exact comparison is the point
+#[expect(
+    clippy::float_cmp,
+    reason = "decoded values are exact; exact comparison is the point"
+)]
 mod tests {
     use super::*;
     use crate::volume::VolumeInfo;

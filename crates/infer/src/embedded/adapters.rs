@@ -2,17 +2,17 @@
 //! with a key slice and box, [`TinyVerifier`] reads the key slice alone.
 
 use super::anatomy::one_slice_segments;
+use super::candle_message;
+use super::domain;
 use super::input::{model_pixel_of, verifier_input};
 use super::lesions::finder_probabilities;
 use super::model::TinyModel;
-use super::weights::candle_message;
-use super::{decode, domain};
 
 use super::decode::{
     FINDER_RULE, FoundLesion, Probabilities, find_lesions, findings_of, key_slab, slab_box,
     visible_organs,
 };
-use super::finder::{FinderConfig, SlabAnswer};
+use super::finder::FinderConfig;
 use super::grid::{GridSpec, ModelGrid};
 use super::organs::Reading;
 use crate::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, OutOfDomain, Verifier};
@@ -143,48 +143,6 @@ fn familiarity(volume: &Volume, model: &str) -> Result<Vec<String>, InferError> 
         ));
     }
     Ok(unfamiliar)
-}
-
-/// Answers whose probabilities differ by less than this are equally strong for the key
-/// slab. A large tumor saturates the finder on every slab it crosses (0.99991 against
-/// 0.99996), and the exact value then picked the slab, often the tumor's edge: with
-/// probabilities compared to the hundredth the slab with the larger lesion section wins,
-/// and on the 200 held-out phantoms the key slice lies 3.8 slices from the largest section
-/// instead of 4.5 (consistency 0.77 instead of 0.75; the hit rate within one case).
-pub(super) const KEY_PROBABILITY_STEP: f32 = 0.01;
-
-/// The key slab with a finder: that of the strongest answer at or above its organ's
-/// threshold whose lesion was kept (the mode of the policy the RL stage trains), if any;
-/// among answers equally strong to [`KEY_PROBABILITY_STEP`], the one with more lesion voxels
-/// on its slab.
-pub(super) fn strongest_slab(
-    answers: &[SlabAnswer],
-    thresholds: [f32; 4],
-    lesions: &[decode::FoundLesion],
-) -> Option<usize> {
-    let voxels = |answer: &SlabAnswer| {
-        lesions
-            .iter()
-            .filter(|found| found.organ as usize == answer.organ)
-            .map(|found| {
-                found
-                    .voxels
-                    .iter()
-                    .filter(|(slab, _)| *slab == answer.slab)
-                    .count()
-            })
-            .sum::<usize>()
-    };
-    answers
-        .iter()
-        .filter(|answer| answer.probability >= thresholds[answer.organ])
-        .map(|answer| (answer, voxels(answer)))
-        .filter(|(_, count)| *count > 0)
-        .max_by(|a, b| {
-            let level = |answer: &SlabAnswer| (answer.probability / KEY_PROBABILITY_STEP).round();
-            level(a.0).total_cmp(&level(b.0)).then(a.1.cmp(&b.1))
-        })
-        .map(|(answer, _)| answer.slab)
 }
 
 /// The CT slices the lesion(s) on the key slab cover: from the first slice of their lowest
@@ -365,7 +323,9 @@ pub(super) fn slice_volume(slice: &KeySliceImage) -> Result<Volume, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::embedded::decode;
+    use crate::embedded::finder::SlabAnswer;
+    use crate::embedded::lesions::strongest_slab;
 
     #[test]
     fn the_key_slab_of_saturated_answers_is_the_largest_section() {

@@ -271,7 +271,10 @@ mod tests {
 
     /// Forward values and both gradients agree with candle's `conv2d` on odd sizes.
     #[test]
-    #[allow(clippy::many_single_char_names)]
+    #[expect(
+        clippy::many_single_char_names,
+        reason = "the dimensions of a convolution (n, c, h, w, k)"
+    )]
     fn matches_candle_conv2d_forward_and_backward() {
         let device = Device::Cpu;
         let x =

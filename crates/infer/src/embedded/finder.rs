@@ -1,6 +1,6 @@
 //! The lesion finder of `keyslice-tiny` (version 2 on): a small CNN asked one question per
 //! organ and slab, "does this organ show a tumor on this slab?", instead of marking lesion
-//! pixels among thousands of others (what version 1's per-pixel lesion masks failed to learn;
+//! pixels among thousands of others (what per-pixel lesion masks fail to learn;
 //! see the model card).
 //!
 //! Input: a `crop`² window of the finder's grid (3 mm pixels, 5 mm slabs) centred on the
@@ -13,6 +13,7 @@
 
 use candle_core::{Module, Result, Tensor};
 use candle_nn::{Conv2d, Conv2dConfig, VarBuilder, conv2d};
+use keyslice_core::findings::Organ;
 use serde::{Deserialize, Serialize};
 
 use super::batch_norm::{NormBlock, NormMode};
@@ -21,6 +22,15 @@ use super::input::{position_channels, window};
 
 /// Cells of the finder's output per input pixel along a side (two 2× poolings).
 pub const STRIDE: usize = 4;
+
+/// The organs the finder and the organ network answer for, in [`Organ::ALL`]'s order: an
+/// organ's index in their channels and thresholds.
+pub const ORGANS: usize = Organ::ALL.len();
+
+/// A region at least this many HU darker or brighter than its organ differs from it to the
+/// eye (hypo- or hyperattenuating); closer, it is isoattenuating and no edge of its own bounds
+/// it.
+pub const VISIBLE_CONTRAST_HU: f32 = 12.0;
 
 /// The finder's part of `config.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -34,13 +44,13 @@ pub struct FinderConfig {
     /// Probability above which an organ's slab counts as showing a tumor, per organ (liver,
     /// pancreas, left kidney, right kidney): chosen on calibration cases held out of the
     /// finder's training, never on the held-out test set.
-    pub thresholds: [f32; 4],
+    pub thresholds: [f32; ORGANS],
     /// Organ-mask probability from which a pixel counts as the organ, per organ: the
     /// diagnoser's small organs can stay below 0.5 (chosen on calibration cases).
     #[serde(default = "half")]
-    pub mask_thresholds: [f32; 4],
+    pub mask_thresholds: [f32; ORGANS],
     /// Detail: the CT on pixels a whole number of times finer, read by a stem block before
-    /// the first (`None`: the finder reads only its grid, as up to version 6).
+    /// the first (`None`: the finder reads only its grid; checkpoints without the field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<FinderDetail>,
 }
@@ -56,8 +66,8 @@ pub struct FinderDetail {
     pub width: usize,
 }
 
-fn half() -> [f32; 4] {
-    [0.5; 4]
+fn half() -> [f32; ORGANS] {
+    [0.5; ORGANS]
 }
 
 impl FinderConfig {
@@ -72,7 +82,7 @@ impl FinderConfig {
             },
             crop: 64,
             widths: [16, 32, 64],
-            thresholds: [0.5; 4],
+            thresholds: [0.5; ORGANS],
             mask_thresholds: half(),
             detail: None,
         }
@@ -682,7 +692,7 @@ pub fn grow_lesion(
         .copied()
         .map(|pixel| (pixel, mean(pixel, 2).abs()))
         .max_by(|a, b| a.1.total_cmp(&b.1))
-        .filter(|&(_, contrast)| contrast >= 12.0)
+        .filter(|&(_, contrast)| contrast >= VISIBLE_CONTRAST_HU)
         .map(|(pixel, _)| pixel);
     let cell: Vec<usize> = (row0..(row0 + STRIDE).min(n))
         .flat_map(|row| (column0..(column0 + STRIDE).min(n)).map(move |column| row * n + column))
@@ -716,7 +726,7 @@ pub fn grow_lesion(
         seed = next;
     }
     let contrast = smooth(seed);
-    let region = if contrast.abs() < 12.0 {
+    let region = if contrast.abs() < VISIBLE_CONTRAST_HU {
         cell
     } else {
         let sign = contrast.signum();

@@ -362,6 +362,22 @@ fn slab_centre_slice(s: usize, spec: GridSpec, spacing: [f64; 3], dims: [usize; 
     ((centre_mm / spacing[2] - 0.5).round().max(0.0) as usize).min(dims[2] - 1) as u32
 }
 
+/// The model pixel of `coarse` (a grid of `coarse_size` pixels of `coarse_mm`) nearest the
+/// centre of pixel `index` of a grid of `fine_size` pixels of `fine_mm`, both centred on the
+/// scan.
+pub(super) fn coarse_index(
+    index: usize,
+    fine_size: usize,
+    fine_mm: f64,
+    coarse_size: usize,
+    coarse_mm: f64,
+) -> usize {
+    let mm = (index as f64 - (fine_size as f64 - 1.0) / 2.0) * fine_mm;
+    (mm / coarse_mm + (coarse_size as f64 - 1.0) / 2.0)
+        .round()
+        .clamp(0.0, (coarse_size - 1) as f64) as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

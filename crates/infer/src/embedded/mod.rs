@@ -24,6 +24,7 @@ pub mod finder;
 pub mod grid;
 pub mod input;
 mod lesions;
+mod load;
 mod model;
 pub mod net;
 pub mod organs;
@@ -33,4 +34,15 @@ pub use adapters::{TinyDiagnoser, TinyVerifier};
 pub use input::{diagnoser_input, verifier_input};
 pub use lesions::{finder_probabilities, organ_references};
 pub use model::TinyModel;
-pub use weights::{TinyConfig, candle_message};
+pub use weights::TinyConfig;
+
+/// candle's error text without the backtrace it may carry.
+#[must_use]
+pub fn candle_message(error: &candle_core::Error) -> String {
+    error
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}

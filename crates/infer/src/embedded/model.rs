@@ -1,9 +1,9 @@
 //! The model in use: the diagnoser, verifier, finder and organ networks run on a model grid,
 //! and the probabilities they give.
 
-use super::adapters::strongest_slab;
+use super::grid::coarse_index;
 use super::input::{body_box, diagnoser_input};
-use super::lesions::{grown_lesions, probabilities_with};
+use super::lesions::{grown_lesions, probabilities_with, strongest_slab};
 use super::{decode, domain, finder, net};
 use candle_core::{Device, Tensor};
 use keyslice_core::volume::Volume;
@@ -256,22 +256,6 @@ pub(super) fn probabilities_of(logits: &Tensor) -> candle_core::Result<Vec<Vec<V
     all.to_vec3::<f32>()
 }
 
-/// The model pixel of `coarse` (a grid of `coarse_size` pixels of `coarse_mm`) nearest the
-/// centre of pixel `index` of a grid of `fine_size` pixels of `fine_mm`, both centred on the
-/// scan.
-pub(super) fn coarse_index(
-    index: usize,
-    fine_size: usize,
-    fine_mm: f64,
-    coarse_size: usize,
-    coarse_mm: f64,
-) -> usize {
-    let mm = (index as f64 - (fine_size as f64 - 1.0) / 2.0) * fine_mm;
-    (mm / coarse_mm + (coarse_size as f64 - 1.0) / 2.0)
-        .round()
-        .clamp(0.0, (coarse_size - 1) as f64) as usize
-}
-
 /// The diagnoser's organ masks (probability ≥ the organ's threshold) resampled (nearest)
 /// onto `fine`: `[slab * 4 + organ][pixel]`.
 pub(super) fn organ_masks_on(
@@ -283,10 +267,10 @@ pub(super) fn organ_masks_on(
     let lookup: Vec<usize> = (0..n)
         .map(|i| coarse_index(i, n, fine.spec.pixel_mm, coarse.size, coarse.pixel_mm))
         .collect();
-    let mut masks = Vec::with_capacity(fine.slabs * 4);
+    let mut masks = Vec::with_capacity(fine.slabs * finder::ORGANS);
     for slab in 0..fine.slabs {
         let values = &coarse.values[slab.min(coarse.values.len().saturating_sub(1))];
-        for organ in 0..4 {
+        for organ in 0..finder::ORGANS {
             let channel = &values[net::ORGAN.start + organ];
             masks.push(
                 (0..n * n)

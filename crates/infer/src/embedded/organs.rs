@@ -169,9 +169,9 @@ impl OrganNet {
         }
         let n = grid.spec.size;
         let ([column0, row0], [width, height]) = body;
-        let mut masks = Vec::with_capacity(grid.slabs * 4);
+        let mut masks = Vec::with_capacity(grid.slabs * super::finder::ORGANS);
         for slab in logits {
-            for organ in 0..4 {
+            for organ in 0..super::finder::ORGANS {
                 let mut whole = vec![false; n * n];
                 if let Some(channels) = &slab {
                     for row in 0..height {

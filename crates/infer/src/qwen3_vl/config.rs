@@ -89,7 +89,10 @@ fn str_or(obj: &Value, key: &str, default: &str) -> String {
 
 impl Qwen3VlConfig {
     /// Parse a `config.json` value; errors name the field.
-    #[allow(clippy::too_many_lines)] // one field after another, each with its error
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one field after another, each with its error"
+    )]
     pub fn from_value(v: &Value) -> Result<Self, String> {
         let model_type = v.get("model_type").and_then(Value::as_str).unwrap_or("");
         if model_type != "qwen3_vl" {

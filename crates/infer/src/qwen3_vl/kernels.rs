@@ -1,15 +1,13 @@
 //! CPU kernels for the steps of Qwen3-VL that cost most after the matrix products:
 //!
-//! - the vision MLP's tanh-approximated GELU: candle calls `tanh` once per value (17 ms for a
-//!   784 × 2048 activation here);
+//! - the vision MLP's tanh-approximated GELU: candle calls the library `tanh` once per value;
 //! - the language model's `silu(gate) * up`, one pass instead of candle's single-threaded
 //!   `SiLU` and a product;
 //! - attention (scores, softmax, weighted sum) for the vision tower's frames and the language
 //!   model's causal prefill: one task per head and block of query rows, the block's scores
 //!   in cache and taken through the softmax in place, the products by the `gemm` crate on
-//!   each thread. Candle's products around a `(heads, patches, patches)` score tensor (20 MB
-//!   for a 448² image) took 13.7 ms a vision block; this takes 9.7. Causal blocks skip the
-//!   keys past their last row (2.65 → 1.2 ms a language layer for 214 tokens);
+//!   each thread, instead of candle's products around a whole `(heads, patches, patches)`
+//!   score tensor (20 MB for a 448² image). Causal blocks skip the keys past their last row;
 //! - the softmax in place, where decoding still uses candle's products.
 //!
 //! The element-wise loops are compiled for the CPU found at run time (`pulp` dispatch:
@@ -29,8 +27,7 @@ const CHUNK: usize = 65_536;
 /// `exp(x)` without a library call: `2^n * p(r)` with `x = n ln 2 + r`; exactly 0 below
 /// `x = -60` (`e^-60` ≈ 1e-26 is nothing next to the 1 a softmax's largest term contributes,
 /// and a tiny result would become a subnormal number once scaled, which the CPU handles a
-/// hundred times slower: a causal mask's `-inf` scores made the language model's softmax
-/// and the product after it 40 ms a layer slower).
+/// hundred times slower, as a causal mask's `-inf` scores would make it).
 #[inline(always)]
 fn fast_exp(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -63,7 +60,7 @@ impl pulp::WithSimd for GeluChunk<'_> {
     type Output = ();
 
     // pulp compiles the body for the detected CPU only when it is inlined into its dispatch.
-    #[allow(clippy::inline_always)]
+    #[expect(clippy::inline_always, reason = "the inner loop of a kernel")]
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
         // 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
@@ -85,7 +82,7 @@ struct SiluMulChunk<'a> {
 impl pulp::WithSimd for SiluMulChunk<'_> {
     type Output = ();
 
-    #[allow(clippy::inline_always)]
+    #[expect(clippy::inline_always, reason = "the inner loop of a kernel")]
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
         for ((o, &g), &u) in self.out.iter_mut().zip(self.gate).zip(self.up) {
@@ -134,7 +131,7 @@ impl CustomOp2 for SiluMul {
 }
 
 /// `silu(gate) * up`, the language model's gated MLP: one threaded pass on the CPU in f32
-/// (candle's `SiLU` is a library `exp` per value on one thread: 1.2 ms a prefill layer);
+/// (candle's `SiLU` is a library `exp` per value on one thread);
 /// candle's ops elsewhere.
 pub fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
     if matches!(gate.device(), Device::Cpu)
@@ -160,7 +157,7 @@ const LANES: usize = 16;
 impl pulp::WithSimd for SoftmaxRows<'_> {
     type Output = ();
 
-    #[allow(clippy::inline_always)]
+    #[expect(clippy::inline_always, reason = "the inner loop of a kernel")]
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
         for row in self.rows.chunks_exact_mut(self.len) {
@@ -261,9 +258,9 @@ pub fn gelu_tanh(x: &Tensor) -> Result<Tensor> {
     }
 }
 
-/// Scores per block of query rows of one head (1 MB of f32, in the L3 cache). Blocks of 83
-/// rows (256 KB, in L2) made the vision tower's attention slower, 10.6 ms a block against
-/// 9.7: each product then packs the head's keys or values again for fewer rows.
+/// Scores per block of query rows of one head (1 MB of f32, in the L3 cache). Smaller blocks
+/// that fit L2 are slower: each product packs the head's keys or values again for fewer
+/// rows (`docs/performance.md` has the measurements).
 const SCORE_BLOCK: usize = 1 << 18;
 
 /// Query rows per block of causal attention: a block computes the scores of every key up
@@ -319,7 +316,10 @@ type Strided<'a> = (&'a [f32], usize, usize);
 /// `dst = lhs · rhs` for an `m x k` and a `k x n` matrix into an `m x n` one, each at the start
 /// of its slice with its own strides, through the `gemm` crate on this thread (its kernels
 /// for the CPU found at run time). Panics when a matrix does not fit in its slice.
-#[allow(unsafe_code)]
+#[expect(
+    unsafe_code,
+    reason = "the gemm crate's product, as the module text explains"
+)]
 fn strided_product(
     (m, n, k): (usize, usize, usize),
     dst: (&mut [f32], usize, usize),

@@ -165,7 +165,7 @@ impl pulp::WithSimd for Axpy<'_> {
     type Output = ();
 
     // pulp compiles the body for the detected CPU only when it is inlined into its dispatch.
-    #[allow(clippy::inline_always)]
+    #[expect(clippy::inline_always, reason = "the inner loop of the matrix product")]
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, simd: S) {
         let Self {

@@ -16,9 +16,11 @@
 //! - [`pipeline`]: the model as a [`Diagnoser`](super::Diagnoser) and
 //!   [`Verifier`](super::Verifier).
 
-// Tensor code reads best with the reference's short names (q, k, v, x, b, h, w), and candle's
-// `VarBuilder` is passed by value by convention.
-#![allow(clippy::many_single_char_names, clippy::needless_pass_by_value)]
+#![expect(
+    clippy::many_single_char_names,
+    clippy::needless_pass_by_value,
+    reason = "Tensor code reads best with the reference's short names (q, k, v, x, b, h, w), and candle's `VarBuilder` is passed by value by convention."
+)]
 
 pub mod config;
 pub mod kernels;
@@ -182,7 +184,10 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, VlmError> {
 
 /// The weights, memory-mapped: each tensor is copied once, to its own storage on `device`, when
 /// the model is built, so a checkpoint never needs twice its size in memory.
-#[allow(unsafe_code)]
+#[expect(
+    unsafe_code,
+    reason = "memory-mapping checkpoint weights, as the module text explains"
+)]
 fn map_weights(
     files: &[PathBuf],
     dtype: DType,

@@ -6,6 +6,8 @@
 //! JPEG 2000 SIZ, the RLE segment table) and refuses a frame that disagrees with the header,
 //! with a sentence naming both sizes.
 
+use dicom_dictionary_std::uids;
+
 /// What the header promises about one frame.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Expected {
@@ -18,8 +20,8 @@ pub(crate) struct Expected {
 /// The families of encapsulated transfer syntaxes, by UID.
 fn family(transfer_syntax: &str) -> Option<Family> {
     match transfer_syntax {
-        "1.2.840.10008.1.2.5" => Some(Family::Rle),
-        "1.2.840.10008.1.2.4.80" | "1.2.840.10008.1.2.4.81" => Some(Family::Jpeg),
+        uids::RLE_LOSSLESS => Some(Family::Rle),
+        uids::JPEGLS_LOSSLESS | uids::JPEGLS_NEAR_LOSSLESS => Some(Family::Jpeg),
         uid if uid.starts_with("1.2.840.10008.1.2.4.5")
             || uid.starts_with("1.2.840.10008.1.2.4.6")
             || uid.starts_with("1.2.840.10008.1.2.4.7") =>

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use dicom_dictionary_std::tags;
+use dicom_dictionary_std::{tags, uids};
 use dicom_object::{InMemDicomObject, OpenFileOptions};
 use dicom_pixeldata::PixelDecoder;
 use rayon::prelude::*;
@@ -224,7 +224,7 @@ pub(crate) fn precheck_stack(files: &[FileHeader], stack: &Stack) -> Result<(), 
         let slice = &stack.slices[k];
         let file = &files[slice.file];
         if !file.transfer_syntax.starts_with("1.2.840.10008.1.2.4")
-            && file.transfer_syntax != "1.2.840.10008.1.2.5"
+            && file.transfer_syntax != uids::RLE_LOSSLESS
         {
             return Ok(()); // native pixel data: its length was checked with the header
         }
@@ -329,7 +329,10 @@ pub(crate) fn unpack<T: Sample>(
 }
 
 #[cfg(test)]
-#[allow(clippy::float_cmp)] // decoded values are exact; exact comparison is the point
+#[expect(
+    clippy::float_cmp,
+    reason = "decoded values are exact; exact comparison is the point"
+)]
 mod tests {
     use super::*;
 

@@ -16,6 +16,7 @@ use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
+use dicom_dictionary_std::uids;
 use flate2::bufread::DeflateDecoder;
 
 use crate::limits;
@@ -183,11 +184,11 @@ impl Walker<BufReader<File>> {
             if group != 0x0002 {
                 // First dataset element: its header was consumed; go on in the dataset syntax.
                 let syntax = match transfer_syntax.trim_end_matches(['\0', ' ']) {
-                    "1.2.840.10008.1.2" => Syntax::Implicit,
-                    "1.2.840.10008.1.2.2" => Syntax::Explicit {
+                    uids::IMPLICIT_VR_LITTLE_ENDIAN => Syntax::Implicit,
+                    super::EXPLICIT_VR_BIG_ENDIAN => Syntax::Explicit {
                         little_endian: false,
                     },
-                    "1.2.840.10008.1.2.1.99" => {
+                    uids::DEFLATED_EXPLICIT_VR_LITTLE_ENDIAN => {
                         return Ok(Some(self.position - self.last_header_length));
                     }
                     _ => Syntax::Explicit {

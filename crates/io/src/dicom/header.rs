@@ -5,14 +5,14 @@
 use std::path::{Path, PathBuf};
 
 use dicom_core::Tag;
-use dicom_dictionary_std::tags;
+use dicom_dictionary_std::{tags, uids};
 use dicom_object::{DefaultDicomObject, InMemDicomObject, OpenFileOptions};
 
 use super::DicomError;
 use keyslice_core::volume::Vec3;
 
 /// Media Storage SOP Class of a DICOMDIR.
-pub(crate) const MEDIA_STORAGE_DIRECTORY: &str = "1.2.840.10008.1.3.10";
+pub(crate) const MEDIA_STORAGE_DIRECTORY: &str = uids::MEDIA_STORAGE_DIRECTORY_STORAGE;
 
 /// Geometry and rescale of one frame (a single-frame file has one).
 #[derive(Clone, Debug, PartialEq)]
@@ -139,13 +139,13 @@ pub(crate) fn probe_file(path: &Path) -> Result<Probe, DicomError> {
 
 /// Transfer syntaxes whose pixel data is stored as plain samples (not encapsulated).
 const NATIVE_SYNTAXES: [&str; 3] = [
-    "1.2.840.10008.1.2",
-    "1.2.840.10008.1.2.1",
-    "1.2.840.10008.1.2.2",
+    uids::IMPLICIT_VR_LITTLE_ENDIAN,
+    uids::EXPLICIT_VR_LITTLE_ENDIAN,
+    super::EXPLICIT_VR_BIG_ENDIAN,
 ];
 
 /// Deflated Explicit VR Little Endian: native samples inside a deflate stream.
-const DEFLATED_SYNTAX: &str = "1.2.840.10008.1.2.1.99";
+const DEFLATED_SYNTAX: &str = uids::DEFLATED_EXPLICIT_VR_LITTLE_ENDIAN;
 
 /// Checks Number of Frames against what the file can hold, before one record per frame is
 /// made: native frames take their full size in the file, encapsulated ones at least an

@@ -26,6 +26,11 @@ mod decode;
 mod guard;
 pub(crate) mod header;
 mod stack;
+
+/// Explicit VR Big Endian: retired from the standard (so the dictionary marks it
+/// deprecated), still found in old archives and still read.
+pub(crate) const EXPLICIT_VR_BIG_ENDIAN: &str = "1.2.840.10008.1.2.2";
+
 pub mod write;
 
 use std::collections::BTreeMap;

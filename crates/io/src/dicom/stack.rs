@@ -39,7 +39,10 @@ pub(crate) struct Stack {
 /// Positions closer than this along the normal are "the same place".
 const SAME_POSITION_MM: f64 = 0.01;
 
-#[allow(clippy::too_many_lines)] // one ordered pass of checks, as the module doc lists them
+#[expect(
+    clippy::too_many_lines,
+    reason = "one ordered pass of checks, as the module doc lists them"
+)]
 pub(crate) fn build_stack(series_uid: &str, files: &[FileHeader]) -> Result<Stack, DicomError> {
     let mut warnings = Vec::new();
     let image_files: Vec<usize> = (0..files.len())
@@ -456,7 +459,7 @@ pub(crate) fn name_list<'a>(paths: impl Iterator<Item = &'a PathBuf>) -> String 
 }
 
 #[cfg(test)]
-#[allow(clippy::float_cmp)] // spacings here are exact binary fractions
+#[expect(clippy::float_cmp, reason = "spacings here are exact binary fractions")]
 mod tests {
     use super::*;
 

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use dicom_core::{DataElement, PrimitiveValue, VR};
-use dicom_dictionary_std::tags;
+use dicom_dictionary_std::{tags, uids};
 use dicom_object::InMemDicomObject;
 use dicom_object::meta::FileMetaTableBuilder;
 use keyslice_core::volume::{Volume, Voxels};
@@ -33,27 +33,32 @@ pub struct SeriesIdentity {
     pub series_description: String,
 }
 
-const CT_IMAGE_STORAGE: &str = "1.2.840.10008.5.1.4.1.1.2";
-
 /// A UID under `2.25` from a hash of `parts` (the same parts, the same UID).
 #[must_use]
 pub fn derived_uid(parts: &[&str]) -> String {
-    // FNV-1a over the parts, twice with different offsets, for 128 bits.
-    let mut halves = [0xcbf2_9ce4_8422_2325_u64, 0x8422_2325_cbf2_9ce4_u64];
-    for half in &mut halves {
-        for part in parts {
-            for byte in part.bytes().chain(std::iter::once(0x1f)) {
-                *half ^= u64::from(byte);
-                *half = half.wrapping_mul(0x0100_0000_01b3);
-            }
-        }
-        *half = half.rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15;
-    }
-    let value = (u128::from(halves[0]) << 64) | u128::from(halves[1]);
-    format!("2.25.{value}")
+    content_uid(&parts.join("\u{1f}"))
 }
 
-fn text(tag: dicom_core::Tag, vr: VR, value: &str) -> DataElement<InMemDicomObject> {
+/// A UID under `2.25` (a UUID-derived UID, PS3.5 B.2) of 128 bits from a SHA-256 of `seed`:
+/// the same seed always gives the same UID. Keyslice's documents seed their UIDs with what
+/// they say, so storing the same result again is recognised (by a PACS, which keeps one
+/// instance per SOP Instance UID, and by `pacs publish`, which asks first) and never makes a
+/// second copy; a converted series seeds them with the patient, accession and slice.
+#[must_use]
+pub fn content_uid(seed: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(seed.as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    // A UUID's variant and version bits (version 8, custom), as PS3.5 asks.
+    bytes[6] = (bytes[6] & 0x0f) | 0x80;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    format!("2.25.{}", u128::from_be_bytes(bytes))
+}
+
+/// A text element (any string VR).
+#[must_use]
+pub fn text(tag: dicom_core::Tag, vr: VR, value: &str) -> DataElement<InMemDicomObject> {
     DataElement::new(tag, vr, PrimitiveValue::from(value))
 }
 
@@ -139,9 +144,9 @@ pub fn write_ct_series(
         for k in 0..slices {
             let (sop_uid, object) = slice_object(volume, &plan, identity, k);
             let meta = FileMetaTableBuilder::new()
-                .media_storage_sop_class_uid(CT_IMAGE_STORAGE)
+                .media_storage_sop_class_uid(uids::CT_IMAGE_STORAGE)
                 .media_storage_sop_instance_uid(sop_uid.as_str())
-                .transfer_syntax("1.2.840.10008.1.2.1")
+                .transfer_syntax(uids::EXPLICIT_VR_LITTLE_ENDIAN)
                 .build()
                 .map_err(|error| DicomError::Write {
                     path: temporary.clone(),
@@ -195,7 +200,7 @@ fn slice_object(
     let mut object = InMemDicomObject::new_empty();
     object.put(text(tags::SPECIFIC_CHARACTER_SET, VR::CS, "ISO_IR 192"));
     object.put(text(tags::IMAGE_TYPE, VR::CS, "ORIGINAL\\PRIMARY\\AXIAL"));
-    object.put(text(tags::SOP_CLASS_UID, VR::UI, CT_IMAGE_STORAGE));
+    object.put(text(tags::SOP_CLASS_UID, VR::UI, uids::CT_IMAGE_STORAGE));
     object.put(text(tags::SOP_INSTANCE_UID, VR::UI, &sop_uid));
     object.put(text(tags::STUDY_DATE, VR::DA, &identity.study_date));
     object.put(text(tags::STUDY_TIME, VR::TM, "120000"));

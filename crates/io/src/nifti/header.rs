@@ -265,7 +265,10 @@ impl Header {
 
     /// The voxel → RAS transform: sform when `sform_code > 0`, else qform when
     /// `qform_code > 0`, else a scaling by `pixdim` (NIfTI "method 1").
-    #[allow(clippy::many_single_char_names)] // b, c, d, x, y, z are nifti1.h's names
+    #[expect(
+        clippy::many_single_char_names,
+        reason = "b, c, d, x, y, z are nifti1.h's names"
+    )]
     pub fn ras_from_voxel(&self) -> (Affine, Placement) {
         if self.sform_code > 0 {
             let linear =
@@ -348,7 +351,10 @@ pub(crate) fn rotation_from_quaternion(b: f64, c: f64, d: f64) -> [[f64; 3]; 3] 
 }
 
 /// Quaternion `(b, c, d)` and `qfac` of the rotation part of `linear` (`nifti_mat44_to_quatern`).
-#[allow(clippy::many_single_char_names)] // a, b, c, d, r follow nifti1_io.c
+#[expect(
+    clippy::many_single_char_names,
+    reason = "a, b, c, d, r follow nifti1_io.c"
+)]
 pub(crate) fn quaternion_from_linear(linear: &[[f64; 3]; 3]) -> ([f64; 3], f64) {
     let column = |axis: usize| {
         let v = [linear[0][axis], linear[1][axis], linear[2][axis]];
@@ -401,13 +407,19 @@ pub(crate) fn quaternion_from_linear(linear: &[[f64; 3]; 3]) -> ([f64; 3], f64) 
 }
 
 #[cfg(test)]
-#[allow(clippy::float_cmp)] // decoded values are exact; exact comparison is the point
+#[expect(
+    clippy::float_cmp,
+    reason = "decoded values are exact; exact comparison is the point"
+)]
 mod tests {
     use super::*;
     use keyslice_core::volume::geometry::normalized;
 
     #[test]
-    #[allow(clippy::many_single_char_names)]
+    #[expect(
+        clippy::many_single_char_names,
+        reason = "quaternion names as nifti1.h's"
+    )]
     fn quaternion_round_trip_keeps_an_oblique_rotation() {
         let x = normalized([0.9, -0.3, 0.1]);
         let y = normalized(cross([0.1, 0.2, 1.0], x));

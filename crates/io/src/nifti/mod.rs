@@ -191,7 +191,10 @@ impl Opened {
     }
 }
 
-#[allow(clippy::too_many_lines)] // header checks in the order a reader meets them
+#[expect(
+    clippy::too_many_lines,
+    reason = "header checks in the order a reader meets them"
+)]
 fn open(path: &Path, bytes_per_output_voxel: u64) -> Result<Opened, NiftiError> {
     let (mut stream, file_length, gzip) = open_stream(path)?;
     let header = read_header(&mut stream).map_err(|error| error.at(path))?;
@@ -545,7 +548,10 @@ fn read_voxels(
 ) -> Result<Voxels, String> {
     let integral_scaling = slope.fract() == 0.0 && intercept.fract() == 0.0;
     // Exact identity scaling (as written by every tool that does not scale) means raw = value.
-    #[allow(clippy::float_cmp)]
+    #[expect(
+        clippy::float_cmp,
+        reason = "decoded values are exact; exact comparison is the point"
+    )]
     let identity = slope == 1.0 && intercept == 0.0;
     if data_type == DataType::I16 && identity {
         // Fast path: the file's bytes are the final values.

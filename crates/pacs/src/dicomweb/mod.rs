@@ -123,9 +123,40 @@ pub enum PacsError {
         /// What the OS said.
         source: std::io::Error,
     },
-    /// A DICOM object could not be written or read.
-    #[error("{0}")]
-    Dicom(String),
+    /// A document or image is not one Keyslice can read: the reason as a sentence (the
+    /// structural guard's, or a value checked after parsing).
+    #[error("{}: {reason}", path.display())]
+    Unreadable {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// dicom-rs could not open a file.
+    #[error("cannot read {}: {source}", path.display())]
+    Open {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What dicom-rs said.
+        source: Box<dicom_object::ReadError>,
+    },
+    /// An image of the study has no Study Instance UID.
+    #[error("{} has no Study Instance UID: results cannot be filed with its study", .0.display())]
+    NoStudyUid(std::path::PathBuf),
+    /// A series folder holds no DICOM file.
+    #[error("{} holds no DICOM file", .0.display())]
+    NoDicomFile(std::path::PathBuf),
+    /// A key-image document was asked for a key slice that is no DICOM instance.
+    #[error(
+        "the key slice has no DICOM instance (the volume did not come from DICOM): no key image to select"
+    )]
+    NoKeyImage,
+    /// dicom-rs could not build a document's file meta group.
+    #[error("cannot build the file meta: {0}")]
+    Meta(#[source] Box<dicom_object::meta::Error>),
+    /// dicom-rs could not write a document.
+    #[error("cannot write the document: {0}")]
+    Write(#[source] Box<dicom_object::WriteError>),
 }
 
 impl PacsError {
@@ -155,8 +186,15 @@ impl PacsError {
             Self::Cache { .. } => {
                 "check that the cache folder is writable and the disk has room (--cache chooses another folder)"
             }
-            Self::Dicom(_) => {
+            Self::Unreadable { .. } | Self::Open { .. } | Self::NoDicomFile(_) => {
                 "the object named above is damaged or not a Keyslice result; retrieve it again"
+            }
+            Self::NoStudyUid(_) => {
+                "retrieve the study from the PACS again; its images must name their study"
+            }
+            Self::NoKeyImage => "key images are published only for CTs read from DICOM",
+            Self::Meta(_) | Self::Write(_) => {
+                "this is a fault in Keyslice; please report it with the case"
             }
         }
     }

@@ -25,20 +25,19 @@ pub mod write;
 
 use std::path::Path;
 
-use dicom_dictionary_std::tags;
+use dicom_dictionary_std::{tags, uids};
 use keyslice_core::findings::{Findings, SliceBox};
 use keyslice_core::prediction::{ModelId, Prediction, StoredResult};
 use keyslice_core::scoring::Consistency;
-use sha2::{Digest, Sha256};
 
 use crate::PacsError;
 
 /// SOP Class UID of Comprehensive 3D SR Storage.
-pub const COMPREHENSIVE_3D_SR: &str = "1.2.840.10008.5.1.4.1.1.88.34";
+pub const COMPREHENSIVE_3D_SR: &str = uids::COMPREHENSIVE3_DSR_STORAGE;
 /// SOP Class UID of Key Object Selection Document Storage.
-pub const KEY_OBJECT_SELECTION: &str = "1.2.840.10008.5.1.4.1.1.88.59";
+pub const KEY_OBJECT_SELECTION: &str = uids::KEY_OBJECT_SELECTION_DOCUMENT_STORAGE;
 /// SOP Class UID of CT Image Storage (the default for a key slice of unknown class).
-pub const CT_IMAGE: &str = "1.2.840.10008.5.1.4.1.1.2";
+pub const CT_IMAGE: &str = uids::CT_IMAGE_STORAGE;
 
 /// Who made a document.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -265,11 +264,9 @@ impl StudyContext {
         let object = dicom_object::OpenFileOptions::new()
             .read_until(tags::PIXEL_DATA)
             .open_file(path)
-            .map_err(|error| {
-                PacsError::Dicom(format!(
-                    "cannot read the study's identity from {}: {error}",
-                    path.display()
-                ))
+            .map_err(|source| PacsError::Open {
+                path: path.to_path_buf(),
+                source: Box::new(source),
             })?;
         let get = |tag| tree::string(&object, tag).unwrap_or_default();
         let context = Self {
@@ -287,10 +284,7 @@ impl StudyContext {
             image_class_uid: get(tags::SOP_CLASS_UID),
         };
         if context.study_uid.is_empty() {
-            return Err(PacsError::Dicom(format!(
-                "{} has no Study Instance UID: results cannot be filed with its study",
-                path.display()
-            )));
+            return Err(PacsError::NoStudyUid(path.to_path_buf()));
         }
         Ok(context)
     }
@@ -314,26 +308,11 @@ impl StudyContext {
                 Err(error) => last_error = Some(error),
             }
         }
-        Err(last_error.unwrap_or_else(|| {
-            PacsError::Dicom(format!("{} holds no DICOM file", folder.display()))
-        }))
+        Err(last_error.unwrap_or_else(|| PacsError::NoDicomFile(folder.to_path_buf())))
     }
 }
 
-/// A UID under `2.25` (a UUID-derived UID, PS3.5 B.2) of 128 bits from a hash of `seed`:
-/// the same seed always gives the same UID. Documents seed their UIDs with what they say, so
-/// storing the same result again is recognised (by the PACS, which keeps one instance per
-/// SOP Instance UID, and by `publish`, which asks first) and never makes a second copy.
-#[must_use]
-pub fn content_uid(seed: &str) -> String {
-    let digest = Sha256::digest(seed.as_bytes());
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    // A UUID's variant and version bits (version 8, custom), as PS3.5 asks.
-    bytes[6] = (bytes[6] & 0x0f) | 0x80;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    format!("2.25.{}", u128::from_be_bytes(bytes))
-}
+pub use keyslice_io::dicom::write::content_uid;
 
 /// The current date and time (UTC) as DICOM `YYYYMMDD` and `HHMMSS`.
 #[must_use]

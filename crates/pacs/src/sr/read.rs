@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use dicom_dictionary_std::tags;
+use dicom_dictionary_std::{tags, uids};
 use dicom_object::InMemDicomObject;
 use keyslice_core::findings::{
     Findings, KeySlice, Lesion, LesionSize, Organ, SliceBox, SliceRange,
@@ -67,7 +67,10 @@ const MAX_AXIS_CM: f64 = 50.0;
 /// length inside the file, shallow nesting, at most [`MAX_DOCUMENT_ITEMS`] items), so a
 /// hostile document is refused before it is parsed.
 pub fn read_file(path: &Path) -> Result<Document, PacsError> {
-    let unreadable = |reason: String| PacsError::Dicom(format!("{}: {reason}", path.display()));
+    let unreadable = |reason: String| PacsError::Unreadable {
+        path: path.to_path_buf(),
+        reason,
+    };
     let size = std::fs::metadata(path)
         .map_err(|error| unreadable(format!("cannot read it: {error}")))?
         .len();
@@ -78,8 +81,10 @@ pub fn read_file(path: &Path) -> Result<Document, PacsError> {
         )));
     }
     keyslice_io::dicom::check_structure(path, MAX_DOCUMENT_ITEMS).map_err(unreadable)?;
-    let object = dicom_object::open_file(path)
-        .map_err(|error| PacsError::Dicom(format!("cannot read {}: {error}", path.display())))?;
+    let object = dicom_object::open_file(path).map_err(|source| PacsError::Open {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    })?;
     read_object(&object).map_err(unreadable)
 }
 
@@ -103,7 +108,7 @@ fn read_object(object: &InMemDicomObject) -> Result<Document, String> {
     let root = read_item(object)?;
     match class.as_str() {
         KEY_OBJECT_SELECTION => Ok(Document::KeyImages(stored(object, key_images(&root)))),
-        COMPREHENSIVE_3D_SR | "1.2.840.10008.5.1.4.1.1.88.33" | "1.2.840.10008.5.1.4.1.1.88.22" => {
+        COMPREHENSIVE_3D_SR | uids::COMPREHENSIVE_SR_STORAGE | uids::ENHANCED_SR_STORAGE => {
             if !root.name.is("126000", "DCM") {
                 return Err(format!(
                     "an SR titled `{}`, not an Imaging Measurement Report",

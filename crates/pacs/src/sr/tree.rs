@@ -5,6 +5,7 @@ use dicom_core::value::DataSetSequence;
 use dicom_core::{DataElement, PrimitiveValue, Tag, VR};
 use dicom_dictionary_std::tags;
 use dicom_object::InMemDicomObject;
+use keyslice_io::dicom::write::text;
 
 use super::codes::Code;
 
@@ -102,10 +103,6 @@ impl Node {
             _ => None,
         }
     }
-}
-
-fn text(tag: Tag, vr: VR, value: &str) -> DataElement<InMemDicomObject> {
-    DataElement::new(tag, vr, PrimitiveValue::from(value))
 }
 
 /// A sequence element of `items`.

@@ -1,8 +1,8 @@
 //! Writes a [`CaseResult`] as a TID 1500 Comprehensive 3D SR, and its key slice as a Key
 //! Object Selection document, as DICOM Part 10 bytes (Explicit VR Little Endian, UTF-8).
 
-use dicom_core::{DataElement, PrimitiveValue, VR};
-use dicom_dictionary_std::tags;
+use dicom_core::{DataElement, VR};
+use dicom_dictionary_std::{tags, uids};
 use dicom_object::InMemDicomObject;
 use dicom_object::meta::FileMetaTableBuilder;
 use keyslice_core::findings::{KeySlice, Lesion, Organ, SliceRange, TumorPresence};
@@ -15,6 +15,7 @@ use super::{
     content_uid, now_date_time,
 };
 use crate::PacsError;
+use keyslice_io::dicom::write::text;
 
 /// A written document.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,10 +40,6 @@ pub const REVIEW_SERIES_NUMBER: i32 = 9903;
 const CONTAINS: &str = "CONTAINS";
 const CONCEPT_MOD: &str = "HAS CONCEPT MOD";
 const OBS_CONTEXT: &str = "HAS OBS CONTEXT";
-
-fn text(tag: dicom_core::Tag, vr: VR, value: &str) -> DataElement<InMemDicomObject> {
-    DataElement::new(tag, vr, PrimitiveValue::from(value))
-}
 
 /// The TID 1500 SR of `result` in `study`, its content dated now.
 pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, PacsError> {
@@ -332,9 +329,7 @@ pub fn key_object_selection(
         .as_ref()
         .and_then(|key| key.sop_instance_uid.clone())
     else {
-        return Err(PacsError::Dicom(
-            "the key slice has no DICOM instance (the volume did not come from DICOM): no key image to select".into(),
-        ));
+        return Err(PacsError::NoKeyImage);
     };
     let image_class = if study.image_class_uid.is_empty() {
         CT_IMAGE
@@ -503,16 +498,16 @@ impl Document {
         let meta = FileMetaTableBuilder::new()
             .media_storage_sop_class_uid(self.class_uid)
             .media_storage_sop_instance_uid(sop_uid.as_str())
-            .transfer_syntax("1.2.840.10008.1.2.1")
+            .transfer_syntax(uids::EXPLICIT_VR_LITTLE_ENDIAN)
             .implementation_class_uid("2.25.171717033417113150137064451573416633953")
             .implementation_version_name("KEYSLICE")
             .build()
-            .map_err(|error| PacsError::Dicom(format!("cannot build the file meta: {error}")))?;
+            .map_err(|error| PacsError::Meta(Box::new(error)))?;
         let mut bytes = Vec::with_capacity(16 * 1024);
         object
             .with_exact_meta(meta)
             .write_all(&mut bytes)
-            .map_err(|error| PacsError::Dicom(format!("cannot write the document: {error}")))?;
+            .map_err(|error| PacsError::Write(Box::new(error)))?;
         Ok(Written {
             sop_uid,
             series_uid,

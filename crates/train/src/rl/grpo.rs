@@ -3,109 +3,19 @@
 
 use std::collections::HashMap;
 
-use candle_core::{D, DType, Device, Tensor, Var};
+use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::{AdamW, Optimizer, VarBuilder, VarMap};
 
 use super::RlOptions;
 use super::metrics::{StepFigures, mean_of};
-use super::sampling::{Drawn, Sample};
+use super::policy::{token_logprobs, token_mask};
+use super::sampling::Drawn;
 use super::sources::RlCase;
 use crate::tiny::TrainError;
 use keyslice_core::scoring::Rewards;
 use keyslice_infer::embedded::TinyConfig;
 use keyslice_infer::embedded::batch_norm::NormMode;
 use keyslice_infer::embedded::finder::{FinderConfig, FinderNet};
-
-/// log σ(x), stably: −(max(−x, 0) + log(1 + e^(−|x|))).
-pub(super) fn log_sigmoid(x: &Tensor) -> candle_core::Result<Tensor> {
-    let tail = (x.abs()?.neg()?.exp()? + 1.0)?.log()?;
-    (x.neg()?.relu()? + tail)?.neg()
-}
-
-/// Log-probabilities of every token of `samples` under logits `logits` (`[jobs]`, job `j`
-/// of organ `organs[j]`, threshold logit `centres[j]`): `[samples, 5]`, each organ's
-/// presence then the key choice (0 where a token does not exist, see [`token_mask`]).
-pub(super) fn token_logprobs(
-    logits: &Tensor,
-    centres: &[f32],
-    organs: &[usize],
-    samples: &[Sample],
-) -> candle_core::Result<Tensor> {
-    let device = logits.device();
-    let jobs = logits.dim(0)?;
-    let g = samples.len();
-    // Each organ's largest logit: jobs of other organs pushed far down.
-    let mut away = vec![-1e4f32; 4 * jobs];
-    let mut centre = [0f32; 4];
-    for (job, &organ) in organs.iter().enumerate() {
-        away[organ * jobs + job] = 0.0;
-        centre[organ] = centres[job];
-    }
-    let away = Tensor::from_vec(away, (4, jobs), device)?;
-    let organ_best = logits.unsqueeze(0)?.broadcast_add(&away)?.max(1)?;
-    let z = (organ_best - Tensor::new(&centre, device)?)?.unsqueeze(0)?;
-    let present: Vec<f32> = samples
-        .iter()
-        .flat_map(|s| s.present.map(|on| f32::from(u8::from(on))))
-        .collect();
-    let present = Tensor::from_vec(present, (g, 4), device)?;
-    let presence = (present.broadcast_mul(&log_sigmoid(&z)?)?
-        + (1.0 - &present)?.broadcast_mul(&log_sigmoid(&z.neg()?)?)?)?;
-    // The key: log softmax over the described jobs of the chosen one (the maximum is a
-    // constant shift).
-    let yes: Vec<f32> = samples
-        .iter()
-        .flat_map(|s| s.yes.iter().map(|&on| f32::from(u8::from(on))))
-        .collect();
-    let yes = Tensor::from_vec(yes, (g, jobs), device)?;
-    let mut key = vec![0f32; g * jobs];
-    let mut has_key = vec![0f32; g];
-    for (index, sample) in samples.iter().enumerate() {
-        if let Some(job) = sample.key {
-            key[index * jobs + job] = 1.0;
-            has_key[index] = 1.0;
-        }
-    }
-    let key = Tensor::from_vec(key, (g, jobs), device)?;
-    let has_key = Tensor::from_vec(has_key, (g, 1), device)?;
-    let top = logits.max(0)?.detach();
-    let shifted = logits.broadcast_sub(&top)?.unsqueeze(0)?;
-    let mass = (shifted.exp()?.broadcast_mul(&yes)?.sum_keepdim(1)? + (1.0 - &has_key)?)?;
-    let chosen = key.broadcast_mul(&shifted)?.sum_keepdim(1)?;
-    let key_term = ((chosen - mass.log()?)? * &has_key)?;
-    Tensor::cat(&[presence, key_term], 1)
-}
-
-/// Tokens that exist per sample: `[samples, 5]`, 1 for each organ the case has jobs for and
-/// for a key.
-pub(super) fn token_mask(
-    samples: &[Sample],
-    organs: &[usize],
-    device: &Device,
-) -> candle_core::Result<Tensor> {
-    let mut seen = [0f32; 4];
-    for &organ in organs {
-        seen[organ] = 1.0;
-    }
-    let mut mask = Vec::with_capacity(samples.len() * 5);
-    for sample in samples {
-        mask.extend_from_slice(&seen);
-        mask.push(f32::from(u8::from(sample.key.is_some())));
-    }
-    Tensor::from_vec(mask, (samples.len(), 5), device)
-}
-
-/// The finder's top on a case's features: each job's logit ℓⱼ (`[jobs]`) and its organ's
-/// cell logits (`[jobs, cells]`).
-pub(super) fn job_logits(net: &FinderNet, case: &RlCase) -> candle_core::Result<(Tensor, Tensor)> {
-    let logits = net.top(&case.features, false)?;
-    let cells = (logits
-        .broadcast_mul(&case.selection)?
-        .sum(1)?
-        .flatten_from(1)?
-        + &case.outside)?;
-    Ok((cells.max(D::Minus1)?, cells))
-}
 
 /// The trainable finder: every finder tensor of the checkpoint (`base`) as a variable, the
 /// normalisations kept apart from the convolutions with their running statistics.
@@ -120,7 +30,7 @@ pub(super) fn trainable_finder(
         let mut data = varmap
             .data()
             .lock()
-            .map_err(|_| TrainError::Candle("variables locked".into()))?;
+            .map_err(|_| TrainError::VariablesLocked)?;
         for (name, tensor) in base.iter().filter(|(name, _)| name.starts_with("finder.")) {
             data.insert(name.clone(), Var::from_tensor(tensor)?);
         }
@@ -141,7 +51,7 @@ pub(super) fn top_variables(varmap: &VarMap) -> Result<Vec<Var>, TrainError> {
     let data = varmap
         .data()
         .lock()
-        .map_err(|_| TrainError::Candle("variables locked".into()))?;
+        .map_err(|_| TrainError::VariablesLocked)?;
     let mut names: Vec<&String> = data
         .keys()
         .filter(|name| {
@@ -213,7 +123,7 @@ pub(super) fn group_loss(
     options: &RlOptions,
 ) -> Result<(Tensor, f64), TrainError> {
     let device = case.features.device();
-    let (logits, _) = job_logits(net, case)?;
+    let (logits, _) = case.logits(net)?;
     let current = token_logprobs(&logits, &case.centres, &case.organs, &group.samples)?;
     let reference = token_logprobs(
         &Tensor::new(case.reference.as_slice(), device)?,
@@ -257,6 +167,7 @@ pub(super) fn group_loss(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rl::policy::Sample;
 
     /// The tensor log-probabilities are those of the written-out policy: a Bernoulli per
     /// organ on its largest logit, softmax over the described jobs for the key.

@@ -41,6 +41,7 @@
 mod grpo;
 mod metrics;
 pub mod plot;
+mod policy;
 mod rewards;
 mod sampling;
 mod sources;
@@ -126,8 +127,8 @@ pub fn train_rl(
     let started = Instant::now();
     let device = Device::Cpu;
     if options.group < 2 {
-        return Err(TrainError::Candle(
-            "GRPO needs a group of at least 2 samples per case".into(),
+        return Err(TrainError::Settings(
+            "GRPO needs a group of at least 2 samples per case (--group)".into(),
         ));
     }
     let (mut config, base) = base_checkpoint(init, None, &device)?;

@@ -5,100 +5,13 @@ use candle_core::Tensor;
 use rayon::prelude::*;
 
 use super::RlOptions;
-use super::grpo::{job_logits, token_logprobs};
+use super::policy::{Sample, draw, token_logprobs};
 use super::rewards::advantages;
 use super::sources::RlCase;
 use crate::tiny::TrainError;
 use keyslice_core::rng::Rng;
 use keyslice_core::scoring::Rewards;
 use keyslice_infer::embedded::finder::FinderNet;
-
-/// One drawn sample: which organs show a tumor, the jobs (slabs) whose lesions the report
-/// then describes, and the key job.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Sample {
-    pub(super) present: [bool; 4],
-    pub(super) yes: Vec<bool>,
-    pub(super) key: Option<usize>,
-}
-
-/// Each organ's largest logit (the finder's answer for the organ, as analysis pools it);
-/// `None` for an organ without jobs.
-pub(super) fn organ_logits(logits: &[f32], organs: &[usize]) -> [Option<f32>; 4] {
-    let mut best = [None; 4];
-    for (&logit, &organ) in logits.iter().zip(organs) {
-        best[organ] = Some(best[organ].map_or(logit, |b: f32| b.max(logit)));
-    }
-    best
-}
-
-/// The jobs a report with organs `present` describes: in a present organ, every job above
-/// the organ's threshold logit, and at least the strongest one.
-pub(super) fn described(
-    logits: &[f32],
-    centres: &[f32],
-    organs: &[usize],
-    present: [bool; 4],
-) -> Vec<bool> {
-    let best = organ_logits(logits, organs);
-    logits
-        .iter()
-        .zip(centres)
-        .zip(organs)
-        .map(|((&l, &t), &o)| present[o] && (l > t || Some(l) == best[o]))
-        .collect()
-}
-
-/// The described job with the largest logit.
-pub(super) fn strongest(logits: &[f32], yes: &[bool]) -> Option<usize> {
-    logits
-        .iter()
-        .enumerate()
-        .filter(|(job, _)| yes[*job])
-        .max_by(|a, b| a.1.total_cmp(b.1))
-        .map(|(job, _)| job)
-}
-
-/// The most likely sample under `logits`: what analysis reports (an organ is present when its
-/// largest logit passes its threshold; the key is the strongest described job).
-pub(super) fn greedy(logits: &[f32], centres: &[f32], organs: &[usize]) -> Sample {
-    let best = organ_logits(logits, organs);
-    let mut present = [false; 4];
-    for (job, &organ) in organs.iter().enumerate() {
-        present[organ] |= best[organ].is_some_and(|b| b > centres[job]);
-    }
-    let yes = described(logits, centres, organs, present);
-    let key = strongest(logits, &yes);
-    Sample { present, yes, key }
-}
-
-/// A sample drawn from the policy with logits `logits`: each organ present with probability
-/// σ(its largest logit − its threshold logit), then the key among the described jobs with
-/// probabilities softmax(ℓ).
-pub(super) fn draw(logits: &[f32], centres: &[f32], organs: &[usize], rng: &mut Rng) -> Sample {
-    let best = organ_logits(logits, organs);
-    let mut centre = [0f32; 4];
-    for (job, &organ) in organs.iter().enumerate() {
-        centre[organ] = centres[job];
-    }
-    let mut present = [false; 4];
-    for organ in 0..4 {
-        if let Some(b) = best[organ] {
-            present[organ] = rng.unit() < 1.0 / (1.0 + f64::from(centre[organ] - b).exp());
-        }
-    }
-    let yes = described(logits, centres, organs, present);
-    let on: Vec<usize> = (0..yes.len()).filter(|&job| yes[job]).collect();
-    let key = (!on.is_empty()).then(|| {
-        let top = on.iter().map(|&job| logits[job]).fold(f32::MIN, f32::max);
-        let weights: Vec<f64> = on
-            .iter()
-            .map(|&job| f64::from(logits[job] - top).exp())
-            .collect();
-        on[rng.weighted(&weights)]
-    });
-    Sample { present, yes, key }
-}
 
 /// What one case contributes to a step: its samples, their advantages and rewards, and the
 /// log-probabilities of the policy that drew them.
@@ -119,7 +32,7 @@ pub(super) fn draw_group(
     rng: &mut Rng,
 ) -> Result<Drawn, TrainError> {
     let case = &cases[index];
-    let (logits, _) = job_logits(net, case)?;
+    let (logits, _) = case.logits(net)?;
     let values = logits.to_vec1::<f32>()?;
     let samples: Vec<Sample> = (0..options.group)
         .map(|_| draw(&values, &case.centres, &case.organs, rng))
@@ -142,6 +55,7 @@ pub(super) fn draw_group(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rl::policy::greedy;
 
     /// Draws follow the policy: an organ far above its threshold is always present, far
     /// below never; a present organ describes its jobs above threshold (at least its

@@ -10,10 +10,9 @@ use candle_core::{DType, Tensor};
 use rayon::prelude::*;
 
 use super::RlOptions;
-use super::grpo::job_logits;
 use super::metrics::mean_of;
+use super::policy::greedy;
 use super::rewards::sample_reward;
-use super::sampling::greedy;
 use crate::tiny::{TrainError, case_folders};
 use keyslice_core::findings::{Findings, TumorPresence, read_report};
 use keyslice_core::scoring::{LesionExtent, RewardWeights, Rewards};
@@ -59,6 +58,20 @@ pub(super) struct RlCase {
     pub(super) local: HashMap<usize, Findings>,
     /// Decoded reports by the set of "yes" jobs.
     pub(super) decoded: Mutex<HashMap<Vec<bool>, Findings>>,
+}
+
+impl RlCase {
+    /// The finder's top on a case's features: each job's logit ℓⱼ (`[jobs]`) and its organ's
+    /// cell logits (`[jobs, cells]`).
+    pub(super) fn logits(&self, net: &FinderNet) -> candle_core::Result<(Tensor, Tensor)> {
+        let logits = net.top(&self.features, false)?;
+        let cells = (logits
+            .broadcast_mul(&self.selection)?
+            .sum(1)?
+            .flatten_from(1)?
+            + &self.outside)?;
+        Ok((cells.max(candle_core::D::Minus1)?, cells))
+    }
 }
 
 impl RlCase {
@@ -352,7 +365,7 @@ pub(super) fn prepare_case(
         decoded: Mutex::new(HashMap::new()),
     };
     if !case.jobs.is_empty() {
-        let (logits, cell_logits) = job_logits(net, &case)?;
+        let (logits, cell_logits) = case.logits(net)?;
         case.reference = logits.to_vec1::<f32>()?;
         case.answers = case
             .jobs

@@ -152,6 +152,12 @@ impl KeysliceApp {
             .map(keyslice_review::CaseReview::case_id)
     }
 
+    /// Whether anything of a study (its images, then its masks) is still being read.
+    #[must_use]
+    pub fn is_loading(&self) -> bool {
+        self.loader.is_loading()
+    }
+
     /// Whether a study is being opened.
     #[must_use]
     pub fn is_opening(&self) -> bool {

@@ -13,7 +13,7 @@ use keyslice_core::findings::Findings;
 use keyslice_core::findings::{KeySlice, SliceRange};
 use keyslice_core::prediction::Prediction;
 use keyslice_core::prediction::PredictionKeySlice;
-use keyslice_review::reviewed::{BOX_FIELD, KEY_SLICE_FIELD, LESION_SLICES_FIELD};
+use keyslice_review::reviewed::{Field, KEY_SLICE_FIELD};
 use keyslice_review::workspace::{DATABASE_FILE, WorklistEntry, Workspace};
 use keyslice_review::{CaseReview, ReviewStatus};
 
@@ -104,8 +104,8 @@ impl Cases {
         for command in commands {
             let result = match command {
                 EditCommand::Set { field, value } => review
-                    .set(&field, value)
-                    .map(|saved| saved.then_some(field)),
+                    .set_field(field, value)
+                    .map(|saved| saved.then(|| field.path())),
                 EditCommand::Undo => review.undo(),
                 EditCommand::Redo => review.redo(),
                 // Resolved to a `Set` by the app, which knows the slice on screen.
@@ -284,7 +284,7 @@ impl KeysliceApp {
                 [round(low[0]), round(low[1]), round(high[0]), round(high[1])]
             });
             edits.push(EditCommand::Set {
-                field: BOX_FIELD.into(),
+                field: Field::Box,
                 value: serde_json::json!({ "voxels": evidence.voxels, "mm": mm }),
             });
         }
@@ -293,7 +293,7 @@ impl KeysliceApp {
             .map(|(first, last)| SliceRange { first, last });
         if findings.lesion_slices != range {
             edits.push(EditCommand::Set {
-                field: LESION_SLICES_FIELD.into(),
+                field: Field::LesionSlices,
                 value: range.map_or(serde_json::Value::Null, |range| serde_json::json!(range)),
             });
         }

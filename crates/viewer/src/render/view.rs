@@ -150,7 +150,7 @@ impl SliceView {
 }
 
 #[cfg(test)]
-#[allow(clippy::float_cmp)] // voxel centres map to exact integers
+#[expect(clippy::float_cmp, reason = "voxel centres map to exact integers")]
 mod tests {
     use super::*;
 

@@ -18,18 +18,16 @@ use keyslice_core::findings::{
     Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ, PancreasPart,
     SliceRange, TumorPresence,
 };
-use keyslice_review::reviewed::{
-    KEY_SLICE_AND_RANGE_FIELD, KEY_SLICE_FIELD, LESION_SLICES_FIELD, NOTE_FIELD,
-};
+use keyslice_review::reviewed::{Field, KEY_SLICE_FIELD, LESION_SLICES_FIELD, LesionPart};
 use keyslice_review::{History, ReviewedCase};
 
 /// What the reviewer asked for.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EditCommand {
-    /// Set a field (see [`keyslice_review::reviewed`]) to a value.
+    /// Set a field to a value.
     Set {
         /// The field.
-        field: String,
+        field: Field,
         /// The new value (JSON).
         value: Value,
     },
@@ -97,42 +95,41 @@ impl FindingsEditor<'_> {
         }
         let selected = self.selected_lesion(ui);
         for organ in Organ::ALL {
-            self.organ_ui(ui, organ, selected.as_ref(), &mut commands);
+            self.organ_ui(ui, organ, selected, &mut commands);
         }
         ui.separator();
         self.key_slice_ui(ui, &mut commands);
         self.note_ui(ui, &mut commands);
-        self.keyboard(ui, selected.as_ref(), &mut commands);
+        self.keyboard(ui, selected, &mut commands);
         commands
     }
 
-    /// The selected lesion's field prefix (`liver.lesions.0`): the one clicked last if it
-    /// still exists, else the first lesion of any organ.
-    fn selected_lesion(&self, ui: &egui::Ui) -> Option<String> {
-        let all: Vec<String> = Organ::ALL
+    /// The selected lesion (organ, index): the one clicked last if it still exists, else the
+    /// first lesion of any organ.
+    fn selected_lesion(&self, ui: &egui::Ui) -> Option<(Organ, usize)> {
+        let all: Vec<(Organ, usize)> = Organ::ALL
             .iter()
-            .flat_map(|organ| {
-                (0..self.case.findings.organ(*organ).lesions.len())
-                    .map(move |index| format!("{}.lesions.{index}", organ.key()))
+            .flat_map(|&organ| {
+                (0..self.case.findings.organ(organ).lesions.len()).map(move |index| (organ, index))
             })
             .collect();
-        let clicked = ui.data(|data| data.get_temp::<String>(selection_id()));
+        let clicked = ui.data(|data| data.get_temp::<(Organ, usize)>(selection_id()));
         clicked
-            .filter(|prefix| all.contains(prefix))
-            .or_else(|| all.first().cloned())
+            .filter(|lesion| all.contains(lesion))
+            .or_else(|| all.first().copied())
     }
 
     fn organ_ui(
         &self,
         ui: &mut egui::Ui,
         organ: Organ,
-        selected: Option<&String>,
+        selected: Option<(Organ, usize)>,
         commands: &mut Vec<EditCommand>,
     ) {
         let entry = self.case.findings.organ(organ);
-        let field = format!("{}.tumor", organ.key());
+        let field = Field::Tumor(organ);
         ui.horizontal(|ui| {
-            let changed = self.case.changed.contains(&field);
+            let changed = self.case.changed.contains(&field.path());
             let name = RichText::new(organ.display_name()).strong();
             ui.label(if changed { name.underline() } else { name });
             let mut tumor = entry.tumor;
@@ -153,7 +150,7 @@ impl FindingsEditor<'_> {
                 .accessible_name(format!("{} tumor presence", organ.display_name()));
             if tumor != entry.tumor {
                 commands.push(EditCommand::Set {
-                    field: field.clone(),
+                    field,
                     value: json!(tumor),
                 });
             }
@@ -175,7 +172,7 @@ impl FindingsEditor<'_> {
                 // A lesion means a tumor: presence follows (a separate, undoable edit).
                 if !entry.tumor.as_positive() {
                     commands.push(EditCommand::Set {
-                        field: field.clone(),
+                        field,
                         value: json!(TumorPresence::Yes),
                     });
                 }
@@ -184,7 +181,7 @@ impl FindingsEditor<'_> {
                     lesion = json!({ "size": size });
                 }
                 commands.push(EditCommand::Set {
-                    field: format!("{}.lesions.{}", organ.key(), entry.lesions.len()),
+                    field: Field::Lesion(organ, entry.lesions.len()),
                     value: lesion,
                 });
             }
@@ -197,34 +194,35 @@ impl FindingsEditor<'_> {
         organ: Organ,
         index: usize,
         lesion: &Lesion,
-        selected: Option<&String>,
+        selected: Option<(Organ, usize)>,
         commands: &mut Vec<EditCommand>,
     ) {
-        let prefix = format!("{}.lesions.{index}", organ.key());
+        let prefix = Field::Lesion(organ, index).path();
+        let part = |part| Field::LesionPart(organ, index, part);
         ui.horizontal(|ui| {
             ui.add_space(12.0);
-            let is_selected = selected == Some(&prefix);
+            let is_selected = selected == Some((organ, index));
             let name = ui
                 .selectable_label(is_selected, format!("lesion {}", index + 1))
                 .on_hover_text("select: L fills its size from the ruler");
             if name.clicked() {
-                ui.data_mut(|data| data.insert_temp(selection_id(), prefix.clone()));
+                ui.data_mut(|data| data.insert_temp(selection_id(), (organ, index)));
             }
-            size_field_ui(ui, &format!("{prefix}.size"), lesion.size, commands);
+            size_field_ui(ui, part(LesionPart::Size), lesion.size, commands);
             if let Some(size) = self.ruler {
                 let button = ui
                     .small_button("ruler")
                     .on_hover_text(format!("use the ruler: {}", size_words(Some(size))));
                 if button.clicked() && lesion.size != Some(size) {
                     commands.push(EditCommand::Set {
-                        field: format!("{prefix}.size"),
+                        field: part(LesionPart::Size),
                         value: json!(size),
                     });
                 }
             }
             if ui.small_button("remove").clicked() {
                 commands.push(EditCommand::Set {
-                    field: prefix.clone(),
+                    field: Field::Lesion(organ, index),
                     value: Value::Null,
                 });
             }
@@ -246,7 +244,7 @@ impl FindingsEditor<'_> {
                 .accessible_name(format!("lesion {} location", index + 1));
             if location != lesion.location {
                 commands.push(EditCommand::Set {
-                    field: format!("{prefix}.location"),
+                    field: part(LesionPart::Location),
                     value: location.map_or(Value::Null, |l| json!(l)),
                 });
             }
@@ -269,7 +267,7 @@ impl FindingsEditor<'_> {
                 .accessible_name(format!("lesion {} attenuation", index + 1));
             if attenuation != lesion.attenuation {
                 commands.push(EditCommand::Set {
-                    field: format!("{prefix}.attenuation"),
+                    field: part(LesionPart::Attenuation),
                     value: attenuation.map_or(Value::Null, |a| json!(a)),
                 });
             }
@@ -318,14 +316,19 @@ impl FindingsEditor<'_> {
             ui.data_mut(|data| data.remove::<String>(id));
             if draft != self.case.note {
                 commands.push(EditCommand::Set {
-                    field: NOTE_FIELD.into(),
+                    field: Field::Note,
                     value: json!(draft),
                 });
             }
         }
     }
 
-    fn keyboard(&self, ui: &egui::Ui, selected: Option<&String>, commands: &mut Vec<EditCommand>) {
+    fn keyboard(
+        &self,
+        ui: &egui::Ui,
+        selected: Option<(Organ, usize)>,
+        commands: &mut Vec<EditCommand>,
+    ) {
         if ui.ctx().egui_wants_keyboard_input() || egui::Popup::is_any_open(ui.ctx()) {
             return;
         }
@@ -359,10 +362,14 @@ impl FindingsEditor<'_> {
 
     /// What `L` does with a ruler size: the selected lesion's size, or a new lesion in the
     /// first organ with a tumor; nothing when no organ has one.
-    fn ruler_command(&self, size: LesionSize, selected: Option<&String>) -> Option<EditCommand> {
-        if let Some(prefix) = selected {
+    fn ruler_command(
+        &self,
+        size: LesionSize,
+        selected: Option<(Organ, usize)>,
+    ) -> Option<EditCommand> {
+        if let Some((organ, index)) = selected {
             return Some(EditCommand::Set {
-                field: format!("{prefix}.size"),
+                field: Field::LesionPart(organ, index, LesionPart::Size),
                 value: json!(size),
             });
         }
@@ -370,7 +377,7 @@ impl FindingsEditor<'_> {
             .into_iter()
             .find(|organ| self.case.findings.organ(*organ).tumor.as_positive())?;
         Some(EditCommand::Set {
-            field: format!("{}.lesions.0", organ.key()),
+            field: Field::Lesion(organ, 0),
             value: json!({ "size": size }),
         })
     }
@@ -387,7 +394,7 @@ pub fn set_key_slice(current: &KeySlice) -> EditCommand {
     key.z_mm = key.z_mm.map(|z| (z * 100.0).round() / 100.0);
     key.span = None;
     EditCommand::Set {
-        field: KEY_SLICE_FIELD.into(),
+        field: Field::KeySlice,
         value: json!(key),
     }
 }
@@ -407,7 +414,7 @@ pub fn key_slice_here(current: &KeySlice, findings: &Findings) -> Vec<EditComman
         };
         // One correction, so one Ctrl+Z undoes what one key did.
         return vec![EditCommand::Set {
-            field: KEY_SLICE_AND_RANGE_FIELD.into(),
+            field: Field::KeySliceAndRange,
             value: json!({ KEY_SLICE_FIELD: key, LESION_SLICES_FIELD: widened }),
         }];
     }
@@ -417,7 +424,7 @@ pub fn key_slice_here(current: &KeySlice, findings: &Findings) -> Vec<EditComman
 /// A size field: shows the size, takes typed text, records it when the field is left.
 fn size_field_ui(
     ui: &mut egui::Ui,
-    field: &str,
+    field: Field,
     size: Option<LesionSize>,
     commands: &mut Vec<EditCommand>,
 ) {
@@ -441,7 +448,7 @@ fn size_field_ui(
                 ui.data_mut(|data| data.remove::<String>(error_id));
                 if parsed != size {
                     commands.push(EditCommand::Set {
-                        field: field.to_string(),
+                        field,
                         value: parsed.map_or(Value::Null, |s| json!(s)),
                     });
                 }

@@ -10,7 +10,10 @@ use keyslice_core::volume::Volume;
 
 impl Viewer {
     /// Hover read-out, wheel, clicks and drags over a plane.
-    #[allow(clippy::too_many_arguments)] // one plane's full context; splitting it hides the flow
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one plane's full context; splitting it hides the flow"
+    )]
     pub(super) fn pointer_input(
         &mut self,
         ui: &egui::Ui,

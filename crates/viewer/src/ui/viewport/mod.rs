@@ -15,12 +15,13 @@
 
 mod draw;
 mod evidence;
+mod extent;
 mod gpu;
 mod input;
 mod panels;
 mod screen;
 mod state;
 
-pub use evidence::Evidence;
+pub use extent::Evidence;
 pub use gpu::ViewerGpu;
 pub use state::{LesionMark, Measurement, Viewer, ViewerCommand, WINDOW_PRESETS};

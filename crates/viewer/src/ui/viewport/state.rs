@@ -2,7 +2,7 @@
 //! level, the crosshair, the ruler and its measurements, overlay structures, the key slice
 //! and the evidence box, changed only by [`ViewerCommand`]s through [`Viewer::apply`].
 
-use super::evidence::{BoxDrag, Evidence};
+use super::extent::{BoxDrag, Evidence};
 use crate::render::view::{Plane, PlaneAxes, SliceView};
 use keyslice_core::volume::Volume;
 
@@ -526,8 +526,10 @@ pub(super) fn plane_name(plane: Plane) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    // Slice indices are whole numbers held in f64; exact comparison is the point.
-    #![allow(clippy::float_cmp)]
+    #![expect(
+        clippy::float_cmp,
+        reason = "Slice indices are whole numbers held in f64; exact comparison is the point."
+    )]
 
     use super::*;
     use keyslice_core::volume::{Affine, VolumeInfo, Voxels};
