@@ -34,15 +34,25 @@ pub enum CasesError {
         /// What the OS said.
         source: std::io::Error,
     },
-    /// A JSONL line is not a valid record.
-    #[error("line {line} is not a valid record: {detail} ({})", path.display())]
+    /// A prediction line is not a valid record.
+    #[error("line {line} is not a valid record: {source} ({})", path.display())]
     Line {
         /// The file.
         path: PathBuf,
         /// 1-based line number.
         line: usize,
         /// What serde said.
-        detail: String,
+        source: serde_json::Error,
+    },
+    /// A truth line (or `truth.json`) is not a truth Keyslice can score against.
+    #[error("line {line} is not a valid record: {source} ({})", path.display())]
+    Truth {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        source: TruthError,
     },
     /// A case folder has neither `truth.json` nor lesion masks.
     #[error("case folder has neither truth.json nor segmentations/ with ct.nii.gz ({})", path.display())]
@@ -61,7 +71,7 @@ impl CasesError {
     pub fn hint(&self) -> &'static str {
         match self {
             Self::Io { .. } => "check the path",
-            Self::Line { .. } => {
+            Self::Line { .. } | Self::Truth { .. } => {
                 "each line must be one JSON object with at least \"case_id\" (see docs/manual.md)"
             }
             Self::NoTruth { .. } => {
@@ -139,10 +149,10 @@ fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, Cases
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(number, line)| {
-            serde_json::from_str(line).map_err(|error| CasesError::Line {
+            serde_json::from_str(line).map_err(|source| CasesError::Line {
                 path: path.to_path_buf(),
                 line: number + 1,
-                detail: error.to_string(),
+                source,
             })
         })
         .collect()
@@ -165,10 +175,10 @@ pub fn read_truth(path: &Path) -> Result<Vec<TruthRecord>, CasesError> {
             .enumerate()
             .filter(|(_, line)| !line.trim().is_empty())
             .map(|(number, line)| {
-                TruthRecord::from_json(line).map_err(|error| CasesError::Line {
+                TruthRecord::from_json(line).map_err(|source| CasesError::Truth {
                     path: path.to_path_buf(),
                     line: number + 1,
-                    detail: error.to_string(),
+                    source,
                 })
             })
             .collect();
@@ -205,10 +215,10 @@ fn truth_from_folder(folder: &Path) -> Result<TruthRecord, CasesError> {
             TruthError::Empty(id) if id.is_empty() => TruthError::Empty(case_id.clone()),
             other => other,
         };
-        let mut record = TruthRecord::from_json(&text).map_err(|error| CasesError::Line {
+        let mut record = TruthRecord::from_json(&text).map_err(|error| CasesError::Truth {
             path: truth_file.clone(),
             line: 1,
-            detail: named(error).to_string(),
+            source: named(error),
         })?;
         if record.case_id.is_empty() {
             record.case_id = case_id;
@@ -377,6 +387,25 @@ fn runs(per_slice: &[usize], organ: Organ) -> Vec<LesionExtent> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_truth_line_without_findings_or_report_is_refused_with_its_line() {
+        let folder = tempfile::tempdir().expect("temp dir");
+        let path = folder.path().join("truth.jsonl");
+        std::fs::write(
+            &path,
+            "{\"case_id\":\"w\",\"report\":\"No tumor.\"}\n{\"case_id\":\"x\"}\n",
+        )
+        .expect("write");
+        let error = read_truth(&path).expect_err("the second line has nothing to score against");
+        assert!(
+            matches!(
+                &error,
+                CasesError::Truth { line: 2, source: TruthError::Empty(case), .. } if case == "x"
+            ),
+            "{error:?}"
+        );
+    }
+
     use super::*;
 
     #[test]

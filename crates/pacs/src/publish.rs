@@ -256,3 +256,61 @@ impl Plan {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planned(kind: DocumentKind, uid: &str) -> Planned {
+        Planned {
+            kind,
+            written: Written {
+                sop_uid: uid.into(),
+                series_uid: "2.25.1".into(),
+                class_uid: crate::sr::COMPREHENSIVE_3D_SR.into(),
+                bytes: Vec::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn placeholders_name_nobody() {
+        for name in ["", "  ", "reviewer", "Reviewer", "unknown", "anonymous"] {
+            assert!(!is_named(name), "{name:?}");
+        }
+        for name in ["Ana", "Dr. Ben Reviewer", "reviewer 2"] {
+            assert!(is_named(name), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn what_the_server_holds_is_not_stored_again() {
+        let plan = Plan {
+            documents: vec![
+                planned(DocumentKind::AiResult, "2.25.10"),
+                planned(DocumentKind::Review, "2.25.11"),
+            ],
+            left_out: vec![(DocumentKind::KeyImages, LeftOut::NoKeyImage)],
+        };
+        let held: BTreeSet<String> = std::iter::once("2.25.10".to_string()).collect();
+        let decided: Vec<(DocumentKind, Decision)> = plan
+            .decide(Some(&held))
+            .into_iter()
+            .map(|(document, decision)| (document.kind, decision))
+            .collect();
+        assert_eq!(
+            decided,
+            [
+                (DocumentKind::AiResult, Decision::Held),
+                (DocumentKind::Review, Decision::Store)
+            ]
+        );
+        // Without a server everything is written only.
+        assert!(
+            plan.decide(None)
+                .iter()
+                .all(|(_, decision)| *decision == Decision::WriteOnly)
+        );
+        assert_eq!(format!("{:<10}|", DocumentKind::Review), "review    |");
+    }
+}

@@ -171,11 +171,7 @@ impl Server {
                 server,
                 what,
                 status,
-                detail: if detail.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {detail}")
-                },
+                detail: (!detail.is_empty()).then_some(detail),
             },
         })
     }

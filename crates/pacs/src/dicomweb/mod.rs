@@ -57,7 +57,10 @@ pub enum PacsError {
         what: String,
     },
     /// The server failed.
-    #[error("the PACS at {server} failed on {what} (HTTP {status}){detail}")]
+    #[error(
+        "the PACS at {server} failed on {what} (HTTP {status}){}",
+        detail.as_ref().map(|words| format!(": {words}")).unwrap_or_default()
+    )]
     Server {
         /// The server.
         server: String,
@@ -65,8 +68,8 @@ pub enum PacsError {
         what: String,
         /// The HTTP status.
         status: u16,
-        /// The server's words, when it gave any (with a leading `: `).
-        detail: String,
+        /// The server's words, when it gave any.
+        detail: Option<String>,
     },
     /// The answer is not what DICOMweb says it should be (a truncated multipart body,
     /// JSON that is not a QIDO answer).
