@@ -406,6 +406,14 @@ fn publish(
     options: PublishOptions<'_>,
     connection: &Connection,
 ) -> Result<(), CliError> {
+    if let Some(name) = options.reviewer
+        && !publish::is_named(name)
+    {
+        return Err(CliError::Argument(format!(
+            "--reviewer {}: not a person's name (empty, a placeholder such as \"reviewer\", control characters, or over 64 characters)",
+            shown(name)
+        )));
+    }
     let out = options.out;
     let workspace = Workspace::open(dir)?;
     let predictions = workspace.predictions()?;

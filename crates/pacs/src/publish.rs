@@ -162,11 +162,17 @@ pub enum Decision {
 /// Names that are no reviewer's name: what a tool fills in when it knows none.
 const PLACEHOLDER_NAMES: &[&str] = &["reviewer", "unknown", "anonymous"];
 
-/// Whether `name` names a person (not empty, not a placeholder).
+/// The longest name a DICOM person name component holds (PN: 64 characters).
+const MAX_NAME_CHARS: usize = 64;
+
+/// Whether `name` names a person: not empty, not a placeholder, no control characters, and
+/// short enough for a DICOM person name.
 #[must_use]
 pub fn is_named(name: &str) -> bool {
     let name = name.trim();
     !name.is_empty()
+        && name.chars().count() <= MAX_NAME_CHARS
+        && !name.chars().any(char::is_control)
         && !PLACEHOLDER_NAMES
             .iter()
             .any(|placeholder| name.eq_ignore_ascii_case(placeholder))
@@ -275,7 +281,17 @@ mod tests {
 
     #[test]
     fn placeholders_name_nobody() {
-        for name in ["", "  ", "reviewer", "Reviewer", "unknown", "anonymous"] {
+        let long = "A".repeat(65);
+        for name in [
+            "",
+            "  ",
+            "reviewer",
+            "Reviewer",
+            "unknown",
+            "anonymous",
+            "\u{1b}[31mAna",
+            &long,
+        ] {
             assert!(!is_named(name), "{name:?}");
         }
         for name in ["Ana", "Dr. Ben Reviewer", "reviewer 2"] {
