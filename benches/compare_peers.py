@@ -47,6 +47,22 @@ def median_of(make_command, runs=RUNS, before=None):
     return statistics.median(times), max(peaks)
 
 
+def alternating(make_commands, runs=RUNS, before=None):
+    """Median wall time and peak memory of each command, the commands run in turn in each
+    round (so a drift of the machine's speed touches both sides alike); one warm-up round."""
+    times = [[] for _ in make_commands]
+    peaks = [[] for _ in make_commands]
+    for n in range(runs + 1):
+        for k, make_command in enumerate(make_commands):
+            if before:
+                before()
+            elapsed, peak = run(make_command())
+            if n > 0:
+                times[k].append(elapsed)
+                peaks[k].append(peak)
+    return [(statistics.median(t), max(p)) for t, p in zip(times, peaks)]
+
+
 def nibabel_seconds(path):
     code = (
         "import time, nibabel as nib\n"
@@ -72,12 +88,18 @@ def main():
         for file in out.iterdir():
             file.unlink()
 
-    ours_convert, ours_convert_peak = median_of(
-        lambda: [keyslice, "convert", str(series), str(out / "ks.nii")], before=clean)
-    theirs_convert, _ = median_of(
-        lambda: [dcm2niix, "-z", "n", "-b", "n", "-f", "d2n", "-o", str(out), str(series)], before=clean)
-    gzip_seconds, _ = median_of(lambda: ["sh", "-c", f"gzip -dc '{nifti}' > /dev/null"])
-    ours_load, ours_load_peak = median_of(lambda: [keyslice, "info", str(nifti)])
+    dcm2niix_flags = ["-z", "n", "-b", "n", "-f", "d2n"]
+    version = subprocess.run([dcm2niix, "-v"], capture_output=True, text=True).stdout.strip().splitlines()
+    print(f"dcm2niix: {dcm2niix} ({version[-1] if version else 'version unknown'}), flags {' '.join(dcm2niix_flags)}")
+    print(f"{RUNS} runs each after one warm-up, the two sides alternating; medians")
+    (ours_convert, ours_convert_peak), (theirs_convert, _) = alternating([
+        lambda: [keyslice, "convert", str(series), str(out / "ks.nii")],
+        lambda: [dcm2niix, *dcm2niix_flags, "-o", str(out), str(series)],
+    ], before=clean)
+    (ours_load, ours_load_peak), (gzip_seconds, _) = alternating([
+        lambda: [keyslice, "info", str(nifti)],
+        lambda: ["sh", "-c", f"gzip -dc '{nifti}' > /dev/null"],
+    ])
     _, ours_series_peak = median_of(lambda: [keyslice, "info", str(series)], runs=2)
     nibabel = nibabel_seconds(nifti)
     budget_mb = 1.3 * voxel_mb + 50

@@ -230,7 +230,7 @@ fn truncated_and_garbage_files_are_reported_and_the_rest_loads() {
     let named: Vec<(String, SliceSpec)> = named_slices("1.9.9", "g", |k, slice| {
         if k == 4 {
             // A consistent file whose Pixel Data is shorter than Rows × Columns needs:
-            // it parses, but its pixels cannot be decoded.
+            // it parses, but its pixels are too few.
             slice.stored.truncate(40);
         }
     });
@@ -279,7 +279,7 @@ fn truncated_and_garbage_files_are_reported_and_the_rest_loads() {
         "{warnings}"
     );
     assert!(
-        warnings.contains("g4): the pixel data cannot be decoded"),
+        warnings.contains("g4): pixel data holds 80 bytes, the image needs 96"),
         "{warnings}"
     );
     // Spacing stays 2.5 mm; the gap where g2 was is reported with both positions.

@@ -43,28 +43,45 @@ enum Syntax {
     Implicit,
 }
 
-/// `Ok(pixel_data_length)` when every element length fits in the file (the defined length
-/// of the last Pixel Data element met, if any: the caller compares it with the image size);
-/// otherwise which element claims too much.
-pub(crate) fn check_lengths(path: &Path) -> Result<Option<u64>, String> {
+/// Where a file's Pixel Data lies, as the walk found it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Walked {
+    /// Defined length of the last Pixel Data element walked (the caller compares it with the
+    /// image size).
+    pub pixel_data_length: Option<u64>,
+    /// Byte offset of the value of a top-level Pixel Data element of defined length in a
+    /// file that is not deflated: native samples can be read from there directly.
+    pub pixel_data_offset: Option<u64>,
+    /// The file's length in bytes.
+    pub file_length: u64,
+}
+
+/// `Ok` when every element length fits in the file (with where Pixel Data lies); otherwise
+/// which element claims too much.
+pub(crate) fn check_lengths(path: &Path) -> Result<Walked, String> {
     check_lengths_and_items(path, usize::MAX)
 }
 
 /// [`check_lengths`], refusing also a file of more than `max_items` sequence items in all (a
 /// structured report whose content tree is a million items long).
-pub(crate) fn check_lengths_and_items(
-    path: &Path,
-    max_items: usize,
-) -> Result<Option<u64>, String> {
-    let Ok(file) = File::open(path) else {
-        return Ok(None); // the parser will report the open error itself
-    };
+pub(crate) fn check_lengths_and_items(path: &Path, max_items: usize) -> Result<Walked, String> {
+    match File::open(path) {
+        Ok(file) => check_open_file(&file, max_items),
+        Err(_) => Ok(Walked::default()), // the parser will report the open error itself
+    }
+}
+
+/// [`check_lengths_and_items`] on a file already open (its position is left anywhere).
+pub(crate) fn check_open_file(file: &File, max_items: usize) -> Result<Walked, String> {
     let Ok(file_length) = file.metadata().map(|metadata| metadata.len()) else {
-        return Ok(None);
+        return Ok(Walked::default());
     };
     let mut reader = BufReader::with_capacity(16 * 1024, file);
     if reader.seek(SeekFrom::Start(132)).is_err() {
-        return Ok(None);
+        return Ok(Walked {
+            file_length,
+            ..Walked::default()
+        });
     }
     let mut walker = Walker {
         reader,
@@ -72,19 +89,28 @@ pub(crate) fn check_lengths_and_items(
         position: 132,
         last_header_length: 0,
         pixel_data_length: None,
+        pixel_data_offset: None,
         items: 0,
         max_items,
     };
     match walker.walk()? {
-        None => Ok(walker.pixel_data_length),
-        Some(deflated_start) => check_deflated(path, deflated_start, max_items),
+        None => Ok(Walked {
+            pixel_data_length: walker.pixel_data_length,
+            pixel_data_offset: walker.pixel_data_offset,
+            file_length,
+        }),
+        Some(deflated_start) => Ok(Walked {
+            pixel_data_length: check_deflated(file, deflated_start, max_items)?,
+            pixel_data_offset: None,
+            file_length,
+        }),
     }
 }
 
 /// Walks the inflated dataset of a deflated file that starts at byte `start`.
-fn check_deflated(path: &Path, start: u64, max_items: usize) -> Result<Option<u64>, String> {
-    let open_inflated = || -> Result<DeflateDecoder<BufReader<File>>, String> {
-        let mut file = File::open(path).map_err(|error| error.to_string())?;
+fn check_deflated(file: &File, start: u64, max_items: usize) -> Result<Option<u64>, String> {
+    let open_inflated = || -> Result<DeflateDecoder<BufReader<&File>>, String> {
+        let mut file = file;
         file.seek(SeekFrom::Start(start))
             .map_err(|error| error.to_string())?;
         Ok(DeflateDecoder::new(BufReader::with_capacity(
@@ -112,6 +138,7 @@ fn check_deflated(path: &Path, start: u64, max_items: usize) -> Result<Option<u6
         position: 0,
         last_header_length: 0,
         pixel_data_length: None,
+        pixel_data_offset: None,
         items: 0,
         max_items,
     };
@@ -127,7 +154,7 @@ trait Forward: Read {
     fn forward(&mut self, count: u64) -> std::io::Result<()>;
 }
 
-impl Forward for BufReader<File> {
+impl<R: Read + Seek> Forward for BufReader<R> {
     fn forward(&mut self, count: u64) -> std::io::Result<()> {
         self.seek_relative(i64::try_from(count).unwrap_or(i64::MAX))
     }
@@ -162,13 +189,15 @@ struct Walker<R> {
     last_header_length: u64,
     /// Defined length of the last Pixel Data element walked.
     pixel_data_length: Option<u64>,
+    /// Where the value of a top-level Pixel Data element of defined length starts.
+    pixel_data_offset: Option<u64>,
     /// Sequence items met so far.
     items: usize,
     /// The most sequence items accepted.
     max_items: usize,
 }
 
-impl Walker<BufReader<File>> {
+impl<R: Read + Seek> Walker<BufReader<R>> {
     /// Walks the file meta group, then the dataset; `Some(offset)` when the dataset is
     /// deflated and starts at `offset` (the caller walks it inflated).
     fn walk(&mut self) -> Result<Option<u64>, String> {
@@ -305,6 +334,7 @@ impl<R: Forward> Walker<R> {
             }
             if (group, element) == PIXEL_DATA {
                 self.pixel_data_length = Some(u64::from(length));
+                self.pixel_data_offset = open.is_empty().then_some(self.position);
             }
             self.skip(group, element, length)?;
         }

@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 
 use dicom_core::Tag;
 use dicom_dictionary_std::{tags, uids};
+use dicom_object::file::ReadPreamble;
 use dicom_object::{DefaultDicomObject, InMemDicomObject, OpenFileOptions};
 
 use super::DicomError;
+use super::guard::Walked;
 use keyslice_core::volume::Vec3;
 
 /// Media Storage SOP Class of a DICOMDIR.
@@ -62,6 +64,19 @@ pub(crate) struct FileHeader {
     pub transfer_syntax: String,
     pub has_pixel_data: bool,
     pub frames: Vec<FrameHeader>,
+    /// Where the samples lie when they can be read straight from the file.
+    pub native: Option<NativePixels>,
+}
+
+/// Plain little-endian grey-scale samples at a known place in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NativePixels {
+    /// Byte offset of the Pixel Data value.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub length: u64,
+    pub bits_allocated: u16,
+    pub bits_stored: u16,
 }
 
 impl FileHeader {
@@ -87,8 +102,11 @@ pub(crate) enum Probe {
 
 /// Whether the file carries the `DICM` marker after the 128-byte preamble.
 pub(crate) fn has_dicom_marker(path: &Path) -> Result<bool, std::io::Error> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
+    read_marker(&mut std::fs::File::open(path)?)
+}
+
+/// Reads the preamble and the `DICM` marker from the start of `file`.
+fn read_marker(mut file: impl std::io::Read) -> Result<bool, std::io::Error> {
     let mut start = [0u8; 132];
     let mut filled = 0;
     while filled < start.len() {
@@ -101,26 +119,28 @@ pub(crate) fn has_dicom_marker(path: &Path) -> Result<bool, std::io::Error> {
     Ok(&start[128..132] == b"DICM")
 }
 
-/// Reads the header of `path` up to (not including) Pixel Data.
+/// Reads the header of `path` up to (not including) Pixel Data. The file is opened once:
+/// the marker, the structural walk and the parse read through the same handle.
 pub(crate) fn probe_file(path: &Path) -> Result<Probe, DicomError> {
-    match has_dicom_marker(path) {
-        Ok(true) => {}
-        Ok(false) => return Ok(Probe::NotDicom),
-        Err(source) => {
-            return Err(DicomError::Io {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
+    use std::io::{Seek, SeekFrom};
+    let io_error = |source| DicomError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io_error)?;
+    if !read_marker(&mut file).map_err(io_error)? {
+        return Ok(Probe::NotDicom);
     }
-    let pixel_data_length = match super::guard::check_lengths(path) {
-        Ok(length) => length,
+    let walked = match super::guard::check_open_file(&file, usize::MAX) {
+        Ok(walked) => walked,
         Err(reason) => return Ok(Probe::Unreadable(reason)),
     };
+    file.seek(SeekFrom::Start(128)).map_err(io_error)?;
     let parsed = crate::limits::contain(|| {
         OpenFileOptions::new()
             .read_until(tags::PIXEL_DATA)
-            .open_file(path)
+            .read_preamble(ReadPreamble::Never)
+            .from_reader(std::io::BufReader::with_capacity(16 * 1024, &file))
     });
     let object = match parsed {
         Ok(Ok(object)) => object,
@@ -130,8 +150,7 @@ pub(crate) fn probe_file(path: &Path) -> Result<Probe, DicomError> {
     if object.meta().media_storage_sop_class_uid() == MEDIA_STORAGE_DIRECTORY {
         return Ok(Probe::Directory);
     }
-    let file_length = std::fs::metadata(path).map_or(0, |metadata| metadata.len());
-    match file_header(path, &object, file_length, pixel_data_length) {
+    match file_header(path, &object, walked) {
         Ok(header) => Ok(Probe::Dicom(Box::new(header))),
         Err(reason) => Ok(Probe::Unreadable(reason)),
     }
@@ -228,8 +247,7 @@ fn check_pixel_data_length(
 fn file_header(
     path: &Path,
     object: &DefaultDicomObject,
-    file_length: u64,
-    pixel_data_length: Option<u64>,
+    walked: Walked,
 ) -> Result<FileHeader, String> {
     let text = |tag: Tag| string(object, tag).unwrap_or_default();
     let rows = integer(object, tags::ROWS).unwrap_or(0);
@@ -244,10 +262,16 @@ fn file_header(
         .transfer_syntax()
         .trim_end_matches('\0')
         .to_string();
-    let frame_count = checked_frame_count(object, &transfer_syntax, file_length)?;
-    check_pixel_data_length(object, &transfer_syntax, frame_count, pixel_data_length)?;
+    let frame_count = checked_frame_count(object, &transfer_syntax, walked.file_length)?;
+    check_pixel_data_length(
+        object,
+        &transfer_syntax,
+        frame_count,
+        walked.pixel_data_length,
+    )?;
     let has_pixel_data = rows > 0 && columns > 0;
     let frames = frame_headers(object, frame_count);
+    let native = native_pixels(object, &transfer_syntax, walked);
     Ok(FileHeader {
         path: path.to_path_buf(),
         series_uid: text(tags::SERIES_INSTANCE_UID),
@@ -279,6 +303,38 @@ fn file_header(
         transfer_syntax,
         has_pixel_data,
         frames,
+        native,
+    })
+}
+
+/// Where a little-endian file's plain grey-scale samples lie, when they can be read from the
+/// file directly (a top-level Pixel Data of defined length; 8, 16 or 32 bits a sample).
+fn native_pixels(
+    object: &DefaultDicomObject,
+    transfer_syntax: &str,
+    walked: Walked,
+) -> Option<NativePixels> {
+    let little_endian = [
+        uids::IMPLICIT_VR_LITTLE_ENDIAN,
+        uids::EXPLICIT_VR_LITTLE_ENDIAN,
+    ];
+    if !little_endian.contains(&transfer_syntax)
+        || integer(object, tags::SAMPLES_PER_PIXEL).unwrap_or(1) != 1
+    {
+        return None;
+    }
+    let bits_allocated = u16::try_from(integer(object, tags::BITS_ALLOCATED).unwrap_or(16)).ok()?;
+    if ![8, 16, 32].contains(&bits_allocated) {
+        return None;
+    }
+    let bits_stored = integer(object, tags::BITS_STORED)
+        .and_then(|bits| u16::try_from(bits).ok())
+        .unwrap_or(bits_allocated);
+    Some(NativePixels {
+        offset: walked.pixel_data_offset?,
+        length: walked.pixel_data_length?,
+        bits_allocated,
+        bits_stored,
     })
 }
 
