@@ -91,12 +91,34 @@ fn json(body: &str) -> Reply {
 
 const MULTIPART_HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: multipart/related; type=\"application/dicom\"; boundary=XyZ\r\nConnection: close\r\n\r\n--XyZ\r\nContent-Type: application/dicom\r\n\r\n";
 
-/// A whole one-instance WADO answer: a Part 10 preamble and marker, then filler.
+/// A whole one-instance WADO answer: a small Part 10 file (preamble, marker, file meta
+/// naming instance 1.2.3.4.5, and one element of filler).
 fn instance_answer() -> Vec<u8> {
     let mut body = MULTIPART_HEAD.to_vec();
     body.extend(std::iter::repeat_n(0u8, 128));
     body.extend_from_slice(b"DICM");
-    body.extend(std::iter::repeat_n(7u8, 400));
+    let element = |body: &mut Vec<u8>, tag: [u8; 4], vr: &[u8; 2], value: &[u8]| {
+        body.extend_from_slice(&tag);
+        body.extend_from_slice(vr);
+        if vr == b"OB" {
+            body.extend_from_slice(&[0, 0]);
+            body.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        } else {
+            body.extend_from_slice(&(value.len() as u16).to_le_bytes());
+        }
+        body.extend_from_slice(value);
+    };
+    element(&mut body, [2, 0, 1, 0], b"OB", &[0, 1]);
+    element(
+        &mut body,
+        [2, 0, 2, 0],
+        b"UI",
+        b"1.2.840.10008.5.1.4.1.1.7\0",
+    );
+    element(&mut body, [2, 0, 3, 0], b"UI", b"1.2.3.4.5\0");
+    element(&mut body, [2, 0, 0x10, 0], b"UI", b"1.2.840.10008.1.2.1\0");
+    element(&mut body, [0x09, 0, 0x10, 0], b"LO", b"FILLER");
+    element(&mut body, [0x09, 0, 0x00, 0x10], b"OB", &[7u8; 400]);
     body.extend_from_slice(b"\r\n--XyZ--\r\n");
     body
 }

@@ -39,7 +39,7 @@ pub struct Connection {
     /// Retries of a failed request (dropped connection, HTTP 429/5xx, truncated answer).
     #[arg(long, default_value_t = 3)]
     pub retries: u32,
-    /// Instances retrieved at once.
+    /// Instances retrieved at once when they are asked for one by one.
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u16).range(1..=16))]
     pub parallel: u16,
     /// The retrieve cache (default: the user's cache folder, keyslice/dicomweb).

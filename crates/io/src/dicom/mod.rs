@@ -343,6 +343,15 @@ pub fn check_structure(path: &Path, max_items: usize) -> Result<(), String> {
     guard::check_lengths_and_items(path, max_items).map(|_| ())
 }
 
+/// Whether `path` is a whole DICOM file as far as its structure shows: the `DICM` marker, and
+/// every element's declared length inside the file. A cache uses this to tell a file cut by
+/// a crash (empty, or ending inside an element) from one to keep.
+#[must_use]
+pub fn is_whole_file(path: &Path) -> bool {
+    header::has_dicom_marker(path).unwrap_or(false)
+        && guard::check_lengths(path).is_ok_and(|walked| walked.file_length > 132)
+}
+
 /// Loads the largest image series under `path` (or the one named in `options`).
 pub fn load_dicom(path: &Path, options: &DicomOptions) -> Result<DicomStudy, DicomError> {
     let started = std::time::Instant::now();

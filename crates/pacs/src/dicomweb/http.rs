@@ -76,6 +76,31 @@ impl Server {
         })
     }
 
+    /// [`Server::get`] whose answer may take up to `timeout` in all (a whole series in one
+    /// answer takes longer than one instance).
+    pub fn get_within(
+        &self,
+        path: &str,
+        accept: &str,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<Answer, PacsError> {
+        let url = format!("{}/{}", self.root, path.trim_start_matches('/'));
+        self.send(what, || {
+            let mut request = self
+                .agent
+                .get(&url)
+                .config()
+                .timeout_per_call(Some(timeout))
+                .build()
+                .header("Accept", accept);
+            if let Some(value) = self.auth.header() {
+                request = request.header("Authorization", &value);
+            }
+            request.call()
+        })
+    }
+
     /// `POST {root}/{path}` with a body of `content_type`.
     pub fn post(
         &self,

@@ -1,10 +1,13 @@
-//! WADO-RS retrieve into a local cache: parallel, resumable, never half-written.
+//! WADO-RS retrieve into a local cache: streamed, resumable, never half-written.
 //!
 //! Layout: `CACHE/SERVER_KEY/STUDY_UID/SERIES_UID/SOP_UID.dcm`, where `SERVER_KEY` is a hash
-//! of the DICOMweb root (two servers never share files). Each instance is streamed from the
-//! multipart answer into `CACHE/SERVER_KEY/.incoming/…` and renamed into its series folder
-//! only when its part ended cleanly, so a series folder holds only whole files and a
-//! retrieve cut at any moment resumes with the instances still missing.
+//! of the DICOMweb root (two servers never share files). A series comes in one multipart
+//! answer where the server allows it, else one instance per request, several at once. Each
+//! part is written into `CACHE/SERVER_KEY/.incoming/…` and renamed into its series folder
+//! only when it ended cleanly, so a series folder holds only whole files and a retrieve cut
+//! at any moment resumes with the instances still missing. Files are not forced to disk one
+//! by one (that would cost more than the transfer); instead a file is reused only when its
+//! structure is whole, so one that a power cut left short is fetched again.
 //!
 //! Everything the server names is checked before it touches the disk: each study, series
 //! and instance UID must be a DICOM UID, and each path is checked to lie inside the cache.
@@ -13,6 +16,7 @@
 //! there. A `.part` file is locked while it is written; one that no process holds (left by a
 //! killed retrieve) is removed when the next retrieve starts.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -122,7 +126,14 @@ pub fn retrieve_ct(
     retrieve_series(server, study, &series, cache, parallel, progress)
 }
 
-/// Retrieves every instance of `series` that is not yet in `cache`, `parallel` at a time.
+/// Retrieves every instance of `series` that is not yet in `cache`.
+///
+/// A series the cache has none of, whose size the search gave, comes in one WADO-RS answer
+/// (each instance written to the cache as its part ends), without listing its instances
+/// first. Whatever is still missing then (the answer was cut, the server does not stream a
+/// series, or the retrieve resumes one begun earlier) is listed and fetched one instance
+/// per request, `parallel` at a time; more than half a series missing is streamed again
+/// first.
 pub fn retrieve_series(
     server: &Server,
     study: &str,
@@ -131,8 +142,19 @@ pub fn retrieve_series(
     parallel: usize,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Retrieved, PacsError> {
-    let instances = checked_instances(server, study, &series.series_uid)?;
     let root = server_cache(cache, server);
+    let not_uid = |field: &'static str, value: &str| PacsError::NotUid {
+        server: server.name().to_string(),
+        what: format!("series {} of study {study}", series.series_uid),
+        field,
+        value: value.to_string(),
+    };
+    if !is_uid(study) {
+        return Err(not_uid("Study Instance UID", study));
+    }
+    if !is_uid(&series.series_uid) {
+        return Err(not_uid("Series Instance UID", &series.series_uid));
+    }
     let folder = root.join(study).join(&series.series_uid);
     let incoming = root.join(".incoming");
     for dir in [&folder, &incoming] {
@@ -143,21 +165,125 @@ pub fn retrieve_series(
         })?;
     }
     remove_abandoned_parts(&incoming);
-    let instance_cap = keyslice_io::limits::max_volume_bytes()
-        / u64::try_from(instances.len().max(1)).unwrap_or(u64::MAX)
-        + INSTANCE_HEADER_ALLOWANCE;
-    let missing: Vec<&str> = instances
-        .iter()
-        .map(|instance| instance.sop_uid.as_str())
-        .filter(|sop| !folder.join(format!("{sop}.dcm")).is_file())
-        .collect();
+    let held = whole_instances(&folder);
+    let mut place = SeriesPlace {
+        study,
+        series: &series.series_uid,
+        folder: &folder,
+        incoming: &incoming,
+        cap_bytes: 0,
+        expected: None,
+    };
+    let mut fetched = Fetched::default();
+    let announced = series
+        .instances
+        .and_then(|count| usize::try_from(count).ok())
+        .filter(|count| (1..=MAX_INSTANCES).contains(count));
+    let mut streamed = false;
+    if held.is_empty()
+        && let Some(count) = announced
+    {
+        place.cap_bytes = instance_cap(count);
+        streamed = true;
+        let stored = stream_series(server, &place, count, progress, &mut fetched)?;
+        if stored >= count {
+            return Ok(Retrieved {
+                folder,
+                study_uid: study.to_string(),
+                series: series.clone(),
+                instances: stored,
+                fetched: fetched.instances,
+                bytes: fetched.bytes,
+            });
+        }
+    }
+    let instances = checked_instances(server, study, &series.series_uid)?;
     let total = instances.len();
-    let done = AtomicUsize::new(total - missing.len());
-    let bytes = AtomicU64::new(0);
+    place.cap_bytes = instance_cap(total);
+    let mut held = whole_instances(&folder);
+    let missing = |held: &BTreeSet<String>| -> Vec<String> {
+        instances
+            .iter()
+            .map(|instance| instance.sop_uid.clone())
+            .filter(|sop| !held.contains(sop))
+            .collect()
+    };
+    let mut still = missing(&held);
+    if !streamed && still.len() > 1 && still.len() * 2 > total {
+        place.expected = Some(instances.iter().map(|i| i.sop_uid.clone()).collect());
+        stream_series(server, &place, total, progress, &mut fetched)?;
+        held = whole_instances(&folder);
+        still = missing(&held);
+    }
+    fetch_each(
+        server,
+        &place,
+        &still,
+        (total - still.len(), total),
+        parallel,
+        progress,
+        &mut fetched,
+    )?;
+    Ok(Retrieved {
+        folder,
+        study_uid: study.to_string(),
+        series: series.clone(),
+        instances: total,
+        fetched: fetched.instances,
+        bytes: fetched.bytes,
+    })
+}
+
+/// What a retrieve has fetched so far.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fetched {
+    instances: usize,
+    bytes: u64,
+}
+
+/// The most bytes one instance of a series of `count` may hold.
+fn instance_cap(count: usize) -> u64 {
+    keyslice_io::limits::max_volume_bytes() / u64::try_from(count.max(1)).unwrap_or(u64::MAX)
+        + INSTANCE_HEADER_ALLOWANCE
+}
+
+/// The SOP Instance UIDs whose file in `folder` is whole (a file a crash cut is not).
+fn whole_instances(folder: &Path) -> BTreeSet<String> {
+    let Ok(entries) = fs::read_dir(folder) else {
+        return BTreeSet::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let path = entry.path();
+            let sop = path
+                .file_name()?
+                .to_str()?
+                .strip_suffix(".dcm")?
+                .to_string();
+            keyslice_io::dicom::is_whole_file(&path).then_some(sop)
+        })
+        .collect()
+}
+
+/// Fetches `missing`, one instance per request, `parallel` at a time. `(done, total)`: where
+/// the progress stands.
+fn fetch_each(
+    server: &Server,
+    place: &SeriesPlace<'_>,
+    missing: &[String],
+    (done, total): (usize, usize),
+    parallel: usize,
+    progress: &(dyn Fn(Progress) + Sync),
+    fetched: &mut Fetched,
+) -> Result<(), PacsError> {
+    let done = AtomicUsize::new(done);
+    let bytes = AtomicU64::new(fetched.bytes);
+    let count = AtomicUsize::new(0);
     progress(Progress {
         done: done.load(Ordering::Relaxed),
         total,
-        bytes: 0,
+        bytes: fetched.bytes,
     });
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -168,17 +294,10 @@ pub fn retrieve_series(
                 while !stop.load(Ordering::Relaxed) {
                     let index = next.fetch_add(1, Ordering::Relaxed);
                     let Some(sop) = missing.get(index) else { break };
-                    let place = InstancePlace {
-                        study,
-                        series: &series.series_uid,
-                        sop,
-                        folder: &folder,
-                        incoming: &incoming,
-                        cap_bytes: instance_cap,
-                    };
-                    match fetch_instance(server, &place) {
+                    match fetch_instance(server, place, sop) {
                         Ok(size) => {
                             let size = bytes.fetch_add(size, Ordering::Relaxed) + size;
+                            count.fetch_add(1, Ordering::Relaxed);
                             let done = done.fetch_add(1, Ordering::Relaxed) + 1;
                             progress(Progress {
                                 done,
@@ -197,17 +316,199 @@ pub fn retrieve_series(
             });
         }
     });
-    if let Some(error) = first_error.into_inner().ok().flatten() {
-        return Err(error);
+    fetched.instances += count.into_inner();
+    fetched.bytes = bytes.into_inner();
+    match first_error.into_inner().ok().flatten() {
+        Some(error) => Err(error),
+        None => Ok(()),
     }
-    Ok(Retrieved {
+}
+
+/// Streams the whole series in one WADO-RS answer; each part is renamed into the folder when
+/// it ended cleanly. Returns how many parts were stored. A server that refuses to stream a
+/// series, an answer cut short and a part that does not name its instance leave the rest to
+/// the caller (what was stored stays); a part that is too large, or far more parts than the
+/// series holds, is an error.
+fn stream_series(
+    server: &Server,
+    place: &SeriesPlace<'_>,
+    total: usize,
+    progress: &(dyn Fn(Progress) + Sync),
+    fetched: &mut Fetched,
+) -> Result<usize, PacsError> {
+    let SeriesPlace {
+        study,
+        series,
         folder,
-        study_uid: study.to_string(),
-        series: series.clone(),
-        instances: total,
-        fetched: missing.len(),
-        bytes: bytes.into_inner(),
-    })
+        incoming,
+        cap_bytes,
+        ..
+    } = *place;
+    let what = format!("series {series} of study {study}");
+    // The time one instance may take, for each instance of the series.
+    let timeout = server.timeout * u32::try_from(total.max(1)).unwrap_or(u32::MAX);
+    let answer = match server.get_within(
+        &format!("studies/{study}/series/{series}"),
+        "multipart/related; type=\"application/dicom\"; transfer-syntax=*",
+        &what,
+        timeout,
+    ) {
+        Ok(answer) => answer,
+        Err(error) => {
+            tracing::debug!(%error, "the server does not stream the series; fetching each instance");
+            return Ok(0);
+        }
+    };
+    let Ok(boundary) = boundary(&answer.content_type) else {
+        tracing::debug!(
+            content_type = answer.content_type,
+            "not a multipart answer; fetching each instance"
+        );
+        return Ok(0);
+    };
+    let mut reader = MultipartReader::new(answer.body, &boundary);
+    let mut stored = BTreeSet::new();
+    progress(Progress {
+        done: 0,
+        total,
+        bytes: fetched.bytes,
+    });
+    let most_parts = total * 2 + 16;
+    for part in 1.. {
+        if part > most_parts {
+            return Err(PacsError::TooLarge {
+                server: server.name().to_string(),
+                what,
+                detail: format!("more than {most_parts} parts for a series of {total} instances"),
+            });
+        }
+        let temporary = incoming.join(format!("stream.{}.{part}.part", std::process::id()));
+        let written = match receive_part(&mut reader, &temporary, cap_bytes) {
+            Ok(Some(written)) => written,
+            Ok(None) => break,
+            Err(error) => {
+                let _ = fs::remove_file(&temporary);
+                return match multipart_failure(server, &what, error) {
+                    Fetch::Truncated(error) => {
+                        tracing::debug!(%error, stored = stored.len(), "the series answer was cut; fetching the rest");
+                        Ok(stored.len())
+                    }
+                    Fetch::Failed(error) => Err(error),
+                };
+            }
+        };
+        let Some(sop) = written.sop.filter(|sop| is_uid(sop)) else {
+            // Without its UID a part cannot be named: the instances still missing are asked
+            // for one by one, by name.
+            tracing::debug!(
+                part,
+                "a part without a SOP Instance UID in its file meta; fetching the rest one by one"
+            );
+            let _ = fs::remove_file(&temporary);
+            return Ok(stored.len());
+        };
+        if place
+            .expected
+            .as_ref()
+            .is_some_and(|expected| !expected.contains(&sop))
+        {
+            tracing::debug!(
+                sop,
+                "a part that is not an instance of the series; left out"
+            );
+            let _ = fs::remove_file(&temporary);
+            continue;
+        }
+        let destination = folder.join(format!("{sop}.dcm"));
+        fs::rename(&temporary, &destination).map_err(|source| {
+            let _ = fs::remove_file(&temporary);
+            PacsError::Cache {
+                path: destination.clone(),
+                source,
+            }
+        })?;
+        stored.insert(sop);
+        fetched.instances += 1;
+        fetched.bytes += written.bytes;
+        progress(Progress {
+            done: stored.len().min(total),
+            total,
+            bytes: fetched.bytes,
+        });
+    }
+    Ok(stored.len())
+}
+
+/// A part received whole into its temporary file.
+struct Received {
+    bytes: u64,
+    /// Media Storage SOP Instance UID from its file meta information.
+    sop: Option<String>,
+}
+
+/// Writes the next part of `reader` into `temporary` (locked while written); `None` after
+/// the last part.
+fn receive_part<R: std::io::Read>(
+    reader: &mut MultipartReader<R>,
+    temporary: &Path,
+    cap: u64,
+) -> Result<Option<Received>, MultipartError> {
+    let file = fs::File::create(temporary)?;
+    file.lock()?;
+    let mut sink = CountingWriter {
+        inner: BufWriter::with_capacity(256 * 1024, file),
+        written: 0,
+        cap,
+        head: Vec::new(),
+    };
+    let Some(_) = reader.next_part(&mut sink)? else {
+        drop(sink);
+        let _ = fs::remove_file(temporary);
+        return Ok(None);
+    };
+    sink.inner
+        .into_inner()
+        .map_err(std::io::IntoInnerError::into_error)?;
+    Ok(Some(Received {
+        bytes: sink.written,
+        sop: meta_sop_instance_uid(&sink.head),
+    }))
+}
+
+/// The Media Storage SOP Instance UID (0002,0003) of a Part 10 file that starts with `head`:
+/// read from the file meta group (explicit VR little endian) by hand, so nothing a server
+/// declares is allocated.
+fn meta_sop_instance_uid(head: &[u8]) -> Option<String> {
+    if head.get(128..132)? != b"DICM" {
+        return None;
+    }
+    let mut at = 132;
+    loop {
+        let header = head.get(at..at + 8)?;
+        let group = u16::from_le_bytes([header[0], header[1]]);
+        let element = u16::from_le_bytes([header[2], header[3]]);
+        if group != 0x0002 {
+            return None;
+        }
+        let (length, value_at) = if matches!(&header[4..6], b"OB" | b"OW" | b"SQ" | b"UN" | b"UT") {
+            let bytes = head.get(at + 8..at + 12)?;
+            (
+                u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize,
+                at + 12,
+            )
+        } else {
+            (
+                usize::from(u16::from_le_bytes([header[6], header[7]])),
+                at + 8,
+            )
+        };
+        let value = head.get(value_at..value_at.checked_add(length)?)?;
+        if element == 0x0003 {
+            let text = std::str::from_utf8(value).ok()?;
+            return Some(text.trim_end_matches(['\0', ' ']).to_string());
+        }
+        at = value_at + length;
+    }
 }
 
 /// The instances of a series, each UID checked before any of them names a file, and at
@@ -247,14 +548,17 @@ fn checked_instances(
     Ok(instances)
 }
 
-struct InstancePlace<'a> {
+/// Where a series' instances go.
+struct SeriesPlace<'a> {
     study: &'a str,
     series: &'a str,
-    sop: &'a str,
     folder: &'a Path,
     incoming: &'a Path,
-    /// The most bytes this instance may hold.
+    /// The most bytes one instance may hold.
     cap_bytes: u64,
+    /// The instances a search listed, when it was asked: a streamed part of another is left
+    /// out.
+    expected: Option<BTreeSet<String>>,
 }
 
 /// Refuses a path that is not inside `root` (no `..`, no absolute part): a last check after
@@ -299,10 +603,10 @@ pub fn remove_abandoned_parts(incoming: &Path) {
 }
 
 /// Fetches one instance into its folder; retries a truncated answer. Returns its size.
-fn fetch_instance(server: &Server, place: &InstancePlace<'_>) -> Result<u64, PacsError> {
+fn fetch_instance(server: &Server, place: &SeriesPlace<'_>, sop: &str) -> Result<u64, PacsError> {
     let mut attempt = 0;
     loop {
-        match fetch_once(server, place) {
+        match fetch_once(server, place, sop) {
             Err(Fetch::Truncated(_)) if attempt < server.retries => {
                 tracing::debug!(
                     attempt,
@@ -323,14 +627,14 @@ enum Fetch {
     Failed(PacsError),
 }
 
-fn fetch_once(server: &Server, place: &InstancePlace<'_>) -> Result<u64, Fetch> {
-    let InstancePlace {
+fn fetch_once(server: &Server, place: &SeriesPlace<'_>, sop: &str) -> Result<u64, Fetch> {
+    let SeriesPlace {
         study,
         series,
-        sop,
         folder,
         incoming,
         cap_bytes,
+        ..
     } = *place;
     let what = format!("instance {sop} of study {study}");
     let answer = server
@@ -356,6 +660,7 @@ fn fetch_once(server: &Server, place: &InstancePlace<'_>) -> Result<u64, Fetch> 
         inner: BufWriter::new(file),
         written: 0,
         cap: cap_bytes,
+        head: Vec::new(),
     };
     let mut reader = MultipartReader::new(answer.body, &boundary);
     let outcome = reader.next_part(&mut sink);
@@ -377,8 +682,8 @@ fn fetch_once(server: &Server, place: &InstancePlace<'_>) -> Result<u64, Fetch> 
     let flushed = sink
         .inner
         .into_inner()
-        .map_err(std::io::IntoInnerError::into_error)
-        .and_then(|file| file.sync_data());
+        .map(drop)
+        .map_err(std::io::IntoInnerError::into_error);
     let result = result
         .and_then(|()| flushed.map_err(cache_error))
         .and_then(|()| {
@@ -443,7 +748,12 @@ struct CountingWriter<W> {
     written: u64,
     /// The most bytes the part may hold.
     cap: u64,
+    /// The part's first bytes (its file meta group).
+    head: Vec<u8>,
 }
+
+/// How much of a part's start is kept to read its file meta group from.
+const HEAD_BYTES: usize = 16 * 1024;
 
 impl<W: Write> Write for CountingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -457,6 +767,10 @@ impl<W: Write> Write for CountingWriter<W> {
             ));
         }
         let n = self.inner.write(buf)?;
+        if self.head.len() < HEAD_BYTES {
+            let keep = (HEAD_BYTES - self.head.len()).min(n);
+            self.head.extend_from_slice(&buf[..keep]);
+        }
         self.written += n as u64;
         Ok(n)
     }
