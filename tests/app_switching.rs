@@ -624,3 +624,98 @@ fn the_side_panels_open_as_wide_as_the_reviewer_left_them() {
         planes.right()
     );
 }
+
+#[test]
+fn a_study_arriving_from_a_pacs_shows_its_key_image_first_then_more_then_opens_with_its_review() {
+    use keyslice::app::arrival::Arrival;
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let source = folder.path().join("source");
+    let slices: Vec<(String, common::SliceSpec)> = (0..8)
+        .map(|k| {
+            let slice = common::SliceSpec::axial("1.9.47", k, 2.5 * k as f64, 1000 + 20 * k as i16);
+            (format!("{}.dcm", slice.sop_uid), slice)
+        })
+        .collect();
+    common::write_series(&source, &slices);
+    // The series folder fills as a retrieve renames whole files into it.
+    let arriving = folder.path().join("arriving");
+    std::fs::create_dir_all(&arriving).expect("folder");
+    let arrive = |names: &[usize]| {
+        for &k in names {
+            let name = &slices[k].0;
+            std::fs::copy(source.join(name), arriving.join(name)).expect("copied");
+        }
+    };
+    let arrival = Arrival::new(
+        arriving.clone(),
+        Some(8),
+        Some(arriving.join("1.9.47.5.dcm")),
+        "study 1.9.47 from the PACS".into(),
+    );
+    let mut harness = window(
+        Source::Arriving(arrival.clone()),
+        egui::Vec2::new(1280.0, 800.0),
+    );
+    harness.step();
+    arrive(&[5]);
+    let shown = |harness: &Harness<'_, Window>, text: &str| {
+        harness.query_all_by_label_contains(text).next().is_some()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !shown(&harness, "arriving from the PACS: 1 of 8 images") {
+        assert!(Instant::now() < deadline, "the key image alone first");
+        harness.step();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let on_screen = |harness: &Harness<'_, Window>| {
+        let (dims, crosshair) = app(harness).volume_on_screen().expect("a volume");
+        (dims[2], crosshair[2].round() as usize)
+    };
+    assert_eq!(on_screen(&harness), (1, 0), "one slice: the key image");
+    assert!(shown(
+        &harness,
+        "its findings and corrections open when the last image is in"
+    ));
+    // Analysing half a study is refused, with why.
+    harness.get_by_label("Analyze (A)").click();
+    harness.step();
+    assert!(
+        app(&harness)
+            .notices()
+            .iter()
+            .any(|notice| notice.contains("still arriving from the PACS")),
+        "{:?}",
+        app(&harness).notices()
+    );
+    arrive(&[2, 3, 4]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !shown(&harness, "arriving from the PACS: 4 of 8 images") {
+        assert!(Instant::now() < deadline, "more of the study");
+        harness.step();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The crosshair stays on the key image's slice of the patient as the stack grows.
+    assert_eq!(on_screen(&harness), (4, 3), "at the key image");
+    // The top bar's spinner turns with time: its pixels are let through.
+    harness.snapshot_options(
+        "arriving_from_the_pacs",
+        &egui_kittest::SnapshotOptions::new().max_failed_pixels(300),
+    );
+    // All in: the case opens from its workspace, with its review.
+    arrive(&[0, 1, 6, 7]);
+    let root = folder.path().join("ws");
+    Workspace::create_or_extend(&root, std::slice::from_ref(&arriving)).expect("workspace");
+    arrival.finish(Ok(Source::Workspace(root)));
+    step_until(
+        &mut harness,
+        Duration::from_mins(1),
+        "the whole study",
+        |app| app.case_on_screen().is_some(),
+    );
+    harness.step();
+    assert!(!shown(&harness, "arriving from the PACS"));
+    assert_eq!(on_screen(&harness).0, 8, "the whole series");
+}

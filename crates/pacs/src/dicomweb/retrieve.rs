@@ -234,6 +234,64 @@ pub fn retrieve_series(
     })
 }
 
+/// The cache folder of one series.
+#[must_use]
+pub fn series_folder(cache: &Path, server: &Server, study: &str, series: &str) -> PathBuf {
+    server_cache(cache, server).join(study).join(series)
+}
+
+/// Fetches the named instances of a series into the cache before the rest (the key image
+/// of a stored result, so that a viewer shows it while the series arrives). Instances
+/// already there are kept.
+pub fn retrieve_instances(
+    server: &Server,
+    study: &str,
+    series: &str,
+    sops: &[String],
+    cache: &Path,
+) -> Result<(), PacsError> {
+    let not_uid = |field: &'static str, value: &str| PacsError::NotUid {
+        server: server.name().to_string(),
+        what: format!("series {series} of study {study}"),
+        field,
+        value: value.to_string(),
+    };
+    for (field, uid) in [
+        ("Study Instance UID", study),
+        ("Series Instance UID", series),
+    ]
+    .into_iter()
+    .chain(sops.iter().map(|sop| ("SOP Instance UID", sop.as_str())))
+    {
+        if !is_uid(uid) {
+            return Err(not_uid(field, uid));
+        }
+    }
+    let root = server_cache(cache, server);
+    let folder = root.join(study).join(series);
+    let incoming = root.join(".incoming");
+    for dir in [&folder, &incoming] {
+        ensure_inside(&root, dir)?;
+        fs::create_dir_all(dir).map_err(|source| PacsError::Cache {
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    let place = SeriesPlace {
+        study,
+        series,
+        folder: &folder,
+        incoming: &incoming,
+        cap_bytes: instance_cap(1),
+        expected: None,
+    };
+    let held = whole_instances(&folder);
+    for sop in sops.iter().filter(|sop| !held.contains(*sop)) {
+        fetch_instance(server, &place, sop)?;
+    }
+    Ok(())
+}
+
 /// What a retrieve has fetched so far.
 #[derive(Clone, Copy, Debug, Default)]
 struct Fetched {

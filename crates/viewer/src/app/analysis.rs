@@ -220,6 +220,13 @@ impl KeysliceApp {
         let Some(study) = &self.study else {
             return;
         };
+        if self.arriving() {
+            self.notices.push(
+                "the study is still arriving from the PACS: analyse it when the last image is in"
+                    .into(),
+            );
+            return;
+        }
         // A workspace case keeps its id so the prediction is saved with it.
         let case_id = self
             .cases

@@ -3,10 +3,11 @@
 
 use std::time::Instant;
 
+use super::arrival::Preview;
 use super::job::{Job, Polled};
 use super::open::{LoadEvent, LoadedMasks, LoadedStudy, load_in_background};
 use super::{KeysliceApp, Shown, Source};
-use crate::ui::viewport::{Viewer, ViewerGpu};
+use crate::ui::viewport::{Viewer, ViewerCommand, ViewerGpu};
 
 /// The study being opened and the timing of the one on screen.
 pub(super) struct Loader {
@@ -18,6 +19,8 @@ pub(super) struct Loader {
     pub(super) progress: Option<(String, f32)>,
     /// Whether the first slices of the study on screen have been drawn (logged once).
     pub(super) first_slice_logged: bool,
+    /// For a study arriving from a PACS: when its first file came.
+    pub(super) first_arrival: Option<std::time::SystemTime>,
 }
 
 /// A source being loaded: its job, and whether its study has arrived (masks may follow).
@@ -34,6 +37,7 @@ impl Default for Loader {
             started: Instant::now(),
             progress: None,
             first_slice_logged: false,
+            first_arrival: None,
         }
     }
 }
@@ -65,6 +69,7 @@ impl KeysliceApp {
             Source::Demo => "demo".to_string(),
             Source::DemoWorkspace => "demo workspace".to_string(),
             Source::Workspace(root) => root.display().to_string(),
+            Source::Arriving(arrival) => arrival.title().to_string(),
             Source::WorkspaceCase { case_id, root } | Source::WorkspaceAt { case_id, root } => {
                 format!("{case_id} — {}", root.display())
             }
@@ -80,6 +85,7 @@ impl KeysliceApp {
             self.cases.close_workspace();
         }
         self.loader.started = Instant::now();
+        self.loader.first_arrival = None;
         self.error = None;
         self.loader.progress = None;
         self.notices.clear();
@@ -89,6 +95,11 @@ impl KeysliceApp {
             job,
             study_arrived: false,
         });
+    }
+
+    /// Whether the study on screen is a preview of one still arriving from a PACS.
+    pub(super) fn arriving(&self) -> bool {
+        self.loader.first_arrival.is_some() && self.loader.is_loading()
     }
 
     /// Applies the loading job's events that have arrived.
@@ -129,6 +140,7 @@ impl KeysliceApp {
                     }
                     self.show_study(study);
                 }
+                LoadEvent::Preview(preview) => self.show_preview(*preview),
                 LoadEvent::Masks(masks) => self.show_masks(*masks),
                 LoadEvent::Notice(notice) => self.notices.push(notice),
                 LoadEvent::Failed(message, hint) => {
@@ -145,6 +157,14 @@ impl KeysliceApp {
     /// Uploads a newly loaded CT and starts a viewer on it.
     fn show_study(&mut self, study: LoadedStudy) {
         self.title = study.title;
+        // A study that was previewed while it arrived had its first slices on screen then;
+        // what was said about the previews is said again of the whole study if it holds.
+        let previewed = self.loader.first_arrival.take().is_some();
+        if previewed {
+            self.notices.clear();
+        } else {
+            self.loader.first_slice_logged = false;
+        }
         self.notices.extend(study.warnings);
         let volume = study.volume;
         if let Some(render_state) = &self.render_state {
@@ -153,7 +173,6 @@ impl KeysliceApp {
             let mut viewer = Viewer::new(&volume);
             viewer.mask_opacity = self.settings.settings.mask_opacity;
             self.study = Some(Shown { volume, viewer });
-            self.loader.first_slice_logged = false;
             self.analysis.reset();
             self.notices.extend(self.cases.open_review());
             if let Some(prediction) = study.prediction {
@@ -165,6 +184,59 @@ impl KeysliceApp {
                 "install a Vulkan driver (mesa-vulkan-drivers gives a software one)".into(),
             ));
         }
+    }
+
+    /// Shows the part of a study that has arrived: the first time like a study (without its
+    /// review, which opens with the whole study), then in place of the last preview with the
+    /// crosshair at the same point of the patient and the same window.
+    fn show_preview(&mut self, preview: Preview) {
+        let Some(render_state) = &self.render_state else {
+            return;
+        };
+        let volume = preview.study.volume;
+        let mut viewer = Viewer::new(&volume);
+        viewer.mask_opacity = self.settings.settings.mask_opacity;
+        if let Some(Shown {
+            volume: before,
+            viewer: was,
+        }) = &self.study
+        {
+            let point = before.patient_from_voxel().apply(was.crosshair);
+            if let Some(voxel) = volume
+                .patient_from_voxel()
+                .inverse()
+                .map(|inverse| inverse.apply(point))
+            {
+                let dims = volume.dims();
+                let clamped =
+                    [0, 1, 2].map(|axis| voxel[axis].clamp(0.0, (dims[axis].max(1) - 1) as f64));
+                viewer.apply(ViewerCommand::SetCrosshair(clamped), &volume);
+            }
+            let ((width, level), (new_width, new_level)) = (was.window(), viewer.window());
+            viewer.apply(
+                ViewerCommand::AdjustWindow {
+                    width_hu: width - new_width,
+                    level_hu: level - new_level,
+                },
+                &volume,
+            );
+        } else {
+            self.loader.first_slice_logged = false;
+            self.loader.first_arrival = preview.first_arrival;
+        }
+        self.notices
+            .extend(ViewerGpu::install(render_state, &volume, None));
+        self.title = match preview.total {
+            Some(total) => format!(
+                "{} — arriving from the PACS: {} of {total} images",
+                preview.study.title, preview.arrived
+            ),
+            None => format!(
+                "{} — arriving from the PACS: {} images",
+                preview.study.title, preview.arrived
+            ),
+        };
+        self.study = Some(Shown { volume, viewer });
     }
 
     /// Adds a case's masks to the study on screen.

@@ -11,6 +11,7 @@
 //! them together and routes the commands the panels return.
 
 mod analysis;
+pub mod arrival;
 mod export;
 mod file_menu;
 pub mod job;
@@ -150,6 +151,14 @@ impl KeysliceApp {
             .review
             .as_ref()
             .map(keyslice_review::CaseReview::case_id)
+    }
+
+    /// The size of the volume on screen and the crosshair's voxel in it.
+    #[must_use]
+    pub fn volume_on_screen(&self) -> Option<([usize; 3], [f64; 3])> {
+        self.study
+            .as_ref()
+            .map(|shown| (shown.volume.dims(), shown.viewer.crosshair))
     }
 
     /// Whether anything of a study (its images, then its masks) is still being read.

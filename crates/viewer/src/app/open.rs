@@ -41,6 +41,9 @@ pub enum Source {
         /// The case to show first.
         case_id: String,
     },
+    /// A study arriving from a PACS: shown as it comes, then opened as the source the
+    /// retrieve hands over.
+    Arriving(super::arrival::Arrival),
     /// One case of a workspace, with its saved prediction.
     WorkspaceCase {
         /// The workspace folder.
@@ -86,6 +89,8 @@ pub enum LoadEvent {
     Workspace(PathBuf, Vec<WorklistEntry>),
     /// The CT is ready: show it at once.
     Study(LoadedStudy),
+    /// The part of a study that has arrived from a PACS so far (more is coming).
+    Preview(Box<super::arrival::Preview>),
     /// The masks are ready.
     Masks(Box<LoadedMasks>),
     /// Something the user should know that does not stop loading.
@@ -139,6 +144,19 @@ pub fn load_in_background(ctx: &egui::Context, source: Source) -> Job<LoadEvent>
             return;
         }
         let mut send = |event| send(event);
+        let source = match source {
+            Source::Arriving(arrival) => {
+                match super::arrival::watch(&arrival, &mut send, &cancelled) {
+                    Some(Ok(source)) => source,
+                    Some(Err((message, hint))) => {
+                        send(LoadEvent::Failed(message, hint));
+                        return;
+                    }
+                    None => return,
+                }
+            }
+            other => other,
+        };
         let source = match resolve(with_scratch_workspace(source, &mut send), &mut send) {
             Ok(source) => source,
             Err((message, hint)) => {
@@ -269,6 +287,10 @@ pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (S
             load_volume(&resolve(source.clone(), &mut |_| {})?)
         }
         Source::WorkspaceCase { root, case_id } => load_workspace_case(root, case_id),
+        Source::Arriving(_) => Err((
+            "the study is still arriving from the PACS".to_string(),
+            "wait for the retrieve to end, or open the study again".to_string(),
+        )),
         Source::Path(path) if path.join(MANIFEST_FILE).is_file() => {
             load_volume(&resolve(source.clone(), &mut |_| {})?)
         }

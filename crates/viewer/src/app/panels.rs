@@ -140,6 +140,12 @@ impl KeysliceApp {
                                 review_keys: self.review_keys,
                             };
                             edit_commands = editor.ui(ui);
+                        } else if self.arriving() {
+                            ui.heading("Findings");
+                            ui.weak(
+                                "The study is arriving from the PACS: its findings and \
+                                 corrections open when the last image is in.",
+                            );
                         } else {
                             ui.heading("Findings");
                             ui.weak(
@@ -206,8 +212,15 @@ impl KeysliceApp {
                 // The frame that carries the first slices; measured by
                 // benches/viewer_first_slice.sh (KEYSLICE_LOG=info).
                 self.loader.first_slice_logged = true;
+                // For a study arriving from a PACS, also how long after its first file came.
+                let since_first_file_ms = self
+                    .loader
+                    .first_arrival
+                    .and_then(|at| at.elapsed().ok())
+                    .map(|since| since.as_millis());
                 tracing::info!(
                     elapsed_ms = self.loader.started.elapsed().as_millis(),
+                    since_first_file_ms,
                     "first slices drawn"
                 );
             }
