@@ -3,7 +3,8 @@
 make_bench_data.py. Each command runs once to warm the page cache, then N times; the median
 wall time is reported, and peak memory (max RSS) for Keyslice's loads.
 
-    pip install pydicom nibabel numpy dcm2niix
+    apt-get install dcm2niix (or pip install dcm2niix: the version used is printed)
+    pip install pydicom nibabel numpy
     cargo build --release
     python3 benches/make_bench_data.py bench-data
     python3 benches/compare_peers.py bench-data target/release/keyslice

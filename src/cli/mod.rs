@@ -14,6 +14,7 @@ pub mod info;
 pub mod pacs;
 pub mod phantom;
 pub mod score;
+pub mod study;
 pub mod train;
 pub mod view;
 pub mod vlm;
@@ -64,6 +65,8 @@ pub enum Command {
     /// The hospital's PACS over DICOMweb: search, retrieve, store results as DICOM SR and Key
     /// Object Selection, read them back, reviewer agreement.
     Pacs(pacs::PacsArgs),
+    /// Reader studies: the MRMC analysis of a study's reads (iMRMC's format and tables).
+    Study(study::StudyArgs),
 }
 
 /// A failed command, as a user sees it.
@@ -215,6 +218,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Batch(args) => batch::run(&args),
         Command::Vlm(args) => vlm::run(&args),
         Command::Pacs(args) => pacs::run(&args),
+        Command::Study(args) => study::run(&args),
     }
 }
 

@@ -14,6 +14,7 @@
 
 pub mod findings;
 pub mod key_slice;
+pub mod mrmc;
 pub mod prediction;
 pub mod rng;
 pub mod scoring;
