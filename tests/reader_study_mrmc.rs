@@ -234,3 +234,77 @@ fn with_reads_missing_the_variance_estimate_is_unbiased() {
         "mean estimate {estimated:.3e}, spread {spread:.3e}, ratio {ratio:.3}"
     );
 }
+
+fn write_lines(path: &std::path::Path, lines: &[serde_json::Value]) {
+    let body: Vec<String> = lines.iter().map(ToString::to_string).collect();
+    std::fs::write(path, body.join("\n") + "\n").expect("write");
+}
+
+#[test]
+fn hallucinated_claims_are_named_and_the_consistency_ranks_them() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let truth = folder.path().join("truth.jsonl");
+    write_lines(
+        &truth,
+        &[
+            serde_json::json!({"case_id": "a", "report": "Liver: 3.0 cm hypoattenuating mass."}),
+            serde_json::json!({"case_id": "b", "report": "Liver: 2.0 cm mass."}),
+            serde_json::json!({"case_id": "c", "report": "No tumor in the liver, pancreas or kidneys."}),
+            serde_json::json!({"case_id": "d", "report": "No tumor in the liver, pancreas or kidneys."}),
+            serde_json::json!({"case_id": "e", "report": "Pancreas: 2.5 cm mass in the head."}),
+            serde_json::json!({"case_id": "f", "report": "No tumor in the liver, pancreas or kidneys."}),
+        ],
+    );
+    let pred = folder.path().join("pred.jsonl");
+    write_lines(
+        &pred,
+        &[
+            serde_json::json!({"case_id": "a", "report": "Liver: 3.0 cm hypoattenuating mass. Key slice: 40.", "local_description": "Slice 40: a 3.0 cm hypoattenuating lesion in the liver."}),
+            serde_json::json!({"case_id": "b", "report": "Liver: 2.0 cm mass. Key slice: 12.", "local_description": "Slice 12: a 2.1 cm lesion in the liver."}),
+            serde_json::json!({"case_id": "c", "report": "Liver: 2.5 cm mass. Key slice: 30.", "local_description": "Slice 30: no lesion is seen."}),
+            serde_json::json!({"case_id": "d", "report": "Pancreas: 2.0 cm mass in the tail. Key slice: 20.", "local_description": "Slice 20: a 1.5 cm lesion in the left kidney."}),
+            serde_json::json!({"case_id": "e", "report": "Pancreas: 2.5 cm mass in the head. Key slice: 18.", "local_description": "Slice 18: a 2.4 cm lesion in the pancreas."}),
+            serde_json::json!({"case_id": "f", "report": "No tumor in the liver, pancreas or kidneys."}),
+        ],
+    );
+    let imrmc = folder.path().join("claims.imrmc");
+    let output = common::keyslice(&[
+        "study",
+        "hallucinations",
+        "--pred",
+        pred.to_str().expect("utf-8"),
+        "--truth",
+        truth.to_str().expect("utf-8"),
+        "--json",
+        "--imrmc",
+        imrmc.to_str().expect("utf-8"),
+    ]);
+    assert!(output.status.success(), "{}", common::text(&output.stderr));
+    let analysis: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(analysis["claims"], 5, "{analysis:#}");
+    assert_eq!(analysis["hallucinated"], 2, "{analysis:#}");
+    assert_eq!(analysis["grounded"], 3, "{analysis:#}");
+    let named: Vec<(&str, &str)> = analysis["cases"]
+        .as_array()
+        .expect("claims")
+        .iter()
+        .filter_map(|claim| {
+            let organ = claim["hallucinated"].as_array()?.first()?.as_str()?;
+            Some((claim["case_id"].as_str()?, organ))
+        })
+        .collect();
+    assert_eq!(named, [("c", "liver"), ("d", "pancreas")]);
+    // Every hallucinated claim is less consistent than every grounded one here.
+    assert_eq!(analysis["auroc"], 1.0, "{analysis:#}");
+    let high = analysis["mean_consistency_grounded"]
+        .as_f64()
+        .expect("a mean");
+    let low = analysis["mean_consistency_hallucinated"]
+        .as_f64()
+        .expect("a mean");
+    assert!(low < high, "{low} vs {high}");
+    // The same AUROC from the reads written for iMRMC.
+    let reads = parse_imrmc(&std::fs::read_to_string(&imrmc).expect("written")).expect("parses");
+    let auroc = reader_table(&reads).expect("per reader")[0].AUCA;
+    assert!((auroc - 1.0).abs() < 1e-12, "{auroc}");
+}

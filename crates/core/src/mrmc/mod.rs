@@ -9,6 +9,7 @@
 //! column names, so any figure here can be checked with iMRMC.
 
 mod dist;
+pub mod hallucination;
 mod ustat;
 
 use std::collections::BTreeMap;
@@ -307,9 +308,9 @@ pub fn ustat_table(reads: &Reads) -> Result<Vec<UstatRow>, MrmcError> {
 }
 
 /// The per-reader table: for each modality, then each pair, every reader's AUCs and their
-/// variances with cases random.
+/// variances with cases random. One reader is enough (a model's scores, say).
 pub fn reader_table(reads: &Reads) -> Result<Vec<ReaderRow>, MrmcError> {
-    check_enough(reads)?;
+    check_cases(reads)?;
     let modalities = reads.modalities.len();
     let pairs: Vec<(usize, Option<usize>)> = (0..modalities)
         .map(|a| (a, None))
@@ -339,17 +340,22 @@ pub fn reader_table(reads: &Reads) -> Result<Vec<ReaderRow>, MrmcError> {
 }
 
 fn check_enough(reads: &Reads) -> Result<(), MrmcError> {
+    check_cases(reads)?;
+    if reads.readers.len() < 2 {
+        return Err(MrmcError::TooFew(format!(
+            "{} reader(s): readers as a random effect need at least two",
+            reads.readers.len()
+        )));
+    }
+    Ok(())
+}
+
+fn check_cases(reads: &Reads) -> Result<(), MrmcError> {
     if reads.negatives.len() < 2 || reads.positives.len() < 2 {
         return Err(MrmcError::TooFew(format!(
             "{} case(s) without and {} with the condition: at least two of each are needed for a variance",
             reads.negatives.len(),
             reads.positives.len()
-        )));
-    }
-    if reads.readers.len() < 2 {
-        return Err(MrmcError::TooFew(format!(
-            "{} reader(s): readers as a random effect need at least two",
-            reads.readers.len()
         )));
     }
     if reads.modalities.is_empty() {
