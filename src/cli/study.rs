@@ -23,6 +23,50 @@ pub struct StudyArgs {
 /// What `study` does.
 #[derive(Debug, Subcommand)]
 pub enum StudyAction {
+    /// Defines a reader study over a workspace's cases in folder DIR (`study.json`, and
+    /// `reads/` for what the readers record).
+    Create {
+        /// The study folder (made; must not hold a study yet).
+        dir: PathBuf,
+        /// The workspace whose cases are read (all of them).
+        #[arg(long)]
+        workspace: PathBuf,
+        /// A reader (repeat: at least two).
+        #[arg(long = "reader", required = true)]
+        readers: Vec<String>,
+        /// An arm as NAME=SHOWS, SHOWS one of images, report, evidence (repeat; default
+        /// unaided=images and evidence=evidence).
+        #[arg(long = "arm")]
+        arms: Vec<String>,
+        /// The design: crossover (one arm per session, arms counterbalanced) or sequential
+        /// (each case unaided, then aided, in one sitting).
+        #[arg(long, default_value = "crossover")]
+        design: String,
+        /// Days between a reader's sessions in a crossover design.
+        #[arg(long, default_value_t = 28)]
+        washout_days: u32,
+        /// The seed of the case orders.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Where each reader stands: items read of all, and what comes next.
+    Status {
+        /// The study folder.
+        dir: PathBuf,
+    },
+    /// The study's analysis: the MRMC table of the arms (as `study mrmc`), each reader's
+    /// sensitivity, specificity and time per case in each arm; the reads in iMRMC's format
+    /// and the tables as CSV in --out.
+    Report {
+        /// The study folder.
+        dir: PathBuf,
+        /// The truth of the cases: a JSONL file, or a folder of case folders.
+        #[arg(long)]
+        truth: PathBuf,
+        /// Where to write reads.imrmc, mrmc.csv and readers.csv (default: DIR/report).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// The MRMC analysis of reads in iMRMC's format (front matter, `BEGIN DATA:`, then
     /// `readerID,caseID,modalityID,score` rows; `truth` rows give each case's truth, 0 or
     /// 1): each modality's reader-averaged AUC, its variance with readers and cases random
@@ -87,7 +131,241 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             json,
             imrmc,
         } => hallucinations(pred, truth, *json, imrmc.as_deref()),
+        StudyAction::Create {
+            dir,
+            workspace,
+            readers,
+            arms,
+            design,
+            washout_days,
+            seed,
+        } => create(dir, workspace, readers, arms, design, *washout_days, *seed),
+        StudyAction::Status { dir } => status(dir),
+        StudyAction::Report { dir, truth, out } => report(dir, truth, out.as_deref()),
     }
+}
+
+fn study_error(error: &crate::review::study::StudyError) -> CliError {
+    CliError::InvalidFile(format!("{error}; {}", error.hint()))
+}
+
+fn create(
+    dir: &std::path::Path,
+    workspace: &std::path::Path,
+    readers: &[String],
+    arms: &[String],
+    design: &str,
+    washout_days: u32,
+    seed: u64,
+) -> Result<(), CliError> {
+    use crate::review::study::{Arm, Design, STUDY_VERSION, Shows, Study, StudyDefinition};
+    let opened = crate::review::workspace::Workspace::open(workspace)?;
+    let arms: Vec<Arm> = if arms.is_empty() {
+        vec![
+            Arm {
+                name: "unaided".into(),
+                shows: Shows::Images,
+            },
+            Arm {
+                name: "evidence".into(),
+                shows: Shows::Evidence,
+            },
+        ]
+    } else {
+        arms.iter()
+            .map(|arm| {
+                let (name, shows) = arm.split_once('=').ok_or_else(|| {
+                    CliError::Argument(format!(
+                        "--arm {arm}: give NAME=SHOWS, SHOWS one of images, report, evidence"
+                    ))
+                })?;
+                let shows = match shows {
+                    "images" => Shows::Images,
+                    "report" => Shows::Report,
+                    "evidence" => Shows::Evidence,
+                    other => {
+                        return Err(CliError::Argument(format!(
+                            "--arm {arm}: `{other}` is not images, report or evidence"
+                        )));
+                    }
+                };
+                Ok(Arm {
+                    name: name.to_string(),
+                    shows,
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let design = match design {
+        "crossover" => Design::Crossover { washout_days },
+        "sequential" => Design::Sequential,
+        other => {
+            return Err(CliError::Argument(format!(
+                "--design {other}: crossover or sequential"
+            )));
+        }
+    };
+    let definition = StudyDefinition {
+        keyslice_study: STUDY_VERSION,
+        name: dir.file_name().map_or_else(
+            || "study".to_string(),
+            |name| name.to_string_lossy().to_string(),
+        ),
+        workspace: std::path::absolute(workspace).unwrap_or_else(|_| workspace.to_path_buf()),
+        cases: opened
+            .manifest
+            .cases
+            .iter()
+            .map(|case| case.case_id.clone())
+            .collect(),
+        readers: readers.to_vec(),
+        arms,
+        design,
+        seed,
+    };
+    let study = Study::create(dir, definition).map_err(|error| study_error(&error))?;
+    let definition = &study.definition;
+    println!(
+        "study {}: {} readers × {} cases × {} arms ({}), {}",
+        definition.name,
+        definition.readers.len(),
+        definition.cases.len(),
+        definition.arms.len(),
+        definition
+            .arms
+            .iter()
+            .map(|arm| arm.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        dir.join(crate::review::study::STUDY_FILE).display()
+    );
+    Ok(())
+}
+
+fn now_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
+
+fn status(dir: &std::path::Path) -> Result<(), CliError> {
+    use crate::review::study::{Next, Study};
+    let study = Study::open(dir).map_err(|error| study_error(&error))?;
+    let mut out = std::io::stdout().lock();
+    for reader in &study.definition.readers {
+        let line = match study
+            .next(reader, now_seconds())
+            .map_err(|error| study_error(&error))?
+        {
+            Next::Item { item, done, total } => format!(
+                "{done} of {total} read; next: case {} in arm {} (session {})",
+                item.case,
+                study.definition.arms[item.arm].name,
+                item.session + 1
+            ),
+            Next::Washout { opens_at } => format!(
+                "the next session opens in {:.1} days (washout)",
+                opens_at.saturating_sub(now_seconds()) as f64 / 86_400.0
+            ),
+            Next::Done => "every item read".to_string(),
+        };
+        writeln!(out, "{}: {line}", crate::text::shown(reader))?;
+    }
+    Ok(())
+}
+
+fn report(
+    dir: &std::path::Path,
+    truth: &std::path::Path,
+    out_dir: Option<&std::path::Path>,
+) -> Result<(), CliError> {
+    use crate::review::study::Study;
+    let study = Study::open(dir).map_err(|error| study_error(&error))?;
+    let truth_by_case: std::collections::BTreeMap<String, crate::findings::Findings> =
+        crate::io::cases::read_truth(truth)?
+            .into_iter()
+            .map(|record| {
+                let findings = record.truth_findings().map_err(|error| {
+                    CliError::Argument(format!("{error} ({})", truth.display()))
+                })?;
+                Ok((record.case_id.clone(), findings))
+            })
+            .collect::<Result<_, CliError>>()?;
+    let reads = study
+        .mrmc_reads(&truth_by_case)
+        .map_err(|error| study_error(&error))?;
+    let out_dir = out_dir.map_or_else(|| dir.join("report"), std::path::Path::to_path_buf);
+    std::fs::create_dir_all(&out_dir).map_err(|error| {
+        CliError::Output(std::io::Error::new(
+            error.kind(),
+            format!("{}: {error}", out_dir.display()),
+        ))
+    })?;
+    let write = |name: &str, text: &str| -> Result<(), CliError> {
+        let path = out_dir.join(name);
+        crate::io::atomic::write_atomically(&path, text.as_bytes()).map_err(|error| {
+            CliError::Output(std::io::Error::new(
+                error.kind(),
+                format!("{}: {error}", path.display()),
+            ))
+        })
+    };
+    write(
+        "reads.imrmc",
+        &reads.to_imrmc(&[
+            &format!("Keyslice reader study {}", study.definition.name),
+            "unit: case/organ; score: the reader's confidence (0-100) that a tumor is present; modality: arm",
+        ]),
+    )?;
+    let mut stdout = std::io::stdout().lock();
+    let definition = &study.definition;
+    writeln!(
+        stdout,
+        "study {}: {} readers, {} cases ({} case/organ units with truth), arms {}",
+        definition.name,
+        definition.readers.len(),
+        definition.cases.len(),
+        reads.negatives.len() + reads.positives.len(),
+        definition
+            .arms
+            .iter()
+            .map(|arm| arm.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )?;
+    let lines = reader_lines(&study, &truth_by_case, &mut stdout)?;
+    write("readers.csv", &(lines.join("\n") + "\n"))?;
+    match ustat_table(&reads) {
+        Ok(rows) => {
+            write("mrmc.csv", &to_csv(&rows))?;
+            writeln!(
+                stdout,
+                "\nMRMC (readers and cases random; U-statistics as iMRMC):"
+            )?;
+            for row in &rows {
+                match (row.AUCB, row.AUCAminusAUCB) {
+                    (Some(_), Some(difference)) => writeln!(
+                        stdout,
+                        "  AUC {} − {} = {difference:+.3} (95 % CI {:+.3} to {:+.3}, df {:.1}, p = {:.3})",
+                        row.modalityA,
+                        row.modalityB,
+                        row.botCIBDG,
+                        row.topCIBDG,
+                        row.dfBDG,
+                        row.pValueBDG
+                    )?,
+                    _ => writeln!(
+                        stdout,
+                        "  AUC {} = {:.3} (95 % CI {:.3} to {:.3}, df {:.1})",
+                        row.modalityA, row.AUCA, row.botCIBDG, row.topCIBDG, row.dfBDG
+                    )?,
+                }
+            }
+        }
+        Err(error) => writeln!(stdout, "\nno MRMC analysis yet: {error}")?,
+    }
+    writeln!(stdout, "written: {}", out_dir.display())?;
+    Ok(())
 }
 
 fn hallucinations(
@@ -210,4 +488,84 @@ fn print<T: Csv + serde::Serialize>(
         write!(out, "{}", to_csv(rows))?;
     }
     Ok(())
+}
+
+/// Each reader in each arm: calls against truth, and time per case; printed, and returned as
+/// CSV lines.
+fn reader_lines(
+    study: &crate::review::study::Study,
+    truth_by_case: &std::collections::BTreeMap<String, crate::findings::Findings>,
+    stdout: &mut impl Write,
+) -> Result<Vec<String>, CliError> {
+    use crate::findings::{Organ, TumorPresence};
+    let definition = &study.definition;
+    let mut lines = vec!["\"reader\",\"arm\",\"reads\",\"sensitivity\",\"specificity\",\"balanced_accuracy\",\"median_seconds_per_case\"".to_string()];
+    writeln!(
+        stdout,
+        "reader       arm          reads  sensitivity  specificity  balanced  s/case"
+    )?;
+    for reader in &definition.readers {
+        let all = study.reads(reader).map_err(|error| study_error(&error))?;
+        for arm in &definition.arms {
+            let mine: Vec<_> = all.iter().filter(|read| read.arm == arm.name).collect();
+            let (mut tp, mut positives, mut tn, mut negatives) = (0, 0, 0, 0);
+            for read in &mine {
+                let Some(findings) = truth_by_case.get(&read.case) else {
+                    continue;
+                };
+                for organ in Organ::ALL {
+                    let Some(call) = read.calls.get(&organ) else {
+                        continue;
+                    };
+                    if findings
+                        .organs
+                        .get(&organ)
+                        .is_some_and(|o| o.tumor == TumorPresence::Yes)
+                    {
+                        positives += 1;
+                        tp += usize::from(call.present);
+                    } else {
+                        negatives += 1;
+                        tn += usize::from(!call.present);
+                    }
+                }
+            }
+            let ratio = |a: usize, b: usize| (b > 0).then(|| a as f64 / b as f64);
+            let (sensitivity, specificity) = (ratio(tp, positives), ratio(tn, negatives));
+            let balanced = sensitivity
+                .zip(specificity)
+                .map(|(a, b)| f64::midpoint(a, b));
+            let mut seconds: Vec<f64> = mine
+                .iter()
+                .map(|read| read.active_ms as f64 / 1000.0)
+                .collect();
+            seconds.sort_by(f64::total_cmp);
+            let median = (!seconds.is_empty()).then(|| seconds[seconds.len() / 2]);
+            let shown =
+                |value: Option<f64>| value.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"));
+            writeln!(
+                stdout,
+                "{:<12} {:<12} {:>5}  {:>11}  {:>11}  {:>8}  {:>6}",
+                crate::text::shown(reader),
+                arm.name,
+                mine.len(),
+                shown(sensitivity),
+                shown(specificity),
+                shown(balanced),
+                median.map_or_else(|| "–".to_string(), |v| format!("{v:.1}"))
+            )?;
+            let csv =
+                |value: Option<f64>| value.map_or_else(|| "NA".to_string(), |v| v.to_string());
+            lines.push(format!(
+                "\"{reader}\",\"{}\",{},{},{},{},{}",
+                arm.name,
+                mine.len(),
+                csv(sensitivity),
+                csv(specificity),
+                csv(balanced),
+                csv(median)
+            ));
+        }
+    }
+    Ok(lines)
 }

@@ -7,6 +7,7 @@
 pub mod case;
 pub mod reviewed;
 pub mod store;
+pub mod study;
 pub mod workspace;
 
 pub use case::{CaseReview, ReviewError, model_findings};

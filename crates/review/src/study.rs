@@ -1,0 +1,514 @@
+//! A reader study over a workspace: who reads which case in which arm, in which order, and
+//! what each read said.
+//!
+//! `study.json` defines it once (versioned, so it can be rerun and audited): the cases, the
+//! readers, the arms (what each shows: the images only, the AI report too, or the report with
+//! its evidence — key slice, verifier and consistency), the design and a seed. Each reader's
+//! schedule follows from it alone: in a crossover design the reader reads every case in one
+//! arm per session, the arms' order turned by one for each next reader (counterbalanced), the
+//! cases shuffled for each reader and arm, and a session opens only after the washout since
+//! the reader's previous one; in a sequential design each case is read unaided and then
+//! aided in the same sitting. Reads are appended, one JSON line each and synced, to
+//! `reads/READER.jsonl`: a killed process loses nothing recorded, and the reader resumes at
+//! the first item without a read. An item is recorded only when it is the reader's next one:
+//! a reader cannot go back to an earlier case, nor skip ahead.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use keyslice_core::findings::{Findings, Organ, TumorPresence};
+use keyslice_core::mrmc::Reads;
+use keyslice_core::rng::{Rng, mix};
+use serde::{Deserialize, Serialize};
+
+/// The study file in a study folder.
+pub const STUDY_FILE: &str = "study.json";
+
+/// The layout version of `study.json` this build writes.
+pub const STUDY_VERSION: u32 = 1;
+
+/// What an arm shows the reader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shows {
+    /// The images alone: no AI report, box, key slice or triage order.
+    Images,
+    /// The images and the AI report (its findings), without the evidence.
+    Report,
+    /// The report with its evidence: key slice, box, verifier's description, consistency.
+    Evidence,
+}
+
+/// One arm of the study.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Arm {
+    /// Its name in tables (`unaided`, `aided`, `evidence`).
+    pub name: String,
+    /// What it shows.
+    pub shows: Shows,
+}
+
+/// How readers, cases and arms are crossed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Design {
+    /// Every reader reads every case in every arm, one arm per session, sessions at least
+    /// `washout_days` apart.
+    Crossover {
+        /// Days between a reader's sessions.
+        washout_days: u32,
+    },
+    /// Every case read in the first arm, then at once in the next (unaided, then aided).
+    Sequential,
+}
+
+/// `study.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StudyDefinition {
+    /// [`STUDY_VERSION`].
+    pub keyslice_study: u32,
+    /// The study's name.
+    pub name: String,
+    /// The workspace whose cases are read.
+    pub workspace: PathBuf,
+    /// The cases read, by workspace case id.
+    pub cases: Vec<String>,
+    /// The readers.
+    pub readers: Vec<String>,
+    /// The arms; a sequential design reads them in this order.
+    pub arms: Vec<Arm>,
+    /// The design.
+    pub design: Design,
+    /// The seed of the case orders.
+    pub seed: u64,
+}
+
+/// One thing a reader does: read `case` in `arm` (indices into the definition).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    /// The session (0 for a sequential design).
+    pub session: usize,
+    /// The arm's index.
+    pub arm: usize,
+    /// The case.
+    pub case: String,
+}
+
+/// A reader's call on one organ.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    /// Tumor present?
+    pub present: bool,
+    /// Confidence that a tumor is present, 0–100 (for ROC).
+    pub confidence: u8,
+}
+
+/// What a reader did with an AI finding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Kept as the AI said.
+    Accepted,
+    /// Kept with changes.
+    Changed,
+    /// Turned down.
+    Rejected,
+}
+
+/// One read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Read {
+    /// Who read.
+    pub reader: String,
+    /// The case.
+    pub case: String,
+    /// The arm's name.
+    pub arm: String,
+    /// The session.
+    pub session: usize,
+    /// Per organ: the call and its confidence.
+    pub calls: BTreeMap<Organ, Call>,
+    /// The key slice the reader chose, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_slice: Option<u32>,
+    /// Time spent on the case while the window had the reader's attention (ms).
+    pub active_ms: u64,
+    /// In arms that show the AI: what became of each AI finding.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ai: BTreeMap<Organ, Decision>,
+    /// When it was recorded (UTC, RFC 3339).
+    pub at: String,
+}
+
+/// What a reader has next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// This item, the `done`-th of `total` (0-based count of items done before it).
+    Item {
+        /// The item.
+        item: Item,
+        /// Items already read.
+        done: usize,
+        /// Items in all.
+        total: usize,
+    },
+    /// The next session opens after the washout: at this many seconds since the epoch.
+    Washout {
+        /// When the session opens.
+        opens_at: u64,
+    },
+    /// Every item is read.
+    Done,
+}
+
+/// What went wrong with a study.
+#[derive(Debug, thiserror::Error)]
+pub enum StudyError {
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// `study.json` is not a study.
+    #[error("{}: {reason}", path.display())]
+    Definition {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A read that is not the reader's next item.
+    #[error("{0}")]
+    OutOfOrder(String),
+}
+
+impl StudyError {
+    /// What to do.
+    #[must_use]
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Self::Io { .. } => "check that the study folder exists and is writable",
+            Self::Definition { .. } => {
+                "make the study with `keyslice study create`, or fix the field named"
+            }
+            Self::OutOfOrder(_) => "read the item the study gives next (`keyslice study status`)",
+        }
+    }
+}
+
+impl StudyDefinition {
+    /// Checks the definition: at least two readers, cases and arms, no name twice, a
+    /// sequential design of two arms.
+    pub fn check(&self) -> Result<(), String> {
+        if self.keyslice_study != STUDY_VERSION {
+            return Err(format!(
+                "keyslice_study {} is not the layout this build reads ({STUDY_VERSION})",
+                self.keyslice_study
+            ));
+        }
+        for (what, names) in [
+            ("reader", self.readers.clone()),
+            ("case", self.cases.clone()),
+            (
+                "arm",
+                self.arms.iter().map(|arm| arm.name.clone()).collect(),
+            ),
+        ] {
+            if names.len() < 2 {
+                return Err(format!(
+                    "at least two {what}s are needed, {} given",
+                    names.len()
+                ));
+            }
+            let mut sorted = names.clone();
+            sorted.sort();
+            if let Some([twice, _]) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
+                return Err(format!("the {what} `{twice}` is named twice"));
+            }
+            if let Some(bad) = names.iter().find(|name| {
+                name.is_empty() || name.contains([',', '/', '\\', '\n']) || name.starts_with('.')
+            }) {
+                return Err(format!(
+                    "the {what} name `{bad}` cannot be used (empty, or with a comma, slash or line break, or starting with a dot)"
+                ));
+            }
+        }
+        if matches!(self.design, Design::Sequential) && self.arms.len() != 2 {
+            return Err(format!(
+                "a sequential design reads each case in two arms (unaided, then aided); {} given",
+                self.arms.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The reader's items in order.
+    #[must_use]
+    pub fn schedule(&self, reader: &str) -> Vec<Item> {
+        let index = self.readers.iter().position(|r| r == reader).unwrap_or(0);
+        let shuffled = |arm: usize| {
+            let mut cases = self.cases.clone();
+            let mut rng = Rng::new(mix(self.seed
+                ^ mix(index as u64 + 1)
+                ^ mix(arm as u64 + 101)));
+            for k in (1..cases.len()).rev() {
+                cases.swap(k, rng.below(k + 1));
+            }
+            cases
+        };
+        match self.design {
+            Design::Crossover { .. } => {
+                let arms = self.arms.len();
+                (0..arms)
+                    .flat_map(|session| {
+                        let arm = (session + index) % arms;
+                        shuffled(arm)
+                            .into_iter()
+                            .map(move |case| Item { session, arm, case })
+                    })
+                    .collect()
+            }
+            Design::Sequential => shuffled(0)
+                .into_iter()
+                .flat_map(|case| {
+                    (0..self.arms.len()).map(move |arm| Item {
+                        session: 0,
+                        arm,
+                        case: case.clone(),
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An open study folder.
+pub struct Study {
+    dir: PathBuf,
+    /// Its definition.
+    pub definition: StudyDefinition,
+}
+
+impl Study {
+    /// Writes `definition` into `dir` (made if needed); a folder that already holds a study
+    /// is refused, so no reads are ever orphaned.
+    pub fn create(dir: &Path, definition: StudyDefinition) -> Result<Self, StudyError> {
+        let path = dir.join(STUDY_FILE);
+        definition
+            .check()
+            .map_err(|reason| StudyError::Definition {
+                path: path.clone(),
+                reason,
+            })?;
+        if path.exists() {
+            return Err(StudyError::Definition {
+                path,
+                reason: "a study is already defined here; make a new one in another folder".into(),
+            });
+        }
+        let io = |source| StudyError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir.join("reads")).map_err(io)?;
+        let text = serde_json::to_string_pretty(&definition)
+            .map_err(std::io::Error::from)
+            .map_err(io)?;
+        keyslice_io::atomic::write_atomically(&path, text.as_bytes()).map_err(io)?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            definition,
+        })
+    }
+
+    /// Opens the study in `dir`.
+    pub fn open(dir: &Path) -> Result<Self, StudyError> {
+        let path = dir.join(STUDY_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| StudyError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let definition: StudyDefinition =
+            serde_json::from_str(&text).map_err(|error| StudyError::Definition {
+                path: path.clone(),
+                reason: error.to_string(),
+            })?;
+        definition
+            .check()
+            .map_err(|reason| StudyError::Definition { path, reason })?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            definition,
+        })
+    }
+
+    fn reads_path(&self, reader: &str) -> PathBuf {
+        self.dir.join("reads").join(format!("{reader}.jsonl"))
+    }
+
+    /// The reader's reads so far (a line a kill tore is left out).
+    pub fn reads(&self, reader: &str) -> Result<Vec<Read>, StudyError> {
+        let path = self.reads_path(reader);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(StudyError::Io { path, source }),
+        };
+        Ok(text
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect())
+    }
+
+    /// What `reader` has next at `now` (seconds since the epoch).
+    pub fn next(&self, reader: &str, now: u64) -> Result<Next, StudyError> {
+        let schedule = self.definition.schedule(reader);
+        let reads = self.reads(reader)?;
+        let done = reads.len().min(schedule.len());
+        let Some(item) = schedule.get(done).cloned() else {
+            return Ok(Next::Done);
+        };
+        if let (Design::Crossover { washout_days }, Some(last)) =
+            (self.definition.design, reads.last())
+            && item.session > last.session
+        {
+            let opens_at = seconds_of(&last.at).saturating_add(u64::from(washout_days) * 86_400);
+            if now < opens_at {
+                return Ok(Next::Washout { opens_at });
+            }
+        }
+        Ok(Next::Item {
+            item,
+            done,
+            total: schedule.len(),
+        })
+    }
+
+    /// Records `read` if it is the reader's next item at `now`: synced before this returns.
+    pub fn record(&self, read: &Read, now: u64) -> Result<(), StudyError> {
+        let expected = match self.next(&read.reader, now)? {
+            Next::Item { item, .. } => item,
+            Next::Washout { .. } => {
+                return Err(StudyError::OutOfOrder(format!(
+                    "{}'s next session has not opened yet (washout)",
+                    read.reader
+                )));
+            }
+            Next::Done => {
+                return Err(StudyError::OutOfOrder(format!(
+                    "{} has read every item of the study",
+                    read.reader
+                )));
+            }
+        };
+        let arm = &self.definition.arms[expected.arm].name;
+        if read.case != expected.case || &read.arm != arm || read.session != expected.session {
+            return Err(StudyError::OutOfOrder(format!(
+                "{}'s next item is case {} in arm {} (session {}), not case {} in arm {}: reads are recorded in the study's order, never back or ahead",
+                read.reader,
+                expected.case,
+                arm,
+                expected.session + 1,
+                read.case,
+                read.arm
+            )));
+        }
+        let path = self.reads_path(&read.reader);
+        let line = serde_json::to_string(read)
+            .map_err(std::io::Error::from)
+            .map_err(|source| StudyError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        keyslice_io::jsonl::append_line(&path, &line)
+            .map_err(|source| StudyError::Io { path, source })
+    }
+
+    /// Every reader's reads as MRMC reads: one unit per (case, organ) whose truth is known,
+    /// the confidence of a tumor as the score, the arm as the modality.
+    pub fn mrmc_reads(&self, truth: &BTreeMap<String, Findings>) -> Result<Reads, StudyError> {
+        let mut units = Vec::new();
+        let mut rows = Vec::new();
+        let mut all = Vec::new();
+        for reader in &self.definition.readers {
+            all.extend(self.reads(reader)?);
+        }
+        for case in &self.definition.cases {
+            let Some(findings) = truth.get(case) else {
+                continue;
+            };
+            for organ in Organ::ALL {
+                let positive = findings
+                    .organs
+                    .get(&organ)
+                    .is_some_and(|organ| organ.tumor == TumorPresence::Yes);
+                units.push((format!("{case}/{}", organ.key()), positive));
+            }
+        }
+        for read in &all {
+            for (organ, call) in &read.calls {
+                let unit = format!("{}/{}", read.case, organ.key());
+                if units.iter().any(|(name, _)| *name == unit) {
+                    rows.push((
+                        read.reader.clone(),
+                        unit,
+                        read.arm.clone(),
+                        f64::from(call.confidence),
+                    ));
+                }
+            }
+        }
+        Reads::from_rows(
+            units
+                .iter()
+                .map(|(name, positive)| (name.as_str(), *positive)),
+            rows.iter().map(|(reader, unit, arm, score)| {
+                (reader.as_str(), unit.as_str(), arm.as_str(), *score)
+            }),
+        )
+        .map_err(|error| StudyError::Definition {
+            path: self.dir.join(STUDY_FILE),
+            reason: error.to_string(),
+        })
+    }
+}
+
+/// Seconds since the epoch of an RFC 3339 UTC time (`2026-12-06T13:51:17Z`); 0 if unreadable.
+fn seconds_of(text: &str) -> u64 {
+    let digits =
+        |range: std::ops::Range<usize>| text.get(range).and_then(|part| part.parse::<i64>().ok());
+    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
+        digits(0..4),
+        digits(5..7),
+        digits(8..10),
+        digits(11..13),
+        digits(14..16),
+        digits(17..19),
+    ) else {
+        return 0;
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + hour * 3600 + minute * 60 + second).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_back_as_seconds_since_the_epoch() {
+        assert_eq!(seconds_of("1970-01-01T00:00:00Z"), 0);
+        assert_eq!(seconds_of("2026-12-06T13:51:17Z"), 1_796_565_077);
+        assert_eq!(seconds_of("garbage"), 0);
+    }
+}

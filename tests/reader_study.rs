@@ -1,0 +1,289 @@
+//! A reader study over a workspace: each reader's schedule (counterbalanced arms, shuffled
+//! cases, sequential pairs), reads recorded only in order and kept through a kill, the
+//! washout between sessions, and the report's MRMC analysis of the arms on phantom cases.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::{keyslice, text};
+use keyslice::findings::Organ;
+use keyslice::review::study::{
+    Arm, Call, Design, Item, Next, Read, STUDY_VERSION, Shows, Study, StudyDefinition,
+};
+
+fn definition(design: Design, cases: usize) -> StudyDefinition {
+    StudyDefinition {
+        keyslice_study: STUDY_VERSION,
+        name: "trial".into(),
+        workspace: PathBuf::from("/nowhere"),
+        cases: (0..cases).map(|k| format!("case{k}")).collect(),
+        readers: vec!["ana".into(), "ben".into(), "cho".into()],
+        arms: vec![
+            Arm {
+                name: "unaided".into(),
+                shows: Shows::Images,
+            },
+            Arm {
+                name: "evidence".into(),
+                shows: Shows::Evidence,
+            },
+        ],
+        design,
+        seed: 3,
+    }
+}
+
+/// A read of `item` by `reader`, calling a tumor in the liver with `confidence`.
+fn read_of(study: &Study, reader: &str, item: &Item, confidence: u8) -> Read {
+    Read {
+        reader: reader.into(),
+        case: item.case.clone(),
+        arm: study.definition.arms[item.arm].name.clone(),
+        session: item.session,
+        calls: BTreeMap::from([(
+            Organ::Liver,
+            Call {
+                present: confidence >= 50,
+                confidence,
+            },
+        )]),
+        key_slice: None,
+        active_ms: 20_000 + u64::from(confidence) * 100,
+        ai: BTreeMap::new(),
+        at: "2026-12-06T10:00:00.000Z".into(),
+    }
+}
+
+const NOON: u64 = 1_796_558_400; // 2026-12-06T12:00:00Z
+
+#[test]
+fn schedules_are_counterbalanced_shuffled_and_complete() {
+    let crossover = definition(Design::Crossover { washout_days: 28 }, 10);
+    let ana = crossover.schedule("ana");
+    let ben = crossover.schedule("ben");
+    assert_eq!(ana.len(), 20);
+    // Ana reads unaided first, Ben the evidence arm first.
+    assert_eq!((ana[0].arm, ana[10].arm), (0, 1));
+    assert_eq!((ben[0].arm, ben[10].arm), (1, 0));
+    // Each session holds every case once, in an order of its own.
+    for session in [&ana[..10], &ana[10..], &ben[..10]] {
+        let mut cases: Vec<&str> = session.iter().map(|item| item.case.as_str()).collect();
+        cases.sort_unstable();
+        cases.dedup();
+        assert_eq!(cases.len(), 10);
+    }
+    let order = |items: &[Item]| {
+        items
+            .iter()
+            .map(|item| item.case.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_ne!(order(&ana[..10]), order(&ana[10..]));
+    assert_ne!(order(&ana[..10]), order(&ben[10..]));
+    // The same definition gives the same schedule: a study can be rerun and audited.
+    assert_eq!(crossover.schedule("ana"), ana);
+
+    let sequential = definition(Design::Sequential, 5).schedule("cho");
+    assert_eq!(sequential.len(), 10);
+    for pair in sequential.chunks(2) {
+        assert_eq!((pair[0].arm, pair[1].arm), (0, 1));
+        assert_eq!(pair[0].case, pair[1].case);
+    }
+}
+
+#[test]
+fn reads_are_recorded_in_order_only_survive_a_kill_and_wait_for_the_washout() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let dir = folder.path().join("trial");
+    let study = Study::create(&dir, definition(Design::Crossover { washout_days: 28 }, 4))
+        .expect("created");
+    assert!(
+        Study::create(&dir, definition(Design::Sequential, 4)).is_err(),
+        "a study folder is never overwritten"
+    );
+    let schedule = study.definition.schedule("ana");
+    // Ahead of the next item: refused, with what is next.
+    let ahead = study
+        .record(&read_of(&study, "ana", &schedule[1], 80), NOON)
+        .expect_err("ahead");
+    assert!(
+        ahead
+            .to_string()
+            .contains(&format!("next item is case {}", schedule[0].case)),
+        "{ahead}"
+    );
+    study
+        .record(&read_of(&study, "ana", &schedule[0], 80), NOON)
+        .expect("recorded");
+    // Back to the item already read: refused.
+    let back = study
+        .record(&read_of(&study, "ana", &schedule[0], 10), NOON)
+        .expect_err("back");
+    assert!(back.to_string().contains("never back or ahead"), "{back}");
+    // A kill in the middle of writing the next read leaves a torn line: it is not a read,
+    // the reader resumes at the same item, and the next read lands after it cleanly.
+    let reads = dir.join("reads").join("ana.jsonl");
+    let mut torn = std::fs::read(&reads).expect("reads");
+    torn.extend_from_slice(br#"{"reader":"ana","case":"#);
+    std::fs::write(&reads, torn).expect("torn");
+    let reopened = Study::open(&dir).expect("opens");
+    assert_eq!(reopened.reads("ana").expect("reads").len(), 1);
+    let Next::Item { item, done, total } = reopened.next("ana", NOON).expect("next") else {
+        panic!("an item is next");
+    };
+    assert_eq!((item, done, total), (schedule[1].clone(), 1, 8));
+    for item in &schedule[1..4] {
+        reopened
+            .record(&read_of(&reopened, "ana", item, 60), NOON)
+            .expect("recorded");
+    }
+    assert_eq!(reopened.reads("ana").expect("reads").len(), 4);
+    // The second session opens 28 days after the last read of the first.
+    assert!(matches!(
+        reopened.next("ana", NOON).expect("next"),
+        Next::Washout { .. }
+    ));
+    let later = NOON + 29 * 86_400;
+    assert!(matches!(
+        reopened.next("ana", later).expect("next"),
+        Next::Item { done: 4, .. }
+    ));
+    assert!(
+        reopened
+            .record(&read_of(&reopened, "ana", &schedule[4], 60), NOON)
+            .is_err()
+    );
+    reopened
+        .record(&read_of(&reopened, "ana", &schedule[4], 60), later)
+        .expect("after the washout");
+}
+
+/// A workspace of `cases` phantom cases; its folder and the phantoms' folder (their truth).
+fn phantom_workspace(folder: &Path, cases: usize) -> (PathBuf, PathBuf) {
+    let dataset = folder.join("dataset");
+    let made = keyslice(&[
+        "phantom",
+        "--out",
+        dataset.to_str().expect("utf-8"),
+        "--cases",
+        &cases.to_string(),
+        "--seed",
+        "90",
+        "--matrix",
+        "64",
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let workspace = folder.join("ws");
+    let created = keyslice(&[
+        "workspace",
+        "create",
+        workspace.to_str().expect("utf-8"),
+        dataset.to_str().expect("utf-8"),
+    ]);
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    (workspace, dataset)
+}
+
+#[test]
+fn the_report_analyses_the_arms_with_readers_and_cases_random() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, dataset) = phantom_workspace(folder.path(), 8);
+    let dir = folder.path().join("trial");
+    let created = keyslice(&[
+        "study",
+        "create",
+        dir.to_str().expect("utf-8"),
+        "--workspace",
+        workspace.to_str().expect("utf-8"),
+        "--reader",
+        "ana",
+        "--reader",
+        "ben",
+        "--reader",
+        "cho",
+        "--design",
+        "sequential",
+    ]);
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    assert!(text(&created.stdout).contains("3 readers × 8 cases × 2 arms (unaided, evidence)"));
+    let study = Study::open(&dir).expect("opens");
+    // Readers who see the evidence are more sure where truth has a tumor: confidence from
+    // the truth, a reader's skill and the arm, plus a fixed per-read wobble.
+    let truth = keyslice::io::cases::read_truth(&dataset).expect("truth");
+    let has_tumor = |case: &str, organ: Organ| {
+        truth
+            .iter()
+            .find(|record| record.case_id == case)
+            .and_then(|record| record.truth_findings().ok())
+            .is_some_and(|findings| {
+                findings
+                    .organs
+                    .get(&organ)
+                    .is_some_and(|o| o.tumor == keyslice::findings::TumorPresence::Yes)
+            })
+    };
+    for (skill, reader) in [(10_i32, "ana"), (20, "ben"), (15, "cho")] {
+        for (n, item) in study.definition.schedule(reader).iter().enumerate() {
+            let mut read = read_of(&study, reader, item, 50);
+            read.calls = Organ::ALL
+                .into_iter()
+                .map(|organ| {
+                    let boost = if item.arm == 1 { 15 } else { 0 };
+                    let wobble = ((n * 37 + organ as usize * 11) % 41) as i32 - 20;
+                    let centre = if has_tumor(&item.case, organ) {
+                        50 + skill + boost
+                    } else {
+                        50 - skill - boost
+                    };
+                    let confidence = u8::try_from((centre + wobble).clamp(0, 100)).expect("0-100");
+                    (
+                        organ,
+                        Call {
+                            present: confidence >= 50,
+                            confidence,
+                        },
+                    )
+                })
+                .collect();
+            study.record(&read, NOON).expect("recorded in order");
+        }
+    }
+    let out = folder.path().join("report");
+    let reported = keyslice(&[
+        "study",
+        "report",
+        dir.to_str().expect("utf-8"),
+        "--truth",
+        dataset.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+    ]);
+    let printed = text(&reported.stdout);
+    assert!(reported.status.success(), "{}", text(&reported.stderr));
+    eprintln!("{printed}");
+    assert!(
+        printed.contains("3 readers, 8 cases (32 case/organ units with truth)"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("AUC unaided − evidence = -"),
+        "the evidence arm reads better: {printed}"
+    );
+    for name in ["reads.imrmc", "mrmc.csv", "readers.csv"] {
+        assert!(out.join(name).is_file(), "{name}");
+    }
+    // The reads written for iMRMC give the same table through `study mrmc`.
+    let checked = keyslice(&[
+        "study",
+        "mrmc",
+        out.join("reads.imrmc").to_str().expect("utf-8"),
+    ]);
+    assert_eq!(
+        text(&checked.stdout),
+        std::fs::read_to_string(out.join("mrmc.csv")).expect("table")
+    );
+    let readers = std::fs::read_to_string(out.join("readers.csv")).expect("readers");
+    assert_eq!(readers.lines().count(), 1 + 3 * 2, "{readers}");
+}
