@@ -343,6 +343,19 @@ fn report(
                 "\nMRMC (readers and cases random; U-statistics as iMRMC):"
             )?;
             for row in &rows {
+                if !(row.botCIBDG.is_finite() && row.topCIBDG.is_finite()) {
+                    let (what, estimate) = match row.AUCAminusAUCB {
+                        Some(difference) => {
+                            (format!("{} − {}", row.modalityA, row.modalityB), difference)
+                        }
+                        None => (row.modalityA.clone(), row.AUCA),
+                    };
+                    writeln!(
+                        stdout,
+                        "  AUC {what} = {estimate:.3} (no interval: the variance estimate is not positive; more readers or cases are needed)"
+                    )?;
+                    continue;
+                }
                 match (row.AUCB, row.AUCAminusAUCB) {
                     (Some(_), Some(difference)) => writeln!(
                         stdout,
