@@ -719,3 +719,102 @@ fn a_study_arriving_from_a_pacs_shows_its_key_image_first_then_more_then_opens_w
     assert!(!shown(&harness, "arriving from the PACS"));
     assert_eq!(on_screen(&harness).0, 8, "the whole series");
 }
+
+#[test]
+fn a_reader_study_shows_nothing_of_the_ai_in_the_unaided_arm_and_all_of_it_with_the_evidence() {
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (root, _) = workspace(folder.path());
+    let analysed = keyslice(&["workspace", "analyze", root.to_str().expect("utf-8")]);
+    assert!(analysed.status.success(), "{}", text(&analysed.stderr));
+    let dir = folder.path().join("trial");
+    let created = keyslice(&[
+        "study",
+        "create",
+        dir.to_str().expect("utf-8"),
+        "--workspace",
+        root.to_str().expect("utf-8"),
+        "--reader",
+        "ana",
+        "--reader",
+        "ben",
+        "--design",
+        "sequential",
+    ]);
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let study = keyslice::review::study::Study::open(&dir).expect("study");
+    let first = study.definition.schedule("ana")[0].case.clone();
+    let predictions = Workspace::open(&root)
+        .expect("workspace")
+        .predictions()
+        .expect("predictions");
+    let report = predictions.get(&first).expect("analysed").report.clone();
+    let mut harness = window(
+        Source::StudyRead {
+            dir: dir.clone(),
+            reader: "ana".into(),
+        },
+        egui::Vec2::new(1280.0, 800.0),
+    );
+    step_until(
+        &mut harness,
+        Duration::from_mins(1),
+        "the first case",
+        |app| app.volume_on_screen().is_some() && !app.is_loading(),
+    );
+    harness.step();
+    let shown = |harness: &Harness<'_, Window>, text: &str| {
+        harness.query_all_by_label_contains(text).next().is_some()
+    };
+    // Unaided: the read panel and the images; nothing of the AI anywhere, no worklist.
+    assert!(shown(&harness, "case 1 of 6 · arm unaided"));
+    assert!(shown(&harness, "Your read"));
+    let first_line = report.lines().next().unwrap_or_default().trim().to_string();
+    for hidden in [
+        "Analysis",
+        "Analyze",
+        "The AI's report",
+        "onsistency",
+        "The AI's findings",
+        first_line.as_str(),
+        first.as_str(),
+    ] {
+        assert!(
+            !hidden.is_empty() && !shown(&harness, hidden),
+            "`{hidden}` is shown in the unaided arm"
+        );
+    }
+    harness.snapshot("study_unaided");
+    // Recorded: the same case opens in the evidence arm, with the AI's report and evidence.
+    harness.get_by_label("tumor in the liver").click();
+    harness.step();
+    harness
+        .get_by_label("Record and go to the next case")
+        .click();
+    step_until(
+        &mut harness,
+        Duration::from_mins(1),
+        "the evidence arm",
+        |app| app.volume_on_screen().is_some() && !app.is_loading(),
+    );
+    harness.step();
+    assert!(shown(&harness, "case 2 of 6 · arm evidence"));
+    assert!(shown(&harness, "The AI's report"));
+    assert!(
+        !shown(&harness, "Analyze"),
+        "nothing to run again in a study"
+    );
+    harness.snapshot("study_evidence");
+    let reads = study.reads("ana").expect("reads");
+    assert_eq!(reads.len(), 1);
+    assert_eq!(
+        (reads[0].arm.as_str(), reads[0].case.as_str()),
+        ("unaided", first.as_str())
+    );
+    assert!(reads[0].calls[&keyslice::findings::Organ::Liver].present);
+    // A reader cannot go back: the window opened the next item, and the store refuses the
+    // first one again.
+    assert!(study.record(&reads[0], 1_796_558_400).is_err());
+}

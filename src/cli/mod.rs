@@ -201,6 +201,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         // No command: the viewer on the demo workspace (the README's first command).
         return view::run(&view::ViewArgs {
             path: None,
+            study: None,
+            reader: None,
             backend: backend::BackendArgs::default(),
         });
     };

@@ -17,6 +17,13 @@ pub struct ViewArgs {
     /// (`dicomweb+http(s)://HOST/ROOT/studies/STUDY_UID`: its CT is retrieved into the cache
     /// and its stored AI result shown); without one, the demo workspace opens.
     pub path: Option<PathBuf>,
+    /// Read a reader study (a folder made by `keyslice study create`) as --reader: its cases
+    /// one after another, each showing only what its arm allows.
+    #[arg(long, requires = "reader", conflicts_with = "path")]
+    pub study: Option<PathBuf>,
+    /// Who reads the study.
+    #[arg(long, requires = "study")]
+    pub reader: Option<String>,
     /// The model live analysis (`A`) runs: the embedded one by default, or a server.
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -25,6 +32,10 @@ pub struct ViewArgs {
 /// Runs `view`.
 pub fn run(args: &ViewArgs) -> Result<(), CliError> {
     let source = match &args.path {
+        None if args.study.is_some() => Source::StudyRead {
+            dir: args.study.clone().unwrap_or_default(),
+            reader: args.reader.clone().unwrap_or_default(),
+        },
         Some(path) if crate::pacs::DicomWebUrl::is_dicomweb(&path.to_string_lossy()) => {
             from_pacs(&path.to_string_lossy())?
         }

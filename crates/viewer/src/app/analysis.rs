@@ -179,8 +179,15 @@ impl AnalysisPanel {
         &self,
         ui: &mut egui::Ui,
         bottom: f32,
+        offer_runs: bool,
     ) -> (Option<AnalysisCommand>, Option<ReportCommand>) {
-        let analysis_command = analysis_ui(ui, &self.state, &self.backend_name());
+        // In a reader study the AI's result is shown as it is: nothing to run again.
+        let analysis_command = if offer_runs {
+            analysis_ui(ui, &self.state, &self.backend_name())
+        } else {
+            ui.heading("The AI's report");
+            None
+        };
         if let Some((message, hint)) = &self.failure {
             ui.colored_label(
                 egui::Color32::from_rgb(230, 90, 80),
@@ -220,6 +227,11 @@ impl KeysliceApp {
         let Some(study) = &self.study else {
             return;
         };
+        if self.reading.is_some() {
+            self.notices
+                .push("a reader study shows the AI's result as it is: nothing to analyse".into());
+            return;
+        }
         if self.arriving() {
             self.notices.push(
                 "the study is still arriving from the PACS: analyse it when the last image is in"

@@ -70,6 +70,9 @@ impl KeysliceApp {
             Source::DemoWorkspace => "demo workspace".to_string(),
             Source::Workspace(root) => root.display().to_string(),
             Source::Arriving(arrival) => arrival.title().to_string(),
+            Source::StudyRead { dir, reader } => {
+                format!("study {} · {reader}", dir.display())
+            }
             Source::WorkspaceCase { case_id, root } | Source::WorkspaceAt { case_id, root } => {
                 format!("{case_id} — {}", root.display())
             }
@@ -86,6 +89,7 @@ impl KeysliceApp {
         }
         self.loader.started = Instant::now();
         self.loader.first_arrival = None;
+        self.reading = None;
         self.error = None;
         self.loader.progress = None;
         self.notices.clear();
@@ -141,6 +145,9 @@ impl KeysliceApp {
                     self.show_study(study);
                 }
                 LoadEvent::Preview(preview) => self.show_preview(*preview),
+                LoadEvent::StudyItem(item) => {
+                    self.reading = Some(super::study::Reading::new(*item));
+                }
                 LoadEvent::Masks(masks) => self.show_masks(*masks),
                 LoadEvent::Notice(notice) => self.notices.push(notice),
                 LoadEvent::Failed(message, hint) => {

@@ -20,6 +20,7 @@ pub mod open;
 mod panels;
 mod review;
 pub mod settings;
+pub mod study;
 pub mod workspace;
 
 use std::sync::Arc;
@@ -86,6 +87,8 @@ pub struct KeysliceApp {
     panel_widths: std::cell::Cell<[Option<f32>; 2]>,
     /// The last correction saved, in words, and when: shown over the images for a while.
     announcement: Option<(String, std::time::Instant)>,
+    /// The read in progress, when a reader reads a reader study.
+    reading: Option<study::Reading>,
 }
 
 impl KeysliceApp {
@@ -132,6 +135,7 @@ impl KeysliceApp {
             review_keys: false,
             panel_widths: std::cell::Cell::new([None, None]),
             announcement: None,
+            reading: None,
         };
         app.open(ctx, source);
         app
@@ -357,24 +361,8 @@ impl KeysliceApp {
         if let Some(command) = file_command.or_else(|| self.file_menu.prompt_ui(&ctx)) {
             self.apply_file_command(&ctx, command);
         }
-        let mut commands = Vec::new();
-        let mut analysis_command = None;
-        let mut worklist_command = None;
-        let mut report_command = None;
-        let mut edit_commands = Vec::new();
-        self.analysis
-            .ensure_evidence(&ctx, self.study.as_ref().map(|s| &*s.volume));
-        // The worklist stays while a case opens, so the user can go on to another.
-        if self.study.is_some() || self.cases.workspace.is_some() {
-            (worklist_command, analysis_command, report_command) = self.left_panel_ui(ui);
-        }
-        if self.study.is_some() {
-            (commands, edit_commands) = self.right_panel_ui(ui);
-            let typing = ctx.egui_wants_keyboard_input() || egui::Popup::is_any_open(&ctx);
-            if !typing && ctx.input(|input| input.key_pressed(egui::Key::A)) {
-                analysis_command = Some(AnalysisCommand::Run);
-            }
-        }
+        let (mut commands, mut edit_commands, worklist_command, analysis_command, report_command) =
+            self.side_panels_ui(ui, &ctx);
         if let Some(command) = worklist_command {
             self.apply_worklist(&ctx, command);
         }
@@ -410,6 +398,99 @@ impl KeysliceApp {
         }
         crate::ui::help::help_ui(&ctx, &mut self.help_open);
         Self::drop_hint_ui(&ctx);
+    }
+}
+
+/// What the side panels asked for in a frame: viewer commands, edits, and the worklist's,
+/// analysis panel's and report's commands.
+type SidePanelCommands = (
+    Vec<ViewerCommand>,
+    Vec<crate::ui::editor::EditCommand>,
+    Option<crate::ui::worklist::WorklistCommand>,
+    Option<AnalysisCommand>,
+    Option<ReportCommand>,
+);
+
+impl KeysliceApp {
+    /// The left and right panels, and the analysis key.
+    fn side_panels_ui(&mut self, ui: &mut egui::Ui, ctx: &egui::Context) -> SidePanelCommands {
+        let mut commands = Vec::new();
+        let mut analysis_command = None;
+        let mut worklist_command = None;
+        let mut report_command = None;
+        let mut edit_commands = Vec::new();
+        self.analysis
+            .ensure_evidence(ctx, self.study.as_ref().map(|s| &*s.volume));
+        if let Some(reading) = &mut self.reading {
+            reading.tick(ctx);
+        }
+        // In a reader study's arm of the images alone nothing of the AI is drawn.
+        let blinded = self
+            .reading
+            .as_ref()
+            .is_some_and(|reading| reading.item.arm.shows == keyslice_review::study::Shows::Images);
+        // The worklist stays while a case opens, so the user can go on to another.
+        if !blinded && (self.study.is_some() || self.cases.workspace.is_some()) {
+            (worklist_command, analysis_command, report_command) = self.left_panel_ui(ui);
+        }
+        if self.study.is_some() {
+            let reading_command;
+            (commands, edit_commands, reading_command) = self.right_panel_ui(ui);
+            if let Some(command) = reading_command {
+                self.apply_reading(ctx, command);
+            }
+            let typing = ctx.egui_wants_keyboard_input() || egui::Popup::is_any_open(ctx);
+            if self.reading.is_none()
+                && !typing
+                && ctx.input(|input| input.key_pressed(egui::Key::A))
+            {
+                analysis_command = Some(AnalysisCommand::Run);
+            }
+        }
+        (
+            commands,
+            edit_commands,
+            worklist_command,
+            analysis_command,
+            report_command,
+        )
+    }
+}
+
+impl KeysliceApp {
+    /// Applies what the reading panel asked: the key slice on screen, or the read recorded
+    /// (synced) and the reader's next item opened.
+    fn apply_reading(&mut self, ctx: &egui::Context, command: study::ReadingCommand) {
+        let on_screen = self.axial_key_slice();
+        let Some(reading) = &mut self.reading else {
+            return;
+        };
+        match command {
+            study::ReadingCommand::KeySliceHere => {
+                if let Some(key) = on_screen {
+                    reading.set_key_slice(key.index);
+                }
+            }
+            study::ReadingCommand::Submit => {
+                let read = reading.read();
+                let (dir, reader) = (reading.item.dir.clone(), reading.item.reader.clone());
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_secs());
+                let recorded = keyslice_review::study::Study::open(&dir)
+                    .and_then(|study| study.record(&read, now));
+                match recorded {
+                    Ok(()) => {
+                        tracing::info!(reader, case = read.case, arm = read.arm, "read recorded");
+                        self.open(ctx, Source::StudyRead { dir, reader });
+                    }
+                    Err(error) => self.notices.push(format!(
+                        "the read was not recorded: {error}; {}",
+                        error.hint()
+                    )),
+                }
+            }
+        }
     }
 }
 

@@ -44,6 +44,13 @@ pub enum Source {
     /// A study arriving from a PACS: shown as it comes, then opened as the source the
     /// retrieve hands over.
     Arriving(super::arrival::Arrival),
+    /// A reader's next item of a reader study: its case, showing only what its arm allows.
+    StudyRead {
+        /// The study folder.
+        dir: PathBuf,
+        /// The reader.
+        reader: String,
+    },
     /// One case of a workspace, with its saved prediction.
     WorkspaceCase {
         /// The workspace folder.
@@ -91,6 +98,8 @@ pub enum LoadEvent {
     Study(LoadedStudy),
     /// The part of a study that has arrived from a PACS so far (more is coming).
     Preview(Box<super::arrival::Preview>),
+    /// The reader-study item whose case follows.
+    StudyItem(Box<super::study::StudyItem>),
     /// The masks are ready.
     Masks(Box<LoadedMasks>),
     /// Something the user should know that does not stop loading.
@@ -154,6 +163,18 @@ pub fn load_in_background(ctx: &egui::Context, source: Source) -> Job<LoadEvent>
                     }
                     None => return,
                 }
+            }
+            Source::StudyRead { dir, reader } => {
+                match super::study::next_item(&dir, &reader) {
+                    Ok((item, study)) => {
+                        if !cancelled() {
+                            send(LoadEvent::StudyItem(Box::new(item)));
+                            send(LoadEvent::Study(study));
+                        }
+                    }
+                    Err((message, hint)) => send(LoadEvent::Failed(message, hint)),
+                }
+                return;
             }
             other => other,
         };
@@ -287,6 +308,9 @@ pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (S
             load_volume(&resolve(source.clone(), &mut |_| {})?)
         }
         Source::WorkspaceCase { root, case_id } => load_workspace_case(root, case_id),
+        Source::StudyRead { dir, reader } => {
+            super::study::next_item(dir, reader).map(|(_, study)| (study, None))
+        }
         Source::Arriving(_) => Err((
             "the study is still arriving from the PACS".to_string(),
             "wait for the retrieve to end, or open the study again".to_string(),
@@ -327,7 +351,7 @@ pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (S
 }
 
 /// Reads one case of a workspace: its CT, its masks folder and its saved prediction.
-fn load_workspace_case(
+pub(super) fn load_workspace_case(
     root: &Path,
     case_id: &str,
 ) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {

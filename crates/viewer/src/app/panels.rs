@@ -95,7 +95,8 @@ impl KeysliceApp {
                         );
                         ui.separator();
                     }
-                    (analysis_command, report_command) = self.analysis.ui(ui, bottom);
+                    (analysis_command, report_command) =
+                        self.analysis.ui(ui, bottom, self.reading.is_none());
                 });
             });
         let [_, right] = self.panel_widths.get();
@@ -107,11 +108,19 @@ impl KeysliceApp {
     /// The right panel: the findings editor (in a workspace), measurements, key slice,
     /// structures.
     pub(super) fn right_panel_ui(
-        &self,
+        &mut self,
         ui: &mut egui::Ui,
-    ) -> (Vec<ViewerCommand>, Vec<EditCommand>) {
+    ) -> (
+        Vec<ViewerCommand>,
+        Vec<EditCommand>,
+        Option<super::study::ReadingCommand>,
+    ) {
+        let mut reading_command = None;
+        // Out of `self` while the panel draws (the panel reads the rest of `self`).
+        let mut reading = self.reading.take();
         let Some(Shown { volume, viewer }) = &self.study else {
-            return (Vec::new(), Vec::new());
+            self.reading = reading;
+            return (Vec::new(), Vec::new(), None);
         };
         let mut edit_commands = Vec::new();
         let saved = self.settings.settings.panel_widths.map(|[_, right]| right);
@@ -124,7 +133,9 @@ impl KeysliceApp {
                 // Content wider than a narrow panel scrolls inside it, never past its edge.
                 egui::ScrollArea::both()
                     .show(ui, |ui| {
-                        if let Some(review) = &self.cases.review {
+                        if let Some(reading) = &mut reading {
+                            reading_command = reading.ui(ui);
+                        } else if let Some(review) = &self.cases.review {
                             let lengths: Vec<f64> = viewer
                                 .measurements
                                 .iter()
@@ -161,7 +172,8 @@ impl KeysliceApp {
         let [left, _] = self.panel_widths.get();
         self.panel_widths
             .set([left, Some(panel.response.rect.width())]);
-        (panel.inner, edit_commands)
+        self.reading = reading;
+        (panel.inner, edit_commands, reading_command)
     }
 
     /// The axial slice on screen as a key slice (index, z, SOP Instance UID).
