@@ -287,3 +287,51 @@ fn the_report_analyses_the_arms_with_readers_and_cases_random() {
     let readers = std::fs::read_to_string(out.join("readers.csv")).expect("readers");
     assert_eq!(readers.lines().count(), 1 + 3 * 2, "{readers}");
 }
+
+#[test]
+fn the_ai_hallucinations_kept_are_counted_per_arm() {
+    use keyslice::review::study::Decision;
+    let folder = tempfile::tempdir().expect("temp dir");
+    let study = Study::create(
+        &folder.path().join("trial"),
+        definition(Design::Sequential, 2),
+    )
+    .expect("created");
+    // case0: the AI claims a liver tumor that truth does not have.
+    let hallucinated = BTreeMap::from([("case0".to_string(), vec![Organ::Liver])]);
+    // Ana calls no tumor unaided and rejects the AI's; Ben calls one unaided and accepts the
+    // AI's; Cho calls none unaided and changes the AI's (keeping the tumor).
+    let choices = [
+        ("ana", false, Decision::Rejected),
+        ("ben", true, Decision::Accepted),
+        ("cho", false, Decision::Changed),
+    ];
+    for (reader, unaided_call, decision) in choices {
+        for item in study.definition.schedule(reader) {
+            let mut read = read_of(&study, reader, &item, 50);
+            let evidence = item.arm == 1;
+            let present = if evidence {
+                decision != Decision::Rejected
+            } else {
+                unaided_call
+            };
+            read.calls.insert(
+                Organ::Liver,
+                Call {
+                    present,
+                    confidence: if present { 80 } else { 20 },
+                },
+            );
+            if evidence && item.case == "case0" {
+                read.ai.insert(Organ::Liver, decision);
+            }
+            study.record(&read, NOON).expect("recorded");
+        }
+    }
+    let uptake = study.uptake(&hallucinated).expect("uptake");
+    let counts: Vec<(&str, usize, usize)> = uptake
+        .iter()
+        .map(|arm| (arm.arm.as_str(), arm.hallucinations_read, arm.kept))
+        .collect();
+    assert_eq!(counts, [("unaided", 3, 1), ("evidence", 3, 2)]);
+}

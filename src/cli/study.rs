@@ -335,6 +335,7 @@ fn report(
     )?;
     let lines = reader_lines(&study, &truth_by_case, &mut stdout)?;
     write("readers.csv", &(lines.join("\n") + "\n"))?;
+    uptake_lines(&study, &truth_by_case, &mut stdout)?;
     match ustat_table(&reads) {
         Ok(rows) => {
             write("mrmc.csv", &to_csv(&rows))?;
@@ -342,38 +343,7 @@ fn report(
                 stdout,
                 "\nMRMC (readers and cases random; U-statistics as iMRMC):"
             )?;
-            for row in &rows {
-                if !(row.botCIBDG.is_finite() && row.topCIBDG.is_finite()) {
-                    let (what, estimate) = match row.AUCAminusAUCB {
-                        Some(difference) => {
-                            (format!("{} − {}", row.modalityA, row.modalityB), difference)
-                        }
-                        None => (row.modalityA.clone(), row.AUCA),
-                    };
-                    writeln!(
-                        stdout,
-                        "  AUC {what} = {estimate:.3} (no interval: the variance estimate is not positive; more readers or cases are needed)"
-                    )?;
-                    continue;
-                }
-                match (row.AUCB, row.AUCAminusAUCB) {
-                    (Some(_), Some(difference)) => writeln!(
-                        stdout,
-                        "  AUC {} − {} = {difference:+.3} (95 % CI {:+.3} to {:+.3}, df {:.1}, p = {:.3})",
-                        row.modalityA,
-                        row.modalityB,
-                        row.botCIBDG,
-                        row.topCIBDG,
-                        row.dfBDG,
-                        row.pValueBDG
-                    )?,
-                    _ => writeln!(
-                        stdout,
-                        "  AUC {} = {:.3} (95 % CI {:.3} to {:.3}, df {:.1})",
-                        row.modalityA, row.AUCA, row.botCIBDG, row.topCIBDG, row.dfBDG
-                    )?,
-                }
-            }
+            mrmc_lines(&rows, &mut stdout)?;
         }
         Err(error) => writeln!(stdout, "\nno MRMC analysis yet: {error}")?,
     }
@@ -581,4 +551,142 @@ fn reader_lines(
         }
     }
     Ok(lines)
+}
+
+/// The E-MRL question: of the AI's hallucinated findings, how many the readers kept in each
+/// arm (with the images alone: how often they called that tumor on their own), and how well
+/// the consistency flags them.
+fn uptake_lines(
+    study: &crate::review::study::Study,
+    truth_by_case: &std::collections::BTreeMap<String, crate::findings::Findings>,
+    stdout: &mut impl Write,
+) -> Result<(), CliError> {
+    use crate::findings::{Organ, TumorPresence};
+    use crate::mrmc::hallucination::{ReportCase, hallucinations};
+    let Ok(workspace) = crate::review::workspace::Workspace::open(&study.definition.workspace)
+    else {
+        writeln!(
+            stdout,
+            "\nthe study's workspace {} cannot be opened: no analysis of the AI's findings",
+            study.definition.workspace.display()
+        )?;
+        return Ok(());
+    };
+    let predictions = workspace.predictions()?;
+    let tumor = |findings: &crate::findings::Findings, organ: Organ| {
+        findings
+            .organs
+            .get(&organ)
+            .is_some_and(|found| found.tumor == TumorPresence::Yes)
+    };
+    let mut hallucinated = std::collections::BTreeMap::new();
+    let mut cases = Vec::new();
+    for case in &study.definition.cases {
+        let (Some(prediction), Some(truth)) = (predictions.get(case), truth_by_case.get(case))
+        else {
+            continue;
+        };
+        let organs: Vec<Organ> = Organ::ALL
+            .into_iter()
+            .filter(|&organ| tumor(&prediction.findings, organ) && !tumor(truth, organ))
+            .collect();
+        if !organs.is_empty() {
+            hallucinated.insert(case.clone(), organs);
+        }
+        cases.push((case, prediction, truth));
+    }
+    if cases.is_empty() {
+        writeln!(
+            stdout,
+            "\nno AI results for the study's cases in {}: `keyslice workspace analyze` it to see how readers took the AI's findings",
+            study.definition.workspace.display()
+        )?;
+        return Ok(());
+    }
+    let uptake = study
+        .uptake(&hallucinated)
+        .map_err(|error| study_error(&error))?;
+    writeln!(
+        stdout,
+        "\nthe AI's hallucinated findings (a tumor claimed in an organ whose truth has none): {} in {} of {} cases",
+        hallucinated.values().map(Vec::len).sum::<usize>(),
+        hallucinated.len(),
+        cases.len()
+    )?;
+    for arm in &uptake {
+        let share = if arm.hallucinations_read > 0 {
+            format!(
+                "{:.0} %",
+                100.0 * arm.kept as f64 / arm.hallucinations_read as f64
+            )
+        } else {
+            "–".to_string()
+        };
+        let how = match arm.shows {
+            crate::review::study::Shows::Images => "called that tumor on their own",
+            _ => "kept it",
+        };
+        writeln!(
+            stdout,
+            "  arm {}: {} read(s) of a hallucinated finding, {how} in {} ({share})",
+            arm.arm, arm.hallucinations_read, arm.kept
+        )?;
+    }
+    let report_cases: Vec<ReportCase<'_>> = cases
+        .iter()
+        .map(|(case, prediction, truth)| ReportCase {
+            case_id: case,
+            report: &prediction.findings,
+            local: prediction.local_findings.as_ref(),
+            truth,
+        })
+        .collect();
+    if let Ok((analysis, _)) =
+        hallucinations(&report_cases, crate::scoring::SizeTolerance::default())
+    {
+        match (analysis.auroc, analysis.auroc_ci) {
+            (Some(auroc), Some([low, high])) => writeln!(
+                stdout,
+                "  consistency as a hallucination detector: AUROC {auroc:.3} (95 % CI {low:.3}–{high:.3})"
+            )?,
+            _ => writeln!(
+                stdout,
+                "  consistency as a hallucination detector: {}",
+                analysis
+                    .auroc_missing
+                    .unwrap_or_else(|| "no AUROC".to_string())
+            )?,
+        }
+    }
+    Ok(())
+}
+
+/// Each arm's AUC and each pair's difference, with its BDG interval.
+fn mrmc_lines(rows: &[crate::mrmc::UstatRow], stdout: &mut impl Write) -> Result<(), CliError> {
+    for row in rows {
+        if !(row.botCIBDG.is_finite() && row.topCIBDG.is_finite()) {
+            let (what, estimate) = match row.AUCAminusAUCB {
+                Some(difference) => (format!("{} − {}", row.modalityA, row.modalityB), difference),
+                None => (row.modalityA.clone(), row.AUCA),
+            };
+            writeln!(
+                stdout,
+                "  AUC {what} = {estimate:.3} (no interval: the variance estimate is not positive; more readers or cases are needed)"
+            )?;
+            continue;
+        }
+        match (row.AUCB, row.AUCAminusAUCB) {
+            (Some(_), Some(difference)) => writeln!(
+                stdout,
+                "  AUC {} − {} = {difference:+.3} (95 % CI {:+.3} to {:+.3}, df {:.1}, p = {:.3})",
+                row.modalityA, row.modalityB, row.botCIBDG, row.topCIBDG, row.dfBDG, row.pValueBDG
+            )?,
+            _ => writeln!(
+                stdout,
+                "  AUC {} = {:.3} (95 % CI {:.3} to {:.3}, df {:.1})",
+                row.modalityA, row.AUCA, row.botCIBDG, row.topCIBDG, row.dfBDG
+            )?,
+        }
+    }
+    Ok(())
 }

@@ -476,6 +476,60 @@ impl Study {
     }
 }
 
+/// How the readers of one arm took the AI's hallucinated findings (a tumor the AI claims in an
+/// organ whose truth has none).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Uptake {
+    /// The arm.
+    pub arm: String,
+    /// What it shows.
+    pub shows: Shows,
+    /// Reads of an organ where the AI hallucinated a tumor.
+    pub hallucinations_read: usize,
+    /// Of those, the reads that kept the tumor: in an arm that shows the AI, accepted or
+    /// changed (or called present without a decision); with the images alone, the reader
+    /// called a tumor there on their own.
+    pub kept: usize,
+}
+
+impl Study {
+    /// For each arm, how the readers took the AI's hallucinated findings (`hallucinated`:
+    /// per case, the organs the AI gives a tumor that truth does not have).
+    pub fn uptake(
+        &self,
+        hallucinated: &BTreeMap<String, Vec<Organ>>,
+    ) -> Result<Vec<Uptake>, StudyError> {
+        let mut reads = Vec::new();
+        for reader in &self.definition.readers {
+            reads.extend(self.reads(reader)?);
+        }
+        Ok(self
+            .definition
+            .arms
+            .iter()
+            .map(|arm| {
+                let (mut read, mut kept) = (0, 0);
+                for one in reads.iter().filter(|one| one.arm == arm.name) {
+                    for organ in hallucinated.get(&one.case).into_iter().flatten() {
+                        read += 1;
+                        let called = one.calls.get(organ).is_some_and(|call| call.present);
+                        kept += usize::from(match (arm.shows, one.ai.get(organ)) {
+                            (Shows::Images, _) | (_, None) => called,
+                            (_, Some(decision)) => *decision != Decision::Rejected,
+                        });
+                    }
+                }
+                Uptake {
+                    arm: arm.name.clone(),
+                    shows: arm.shows,
+                    hallucinations_read: read,
+                    kept,
+                }
+            })
+            .collect())
+    }
+}
+
 /// Seconds since the epoch of an RFC 3339 UTC time (`2026-12-06T13:51:17Z`); 0 if unreadable.
 fn seconds_of(text: &str) -> u64 {
     let digits =
