@@ -335,3 +335,76 @@ fn the_ai_hallucinations_kept_are_counted_per_arm() {
         .collect();
     assert_eq!(counts, [("unaided", 3, 1), ("evidence", 3, 2)]);
 }
+
+#[test]
+fn simulated_readers_follow_their_rules_and_the_evidence_catches_hallucinations() {
+    use keyslice::findings::{Findings, OrganFindings, TumorPresence};
+    use keyslice::review::study::{AiResult, ReaderRules};
+    let folder = tempfile::tempdir().expect("temp dir");
+    let mut three = definition(Design::Crossover { washout_days: 14 }, 30);
+    three.arms.insert(
+        1,
+        Arm {
+            name: "aided".into(),
+            shows: Shows::Report,
+        },
+    );
+    let study = Study::create(&folder.path().join("trial"), three).expect("created");
+    // Truth: a liver tumor in every third case. The AI claims one everywhere: grounded with a
+    // consistent key slice where it is real, hallucinated and inconsistent elsewhere.
+    let mut truth = BTreeMap::new();
+    let mut ai = BTreeMap::new();
+    let mut hallucinated = BTreeMap::new();
+    for (k, case) in study.definition.cases.iter().enumerate() {
+        let real = k % 3 == 0;
+        let mut findings = Findings::default();
+        findings.organs.insert(
+            Organ::Liver,
+            OrganFindings {
+                tumor: if real {
+                    TumorPresence::Yes
+                } else {
+                    TumorPresence::No
+                },
+                lesions: Vec::new(),
+                span: None,
+            },
+        );
+        truth.insert(case.clone(), findings);
+        ai.insert(
+            case.clone(),
+            AiResult {
+                claims: vec![Organ::Liver],
+                consistency: Some(if real { 0.9 } else { 0.2 }),
+            },
+        );
+        if !real {
+            hallucinated.insert(case.clone(), vec![Organ::Liver]);
+        }
+    }
+    let recorded = study
+        .simulate(&truth, &ai, ReaderRules::default(), NOON)
+        .expect("simulated");
+    assert_eq!(recorded, 3 * 3 * 30);
+    // Every reader is done, and the washout was kept between their sessions.
+    assert!(matches!(
+        study.next("cho", NOON + 100 * 86_400).expect("next"),
+        Next::Done
+    ));
+    let share = |arm: &str| {
+        let uptake = study.uptake(&hallucinated).expect("uptake");
+        let arm = uptake.iter().find(|a| a.arm == arm).expect("arm");
+        arm.kept as f64 / arm.hallucinations_read as f64
+    };
+    let (unaided, aided, evidence) = (share("unaided"), share("aided"), share("evidence"));
+    // Shown the report alone the readers take up hallucinations; shown the inconsistent
+    // evidence they re-read and keep as few as reading alone.
+    assert!(aided > unaided + 0.1, "aided {aided}, unaided {unaided}");
+    assert!(
+        (evidence - unaided).abs() < 1e-12,
+        "evidence {evidence}, unaided {unaided}"
+    );
+    let reads = study.mrmc_reads(&truth).expect("reads");
+    assert_eq!(reads.readers.len(), 3);
+    assert!(keyslice::mrmc::ustat_table(&reads).is_ok());
+}

@@ -49,6 +49,22 @@ pub enum StudyAction {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Reads the whole study with simulated readers following documented rules (perception
+    /// with a skill per reader, belief moved by the AI's report, trusted with the evidence
+    /// only from a consistency), to try a study design and its report before real readers.
+    Simulate {
+        /// The study folder (its readers must not have read yet).
+        dir: PathBuf,
+        /// The truth of the cases: a JSONL file, or a folder of case folders.
+        #[arg(long)]
+        truth: PathBuf,
+        /// The consistency from which a reader shown the evidence trusts the AI.
+        #[arg(long, default_value_t = 0.7)]
+        trust_from: f64,
+        /// How far the AI's call moves a reader's belief (in units of perception noise).
+        #[arg(long, default_value_t = 1.0)]
+        pull: f64,
+    },
     /// Where each reader stands: items read of all, and what comes next.
     Status {
         /// The study folder.
@@ -141,6 +157,12 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             seed,
         } => create(dir, workspace, readers, arms, design, *washout_days, *seed),
         StudyAction::Status { dir } => status(dir),
+        StudyAction::Simulate {
+            dir,
+            truth,
+            trust_from,
+            pull,
+        } => simulate(dir, truth, *trust_from, *pull),
         StudyAction::Report { dir, truth, out } => report(dir, truth, out.as_deref()),
     }
 }
@@ -281,16 +303,7 @@ fn report(
 ) -> Result<(), CliError> {
     use crate::review::study::Study;
     let study = Study::open(dir).map_err(|error| study_error(&error))?;
-    let truth_by_case: std::collections::BTreeMap<String, crate::findings::Findings> =
-        crate::io::cases::read_truth(truth)?
-            .into_iter()
-            .map(|record| {
-                let findings = record.truth_findings().map_err(|error| {
-                    CliError::Argument(format!("{error} ({})", truth.display()))
-                })?;
-                Ok((record.case_id.clone(), findings))
-            })
-            .collect::<Result<_, CliError>>()?;
+    let truth_by_case = truth_map(truth)?;
     let reads = study
         .mrmc_reads(&truth_by_case)
         .map_err(|error| study_error(&error))?;
@@ -358,18 +371,9 @@ fn hallucinations(
     imrmc: Option<&std::path::Path>,
 ) -> Result<(), CliError> {
     use crate::findings::read_report;
-    use crate::io::cases::{read_predictions, read_truth};
+    use crate::io::cases::read_predictions;
     use crate::mrmc::hallucination::{ReportCase, hallucinations};
-    let truth_by_case: std::collections::BTreeMap<String, crate::findings::Findings> =
-        read_truth(truth)?
-            .into_iter()
-            .map(|record| {
-                let findings = record.truth_findings().map_err(|error| {
-                    CliError::Argument(format!("{error} ({})", truth.display()))
-                })?;
-                Ok((record.case_id.clone(), findings))
-            })
-            .collect::<Result<_, CliError>>()?;
+    let truth_by_case = truth_map(truth)?;
     let owned: Vec<_> = read_predictions(pred)?
         .into_iter()
         .filter_map(|record| {
@@ -689,4 +693,73 @@ fn mrmc_lines(rows: &[crate::mrmc::UstatRow], stdout: &mut impl Write) -> Result
         }
     }
     Ok(())
+}
+
+fn simulate(
+    dir: &std::path::Path,
+    truth: &std::path::Path,
+    trust_from: f64,
+    pull: f64,
+) -> Result<(), CliError> {
+    use crate::findings::{Organ, TumorPresence};
+    use crate::review::study::{AiResult, ReaderRules, Study};
+    let study = Study::open(dir).map_err(|error| study_error(&error))?;
+    let truth_by_case = truth_map(truth)?;
+    let predictions =
+        crate::review::workspace::Workspace::open(&study.definition.workspace)?.predictions()?;
+    let ai = study
+        .definition
+        .cases
+        .iter()
+        .filter_map(|case| {
+            let prediction = predictions.get(case)?;
+            let claims = Organ::ALL
+                .into_iter()
+                .filter(|organ| {
+                    prediction
+                        .findings
+                        .organs
+                        .get(organ)
+                        .is_some_and(|found| found.tumor == TumorPresence::Yes)
+                })
+                .collect();
+            Some((
+                case.clone(),
+                AiResult {
+                    claims,
+                    consistency: prediction.consistency.as_ref().map(|c| c.score),
+                },
+            ))
+        })
+        .collect();
+    let recorded = study
+        .simulate(
+            &truth_by_case,
+            &ai,
+            ReaderRules { trust_from, pull },
+            now_seconds(),
+        )
+        .map_err(|error| study_error(&error))?;
+    println!(
+        "{recorded} simulated read(s) by {} reader(s); AI results for {} of {} cases (trust from consistency {trust_from}, pull {pull})",
+        study.definition.readers.len(),
+        ai.len(),
+        study.definition.cases.len()
+    );
+    Ok(())
+}
+
+/// The truth of each case: a JSONL file, or a folder of case folders.
+fn truth_map(
+    truth: &std::path::Path,
+) -> Result<std::collections::BTreeMap<String, crate::findings::Findings>, CliError> {
+    crate::io::cases::read_truth(truth)?
+        .into_iter()
+        .map(|record| {
+            let findings = record
+                .truth_findings()
+                .map_err(|error| CliError::Argument(format!("{error} ({})", truth.display())))?;
+            Ok((record.case_id.clone(), findings))
+        })
+        .collect()
 }

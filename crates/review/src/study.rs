@@ -530,6 +530,151 @@ impl Study {
     }
 }
 
+/// What a simulated reader knows of the AI's result for one case.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AiResult {
+    /// Organs the AI gives a tumor.
+    pub claims: Vec<Organ>,
+    /// The report–evidence consistency, when the verifier was asked.
+    pub consistency: Option<f64>,
+}
+
+/// The rules simulated readers follow (documented in the manual).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReaderRules {
+    /// The consistency from which a reader shown the evidence trusts the AI without
+    /// re-reading.
+    pub trust_from: f64,
+    /// How far the AI's call moves a reader's belief (in units of the perception noise).
+    pub pull: f64,
+}
+
+impl Default for ReaderRules {
+    fn default() -> Self {
+        Self {
+            trust_from: 0.7,
+            pull: 1.0,
+        }
+    }
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SS.000Z`.
+fn rfc3339(seconds: u64) -> String {
+    let days = i64::try_from(seconds / 86_400).unwrap_or(0);
+    let rest = seconds % 86_400;
+    // Civil date from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.000Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+impl Study {
+    /// Reads the whole study with simulated readers, from `start` (seconds since the epoch)
+    /// on, each session a washout after the last: reader k has a perception skill d′ of
+    /// 1.5 + 0.5·k and calls a tumor when its perception passes d′/2; its perception of an
+    /// organ is d′ (with a tumor) or 0, plus a standard normal draw fixed by the seed, the
+    /// reader, the case and the organ — the same in every arm. Shown the AI's report, its
+    /// belief moves by `pull` towards the AI's call; shown the evidence, it does so only when
+    /// the consistency is at least `trust_from`, and otherwise re-reads (keeps its own
+    /// perception). Its confidence is 100·Φ(belief − d′/2); it accepts an AI finding it
+    /// calls too and rejects the others. Returns the reads recorded.
+    pub fn simulate(
+        &self,
+        truth: &BTreeMap<String, Findings>,
+        ai: &BTreeMap<String, AiResult>,
+        rules: ReaderRules,
+        start: u64,
+    ) -> Result<usize, StudyError> {
+        let washout = match self.definition.design {
+            Design::Crossover { washout_days } => u64::from(washout_days) + 1,
+            Design::Sequential => 0,
+        };
+        let mut recorded = 0;
+        for (k, reader) in self.definition.readers.iter().enumerate() {
+            let skill = 1.5 + 0.5 * k as f64;
+            let threshold = skill / 2.0;
+            for (n, item) in self.definition.schedule(reader).into_iter().enumerate() {
+                let arm = &self.definition.arms[item.arm];
+                let result = ai.get(&item.case).cloned().unwrap_or_default();
+                let trusts = match arm.shows {
+                    Shows::Images => false,
+                    Shows::Report => true,
+                    Shows::Evidence => result
+                        .consistency
+                        .is_some_and(|consistency| consistency >= rules.trust_from),
+                };
+                let mut calls = BTreeMap::new();
+                let mut decisions = BTreeMap::new();
+                for organ in Organ::ALL {
+                    let tumor = truth.get(&item.case).is_some_and(|findings| {
+                        findings
+                            .organs
+                            .get(&organ)
+                            .is_some_and(|found| found.tumor == TumorPresence::Yes)
+                    });
+                    let noise = keyslice_core::rng::normal_at(
+                        self.definition.seed ^ mix(k as u64 + 1),
+                        mix(item.case.bytes().fold(0, |h, b| mix(h ^ u64::from(b))) ^ organ as u64),
+                    );
+                    let claimed = result.claims.contains(&organ);
+                    let mut belief = if tumor { skill } else { 0.0 } + noise;
+                    if trusts {
+                        belief += if claimed { rules.pull } else { -rules.pull };
+                    }
+                    let present = belief > threshold;
+                    let confidence = (100.0 * keyslice_core::mrmc::normal_cdf(belief - threshold))
+                        .round()
+                        .clamp(0.0, 100.0) as u8;
+                    calls.insert(
+                        organ,
+                        Call {
+                            present,
+                            confidence,
+                        },
+                    );
+                    if claimed && arm.shows != Shows::Images {
+                        decisions.insert(
+                            organ,
+                            if present {
+                                Decision::Accepted
+                            } else {
+                                Decision::Rejected
+                            },
+                        );
+                    }
+                }
+                let now = start + item.session as u64 * washout * 86_400 + n as u64 * 40;
+                let read = Read {
+                    reader: reader.clone(),
+                    case: item.case.clone(),
+                    arm: arm.name.clone(),
+                    session: item.session,
+                    calls,
+                    key_slice: None,
+                    active_ms: 30_000 + if trusts { 0 } else { 15_000 },
+                    ai: decisions,
+                    at: rfc3339(now),
+                };
+                self.record(&read, now)?;
+                recorded += 1;
+            }
+        }
+        Ok(recorded)
+    }
+}
+
 /// Seconds since the epoch of an RFC 3339 UTC time (`2026-12-06T13:51:17Z`); 0 if unreadable.
 fn seconds_of(text: &str) -> u64 {
     let digits =
@@ -564,5 +709,7 @@ mod tests {
         assert_eq!(seconds_of("1970-01-01T00:00:00Z"), 0);
         assert_eq!(seconds_of("2026-12-06T13:51:17Z"), 1_796_565_077);
         assert_eq!(seconds_of("garbage"), 0);
+        assert_eq!(rfc3339(1_796_565_077), "2026-12-06T13:51:17.000Z");
+        assert_eq!(seconds_of(&rfc3339(951_782_400)), 951_782_400); // 2000-02-29
     }
 }
