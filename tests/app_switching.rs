@@ -769,7 +769,7 @@ fn a_reader_study_shows_nothing_of_the_ai_in_the_unaided_arm_and_all_of_it_with_
         harness.query_all_by_label_contains(text).next().is_some()
     };
     // Unaided: the read panel and the images; nothing of the AI anywhere, no worklist.
-    assert!(shown(&harness, "case 1 of 6 · arm unaided"));
+    assert!(shown(&harness, "read 1 of 6 · arm unaided"));
     assert!(shown(&harness, "Your read"));
     let first_line = report.lines().next().unwrap_or_default().trim().to_string();
     for hidden in [
@@ -800,7 +800,7 @@ fn a_reader_study_shows_nothing_of_the_ai_in_the_unaided_arm_and_all_of_it_with_
         |app| app.volume_on_screen().is_some() && !app.is_loading(),
     );
     harness.step();
-    assert!(shown(&harness, "case 2 of 6 · arm evidence"));
+    assert!(shown(&harness, "read 2 of 6 · arm evidence"));
     assert!(shown(&harness, "The AI's report"));
     assert!(
         !shown(&harness, "Analyze"),

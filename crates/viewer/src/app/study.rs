@@ -100,7 +100,7 @@ pub fn next_item(dir: &Path, reader: &str) -> Result<(StudyItem, LoadedStudy), (
                 .collect()
         });
     loaded.title = format!(
-        "study {} · {reader} · case {} of {total} · arm {}",
+        "study {} · {reader} · read {} of {total} · arm {}",
         study.definition.name,
         done + 1,
         arm.name
@@ -245,7 +245,7 @@ impl Reading {
         let mut command = None;
         ui.heading("Your read");
         ui.small(format!(
-            "case {} of {} · arm {}",
+            "read {} of {} · arm {}",
             self.item.done + 1,
             self.item.total,
             self.item.arm.name
