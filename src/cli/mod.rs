@@ -103,6 +103,9 @@ pub enum CliError {
     /// Talking to a PACS, or writing or reading its DICOM documents, failed.
     #[error(transparent)]
     Pacs(crate::pacs::PacsError),
+    /// A reader study cannot be made, read or recorded.
+    #[error(transparent)]
+    Study(#[from] crate::review::study::StudyError),
     /// A case's documents cannot be planned (an unnamed reviewer, a document not written).
     #[error(transparent)]
     Publish(#[from] crate::pacs::publish::PlanError),
@@ -147,6 +150,7 @@ impl CliError {
             Self::Export(error) => error.hint().into(),
             Self::Pacs(error) => error.hint().into(),
             Self::Publish(error) => error.hint().into(),
+            Self::Study(error) => error.hint().into(),
             Self::Infer(error) => error.hint().into(),
             Self::Vlm(error) => error.hint().into(),
             Self::Train(crate::train::tiny::TrainError::Export(error)) => {

@@ -167,10 +167,6 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
     }
 }
 
-fn study_error(error: &crate::review::study::StudyError) -> CliError {
-    CliError::InvalidFile(format!("{error}; {}", error.hint()))
-}
-
 fn create(
     dir: &std::path::Path,
     workspace: &std::path::Path,
@@ -245,7 +241,7 @@ fn create(
         design,
         seed,
     };
-    let study = Study::create(dir, definition).map_err(|error| study_error(&error))?;
+    let study = Study::create(dir, definition).map_err(CliError::from)?;
     let definition = &study.definition;
     println!(
         "study {}: {} readers × {} cases × {} arms ({}), {}",
@@ -272,13 +268,10 @@ fn now_seconds() -> u64 {
 
 fn status(dir: &std::path::Path) -> Result<(), CliError> {
     use crate::review::study::{Next, Study};
-    let study = Study::open(dir).map_err(|error| study_error(&error))?;
+    let study = Study::open(dir).map_err(CliError::from)?;
     let mut out = std::io::stdout().lock();
     for reader in &study.definition.readers {
-        let line = match study
-            .next(reader, now_seconds())
-            .map_err(|error| study_error(&error))?
-        {
+        let line = match study.next(reader, now_seconds()).map_err(CliError::from)? {
             Next::Item { item, done, total } => format!(
                 "{done} of {total} read; next: case {} in arm {} (session {})",
                 item.case,
@@ -302,11 +295,9 @@ fn report(
     out_dir: Option<&std::path::Path>,
 ) -> Result<(), CliError> {
     use crate::review::study::Study;
-    let study = Study::open(dir).map_err(|error| study_error(&error))?;
+    let study = Study::open(dir).map_err(CliError::from)?;
     let truth_by_case = truth_map(truth)?;
-    let reads = study
-        .mrmc_reads(&truth_by_case)
-        .map_err(|error| study_error(&error))?;
+    let reads = study.mrmc_reads(&truth_by_case).map_err(CliError::from)?;
     let out_dir = out_dir.map_or_else(|| dir.join("report"), std::path::Path::to_path_buf);
     std::fs::create_dir_all(&out_dir).map_err(|error| {
         CliError::Output(std::io::Error::new(
@@ -492,7 +483,7 @@ fn reader_lines(
         "reader       arm          reads  sensitivity  specificity  balanced  s/case"
     )?;
     for reader in &definition.readers {
-        let all = study.reads(reader).map_err(|error| study_error(&error))?;
+        let all = study.reads(reader).map_err(CliError::from)?;
         for arm in &definition.arms {
             let mine: Vec<_> = all.iter().filter(|read| read.arm == arm.name).collect();
             let (mut tp, mut positives, mut tn, mut negatives) = (0, 0, 0, 0);
@@ -607,9 +598,7 @@ fn uptake_lines(
         )?;
         return Ok(());
     }
-    let uptake = study
-        .uptake(&hallucinated)
-        .map_err(|error| study_error(&error))?;
+    let uptake = study.uptake(&hallucinated).map_err(CliError::from)?;
     writeln!(
         stdout,
         "\nthe AI's hallucinated findings (a tumor claimed in an organ whose truth has none): {} in {} of {} cases",
@@ -703,7 +692,7 @@ fn simulate(
 ) -> Result<(), CliError> {
     use crate::findings::{Organ, TumorPresence};
     use crate::review::study::{AiResult, ReaderRules, Study};
-    let study = Study::open(dir).map_err(|error| study_error(&error))?;
+    let study = Study::open(dir).map_err(CliError::from)?;
     let truth_by_case = truth_map(truth)?;
     let predictions =
         crate::review::workspace::Workspace::open(&study.definition.workspace)?.predictions()?;
@@ -739,7 +728,7 @@ fn simulate(
             ReaderRules { trust_from, pull },
             now_seconds(),
         )
-        .map_err(|error| study_error(&error))?;
+        .map_err(CliError::from)?;
     println!(
         "{recorded} simulated read(s) by {} reader(s); AI results for {} of {} cases (trust from consistency {trust_from}, pull {pull})",
         study.definition.readers.len(),

@@ -180,6 +180,9 @@ pub enum StudyError {
         /// What is wrong.
         reason: String,
     },
+    /// A study is already defined in the folder.
+    #[error("{}: a study is already defined here", .0.display())]
+    Exists(PathBuf),
     /// A read that is not the reader's next item.
     #[error("{0}")]
     OutOfOrder(String),
@@ -192,7 +195,10 @@ impl StudyError {
         match self {
             Self::Io { .. } => "check that the study folder exists and is writable",
             Self::Definition { .. } => {
-                "make the study with `keyslice study create`, or fix the field named"
+                "fix the field named in study.json, or make the study again with `keyslice study create` in a new folder"
+            }
+            Self::Exists(_) => {
+                "give another folder: a study's folder is never overwritten, so no read is orphaned"
             }
             Self::OutOfOrder(_) => "read the item the study gives next (`keyslice study status`)",
         }
@@ -304,10 +310,7 @@ impl Study {
                 reason,
             })?;
         if path.exists() {
-            return Err(StudyError::Definition {
-                path,
-                reason: "a study is already defined here; make a new one in another folder".into(),
-            });
+            return Err(StudyError::Exists(path));
         }
         let io = |source| StudyError::Io {
             path: path.clone(),
