@@ -29,24 +29,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$keyslice" phantom --out "$work/ph" --cases 1 --seed 7 --matrix 512 --slice-mm "$slice_mm" >/dev/null 2>&1
-"$keyslice" convert "$work/ph/PHANTOM_7_0000/ct.nii.gz" "$work/series" --dicom --patient-id BENCH >/dev/null
-slices=$(ls "$work/series" | wc -l)
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat > "$work/orthanc.json" <<JSON
-{"Name": "bench", "StorageDirectory": "$work/db", "IndexDirectory": "$work/db", "HttpPort": $port,
- "DicomServerEnabled": false, "RemoteAccessAllowed": false, "AuthenticationEnabled": false,
- "Plugins": ["/usr/share/orthanc/plugins/libOrthancDicomWeb.so"],
- "DicomWeb": {"Enable": true, "Root": "/dicom-web/"}}
-JSON
-Orthanc "$work/orthanc.json" >/dev/null 2>&1 &
-pid=$!
-base="http://127.0.0.1:$port"
-for _ in $(seq 100); do curl -sf "$base/system" >/dev/null && break; sleep 0.2; done
-ls "$work/series"/*.dcm | xargs -P 4 -I{} curl -sf -o /dev/null -X POST --data-binary @{} "$base/instances"
-orthanc_id=$(curl -sf "$base/studies" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
-study_uid=$(curl -sf "$base/studies/$orthanc_id" | python3 -c 'import json,sys; print(json.load(sys.stdin)["MainDicomTags"]["StudyInstanceUID"])')
+. "$(dirname "$0")/orthanc_phantom.sh"
+orthanc_phantom "$keyslice" "$slice_mm" "$work"
 url="dicomweb+$base/dicom-web/studies/$study_uid"
 view_url="$url"
 if [ -n "${RATE_MBPS:-}" ]; then

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use common::text;
+use common::{files_below, text};
 
 /// What the server sends for one request.
 enum Reply {
@@ -168,22 +168,6 @@ fn keyslice(args: &[&str], env: &[(&str, &str)]) -> Output {
 
 fn s(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
-}
-
-/// Every file below `root`.
-fn files_below(root: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(root) {
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                found.extend(files_below(&path));
-            } else {
-                found.push(path);
-            }
-        }
-    }
-    found
 }
 
 #[test]

@@ -8,13 +8,13 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{SliceSpec, text};
+use common::{SliceSpec, files_below, text};
 
 const STUDY: &str = "1.2.3";
 const SERIES: &str = "1.2.3.4";
@@ -208,22 +208,6 @@ fn command(port: u16, cache: &Path) -> Command {
         .env_remove("KEYSLICE_DICOMWEB_USER")
         .env_remove("KEYSLICE_DICOMWEB_PASSWORD");
     command
-}
-
-/// Every file below `root`, by path.
-fn files_below(root: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(root) {
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                found.extend(files_below(&path));
-            } else {
-                found.push(path);
-            }
-        }
-    }
-    found
 }
 
 /// The `.dcm` files of the cache by SOP Instance UID; every one must be byte for byte the

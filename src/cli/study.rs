@@ -475,7 +475,7 @@ fn reader_lines(
     truth_by_case: &std::collections::BTreeMap<String, crate::findings::Findings>,
     stdout: &mut impl Write,
 ) -> Result<Vec<String>, CliError> {
-    use crate::findings::{Organ, TumorPresence};
+    use crate::findings::Organ;
     let definition = &study.definition;
     let mut lines = vec!["\"reader\",\"arm\",\"reads\",\"sensitivity\",\"specificity\",\"balanced_accuracy\",\"median_seconds_per_case\"".to_string()];
     writeln!(
@@ -495,11 +495,7 @@ fn reader_lines(
                     let Some(call) = read.calls.get(&organ) else {
                         continue;
                     };
-                    if findings
-                        .organs
-                        .get(&organ)
-                        .is_some_and(|o| o.tumor == TumorPresence::Yes)
-                    {
+                    if findings.states_tumor(organ) {
                         positives += 1;
                         tp += usize::from(call.present);
                     } else {
@@ -556,7 +552,7 @@ fn uptake_lines(
     truth_by_case: &std::collections::BTreeMap<String, crate::findings::Findings>,
     stdout: &mut impl Write,
 ) -> Result<(), CliError> {
-    use crate::findings::{Organ, TumorPresence};
+    use crate::findings::Organ;
     use crate::mrmc::hallucination::{ReportCase, hallucinations};
     let Ok(workspace) = crate::review::workspace::Workspace::open(&study.definition.workspace)
     else {
@@ -568,12 +564,6 @@ fn uptake_lines(
         return Ok(());
     };
     let predictions = workspace.predictions()?;
-    let tumor = |findings: &crate::findings::Findings, organ: Organ| {
-        findings
-            .organs
-            .get(&organ)
-            .is_some_and(|found| found.tumor == TumorPresence::Yes)
-    };
     let mut hallucinated = std::collections::BTreeMap::new();
     let mut cases = Vec::new();
     for case in &study.definition.cases {
@@ -581,9 +571,11 @@ fn uptake_lines(
         else {
             continue;
         };
-        let organs: Vec<Organ> = Organ::ALL
+        let organs: Vec<Organ> = prediction
+            .findings
+            .tumor_organs()
             .into_iter()
-            .filter(|&organ| tumor(&prediction.findings, organ) && !tumor(truth, organ))
+            .filter(|&organ| !truth.states_tumor(organ))
             .collect();
         if !organs.is_empty() {
             hallucinated.insert(case.clone(), organs);
@@ -690,7 +682,6 @@ fn simulate(
     trust_from: f64,
     pull: f64,
 ) -> Result<(), CliError> {
-    use crate::findings::{Organ, TumorPresence};
     use crate::review::study::{AiResult, ReaderRules, Study};
     let study = Study::open(dir).map_err(CliError::from)?;
     let truth_by_case = truth_map(truth)?;
@@ -702,16 +693,7 @@ fn simulate(
         .iter()
         .filter_map(|case| {
             let prediction = predictions.get(case)?;
-            let claims = Organ::ALL
-                .into_iter()
-                .filter(|organ| {
-                    prediction
-                        .findings
-                        .organs
-                        .get(organ)
-                        .is_some_and(|found| found.tumor == TumorPresence::Yes)
-                })
-                .collect();
+            let claims = prediction.findings.tumor_organs();
             Some((
                 case.clone(),
                 AiResult {

@@ -401,3 +401,19 @@ pub fn gpu_available() -> bool {
         }
     }
 }
+
+/// Every file below `root`, folders walked (links not followed).
+pub fn files_below(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(root) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                found.extend(files_below(&path));
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found
+}

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use keyslice_core::findings::{Findings, Organ, TumorPresence};
+use keyslice_core::findings::{Findings, Organ};
 use keyslice_core::mrmc::Reads;
 use keyslice_core::rng::{Rng, mix};
 use serde::{Deserialize, Serialize};
@@ -444,11 +444,10 @@ impl Study {
                 continue;
             };
             for organ in Organ::ALL {
-                let positive = findings
-                    .organs
-                    .get(&organ)
-                    .is_some_and(|organ| organ.tumor == TumorPresence::Yes);
-                units.push((format!("{case}/{}", organ.key()), positive));
+                units.push((
+                    format!("{case}/{}", organ.key()),
+                    findings.states_tumor(organ),
+                ));
             }
         }
         for read in &all {
@@ -621,12 +620,9 @@ impl Study {
                 let mut calls = BTreeMap::new();
                 let mut decisions = BTreeMap::new();
                 for organ in Organ::ALL {
-                    let tumor = truth.get(&item.case).is_some_and(|findings| {
-                        findings
-                            .organs
-                            .get(&organ)
-                            .is_some_and(|found| found.tumor == TumorPresence::Yes)
-                    });
+                    let tumor = truth
+                        .get(&item.case)
+                        .is_some_and(|findings| findings.states_tumor(organ));
                     let noise = keyslice_core::rng::normal_at(
                         self.definition.seed ^ mix(k as u64 + 1),
                         mix(item.case.bytes().fold(0, |h, b| mix(h ^ u64::from(b))) ^ organ as u64),

@@ -429,6 +429,21 @@ impl Findings {
         copy
     }
 
+    /// Whether a tumor is stated in `organ` without hedging (yes; not uncertain).
+    #[must_use]
+    pub fn states_tumor(&self, organ: Organ) -> bool {
+        self.organ(organ).tumor == TumorPresence::Yes
+    }
+
+    /// The organs a tumor is stated in without hedging, in report order.
+    #[must_use]
+    pub fn tumor_organs(&self) -> Vec<Organ> {
+        Organ::ALL
+            .into_iter()
+            .filter(|&organ| self.states_tumor(organ))
+            .collect()
+    }
+
     /// Whether any organ has a tumor reported (yes or uncertain).
     #[must_use]
     pub fn any_tumor(&self) -> bool {

@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 use super::{MrmcError, Reads, normal_quantile, reader_table};
-use crate::findings::{Findings, Organ, TumorPresence};
+use crate::findings::{Findings, Organ};
 use crate::scoring::{SizeTolerance, consistency};
 
 /// One AI report and what is known of its case.
@@ -63,13 +63,6 @@ pub struct Hallucinations {
     pub cases: Vec<Claim>,
 }
 
-fn has_tumor(findings: &Findings, organ: Organ) -> bool {
-    findings
-        .organs
-        .get(&organ)
-        .is_some_and(|organ| organ.tumor == TumorPresence::Yes)
-}
-
 /// The analysis of `cases`; also the reads (reader `consistency`, modality `verifier`, the
 /// condition: a hallucinated claim) in iMRMC's form, to check the AUROC with iMRMC. Fails
 /// only on a case identifier that iMRMC's format cannot hold (one with a comma).
@@ -79,17 +72,20 @@ pub fn hallucinations(
 ) -> Result<(Hallucinations, Reads), MrmcError> {
     let mut claims = Vec::new();
     for case in cases {
-        let claimed: Vec<&'static str> = Organ::ALL
+        let claimed: Vec<&'static str> = case
+            .report
+            .tumor_organs()
             .into_iter()
-            .filter(|&organ| has_tumor(case.report, organ))
             .map(Organ::key)
             .collect();
         if claimed.is_empty() {
             continue;
         }
-        let hallucinated = Organ::ALL
+        let hallucinated = case
+            .report
+            .tumor_organs()
             .into_iter()
-            .filter(|&organ| has_tumor(case.report, organ) && !has_tumor(case.truth, organ))
+            .filter(|&organ| !case.truth.states_tumor(organ))
             .map(Organ::key)
             .collect();
         claims.push(Claim {

@@ -211,20 +211,31 @@ fn decode_file<T: Sample>(
                         output,
                     )
                 });
-            match result {
-                Ok(fits) => {
-                    if !fits {
-                        overflow.store(true, Ordering::Relaxed);
-                    }
-                    None
-                }
-                Err(reason) => Some((
-                    k,
-                    format!("{reason} (transfer syntax {})", file.transfer_syntax),
-                )),
-            }
+            settle(file, k, result, overflow)
         })
         .collect()
+}
+
+/// A slice's outcome: a value that did not fit raises `overflow`; a failure becomes the
+/// slice's reason, with the file's transfer syntax.
+fn settle(
+    file: &FileHeader,
+    k: usize,
+    result: Result<bool, String>,
+    overflow: &AtomicBool,
+) -> Option<(usize, String)> {
+    match result {
+        Ok(fits) => {
+            if !fits {
+                overflow.store(true, Ordering::Relaxed);
+            }
+            None
+        }
+        Err(reason) => Some((
+            k,
+            format!("{reason} (transfer syntax {})", file.transfer_syntax),
+        )),
+    }
 }
 
 thread_local! {
@@ -274,18 +285,7 @@ fn decode_native<T: Sample>(
                         )
                     })
                 });
-            match result {
-                Ok(fits) => {
-                    if !fits {
-                        overflow.store(true, Ordering::Relaxed);
-                    }
-                    None
-                }
-                Err(reason) => Some((
-                    k,
-                    format!("{reason} (transfer syntax {})", file.transfer_syntax),
-                )),
-            }
+            settle(file, k, result, overflow)
         })
         .collect()
 }

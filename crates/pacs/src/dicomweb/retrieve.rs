@@ -142,28 +142,7 @@ pub fn retrieve_series(
     parallel: usize,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Retrieved, PacsError> {
-    let root = server_cache(cache, server);
-    let not_uid = |field: &'static str, value: &str| PacsError::NotUid {
-        server: server.name().to_string(),
-        what: format!("series {} of study {study}", series.series_uid),
-        field,
-        value: value.to_string(),
-    };
-    if !is_uid(study) {
-        return Err(not_uid("Study Instance UID", study));
-    }
-    if !is_uid(&series.series_uid) {
-        return Err(not_uid("Series Instance UID", &series.series_uid));
-    }
-    let folder = root.join(study).join(&series.series_uid);
-    let incoming = root.join(".incoming");
-    for dir in [&folder, &incoming] {
-        ensure_inside(&root, dir)?;
-        fs::create_dir_all(dir).map_err(|source| PacsError::Cache {
-            path: dir.clone(),
-            source,
-        })?;
-    }
+    let (folder, incoming) = prepare_folders(server, study, &series.series_uid, &[], cache)?;
     remove_abandoned_parts(&incoming);
     let held = whole_instances(&folder);
     let mut place = SeriesPlace {
@@ -250,33 +229,7 @@ pub fn retrieve_instances(
     sops: &[String],
     cache: &Path,
 ) -> Result<(), PacsError> {
-    let not_uid = |field: &'static str, value: &str| PacsError::NotUid {
-        server: server.name().to_string(),
-        what: format!("series {series} of study {study}"),
-        field,
-        value: value.to_string(),
-    };
-    for (field, uid) in [
-        ("Study Instance UID", study),
-        ("Series Instance UID", series),
-    ]
-    .into_iter()
-    .chain(sops.iter().map(|sop| ("SOP Instance UID", sop.as_str())))
-    {
-        if !is_uid(uid) {
-            return Err(not_uid(field, uid));
-        }
-    }
-    let root = server_cache(cache, server);
-    let folder = root.join(study).join(series);
-    let incoming = root.join(".incoming");
-    for dir in [&folder, &incoming] {
-        ensure_inside(&root, dir)?;
-        fs::create_dir_all(dir).map_err(|source| PacsError::Cache {
-            path: dir.clone(),
-            source,
-        })?;
-    }
+    let (folder, incoming) = prepare_folders(server, study, series, sops, cache)?;
     let place = SeriesPlace {
         study,
         series,
@@ -290,6 +243,44 @@ pub fn retrieve_instances(
         fetch_instance(server, &place, sop)?;
     }
     Ok(())
+}
+
+/// Checks every UID that will name a folder or file, then makes the series folder and the
+/// server's `.incoming` folder (each checked to lie inside the cache); returns both.
+fn prepare_folders(
+    server: &Server,
+    study: &str,
+    series: &str,
+    sops: &[String],
+    cache: &Path,
+) -> Result<(PathBuf, PathBuf), PacsError> {
+    for (field, uid) in [
+        ("Study Instance UID", study),
+        ("Series Instance UID", series),
+    ]
+    .into_iter()
+    .chain(sops.iter().map(|sop| ("SOP Instance UID", sop.as_str())))
+    {
+        if !is_uid(uid) {
+            return Err(PacsError::NotUid {
+                server: server.name().to_string(),
+                what: format!("series {series} of study {study}"),
+                field,
+                value: uid.to_string(),
+            });
+        }
+    }
+    let root = server_cache(cache, server);
+    let folder = root.join(study).join(series);
+    let incoming = root.join(".incoming");
+    for dir in [&folder, &incoming] {
+        ensure_inside(&root, dir)?;
+        fs::create_dir_all(dir).map_err(|source| PacsError::Cache {
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    Ok((folder, incoming))
 }
 
 /// What a retrieve has fetched so far.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use keyslice_core::findings::{Organ, TumorPresence};
+use keyslice_core::findings::Organ;
 use keyslice_core::prediction::Prediction;
 use keyslice_review::study::{Arm, Call, Decision, Item, Next, Read, Shows, Study};
 
@@ -87,18 +87,7 @@ pub fn next_item(dir: &Path, reader: &str) -> Result<(StudyItem, LoadedStudy), (
     let ai_claims = loaded
         .prediction
         .as_ref()
-        .map_or_else(Vec::new, |prediction| {
-            Organ::ALL
-                .into_iter()
-                .filter(|organ| {
-                    prediction
-                        .findings
-                        .organs
-                        .get(organ)
-                        .is_some_and(|found| found.tumor == TumorPresence::Yes)
-                })
-                .collect()
-        });
+        .map_or_else(Vec::new, |prediction| prediction.findings.tumor_organs());
     loaded.title = format!(
         "study {} · {reader} · read {} of {total} · arm {}",
         study.definition.name,
