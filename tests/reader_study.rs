@@ -103,7 +103,26 @@ fn reads_are_recorded_in_order_only_survive_a_kill_and_wait_for_the_washout() {
         Study::create(&dir, definition(Design::Sequential, 4)).is_err(),
         "a study folder is never overwritten"
     );
+    let mut escaped = definition(Design::Sequential, 4);
+    escaped.readers[0] = "an\u{1b}[2Ja".into();
+    let refused = Study::create(&folder.path().join("escaped"), escaped)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        refused.contains("control character") && !refused.contains('\u{1b}'),
+        "{refused}"
+    );
     let schedule = study.definition.schedule("ana");
+    // Only the study's readers have reads: no other name ever becomes a path.
+    let stranger = study
+        .reads("../../evil")
+        .expect_err("not a reader")
+        .to_string();
+    assert!(
+        stranger.contains("not a reader of this study"),
+        "{stranger}"
+    );
     // Ahead of the next item: refused, with what is next.
     let ahead = study
         .record(&read_of(&study, "ana", &schedule[1], 80), NOON)
@@ -140,6 +159,22 @@ fn reads_are_recorded_in_order_only_survive_a_kill_and_wait_for_the_washout() {
             .expect("recorded");
     }
     assert_eq!(reopened.reads("ana").expect("reads").len(), 4);
+    // A line damaged on disk in the middle sends the reader back to that item alone.
+    let text = std::fs::read_to_string(&reads).expect("reads");
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let second = lines
+        .iter()
+        .position(|line| line.contains(&format!("\"case\":\"{}\"", schedule[1].case)))
+        .expect("the second read");
+    let kept = lines[second].clone();
+    lines[second] = "{damaged".into();
+    std::fs::write(&reads, lines.join("\n") + "\n").expect("damaged");
+    let Next::Item { item, done, .. } = reopened.next("ana", NOON).expect("next") else {
+        panic!("an item is next");
+    };
+    assert_eq!((item, done), (schedule[1].clone(), 3));
+    lines[second] = kept;
+    std::fs::write(&reads, lines.join("\n") + "\n").expect("mended");
     // The second session opens 28 days after the last read of the first.
     assert!(matches!(
         reopened.next("ana", NOON).expect("next"),

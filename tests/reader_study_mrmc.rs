@@ -134,6 +134,10 @@ fn bad_files_say_which_line_and_what_is_wrong() {
             "case `c9` has scores but no truth row",
         ),
         (
+            "BEGIN DATA:\ntruth,c1,truth,0\nr\u{1b}[2J,c1,A,1\n",
+            "line 3: a control character in a reader, case or modality name",
+        ),
+        (
             "BEGIN DATA:\ntruth,c1,truth,0\nr1,c1,A,1\nr1,c1,A,2\n",
             "line 4: reader `r1` scored case `c1` twice in modality `A`",
         ),
@@ -155,6 +159,18 @@ fn bad_files_say_which_line_and_what_is_wrong() {
     .expect("reads");
     let error = ustat_table(&one).expect_err("one reader").to_string();
     assert!(error.contains("at least two"), "{error}");
+    // A file claiming more cases than one analysis holds is refused before anything is
+    // allocated for them.
+    let mut huge = String::from("BEGIN DATA:\n");
+    huge.extend((0..5_001).map(|k| format!("truth,n{k},truth,0\ntruth,p{k},truth,1\n")));
+    huge.push_str("r1,n0,A,0.1\nr2,p0,A,0.9\n");
+    let error = ustat_table(&parse_imrmc(&huge).expect("parses"))
+        .expect_err("too large")
+        .to_string();
+    assert!(
+        error.contains("5001 cases without and 5001 with"),
+        "{error}"
+    );
 }
 
 /// A standard normal draw from `rng` (Box–Muller).

@@ -180,6 +180,9 @@ pub enum StudyError {
         /// What is wrong.
         reason: String,
     },
+    /// Someone who is not a reader of the study.
+    #[error("`{}` is not a reader of this study", .0.escape_debug())]
+    NotAReader(String),
     /// A study is already defined in the folder.
     #[error("{}: a study is already defined here", .0.display())]
     Exists(PathBuf),
@@ -197,6 +200,7 @@ impl StudyError {
             Self::Definition { .. } => {
                 "fix the field named in study.json, or make the study again with `keyslice study create` in a new folder"
             }
+            Self::NotAReader(_) => "give one of the readers in study.json",
             Self::Exists(_) => {
                 "give another folder: a study's folder is never overwritten, so no read is orphaned"
             }
@@ -229,17 +233,21 @@ impl StudyDefinition {
                     names.len()
                 ));
             }
+            if let Some(bad) = names.iter().find(|name| {
+                name.is_empty()
+                    || name.contains([',', '/', '\\'])
+                    || name.chars().any(char::is_control)
+                    || name.starts_with('.')
+            }) {
+                return Err(format!(
+                    "the {what} name `{}` cannot be used (empty, or with a comma, a slash or a control character, or starting with a dot)",
+                    bad.escape_debug()
+                ));
+            }
             let mut sorted = names.clone();
             sorted.sort();
             if let Some([twice, _]) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
                 return Err(format!("the {what} `{twice}` is named twice"));
-            }
-            if let Some(bad) = names.iter().find(|name| {
-                name.is_empty() || name.contains([',', '/', '\\', '\n']) || name.starts_with('.')
-            }) {
-                return Err(format!(
-                    "the {what} name `{bad}` cannot be used (empty, or with a comma, slash or line break, or starting with a dot)"
-                ));
             }
         }
         if matches!(self.design, Design::Sequential) && self.arms.len() != 2 {
@@ -348,13 +356,19 @@ impl Study {
         })
     }
 
-    fn reads_path(&self, reader: &str) -> PathBuf {
-        self.dir.join("reads").join(format!("{reader}.jsonl"))
+    /// The reads file of `reader`, one of the study's (whose names were checked: no path
+    /// can come of them).
+    fn reads_path(&self, reader: &str) -> Result<PathBuf, StudyError> {
+        if self.definition.readers.iter().any(|name| name == reader) {
+            Ok(self.dir.join("reads").join(format!("{reader}.jsonl")))
+        } else {
+            Err(StudyError::NotAReader(reader.to_string()))
+        }
     }
 
     /// The reader's reads so far (a line a kill tore is left out).
     pub fn reads(&self, reader: &str) -> Result<Vec<Read>, StudyError> {
-        let path = self.reads_path(reader);
+        let path = self.reads_path(reader)?;
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -370,8 +384,16 @@ impl Study {
     pub fn next(&self, reader: &str, now: u64) -> Result<Next, StudyError> {
         let schedule = self.definition.schedule(reader);
         let reads = self.reads(reader)?;
-        let done = reads.len().min(schedule.len());
-        let Some(item) = schedule.get(done).cloned() else {
+        // An item is done when a read of it was kept: a line damaged on disk sends the reader
+        // back to that item only, never shifts the rest.
+        let is_read = |item: &Item| {
+            let arm = &self.definition.arms[item.arm].name;
+            reads.iter().any(|read| {
+                read.case == item.case && &read.arm == arm && read.session == item.session
+            })
+        };
+        let done = schedule.iter().filter(|item| is_read(item)).count();
+        let Some(item) = schedule.iter().find(|item| !is_read(item)).cloned() else {
             return Ok(Next::Done);
         };
         if let (Design::Crossover { washout_days }, Some(last)) =
@@ -419,7 +441,7 @@ impl Study {
                 read.arm
             )));
         }
-        let path = self.reads_path(&read.reader);
+        let path = self.reads_path(&read.reader)?;
         let line = serde_json::to_string(read)
             .map_err(std::io::Error::from)
             .map_err(|source| StudyError::Io {

@@ -110,6 +110,15 @@ pub fn hallucinations(
         .iter()
         .filter(|claim| claim.consistency.is_some())
         .collect();
+    if let Some(bad) = scored
+        .iter()
+        .find(|claim| claim.case_id.contains(',') || claim.case_id.chars().any(char::is_control))
+    {
+        return Err(MrmcError::TooFew(format!(
+            "the case id `{}` cannot be written in iMRMC's format (it holds a comma or a control character)",
+            bad.case_id.escape_debug()
+        )));
+    }
     let reads = Reads::from_rows(
         scored
             .iter()

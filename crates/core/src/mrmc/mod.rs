@@ -62,6 +62,16 @@ pub enum MrmcError {
     /// Too little to analyse.
     #[error("{0}")]
     TooFew(String),
+    /// More than the analysis holds in memory.
+    #[error(
+        "{negatives} cases without and {positives} with the condition: more than the {MAX_PAIRS} pairs of cases one analysis holds"
+    )]
+    TooLarge {
+        /// Cases without the condition.
+        negatives: usize,
+        /// Cases with it.
+        positives: usize,
+    },
 }
 
 impl Reads {
@@ -194,6 +204,14 @@ pub fn parse_imrmc(text: &str) -> Result<Reads, MrmcError> {
         };
         if reader.is_empty() || case.is_empty() || modality.is_empty() {
             return Err(row_error("an empty reader, case or modality".into()));
+        }
+        if [reader, case, modality]
+            .iter()
+            .any(|name| name.chars().any(char::is_control))
+        {
+            return Err(row_error(
+                "a control character in a reader, case or modality name".into(),
+            ));
         }
         let value: f64 = score
             .parse()
@@ -350,7 +368,17 @@ fn check_enough(reads: &Reads) -> Result<(), MrmcError> {
     Ok(())
 }
 
+/// The most (negative, positive) pairs of cases analysed: each modality pair keeps a few
+/// matrices of this many values.
+pub const MAX_PAIRS: usize = 25_000_000;
+
 fn check_cases(reads: &Reads) -> Result<(), MrmcError> {
+    if reads.negatives.len().saturating_mul(reads.positives.len()) > MAX_PAIRS {
+        return Err(MrmcError::TooLarge {
+            negatives: reads.negatives.len(),
+            positives: reads.positives.len(),
+        });
+    }
     if reads.negatives.len() < 2 || reads.positives.len() < 2 {
         return Err(MrmcError::TooFew(format!(
             "{} case(s) without and {} with the condition: at least two of each are needed for a variance",

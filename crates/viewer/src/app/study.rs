@@ -46,8 +46,9 @@ pub fn next_item(dir: &Path, reader: &str) -> Result<(StudyItem, LoadedStudy), (
     if !study.definition.readers.iter().any(|name| name == reader) {
         return Err((
             format!(
-                "{reader} is not a reader of the study {}",
-                study.definition.name
+                "{} is not a reader of the study {}",
+                keyslice_core::text::shown(reader),
+                keyslice_core::text::shown(&study.definition.name)
             ),
             format!("the readers are: {}", study.definition.readers.join(", ")),
         ));
