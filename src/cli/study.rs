@@ -79,9 +79,13 @@ pub enum StudyAction {
         /// The truth of the cases: a JSONL file, or a folder of case folders.
         #[arg(long)]
         truth: PathBuf,
-        /// Where to write reads.imrmc, mrmc.csv and readers.csv (default: DIR/report).
+        /// Where to write reads.imrmc, mrmc.csv, readers.csv and the charts roc.png,
+        /// forest.png and time.png (default: DIR/report).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Also show the charts in a window.
+        #[arg(long)]
+        window: bool,
     },
     /// The MRMC analysis of reads in iMRMC's format (front matter, `BEGIN DATA:`, then
     /// `readerID,caseID,modalityID,score` rows; `truth` rows give each case's truth, 0 or
@@ -163,7 +167,12 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             trust_from,
             pull,
         } => simulate(dir, truth, *trust_from, *pull),
-        StudyAction::Report { dir, truth, out } => report(dir, truth, out.as_deref()),
+        StudyAction::Report {
+            dir,
+            truth,
+            out,
+            window,
+        } => report(dir, truth, out.as_deref(), *window),
     }
 }
 
@@ -293,6 +302,7 @@ fn report(
     dir: &std::path::Path,
     truth: &std::path::Path,
     out_dir: Option<&std::path::Path>,
+    window: bool,
 ) -> Result<(), CliError> {
     use crate::review::study::Study;
     let study = Study::open(dir).map_err(CliError::from)?;
@@ -351,7 +361,27 @@ fn report(
         }
         Err(error) => writeln!(stdout, "\nno MRMC analysis yet: {error}")?,
     }
+    let charts = study.charts(&truth_by_case).map_err(CliError::from)?;
+    for (chart, name) in charts.iter().zip(crate::review::study::charts::CHART_FILES) {
+        let png = crate::ui::chart::chart_png(chart, [720.0, 560.0], 2.0)
+            .map_err(|error| CliError::Output(std::io::Error::other(error)))?;
+        let path = out_dir.join(name);
+        crate::io::atomic::write_atomically(&path, &png).map_err(|error| {
+            CliError::Output(std::io::Error::new(
+                error.kind(),
+                format!("{}: {error}", path.display()),
+            ))
+        })?;
+    }
     writeln!(stdout, "written: {}", out_dir.display())?;
+    drop(stdout);
+    if window {
+        crate::app::results::run_charts(
+            &format!("Keyslice study {}", crate::text::shown(&definition.name)),
+            charts,
+        )
+        .map_err(|error| CliError::Window(error.to_string()))?;
+    }
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 //!
 //! - [`volume`]: a CT volume in Hounsfield units with its LPS geometry, label volumes,
 //!   resampling and window presets.
+//! - [`chart`]: a chart as plain data (axes, lines, points, labels), drawn by the viewer.
 //! - [`findings`]: what a report says (per organ: tumor presence, lesions with size,
 //!   location and attenuation), the report writer and the report reader with spans.
 //! - [`scoring`]: the E-MRL reward terms, report–description consistency and dataset
@@ -12,6 +13,7 @@
 //! - [`rng`]: the small deterministic random number generator behind phantoms and training.
 //! - [`text`]: text from outside made safe to show (control characters as escapes).
 
+pub mod chart;
 pub mod findings;
 pub mod key_slice;
 pub mod mrmc;

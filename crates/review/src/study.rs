@@ -16,6 +16,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub mod charts;
+
 use keyslice_core::findings::{Findings, Organ};
 use keyslice_core::mrmc::Reads;
 use keyslice_core::rng::{Rng, mix};
@@ -613,7 +615,10 @@ impl Study {
     /// belief moves by `pull` towards the AI's call; shown the evidence, it does so only when
     /// the consistency is at least `trust_from`, and otherwise re-reads (keeps its own
     /// perception). Its confidence is 100·Φ(belief − d′/2); it accepts an AI finding it
-    /// calls too and rejects the others. Returns the reads recorded.
+    /// calls too and rejects the others. Its active time on a case is 30 s, plus 15 s when it
+    /// reads on its own (no AI, or evidence it does not trust), times a pace of
+    /// 0.8 + 0.2·k, times e^(0.25·z) for a standard normal z fixed by the seed, the reader,
+    /// the case and the arm. Returns the reads recorded.
     pub fn simulate(
         &self,
         truth: &BTreeMap<String, Findings>,
@@ -676,7 +681,14 @@ impl Study {
                         );
                     }
                 }
-                let now = start + item.session as u64 * washout * 86_400 + n as u64 * 40;
+                let now = start + item.session as u64 * washout * 86_400 + n as u64 * 120;
+                let spread = keyslice_core::rng::normal_at(
+                    self.definition.seed ^ mix(k as u64 + 101),
+                    mix(item.case.bytes().fold(0, |h, b| mix(h ^ u64::from(b))) ^ item.arm as u64),
+                );
+                let seconds = (30.0 + if trusts { 0.0 } else { 15.0 })
+                    * (0.8 + 0.2 * k as f64)
+                    * (0.25 * spread).exp();
                 let read = Read {
                     reader: reader.clone(),
                     case: item.case.clone(),
@@ -684,7 +696,7 @@ impl Study {
                     session: item.session,
                     calls,
                     key_slice: None,
-                    active_ms: 30_000 + if trusts { 0 } else { 15_000 },
+                    active_ms: (seconds * 1000.0).round() as u64,
                     ai: decisions,
                     at: rfc3339(now),
                 };

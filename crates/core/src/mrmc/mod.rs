@@ -10,6 +10,7 @@
 
 mod dist;
 pub mod hallucination;
+mod roc;
 mod ustat;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 pub use dist::{normal_cdf, normal_quantile, t_cdf, t_quantile};
+pub use roc::{area as roc_area, roc_curve};
 
 /// The significance level of the tests and the confidence of the intervals (95 %).
 pub const ALPHA: f64 = 0.05;

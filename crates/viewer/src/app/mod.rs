@@ -18,6 +18,7 @@ pub mod job;
 mod loading;
 pub mod open;
 mod panels;
+pub mod results;
 mod review;
 pub mod settings;
 pub mod study;

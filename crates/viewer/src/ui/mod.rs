@@ -3,6 +3,7 @@
 //! volume, view state and predictions; they never load files or run models.
 
 pub mod analysis;
+pub mod chart;
 pub mod editor;
 pub mod help;
 pub mod report;
