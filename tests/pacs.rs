@@ -510,6 +510,81 @@ fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
 }
 
 #[test]
+fn study_reads_go_to_the_pacs_as_research_reads_and_never_as_reviews() {
+    use keyslice::review::study::Study;
+    let Some(orthanc) = Orthanc::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (first, second) = (dir.path().join("a"), dir.path().join("b"));
+    let study_uid = orthanc.store_folder(&phantom_series(&first, "4", "PH4"));
+    orthanc.store_folder(&phantom_series(&second, "5", "PH5"));
+    let query = orthanc.url("?ModalitiesInStudy=CT");
+    let ws = dir.path().join("ws");
+    ok(&run(&["workspace", "create", s(&ws), &query]));
+    ok(&run(&["workspace", "analyze", s(&ws)]));
+    let trial = dir.path().join("trial");
+    ok(&run(&[
+        "study",
+        "create",
+        s(&trial),
+        "--workspace",
+        s(&ws),
+        "--reader",
+        "Ana Lima",
+        "--reader",
+        "Ben Okafor",
+        "--design",
+        "sequential",
+    ]));
+    read_every_item(&Study::open(&trial).expect("study"));
+    let files = dir.path().join("reads");
+    let published = ok(&run(&["study", "publish", s(&trial), "--out", s(&files)]));
+    assert!(
+        published.contains("8 study read(s) as SR; 8 stored, 0 already on the PACS"),
+        "{published}"
+    );
+    let again = ok(&run(&["study", "publish", s(&trial)]));
+    assert!(again.contains("0 stored, 8 already on the PACS"), "{again}");
+    // Each file is a valid SR marked as research, by its reader, never verified.
+    let mut marks = Vec::new();
+    let mut studies = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&files).expect("files") {
+        let path = entry.expect("entry").path();
+        let (mark, study) = check_study_read(&path);
+        studies.insert(study);
+        marks.push(mark);
+    }
+    marks.sort();
+    assert_eq!(marks.len(), 8, "{marks:?}");
+    assert!(
+        studies.contains(&study_uid) && studies.len() == 2,
+        "{studies:?}"
+    );
+    assert_eq!(
+        marks[0],
+        ("Ana Lima".to_string(), "evidence".to_string(), 0)
+    );
+    // The PACS results, which the review and the viewer read, list them apart: no review.
+    let study_url = orthanc.url(&format!("/studies/{study_uid}"));
+    let printed = ok(&run(&[
+        "pacs",
+        "results",
+        &study_url,
+        "--json",
+        "--cache",
+        s(&dir.path().join("cache")),
+    ]));
+    let results: serde_json::Value = serde_json::from_str(&printed).expect("JSON");
+    assert_eq!(
+        results["reviews"].as_array().map(Vec::len),
+        Some(0),
+        "{results}"
+    );
+    assert_eq!(results["study_reads"], 4, "{results}");
+}
+
+#[test]
 fn wrong_credentials_unknown_study_no_ct_and_a_down_server_are_named_and_retrieve_resumes() {
     let Some(orthanc) = Orthanc::start() else {
         return;
@@ -754,4 +829,92 @@ fn walk(root: &Path) -> Vec<PathBuf> {
         }
     }
     found
+}
+
+/// Each reader of `study` reads each case unaided, then with the evidence: a liver tumor with
+/// confidence 85 on slice 12, the AI's finding accepted when shown.
+fn read_every_item(study: &keyslice::review::study::Study) {
+    use keyslice::review::study::{Call, Decision, Next, Read};
+    for reader in study.definition.readers.clone() {
+        while let Next::Item { item, .. } = study.next(&reader, 1_796_558_400).expect("next") {
+            let arm = study.definition.arms[item.arm].name.clone();
+            let aided = arm == "evidence";
+            let read = Read {
+                reader: reader.clone(),
+                case: item.case.clone(),
+                arm,
+                session: item.session,
+                calls: [(
+                    Organ::Liver,
+                    Call {
+                        present: true,
+                        confidence: 85,
+                    },
+                )]
+                .into(),
+                key_slice: Some(12),
+                active_ms: 41_000,
+                ai: if aided {
+                    [(Organ::Liver, Decision::Accepted)].into()
+                } else {
+                    std::collections::BTreeMap::new()
+                },
+                at: "2026-12-06T12:00:00.000Z".into(),
+            };
+            study.record(&read, 1_796_558_400).expect("recorded");
+        }
+    }
+}
+
+/// Checks one study read's file (valid, marked as research by its reader, never verified, as
+/// [`read_every_item`] read it): its (reader, arm, session) and its Study Instance UID.
+fn check_study_read(path: &Path) -> ((String, String, usize), String) {
+    use dicom_dictionary_std::tags;
+    use keyslice::pacs::sr::read::{Document, read_file};
+    use keyslice::pacs::sr::{CaseResult, Observer};
+    let errors = dciodvfy_errors(path);
+    assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+    let object = dicom_object::open_file(path).expect("DICOM");
+    let get = |tag| {
+        object
+            .element(tag)
+            .ok()
+            .and_then(|element| element.to_str().ok())
+            .map(|value| value.trim_end_matches(['\0', ' ']).to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(get(tags::VERIFICATION_FLAG), "UNVERIFIED");
+    assert_eq!(get(tags::CLINICAL_TRIAL_PROTOCOL_ID), "trial");
+    assert_eq!(get(tags::SERIES_NUMBER), "9904");
+    let Ok(Document::StudyRead { read, mark }) = read_file(path) else {
+        panic!("{}: not read back as a study read", path.display());
+    };
+    let CaseResult {
+        observer: Observer::Person { name },
+        findings,
+        report,
+        algorithm,
+        ..
+    } = read.content
+    else {
+        panic!("a person's read");
+    };
+    assert_eq!(findings.organs[&Organ::Liver].tumor, TumorPresence::Yes);
+    assert_eq!(findings.key_slice.map(|key| key.index), Some(12));
+    let report = report.expect("the read in words");
+    assert!(
+        report.contains("liver: tumor (confidence 85 of 100)"),
+        "{report}"
+    );
+    assert!(report.contains("not a clinical review"), "{report}");
+    // A read of the images alone names no algorithm; a read with the evidence, the AI's.
+    assert_eq!(
+        algorithm.id.is_empty(),
+        mark.arm == "unaided",
+        "{algorithm:?}"
+    );
+    (
+        (name, mark.arm, mark.session),
+        get(tags::STUDY_INSTANCE_UID),
+    )
 }

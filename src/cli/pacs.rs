@@ -640,6 +640,7 @@ struct ResultsSummary<'a> {
     reviews: Vec<serde_json::Value>,
     key_images: Vec<serde_json::Value>,
     skipped: &'a [String],
+    study_reads: usize,
 }
 
 fn result_json(stored: &crate::pacs::sr::read::Stored<CaseResult>) -> serde_json::Value {
@@ -689,6 +690,7 @@ fn results(url: &str, json: bool, connection: &Connection) -> Result<(), CliErro
                 })
                 .collect(),
             skipped: &found.skipped,
+            study_reads: found.study_reads,
         };
         writeln!(
             out,
@@ -739,6 +741,13 @@ fn write_results(out: &mut impl Write, study: &str, found: &StudyResults) -> std
     }
     for skipped in &found.skipped {
         writeln!(out, "  skipped: {}", shown(skipped))?;
+    }
+    if found.study_reads > 0 {
+        writeln!(
+            out,
+            "  {} reader study read(s): research, not shown as reviews (`keyslice study`)",
+            found.study_reads
+        )?;
     }
     if found.ai.is_empty() && found.reviews.is_empty() {
         writeln!(out, "  no Keyslice results stored")?;

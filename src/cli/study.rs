@@ -87,6 +87,25 @@ pub enum StudyAction {
         #[arg(long)]
         window: bool,
     },
+    /// Stores each read as the reader's SR in the PACS its case came from, marked as a
+    /// research read of this study (Clinical Trial attributes; never verified, never shown as
+    /// a clinical review). A read already held is not sent again.
+    Publish {
+        /// The study folder.
+        dir: PathBuf,
+        /// Only this reader's reads.
+        #[arg(long)]
+        reader: Option<String>,
+        /// Also write the documents as files into this folder.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Write the files only; store nothing (needs --out).
+        #[arg(long, requires = "out")]
+        no_store: bool,
+        /// Server settings.
+        #[command(flatten)]
+        connection: super::pacs::Connection,
+    },
     /// The MRMC analysis of reads in iMRMC's format (front matter, `BEGIN DATA:`, then
     /// `readerID,caseID,modalityID,score` rows; `truth` rows give each case's truth, 0 or
     /// 1): each modality's reader-averaged AUC, its variance with readers and cases random
@@ -173,6 +192,19 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             out,
             window,
         } => report(dir, truth, out.as_deref(), *window),
+        StudyAction::Publish {
+            dir,
+            reader,
+            out,
+            no_store,
+            connection,
+        } => publish(
+            dir,
+            reader.as_deref(),
+            out.as_deref(),
+            *no_store,
+            connection,
+        ),
     }
 }
 
@@ -763,4 +795,170 @@ fn truth_map(
             Ok((record.case_id.clone(), findings))
         })
         .collect()
+}
+
+/// `YYYY-MM-DDTHH:MM:SS…` as DICOM date and time (`YYYYMMDD`, `HHMMSS`).
+fn dicom_date_time(at: &str) -> Option<(String, String)> {
+    let digits = |range: std::ops::Range<usize>| {
+        at.get(range)
+            .filter(|part| part.bytes().all(|byte| byte.is_ascii_digit()))
+    };
+    Some((
+        format!("{}{}{}", digits(0..4)?, digits(5..7)?, digits(8..10)?),
+        format!("{}{}{}", digits(11..13)?, digits(14..16)?, digits(17..19)?),
+    ))
+}
+
+/// `study publish`: each read as the reader's SR, marked as a study read, into the PACS its
+/// case came from (and `out`).
+fn publish(
+    dir: &std::path::Path,
+    only: Option<&str>,
+    out: Option<&std::path::Path>,
+    no_store: bool,
+    connection: &super::pacs::Connection,
+) -> Result<(), CliError> {
+    use crate::review::study::Study;
+    let study = Study::open(dir).map_err(CliError::from)?;
+    let definition = &study.definition;
+    if let Some(reader) = only
+        && !definition.readers.iter().any(|name| name == reader)
+    {
+        return Err(CliError::Study(
+            crate::review::study::StudyError::NotAReader(reader.to_string()),
+        ));
+    }
+    let workspace = crate::review::workspace::Workspace::open(&definition.workspace)?;
+    let predictions = workspace.predictions()?;
+    if let Some(out) = out {
+        std::fs::create_dir_all(out).map_err(|source| CliError::Input {
+            path: out.to_path_buf(),
+            source,
+        })?;
+    }
+    // Documents per (origin, study UID), to ask each study once what it holds.
+    let mut batches: std::collections::BTreeMap<
+        (String, String),
+        Vec<(String, crate::pacs::sr::write::Written)>,
+    > = std::collections::BTreeMap::new();
+    let (mut written, mut skipped) = (0, 0);
+    let mut stdout = std::io::stdout().lock();
+    for reader in definition
+        .readers
+        .iter()
+        .filter(|reader| only.is_none_or(|name| name == reader.as_str()))
+    {
+        for read in study.reads(reader).map_err(CliError::from)? {
+            let Some(case) = workspace.case(&read.case) else {
+                skipped += 1;
+                continue;
+            };
+            if case.origin.is_none() && out.is_none() {
+                skipped += 1;
+                continue;
+            }
+            let (context, document) = read_document(definition, case, &predictions, &read)?;
+            if let Some(out) = out {
+                let path = out.join(format!(
+                    "{}-{}-{}-{}.dcm",
+                    read.case,
+                    read.reader,
+                    read.arm,
+                    read.session + 1
+                ));
+                crate::io::atomic::write_atomically(&path, &document.bytes)
+                    .map_err(|source| CliError::Input { path, source })?;
+            }
+            written += 1;
+            if let (Some(origin), false) = (&case.origin, no_store) {
+                batches
+                    .entry((origin.clone(), context.study_uid.clone()))
+                    .or_default()
+                    .push((
+                        format!("{} {} {}", read.case, read.reader, read.arm),
+                        document,
+                    ));
+            }
+        }
+    }
+    let (mut stored, mut held) = (0, 0);
+    for ((origin, study_uid), documents) in batches {
+        let server = connection.server(&crate::pacs::DicomWebUrl::parse(&origin)?);
+        let on_server = crate::pacs::results::held_documents(&server, &study_uid)?;
+        let mut to_store = Vec::new();
+        for (what, document) in documents {
+            if on_server.contains(&document.sop_uid) {
+                held += 1;
+            } else {
+                writeln!(
+                    stdout,
+                    "{} stored {}",
+                    crate::text::shown(&what),
+                    document.sop_uid
+                )?;
+                to_store.push(document.bytes);
+            }
+        }
+        if !to_store.is_empty() {
+            crate::pacs::dicomweb::stow::store(&server, &study_uid, &to_store)?;
+            stored += to_store.len();
+        }
+    }
+    writeln!(
+        stdout,
+        "{written} study read(s) as SR; {stored} stored, {held} already on the PACS; {skipped} read(s) of cases without a PACS origin skipped"
+    )?;
+    Ok(())
+}
+
+/// The SR of one study read of `case`, and the identity of the study it files with.
+fn read_document(
+    definition: &crate::review::study::StudyDefinition,
+    case: &crate::review::workspace::WorkspaceCase,
+    predictions: &crate::review::workspace::Predictions,
+    read: &crate::review::study::Read,
+) -> Result<
+    (
+        crate::pacs::sr::StudyContext,
+        crate::pacs::sr::write::Written,
+    ),
+    CliError,
+> {
+    use crate::pacs::sr::write::study_read_sr;
+    use crate::pacs::sr::{CaseResult, Observer, StudyContext, StudyReadMark};
+    use crate::review::study::Shows;
+    let shows = definition
+        .arms
+        .iter()
+        .find(|arm| arm.name == read.arm)
+        .map_or(Shows::Images, |arm| arm.shows);
+    // The model whose report the reader saw; none for a read of the images alone.
+    let algorithm = match (shows, predictions.get(&case.case_id)) {
+        (Shows::Images, _) | (_, None) => crate::prediction::ModelId {
+            id: String::new(),
+            version: String::new(),
+        },
+        (_, Some(prediction)) => prediction.diagnoser.clone(),
+    };
+    let context = StudyContext::from_folder(&case.volume)?;
+    let result = CaseResult {
+        observer: Observer::Person {
+            name: read.reader.clone(),
+        },
+        algorithm,
+        verifier: None,
+        findings: read.findings(),
+        report: Some(read.summary(&definition.name)),
+        local_description: None,
+        consistency: None,
+    };
+    let mark = StudyReadMark {
+        study: definition.name.clone(),
+        arm: read.arm.clone(),
+        session: read.session,
+        case: read.case.clone(),
+    };
+    let at = dicom_date_time(&read.at).unwrap_or_else(crate::pacs::sr::now_date_time);
+    let document = study_read_sr(&context, &result, &mark, at)?;
+    Ok((context, document))
 }

@@ -24,6 +24,8 @@ pub struct StudyResults {
     pub key_images: Vec<Stored<KeyImages>>,
     /// SR or KO objects that are not Keyslice documents or could not be read (file: reason).
     pub skipped: Vec<String>,
+    /// Reads of reader studies: research, kept apart and never shown as reviews.
+    pub study_reads: usize,
 }
 
 impl StudyResults {
@@ -143,6 +145,7 @@ pub fn study_results(
                         }
                     }
                     Ok(Document::KeyImages(keys)) => results.key_images.push(keys),
+                    Ok(Document::StudyRead { .. }) => results.study_reads += 1,
                     Err(error) => results.skipped.push(error.to_string()),
                 }
             }

@@ -142,6 +142,77 @@ pub struct Read {
     pub at: String,
 }
 
+impl Read {
+    /// The read as findings: tumor present or absent in each organ called, and the key slice
+    /// the reader chose.
+    #[must_use]
+    pub fn findings(&self) -> Findings {
+        let mut findings = Findings::default();
+        for (organ, call) in &self.calls {
+            findings.organs.insert(
+                *organ,
+                keyslice_core::findings::OrganFindings {
+                    tumor: if call.present {
+                        keyslice_core::findings::TumorPresence::Yes
+                    } else {
+                        keyslice_core::findings::TumorPresence::No
+                    },
+                    lesions: Vec::new(),
+                    span: None,
+                },
+            );
+        }
+        findings.key_slice = self
+            .key_slice
+            .map(|index| keyslice_core::findings::KeySlice {
+                index,
+                z_mm: None,
+                sop_instance_uid: None,
+                span: None,
+            });
+        findings
+    }
+
+    /// The read in words, for the document that keeps it: the study's arm and session, each
+    /// organ's call with its confidence and what became of the AI's finding, the key slice
+    /// and the active time.
+    #[must_use]
+    pub fn summary(&self, study: &str) -> String {
+        let mut lines = vec![format!(
+            "Reader study {study}, arm {}, session {}: a research read, not a clinical review.",
+            self.arm,
+            self.session + 1
+        )];
+        for (organ, call) in &self.calls {
+            let decision = self.ai.get(organ).map_or(String::new(), |decision| {
+                format!(
+                    "; AI finding {}",
+                    match decision {
+                        Decision::Accepted => "accepted",
+                        Decision::Changed => "changed",
+                        Decision::Rejected => "rejected",
+                    }
+                )
+            });
+            lines.push(format!(
+                "{}: {} (confidence {} of 100){decision}.",
+                organ.display_name(),
+                if call.present { "tumor" } else { "no tumor" },
+                call.confidence
+            ));
+        }
+        if let Some(index) = self.key_slice {
+            lines.push(format!("Key slice: {}.", index + 1));
+        }
+        #[expect(clippy::cast_precision_loss, reason = "milliseconds of one read")]
+        lines.push(format!(
+            "Active time: {:.0} s.",
+            self.active_ms as f64 / 1000.0
+        ));
+        lines.join("\n")
+    }
+}
+
 /// What a reader has next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Next {

@@ -15,7 +15,9 @@
 //!   to the image the report rests on.
 //!
 //! A reviewer's correction is a new SR of the same shape whose observer is the reviewer
-//! (a person), in its own series: the AI's document is never replaced. [`read`] gives either
+//! (a person), in its own series: the AI's document is never replaced. A reader study's read
+//! is one too ([`write::study_read_sr`]), marked as research by the Clinical Trial attributes,
+//! never verified, and read back apart from clinical reviews. [`read`] gives either
 //! kind back as a [`CaseResult`].
 
 pub mod codes;
@@ -52,6 +54,19 @@ pub enum Observer {
         /// The reviewer's name.
         name: String,
     },
+}
+
+/// What marks a document as one read of a reader study: research, never a clinical review.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StudyReadMark {
+    /// The reader study (its name: the clinical trial protocol).
+    pub study: String,
+    /// The arm read in.
+    pub arm: String,
+    /// The reader's session, from 0.
+    pub session: usize,
+    /// The case, as the study names it.
+    pub case: String,
 }
 
 /// One case's result as an SR says it: the AI's, or a reviewer's correction of it.

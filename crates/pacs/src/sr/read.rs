@@ -13,7 +13,7 @@ use keyslice_core::scoring::Consistency;
 
 use super::codes;
 use super::tree::{Node, Value, read_item, string};
-use super::{COMPREHENSIVE_3D_SR, CaseResult, KEY_OBJECT_SELECTION, Observer};
+use super::{COMPREHENSIVE_3D_SR, CaseResult, KEY_OBJECT_SELECTION, Observer, StudyReadMark};
 use crate::PacsError;
 
 /// A document read back.
@@ -23,6 +23,13 @@ pub enum Document {
     Result(Box<Stored<CaseResult>>),
     /// A Key Object Selection.
     KeyImages(Stored<KeyImages>),
+    /// One read of a reader study (research: never a clinical review).
+    StudyRead {
+        /// What the reader said.
+        read: Box<Stored<CaseResult>>,
+        /// Which study, arm, session and case.
+        mark: StudyReadMark,
+    },
 }
 
 /// A document with where it is filed.
@@ -115,15 +122,38 @@ fn read_object(object: &InMemDicomObject) -> Result<Document, String> {
                     root.name.meaning
                 ));
             }
-            Ok(Document::Result(Box::new(stored(
-                object,
-                case_result(&root)?,
-            ))))
+            let result = Box::new(stored(object, case_result(&root)?));
+            // Any document of a clinical trial is research: never taken for a clinical review.
+            match study_read_mark(object) {
+                Some(mark) => Ok(Document::StudyRead { read: result, mark }),
+                None => Ok(Document::Result(result)),
+            }
         }
         other => Err(format!(
             "SOP class {other} is neither an SR nor a Key Object Selection"
         )),
     }
+}
+
+/// The reader study a document belongs to, when it carries a clinical trial protocol.
+fn study_read_mark(object: &InMemDicomObject) -> Option<StudyReadMark> {
+    let protocol = string(object, tags::CLINICAL_TRIAL_PROTOCOL_ID)?;
+    if protocol.trim().is_empty() {
+        return None;
+    }
+    let get = |tag| string(object, tag).unwrap_or_default();
+    Some(StudyReadMark {
+        study: protocol,
+        arm: get(tags::CLINICAL_TRIAL_TIME_POINT_DESCRIPTION)
+            .strip_prefix("arm ")
+            .unwrap_or_default()
+            .to_string(),
+        session: get(tags::CLINICAL_TRIAL_TIME_POINT_ID)
+            .strip_prefix("session ")
+            .and_then(|number| number.trim().parse::<usize>().ok())
+            .map_or(0, |number| number.saturating_sub(1)),
+        case: get(tags::CLINICAL_TRIAL_SUBJECT_READING_ID),
+    })
 }
 
 /// `content` with where `object` is filed.

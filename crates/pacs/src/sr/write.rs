@@ -12,7 +12,7 @@ use super::codes::{self, Code};
 use super::tree::{Node, Value, put_item, sequence, sop_reference};
 use super::{
     COMPREHENSIVE_3D_SR, CT_IMAGE, CaseResult, KEY_OBJECT_SELECTION, Observer, StudyContext,
-    content_uid, now_date_time,
+    StudyReadMark, content_uid, now_date_time,
 };
 use crate::PacsError;
 use keyslice_io::dicom::write::text;
@@ -36,6 +36,8 @@ pub const RESULT_SERIES_NUMBER: i32 = 9901;
 pub const KEY_IMAGES_SERIES_NUMBER: i32 = 9902;
 /// Series Number of reviewers' correction SRs.
 pub const REVIEW_SERIES_NUMBER: i32 = 9903;
+/// Series Number of a reader study's reads.
+pub const STUDY_READ_SERIES_NUMBER: i32 = 9904;
 
 const CONTAINS: &str = "CONTAINS";
 const CONCEPT_MOD: &str = "HAS CONCEPT MOD";
@@ -53,10 +55,42 @@ pub fn result_sr_at(
     result: &CaseResult,
     at: Option<(String, String)>,
 ) -> Result<Written, PacsError> {
+    measurement_report(study, result, at, None)
+}
+
+/// A reader study's read of a case as a TID 1500 SR by the reader (a person), marked as a
+/// research read so no one takes it for a clinical review: it carries the Clinical Trial
+/// Subject, Study and Series attributes (the study as the protocol, the case as the subject
+/// reading, the session and arm as the time point), its own series, and it is never
+/// verified. Its content is dated `at` (when the read was recorded). Its UIDs follow from
+/// the study, the arm, the session and what it says: stored twice, it is one document.
+pub fn study_read_sr(
+    study: &StudyContext,
+    result: &CaseResult,
+    mark: &StudyReadMark,
+    at: (String, String),
+) -> Result<Written, PacsError> {
+    measurement_report(study, result, Some(at), Some(mark))
+}
+
+fn measurement_report(
+    study: &StudyContext,
+    result: &CaseResult,
+    at: Option<(String, String)>,
+    mark: Option<&StudyReadMark>,
+) -> Result<Written, PacsError> {
     // The document's UIDs follow from the study and what it says; its series from the study
     // and who made it (all of one reviewer's documents in a study share a series).
-    let seed = format!("{}|sr|{}", study.study_uid, result.content_key());
-    let series_seed = format!("{}|sr|{}", study.study_uid, result.observer.key());
+    let purpose = mark.map_or_else(String::new, |mark| {
+        format!("study-read|{}|{}|{}|", mark.study, mark.arm, mark.session)
+    });
+    let seed = format!("{}|sr|{purpose}{}", study.study_uid, result.content_key());
+    let series_seed = format!(
+        "{}|sr|{}{}",
+        study.study_uid,
+        mark.map_or_else(String::new, |mark| format!("study-read|{}|", mark.study)),
+        result.observer.key()
+    );
     let tracking_seed = study.study_uid.clone();
     let image_class = if study.image_class_uid.is_empty() {
         CT_IMAGE
@@ -79,12 +113,18 @@ pub fn result_sr_at(
     )
     .with(root);
 
-    let (series_number, description) = match &result.observer {
-        Observer::Device { model } => (
+    let (series_number, description) = match (&result.observer, mark) {
+        (Observer::Person { name }, Some(mark)) => (
+            STUDY_READ_SERIES_NUMBER,
+            format!("Keyslice reader study {}: {name}", mark.study),
+        ),
+        (Observer::Device { model }, _) => (
             RESULT_SERIES_NUMBER,
             format!("Keyslice AI result ({} {})", model.id, model.version),
         ),
-        Observer::Person { name } => (REVIEW_SERIES_NUMBER, format!("Keyslice review by {name}")),
+        (Observer::Person { name }, None) => {
+            (REVIEW_SERIES_NUMBER, format!("Keyslice review by {name}"))
+        }
     };
     let document = Document {
         class_uid: COMPREHENSIVE_3D_SR,
@@ -98,11 +138,15 @@ pub fn result_sr_at(
     let mut object = document.header(study, &result.algorithm);
     let (date, time) = at.unwrap_or_else(now_date_time);
     object.put(text(tags::COMPLETION_FLAG, VR::CS, "COMPLETE"));
-    match &result.observer {
-        Observer::Device { .. } => {
+    if let Some(mark) = mark {
+        clinical_trial(&mut object, mark);
+    }
+    match (&result.observer, mark) {
+        // A study read is research, never a verified clinical statement.
+        (Observer::Device { .. }, _) | (Observer::Person { .. }, Some(_)) => {
             object.put(text(tags::VERIFICATION_FLAG, VR::CS, "UNVERIFIED"));
         }
-        Observer::Person { name } => {
+        (Observer::Person { name }, None) => {
             // A reviewer's correction is their verified statement.
             object.put(text(tags::VERIFICATION_FLAG, VR::CS, "VERIFIED"));
             let mut verifier = InMemDicomObject::new_empty();
@@ -464,7 +508,7 @@ impl Document {
         object.put(text(
             tags::MANUFACTURER_MODEL_NAME,
             VR::LO,
-            &truncate(&format!("{} {}", model.id, model.version), 64),
+            &truncate(format!("{} {}", model.id, model.version).trim(), 64),
         ));
         object.put(text(tags::DEVICE_SERIAL_NUMBER, VR::LO, "0"));
         object.put(text(
@@ -580,8 +624,63 @@ fn observer_items(observer: &Observer, seed: &str) -> Vec<Node> {
     }
 }
 
-/// TID 4019 algorithm identification.
+/// The Clinical Trial Subject, Study and Series attributes that mark a study read as
+/// research: the reader study as the protocol, the case as the subject's reading, the
+/// session and arm as the time point.
+fn clinical_trial(object: &mut InMemDicomObject, mark: &StudyReadMark) {
+    let long = |value: &str| truncate(value, 64);
+    object.put(text(
+        tags::CLINICAL_TRIAL_SPONSOR_NAME,
+        VR::LO,
+        "Keyslice reader study",
+    ));
+    object.put(text(
+        tags::CLINICAL_TRIAL_PROTOCOL_ID,
+        VR::LO,
+        &long(&mark.study),
+    ));
+    object.put(text(
+        tags::CLINICAL_TRIAL_PROTOCOL_NAME,
+        VR::LO,
+        &long(&format!(
+            "Reader study {} (research, not a clinical read)",
+            mark.study
+        )),
+    ));
+    object.put(text(tags::CLINICAL_TRIAL_SITE_ID, VR::LO, ""));
+    object.put(text(tags::CLINICAL_TRIAL_SITE_NAME, VR::LO, ""));
+    object.put(text(
+        tags::CLINICAL_TRIAL_SUBJECT_READING_ID,
+        VR::LO,
+        &long(&mark.case),
+    ));
+    object.put(text(
+        tags::CLINICAL_TRIAL_TIME_POINT_ID,
+        VR::LO,
+        &format!("session {}", mark.session + 1),
+    ));
+    object.put(text(
+        tags::CLINICAL_TRIAL_TIME_POINT_DESCRIPTION,
+        VR::ST,
+        &format!("arm {}", mark.arm),
+    ));
+    object.put(text(
+        tags::CLINICAL_TRIAL_COORDINATING_CENTER_NAME,
+        VR::LO,
+        "",
+    ));
+    object.put(text(
+        tags::CLINICAL_TRIAL_SERIES_DESCRIPTION,
+        VR::LO,
+        &long(&format!("reads of arm {}", mark.arm)),
+    ));
+}
+
+/// TID 4019 algorithm identification (none for a read made without the AI).
 fn algorithm_items(model: &ModelId) -> Vec<Node> {
+    if model.id.is_empty() {
+        return Vec::new();
+    }
     vec![
         Node::new(
             CONCEPT_MOD,
