@@ -444,3 +444,80 @@ fn simulated_readers_follow_their_rules_and_the_evidence_catches_hallucinations(
     assert_eq!(reads.readers.len(), 3);
     assert!(keyslice::mrmc::ustat_table(&reads).is_ok());
 }
+
+#[test]
+fn a_hallucinating_model_adds_one_made_up_tumor_to_the_cases_drawn_and_names_a_key_slice() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, _) = phantom_workspace(folder.path(), 4);
+    let made_up = folder.path().join("made-up");
+    let copied = keyslice(&[
+        "workspace",
+        "create",
+        made_up.to_str().expect("utf-8"),
+        folder.path().join("dataset").to_str().expect("utf-8"),
+    ]);
+    assert!(copied.status.success(), "{}", text(&copied.stderr));
+    for (ws, extra) in [
+        (&workspace, &[][..]),
+        (
+            &made_up,
+            &["--hallucinate", "1", "--hallucinate-seed", "2"][..],
+        ),
+    ] {
+        let mut args = vec!["workspace", "analyze", ws.to_str().expect("utf-8")];
+        args.extend_from_slice(extra);
+        let analysed = keyslice(&args);
+        assert!(analysed.status.success(), "{}", text(&analysed.stderr));
+    }
+    let predictions = |ws: &Path| {
+        keyslice::review::workspace::Workspace::open(ws)
+            .expect("workspace")
+            .predictions()
+            .expect("predictions")
+    };
+    let (plain, hallucinating) = (predictions(&workspace), predictions(&made_up));
+    assert_eq!(hallucinating.by_case.len(), 4);
+    for prediction in &hallucinating.by_case {
+        let case = &prediction.case_id;
+        let real = plain.get(case).expect("the same cases");
+        assert_eq!(
+            prediction.diagnoser.id,
+            format!("{}+hallucinating-100%-seed2", real.diagnoser.id)
+        );
+        let before = real.findings.tumor_organs();
+        let after = prediction.findings.tumor_organs();
+        if before.len() < Organ::ALL.len() {
+            // Exactly one organ more, the rest as the model said.
+            assert_eq!(
+                after.len(),
+                before.len() + 1,
+                "{case}: {before:?} → {after:?}"
+            );
+            assert!(before.iter().all(|organ| after.contains(organ)));
+            // Named on a slice the verifier read.
+            assert!(prediction.key_slice.is_some(), "{case}");
+            assert!(prediction.local_description.is_some(), "{case}");
+        }
+    }
+    // Without --hallucinate the same model writes the same reports as before.
+    let again = folder.path().join("again");
+    assert!(
+        keyslice(&[
+            "workspace",
+            "create",
+            again.to_str().expect("utf-8"),
+            folder.path().join("dataset").to_str().expect("utf-8"),
+        ])
+        .status
+        .success()
+    );
+    assert!(
+        keyslice(&["workspace", "analyze", again.to_str().expect("utf-8")])
+            .status
+            .success()
+    );
+    for prediction in &predictions(&again).by_case {
+        let plain = plain.get(&prediction.case_id).expect("case");
+        assert_eq!(prediction.report, plain.report);
+    }
+}

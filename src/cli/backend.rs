@@ -83,6 +83,21 @@ pub struct BackendArgs {
     /// With `openai`/`qwen3vl`: the verification prompt file (default: `prompts/verify.txt`, compiled in).
     #[arg(long)]
     pub verify_prompt: Option<PathBuf>,
+    /// For demonstrations and reader studies: make up a tumor in this share of cases (0–1),
+    /// in an organ the model called clean, keeping the model's key slice. The cases are drawn
+    /// by --hallucinate-seed and the case id; the model's name says so in every prediction.
+    #[arg(long, value_parser = share)]
+    pub hallucinate: Option<f64>,
+    /// The seed of the cases --hallucinate draws.
+    #[arg(long, default_value_t = 1, requires = "hallucinate")]
+    pub hallucinate_seed: u64,
+}
+
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if (0.0..=1.0).contains(&value) => Ok(value),
+        _ => Err(format!("`{text}` is not a share between 0 and 1")),
+    }
 }
 
 fn read_prompt(file: Option<&PathBuf>, default: &str) -> Result<String, CliError> {
@@ -190,29 +205,43 @@ impl BackendArgs {
             client,
             prompt: read_prompt(self.verify_prompt.as_ref(), VERIFY_PROMPT)?,
         };
-        Ok(Backend::Openai(Box::new((diagnoser, verifier))))
+        Ok(self.hallucinating(Backend::Openai(Box::new((diagnoser, verifier)))))
+    }
+
+    /// `backend`, hallucinating as --hallucinate asks.
+    fn hallucinating(&self, backend: Backend) -> Backend {
+        match self.hallucinate {
+            Some(share) => Backend::Hallucinating(
+                Box::new(backend),
+                crate::infer::hallucinate::Hallucinate {
+                    share,
+                    seed: self.hallucinate_seed,
+                },
+            ),
+            None => backend,
+        }
     }
 
     /// Loads the model or sets up the server client.
     pub fn backend(&self) -> Result<Backend, CliError> {
-        match self.backend {
+        let backend = match self.backend {
             BackendKind::Embedded => {
                 let model = match &self.model {
                     Some(folder) => TinyModel::load(&PathBuf::from(folder))?,
                     None => TinyModel::embedded()?,
                 };
-                Ok(Backend::Embedded(Box::new(model)))
+                Backend::Embedded(Box::new(model))
             }
             BackendKind::Openai => {
                 let endpoints = self.endpoints()?;
-                if let [endpoint] = &endpoints[..] {
-                    self.server(&endpoint.url)
-                } else {
-                    Err(CliError::Argument(format!(
+                let [endpoint] = &endpoints[..] else {
+                    return Err(CliError::Argument(format!(
                         "{} --url given: only `keyslice batch` spreads cases over several servers",
                         endpoints.len()
-                    )))
-                }
+                    )));
+                };
+                // Already hallucinating when asked.
+                return self.server(&endpoint.url);
             }
             BackendKind::Qwen3vl => {
                 let folder = self.model.as_deref().ok_or_else(|| {
@@ -222,14 +251,15 @@ impl BackendArgs {
                 })?;
                 let device = pick_device(&self.device)?;
                 let model = Qwen3Vl::load(&PathBuf::from(folder), &device, None)?;
-                Ok(Backend::Qwen3vl(Box::new(Qwen3VlPipeline::new(
+                Backend::Qwen3vl(Box::new(Qwen3VlPipeline::new(
                     model,
                     self.frames.clamp(2, 768),
                     self.max_new_tokens.max(1),
                     read_prompt(self.diagnose_prompt.as_ref(), DIAGNOSE_PROMPT)?,
                     read_prompt(self.verify_prompt.as_ref(), VERIFY_PROMPT)?,
-                ))))
+                )))
             }
-        }
+        };
+        Ok(self.hallucinating(backend))
     }
 }

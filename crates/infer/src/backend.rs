@@ -4,9 +4,10 @@
 //! across threads (`Sync`).
 
 use super::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
+use super::hallucinate::{Hallucinate, Hallucinating};
 use super::openai::{OpenAiDiagnoser, OpenAiVerifier};
 use super::qwen3_vl::pipeline::Qwen3VlPipeline;
-use super::{Diagnoser as _, InferError, ModelId, Prediction, Verifier, run_pipeline};
+use super::{Diagnoser, InferError, ModelId, Prediction, Verifier, run_pipeline};
 use keyslice_core::volume::Volume;
 
 /// A ready backend.
@@ -17,6 +18,9 @@ pub enum Backend {
     Openai(Box<(OpenAiDiagnoser, OpenAiVerifier)>),
     /// A Qwen3-VL checkpoint in this process.
     Qwen3vl(Box<Qwen3VlPipeline>),
+    /// Another backend that hallucinates on a known share of cases (demonstrations and
+    /// reader studies).
+    Hallucinating(Box<Backend>, Hallucinate),
 }
 
 impl Backend {
@@ -27,6 +31,7 @@ impl Backend {
             Self::Embedded(model) => TinyDiagnoser(model).model_id(),
             Self::Openai(pair) => pair.0.model_id(),
             Self::Qwen3vl(pipeline) => pipeline.diagnoser().model_id(),
+            Self::Hallucinating(inner, plan) => plan.model_id(&inner.model_id()),
         }
     }
 
@@ -37,30 +42,47 @@ impl Backend {
         volume: &Volume,
         verify: bool,
     ) -> Result<Prediction, InferError> {
+        self.run_hallucinating(case_id, volume, verify, None)
+    }
+
+    fn run_hallucinating(
+        &self,
+        case_id: &str,
+        volume: &Volume,
+        verify: bool,
+        plan: Option<Hallucinate>,
+    ) -> Result<Prediction, InferError> {
+        let pipeline = |diagnoser: &dyn Diagnoser, verifier: Option<&dyn Verifier>| match plan {
+            Some(plan) => run_pipeline(
+                case_id,
+                volume,
+                &Hallucinating {
+                    inner: diagnoser,
+                    plan,
+                    case_id,
+                },
+                verifier,
+            ),
+            None => run_pipeline(case_id, volume, diagnoser, verifier),
+        };
         match self {
             Self::Embedded(model) => {
                 let verifier = TinyVerifier(model);
-                run_pipeline(
-                    case_id,
-                    volume,
+                pipeline(
                     &TinyDiagnoser(model),
                     verify.then_some(&verifier as &dyn Verifier),
                 )
             }
-            Self::Openai(pair) => run_pipeline(
-                case_id,
-                volume,
-                &pair.0,
-                verify.then_some(&pair.1 as &dyn Verifier),
-            ),
-            Self::Qwen3vl(pipeline) => {
-                let verifier = pipeline.verifier();
-                run_pipeline(
-                    case_id,
-                    volume,
-                    &pipeline.diagnoser(),
+            Self::Openai(pair) => pipeline(&pair.0, verify.then_some(&pair.1 as &dyn Verifier)),
+            Self::Qwen3vl(qwen) => {
+                let verifier = qwen.verifier();
+                pipeline(
+                    &qwen.diagnoser(),
                     verify.then_some(&verifier as &dyn Verifier),
                 )
+            }
+            Self::Hallucinating(inner, plan) => {
+                inner.run_hallucinating(case_id, volume, verify, Some(*plan))
             }
         }
     }
@@ -74,6 +96,11 @@ impl Backend {
                 format!("{} on {} (server)", pair.0.client.model, pair.0.client.url)
             }
             Self::Qwen3vl(pipeline) => pipeline.describe(),
+            Self::Hallucinating(inner, plan) => format!(
+                "{}, with a tumor made up in {:.0} % of cases (demonstration)",
+                inner.describe(),
+                plan.share * 100.0
+            ),
         }
     }
 

@@ -14,6 +14,7 @@
 
 pub mod backend;
 pub mod embedded;
+pub mod hallucinate;
 pub mod openai;
 pub mod qwen3_vl;
 pub mod views;
