@@ -521,3 +521,90 @@ fn a_hallucinating_model_adds_one_made_up_tumor_to_the_cases_drawn_and_names_a_k
         assert_eq!(prediction.report, plain.report);
     }
 }
+
+#[test]
+fn split_plot_readers_read_their_block_in_every_arm_and_the_mrmc_takes_the_gaps() {
+    use keyslice::findings::{Findings, OrganFindings, TumorPresence};
+    use keyslice::review::study::{AiResult, ReaderRules};
+    let folder = tempfile::tempdir().expect("temp dir");
+    let mut split = definition(
+        Design::SplitPlot {
+            groups: 2,
+            washout_days: 14,
+        },
+        20,
+    );
+    split.readers.push("dan".into());
+    let study = Study::create(&folder.path().join("trial"), split).expect("created");
+    let blocks: Vec<Vec<String>> = study
+        .definition
+        .readers
+        .iter()
+        .map(|reader| study.definition.cases_of(reader))
+        .collect();
+    // Readers 0 and 2 share a block, 1 and 3 the other; the blocks split the cases in halves.
+    assert_eq!(blocks[0], blocks[2]);
+    assert_eq!(blocks[1], blocks[3]);
+    assert_eq!(blocks[0].len(), 10);
+    assert!(blocks[0].iter().all(|case| !blocks[1].contains(case)));
+    for (number, reader) in study.definition.readers.iter().enumerate() {
+        let schedule = study.definition.schedule(reader);
+        assert_eq!(schedule.len(), 20, "{reader}: 10 cases × 2 arms");
+        assert!(
+            schedule
+                .iter()
+                .all(|item| blocks[number].contains(&item.case))
+        );
+    }
+    // Within a block the arm order is counterbalanced.
+    let first_arm = |reader: &str| study.definition.schedule(reader)[0].arm;
+    assert_ne!(first_arm("ana"), first_arm("cho"));
+    assert_ne!(first_arm("ben"), first_arm("dan"));
+    // Simulated to the end (each washout kept), then analysed with readers and cases random.
+    let mut truth = BTreeMap::new();
+    let mut ai = BTreeMap::new();
+    for (k, case) in study.definition.cases.iter().enumerate() {
+        let mut findings = Findings::default();
+        findings.organs.insert(
+            Organ::Liver,
+            OrganFindings {
+                tumor: if k % 2 == 0 {
+                    TumorPresence::Yes
+                } else {
+                    TumorPresence::No
+                },
+                lesions: Vec::new(),
+                span: None,
+            },
+        );
+        truth.insert(case.clone(), findings);
+        ai.insert(
+            case.clone(),
+            AiResult {
+                claims: vec![Organ::Liver],
+                consistency: Some(if k % 2 == 0 { 0.9 } else { 0.3 }),
+            },
+        );
+    }
+    let recorded = study
+        .simulate(&truth, &ai, ReaderRules::default(), NOON)
+        .expect("simulated");
+    assert_eq!(recorded, 4 * 20);
+    let reads = study.mrmc_reads(&truth).expect("reads");
+    let rows = keyslice::mrmc::ustat_table(&reads).expect("an analysis of the split-plot reads");
+    let difference = rows.iter().find(|row| row.AUCB.is_some()).expect("a pair");
+    assert!(
+        difference
+            .varAUCAminusAUCB
+            .is_some_and(|v| v > 0.0 && v.is_finite())
+    );
+    assert!(difference.dfBDG.is_finite() && difference.dfBDG > 0.0);
+    // Each case was read by its block's two readers in each arm: 2 × 2 reads of each unit.
+    let imrmc = reads.to_imrmc(&[]);
+    let case = &blocks[1][0];
+    let of_case = imrmc
+        .lines()
+        .filter(|line| line.contains(&format!(",{case}/liver,")) && !line.starts_with("truth"))
+        .count();
+    assert_eq!(of_case, 4, "{imrmc}");
+}

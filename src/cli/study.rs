@@ -38,11 +38,15 @@ pub enum StudyAction {
         /// unaided=images and evidence=evidence).
         #[arg(long = "arm")]
         arms: Vec<String>,
-        /// The design: crossover (one arm per session, arms counterbalanced) or sequential
+        /// The design: crossover (one arm per session, arms counterbalanced), split-plot (as
+        /// crossover, each block of readers reading its own block of cases) or sequential
         /// (each case unaided, then aided, in one sitting).
         #[arg(long, default_value = "crossover")]
         design: String,
-        /// Days between a reader's sessions in a crossover design.
+        /// Blocks of readers and cases in a split-plot design.
+        #[arg(long, default_value_t = 2)]
+        groups: u32,
+        /// Days between a reader's sessions in a crossover or split-plot design.
         #[arg(long, default_value_t = 28)]
         washout_days: u32,
         /// The seed of the case orders.
@@ -176,9 +180,17 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             readers,
             arms,
             design,
+            groups,
             washout_days,
             seed,
-        } => create(dir, workspace, readers, arms, design, *washout_days, *seed),
+        } => create(
+            dir,
+            workspace,
+            readers,
+            arms,
+            (design, *groups, *washout_days),
+            *seed,
+        ),
         StudyAction::Status { dir } => status(dir),
         StudyAction::Simulate {
             dir,
@@ -213,8 +225,7 @@ fn create(
     workspace: &std::path::Path,
     readers: &[String],
     arms: &[String],
-    design: &str,
-    washout_days: u32,
+    (design, groups, washout_days): (&str, u32, u32),
     seed: u64,
 ) -> Result<(), CliError> {
     use crate::review::study::{Arm, Design, STUDY_VERSION, Shows, Study, StudyDefinition};
@@ -258,9 +269,13 @@ fn create(
     let design = match design {
         "crossover" => Design::Crossover { washout_days },
         "sequential" => Design::Sequential,
+        "split-plot" => Design::SplitPlot {
+            groups,
+            washout_days,
+        },
         other => {
             return Err(CliError::Argument(format!(
-                "--design {other}: crossover or sequential"
+                "--design {other}: crossover, split-plot or sequential"
             )));
         }
     };

@@ -62,6 +62,29 @@ pub enum Design {
     },
     /// Every case read in the first arm, then at once in the next (unaided, then aided).
     Sequential,
+    /// Readers and cases split into `groups` blocks: each reader reads only the cases of
+    /// their block, in every arm, one arm per session (as a crossover), sessions at least
+    /// `washout_days` apart. Fewer reads per reader for the same number of cases; the
+    /// U-statistics take the reads that are missing by design.
+    SplitPlot {
+        /// Blocks of readers and cases.
+        groups: u32,
+        /// Days between a reader's sessions.
+        washout_days: u32,
+    },
+}
+
+impl Design {
+    /// Days between a reader's sessions, for designs with several sessions.
+    #[must_use]
+    pub fn washout_days(self) -> Option<u32> {
+        match self {
+            Self::Crossover { washout_days } | Self::SplitPlot { washout_days, .. } => {
+                Some(washout_days)
+            }
+            Self::Sequential => None,
+        }
+    }
 }
 
 /// `study.json`.
@@ -323,6 +346,16 @@ impl StudyDefinition {
                 return Err(format!("the {what} `{twice}` is named twice"));
             }
         }
+        if let Design::SplitPlot { groups, .. } = self.design {
+            let groups = groups as usize;
+            if groups < 2 || self.readers.len() < groups || self.cases.len() < 2 * groups {
+                return Err(format!(
+                    "a split-plot design of {groups} groups needs at least 2 groups, a reader per group and two cases per group; {} readers and {} cases given",
+                    self.readers.len(),
+                    self.cases.len()
+                ));
+            }
+        }
         if matches!(self.design, Design::Sequential) && self.arms.len() != 2 {
             return Err(format!(
                 "a sequential design reads each case in two arms (unaided, then aided); {} given",
@@ -332,12 +365,41 @@ impl StudyDefinition {
         Ok(())
     }
 
+    /// The cases `reader` reads: all of them, or in a split-plot design those of the
+    /// reader's block (readers dealt to blocks in turn, cases shuffled by the seed and then
+    /// dealt in turn).
+    #[must_use]
+    pub fn cases_of(&self, reader: &str) -> Vec<String> {
+        let Design::SplitPlot { groups, .. } = self.design else {
+            return self.cases.clone();
+        };
+        let groups = (groups as usize).max(1);
+        let index = self.readers.iter().position(|r| r == reader).unwrap_or(0);
+        let mut order: Vec<usize> = (0..self.cases.len()).collect();
+        let mut rng = Rng::new(mix(self.seed ^ 0x0053_504c_4954));
+        for k in (1..order.len()).rev() {
+            order.swap(k, rng.below(k + 1));
+        }
+        let mut cases: Vec<usize> = order
+            .into_iter()
+            .enumerate()
+            .filter(|(dealt, _)| dealt % groups == index % groups)
+            .map(|(_, case)| case)
+            .collect();
+        cases.sort_unstable();
+        cases
+            .into_iter()
+            .map(|case| self.cases[case].clone())
+            .collect()
+    }
+
     /// The reader's items in order.
     #[must_use]
     pub fn schedule(&self, reader: &str) -> Vec<Item> {
         let index = self.readers.iter().position(|r| r == reader).unwrap_or(0);
+        let own = self.cases_of(reader);
         let shuffled = |arm: usize| {
-            let mut cases = self.cases.clone();
+            let mut cases = own.clone();
             let mut rng = Rng::new(mix(self.seed
                 ^ mix(index as u64 + 1)
                 ^ mix(arm as u64 + 101)));
@@ -347,11 +409,16 @@ impl StudyDefinition {
             cases
         };
         match self.design {
-            Design::Crossover { .. } => {
+            Design::Crossover { .. } | Design::SplitPlot { .. } => {
                 let arms = self.arms.len();
+                // Within a split-plot block the readers are counterbalanced among themselves.
+                let turn = match self.design {
+                    Design::SplitPlot { groups, .. } => index / (groups as usize).max(1),
+                    _ => index,
+                };
                 (0..arms)
                     .flat_map(|session| {
-                        let arm = (session + index) % arms;
+                        let arm = (session + turn) % arms;
                         shuffled(arm)
                             .into_iter()
                             .map(move |case| Item { session, arm, case })
@@ -469,8 +536,8 @@ impl Study {
         let Some(item) = schedule.iter().find(|item| !is_read(item)).cloned() else {
             return Ok(Next::Done);
         };
-        if let (Design::Crossover { washout_days }, Some(last)) =
-            (self.definition.design, reads.last())
+        if let (Some(washout_days), Some(last)) =
+            (self.definition.design.washout_days(), reads.last())
             && item.session > last.session
         {
             let opens_at = seconds_of(&last.at).saturating_add(u64::from(washout_days) * 86_400);
@@ -697,10 +764,11 @@ impl Study {
         rules: ReaderRules,
         start: u64,
     ) -> Result<usize, StudyError> {
-        let washout = match self.definition.design {
-            Design::Crossover { washout_days } => u64::from(washout_days) + 1,
-            Design::Sequential => 0,
-        };
+        let washout = self
+            .definition
+            .design
+            .washout_days()
+            .map_or(0, |days| u64::from(days) + 1);
         let mut recorded = 0;
         for (k, reader) in self.definition.readers.iter().enumerate() {
             let skill = 1.5 + 0.5 * k as f64;
