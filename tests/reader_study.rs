@@ -608,3 +608,126 @@ fn split_plot_readers_read_their_block_in_every_arm_and_the_mrmc_takes_the_gaps(
         .count();
     assert_eq!(of_case, 4, "{imrmc}");
 }
+
+#[test]
+fn a_panel_truth_takes_the_majority_and_waits_for_the_adjudicator_on_a_split() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let ana = panelist(folder.path(), "ana.jsonl", [true, true, false, false]);
+    let ben = panelist(folder.path(), "ben.jsonl", [true, false, false, true]);
+    let cho = panelist(folder.path(), "cho.jsonl", [true, true, false, true]);
+    let out = folder.path().join("truth.jsonl");
+    let s = |path: &Path| path.to_str().expect("utf-8").to_string();
+    let three = keyslice(&[
+        "study",
+        "truth",
+        "--panel",
+        &s(&ana),
+        "--panel",
+        &s(&ben),
+        "--panel",
+        &s(&cho),
+        "--out",
+        &s(&out),
+    ]);
+    let printed = text(&three.stdout);
+    assert!(three.status.success(), "{}", text(&three.stderr));
+    assert!(
+        printed.contains("panel of 3: 4 case(s) with truth"),
+        "{printed}"
+    );
+    let truth = keyslice::io::cases::read_truth(&out).expect("truth reads back");
+    let liver: Vec<bool> = truth
+        .iter()
+        .map(|record| {
+            record
+                .truth_findings()
+                .expect("findings")
+                .states_tumor(Organ::Liver)
+        })
+        .collect();
+    assert_eq!(liver, [true, true, false, true], "the majority");
+    // Two panelists split on cases 1 and 3: left out, named, until an adjudicator decides.
+    let two = keyslice(&[
+        "study",
+        "truth",
+        "--panel",
+        &s(&ana),
+        "--panel",
+        &s(&ben),
+        "--out",
+        &s(&out),
+    ]);
+    let printed = text(&two.stdout);
+    assert!(printed.contains("2 case(s) with truth"), "{printed}");
+    assert!(
+        printed.contains("unresolved: case1 liver: 1 of 2"),
+        "{printed}"
+    );
+    assert!(printed.contains("--adjudicator"), "{printed}");
+    let settled = keyslice(&[
+        "study",
+        "truth",
+        "--panel",
+        &s(&ana),
+        "--panel",
+        &s(&ben),
+        "--adjudicator",
+        &s(&cho),
+        "--out",
+        &s(&out),
+    ]);
+    assert!(text(&settled.stdout).contains("4 case(s) with truth"));
+    assert!(text(&settled.stdout).contains("adjudicated 2"));
+    // A damaged panel file is named with its line.
+    let first = std::fs::read_to_string(&ana).expect("read");
+    let first = first.lines().next().expect("a line");
+    std::fs::write(
+        folder.path().join("bad.jsonl"),
+        format!("{first}\nnot json\n"),
+    )
+    .expect("written");
+    let bad = keyslice(&[
+        "study",
+        "truth",
+        "--panel",
+        &s(&ana),
+        "--panel",
+        &s(&folder.path().join("bad.jsonl")),
+        "--out",
+        &s(&out),
+    ]);
+    assert!(!bad.status.success());
+    let said = text(&bad.stderr);
+    assert!(
+        said.contains("bad.jsonl") && said.contains("line 2"),
+        "{said}"
+    );
+}
+
+/// A panelist's findings of four cases (`case0`…`case3`): a liver tumor or not in each.
+fn panelist(folder: &Path, name: &str, liver: [bool; 4]) -> PathBuf {
+    use keyslice::findings::{Findings, OrganFindings, TumorPresence};
+    let path = folder.join(name);
+    let lines: Vec<String> = liver
+        .iter()
+        .enumerate()
+        .map(|(k, tumor)| {
+            let mut findings = Findings::default();
+            findings.organs.insert(
+                Organ::Liver,
+                OrganFindings {
+                    tumor: if *tumor {
+                        TumorPresence::Yes
+                    } else {
+                        TumorPresence::No
+                    },
+                    lesions: Vec::new(),
+                    span: None,
+                },
+            );
+            serde_json::json!({"case_id": format!("case{k}"), "findings": findings}).to_string()
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n")).expect("written");
+    path
+}

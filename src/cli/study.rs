@@ -91,6 +91,25 @@ pub enum StudyAction {
         #[arg(long)]
         window: bool,
     },
+    /// Truth from a panel: each panelist's findings of the cases (a truth JSONL file or a
+    /// folder of case folders each), combined per organ: unanimous or a strict majority is the
+    /// truth; an even split is decided by --adjudicator, and stays unresolved (its case left
+    /// out) without one. Writes the truth as JSONL for `study report --truth`, and prints
+    /// how each organ was decided and Fleiss' kappa of the panel.
+    Truth {
+        /// A panelist's findings (repeat: at least two).
+        #[arg(long = "panel", required = true)]
+        panel: Vec<PathBuf>,
+        /// The adjudicator's findings, for organs the panel split on evenly.
+        #[arg(long)]
+        adjudicator: Option<PathBuf>,
+        /// Where to write the truth (JSONL).
+        #[arg(long)]
+        out: PathBuf,
+        /// Print every organ's votes as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Stores each read as the reader's SR in the PACS its case came from, marked as a
     /// research read of this study (Clinical Trial attributes; never verified, never shown as
     /// a clinical review). A read already held is not sent again.
@@ -204,6 +223,12 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             out,
             window,
         } => report(dir, truth, out.as_deref(), *window),
+        StudyAction::Truth {
+            panel,
+            adjudicator,
+            out,
+            json,
+        } => panel_truth(panel, adjudicator.as_deref(), out, *json),
         StudyAction::Publish {
             dir,
             reader,
@@ -976,4 +1001,96 @@ fn read_document(
     let at = dicom_date_time(&read.at).unwrap_or_else(crate::pacs::sr::now_date_time);
     let document = study_read_sr(&context, &result, &mark, at)?;
     Ok((context, document))
+}
+
+/// `study truth`: the panel's truth, written as JSONL.
+fn panel_truth(
+    panel: &[PathBuf],
+    adjudicator: Option<&std::path::Path>,
+    out: &std::path::Path,
+    json: bool,
+) -> Result<(), CliError> {
+    use crate::scoring::panel::{Decided, panel_truth};
+    if panel.len() < 2 {
+        return Err(CliError::Argument(
+            "--panel: give at least two panelists' findings".into(),
+        ));
+    }
+    let readings = panel
+        .iter()
+        .map(|path| truth_map(path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let adjudicated = adjudicator.map(truth_map).transpose()?;
+    let decided = panel_truth(&readings, adjudicated.as_ref());
+    let mut text = String::new();
+    for (case_id, findings) in &decided.truth {
+        let record = crate::scoring::TruthRecord {
+            case_id: case_id.clone(),
+            findings: Some(findings.clone()),
+            report: None,
+            lesion_extents: Vec::new(),
+            slice_size: None,
+        };
+        text.push_str(&serde_json::to_string(&record).map_err(std::io::Error::from)?);
+        text.push('\n');
+    }
+    crate::io::atomic::write_atomically(out, text.as_bytes()).map_err(|error| {
+        CliError::Output(std::io::Error::new(
+            error.kind(),
+            format!("{}: {error}", out.display()),
+        ))
+    })?;
+    let mut stdout = std::io::stdout().lock();
+    if json {
+        for vote in &decided.votes {
+            writeln!(
+                stdout,
+                "{}",
+                serde_json::to_string(vote).map_err(std::io::Error::from)?
+            )?;
+        }
+    }
+    let count = |kind: Decided| {
+        decided
+            .votes
+            .iter()
+            .filter(|vote| vote.decided == kind)
+            .count()
+    };
+    let unresolved: Vec<_> = decided
+        .votes
+        .iter()
+        .filter(|vote| vote.decided == Decided::Unresolved)
+        .collect();
+    writeln!(
+        stdout,
+        "panel of {}: {} case(s) with truth written to {}; organs unanimous {}, by majority {}, adjudicated {}, unresolved {}; Fleiss' kappa {}",
+        panel.len(),
+        decided.truth.len(),
+        out.display(),
+        count(Decided::Unanimous),
+        count(Decided::Majority),
+        count(Decided::Adjudicated),
+        unresolved.len(),
+        decided
+            .kappa
+            .map_or_else(|| "n/a".to_string(), |kappa| format!("{kappa:.3}"))
+    )?;
+    for vote in &unresolved {
+        writeln!(
+            stdout,
+            "unresolved: {} {}: {} of {} panelists call a tumor; the case is left out",
+            crate::text::shown(&vote.case_id),
+            vote.organ,
+            vote.tumor_votes,
+            vote.panelists
+        )?;
+    }
+    if !unresolved.is_empty() {
+        writeln!(
+            stdout,
+            "hint: give --adjudicator FILE with the adjudicator's findings of these cases"
+        )?;
+    }
+    Ok(())
 }

@@ -19,6 +19,7 @@
 pub mod answer;
 pub mod checks;
 pub mod metrics;
+pub mod panel;
 pub mod truth;
 
 use serde::{Deserialize, Serialize};
