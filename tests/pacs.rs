@@ -519,17 +519,15 @@ fn study_reads_go_to_the_pacs_as_research_reads_and_never_as_reviews() {
     let (first, second) = (dir.path().join("a"), dir.path().join("b"));
     let study_uid = orthanc.store_folder(&phantom_series(&first, "4", "PH4"));
     orthanc.store_folder(&phantom_series(&second, "5", "PH5"));
+    // The study is defined by a PACS query: its studies are retrieved into its workspace.
     let query = orthanc.url("?ModalitiesInStudy=CT");
-    let ws = dir.path().join("ws");
-    ok(&run(&["workspace", "create", s(&ws), &query]));
-    ok(&run(&["workspace", "analyze", s(&ws)]));
     let trial = dir.path().join("trial");
     ok(&run(&[
         "study",
         "create",
         s(&trial),
-        "--workspace",
-        s(&ws),
+        "--pacs",
+        &query,
         "--reader",
         "Ana Lima",
         "--reader",
@@ -537,6 +535,13 @@ fn study_reads_go_to_the_pacs_as_research_reads_and_never_as_reviews() {
         "--design",
         "sequential",
     ]));
+    let defined = Study::open(&trial).expect("study");
+    assert_eq!(defined.definition.cases.len(), 2);
+    assert_eq!(
+        defined.definition.pacs_query.as_deref(),
+        Some(query.as_str())
+    );
+    ok(&run(&["workspace", "analyze", s(&trial.join("workspace"))]));
     read_every_item(&Study::open(&trial).expect("study"));
     let files = dir.path().join("reads");
     let published = ok(&run(&["study", "publish", s(&trial), "--out", s(&files)]));

@@ -32,6 +32,7 @@ fn definition(design: Design, cases: usize) -> StudyDefinition {
         ],
         design,
         seed: 3,
+        pacs_query: None,
     }
 }
 

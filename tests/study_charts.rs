@@ -38,6 +38,7 @@ fn simulated_study(folder: &Path) -> (Study, BTreeMap<String, Findings>) {
         ],
         design: Design::Crossover { washout_days: 14 },
         seed: 5,
+        pacs_query: None,
     };
     let study = Study::create(&folder.join("trial"), definition).expect("created");
     let mut truth = BTreeMap::new();

@@ -29,8 +29,13 @@ pub enum StudyAction {
         /// The study folder (made; must not hold a study yet).
         dir: PathBuf,
         /// The workspace whose cases are read (all of them).
+        #[arg(long, required_unless_present = "pacs", conflicts_with = "pacs")]
+        workspace: Option<PathBuf>,
+        /// Or the studies of a PACS query (`dicomweb+http(s)://HOST/ROOT?PatientID=…`): their
+        /// CT series are retrieved into the workspace DIR/workspace, and the query is kept in
+        /// study.json.
         #[arg(long)]
-        workspace: PathBuf,
+        pacs: Option<String>,
         /// A reader (repeat: at least two).
         #[arg(long = "reader", required = true)]
         readers: Vec<String>,
@@ -196,6 +201,7 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
         StudyAction::Create {
             dir,
             workspace,
+            pacs,
             readers,
             arms,
             design,
@@ -204,7 +210,7 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             seed,
         } => create(
             dir,
-            workspace,
+            (workspace.as_deref(), pacs.as_deref()),
             readers,
             arms,
             (design, *groups, *washout_days),
@@ -247,15 +253,89 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
 
 fn create(
     dir: &std::path::Path,
-    workspace: &std::path::Path,
+    (workspace, pacs): (Option<&std::path::Path>, Option<&str>),
     readers: &[String],
     arms: &[String],
     (design, groups, washout_days): (&str, u32, u32),
     seed: u64,
 ) -> Result<(), CliError> {
-    use crate::review::study::{Arm, Design, STUDY_VERSION, Shows, Study, StudyDefinition};
+    use crate::review::study::{Design, STUDY_VERSION, Study, StudyDefinition};
+    let from_pacs = dir.join("workspace");
+    if let Some(query) = pacs {
+        if dir.join(crate::review::study::STUDY_FILE).exists() {
+            return Err(CliError::Study(crate::review::study::StudyError::Exists(
+                dir.join(crate::review::study::STUDY_FILE),
+            )));
+        }
+        let (added, failed) = super::pacs::add_to_workspace(&from_pacs, query)?;
+        eprintln!(
+            "{added} stud(ies) of the query retrieved into {}{}",
+            from_pacs.display(),
+            if failed > 0 {
+                format!("; {failed} could not be retrieved and are not in the study")
+            } else {
+                String::new()
+            }
+        );
+    }
+    let workspace = workspace.unwrap_or(&from_pacs);
     let opened = crate::review::workspace::Workspace::open(workspace)?;
-    let arms: Vec<Arm> = if arms.is_empty() {
+    let arms = parse_arms(arms)?;
+    let design = match design {
+        "crossover" => Design::Crossover { washout_days },
+        "sequential" => Design::Sequential,
+        "split-plot" => Design::SplitPlot {
+            groups,
+            washout_days,
+        },
+        other => {
+            return Err(CliError::Argument(format!(
+                "--design {other}: crossover, split-plot or sequential"
+            )));
+        }
+    };
+    let definition = StudyDefinition {
+        keyslice_study: STUDY_VERSION,
+        name: dir.file_name().map_or_else(
+            || "study".to_string(),
+            |name| name.to_string_lossy().to_string(),
+        ),
+        workspace: std::path::absolute(workspace).unwrap_or_else(|_| workspace.to_path_buf()),
+        cases: opened
+            .manifest
+            .cases
+            .iter()
+            .map(|case| case.case_id.clone())
+            .collect(),
+        readers: readers.to_vec(),
+        arms,
+        design,
+        seed,
+        pacs_query: pacs.map(str::to_string),
+    };
+    let study = Study::create(dir, definition).map_err(CliError::from)?;
+    let definition = &study.definition;
+    println!(
+        "study {}: {} readers × {} cases × {} arms ({}), {}",
+        definition.name,
+        definition.readers.len(),
+        definition.cases.len(),
+        definition.arms.len(),
+        definition
+            .arms
+            .iter()
+            .map(|arm| arm.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        dir.join(crate::review::study::STUDY_FILE).display()
+    );
+    Ok(())
+}
+
+/// `--arm NAME=SHOWS` values (default: unaided=images, evidence=evidence).
+fn parse_arms(arms: &[String]) -> Result<Vec<crate::review::study::Arm>, CliError> {
+    use crate::review::study::{Arm, Shows};
+    Ok(if arms.is_empty() {
         vec![
             Arm {
                 name: "unaided".into(),
@@ -290,55 +370,7 @@ fn create(
                 })
             })
             .collect::<Result<_, _>>()?
-    };
-    let design = match design {
-        "crossover" => Design::Crossover { washout_days },
-        "sequential" => Design::Sequential,
-        "split-plot" => Design::SplitPlot {
-            groups,
-            washout_days,
-        },
-        other => {
-            return Err(CliError::Argument(format!(
-                "--design {other}: crossover, split-plot or sequential"
-            )));
-        }
-    };
-    let definition = StudyDefinition {
-        keyslice_study: STUDY_VERSION,
-        name: dir.file_name().map_or_else(
-            || "study".to_string(),
-            |name| name.to_string_lossy().to_string(),
-        ),
-        workspace: std::path::absolute(workspace).unwrap_or_else(|_| workspace.to_path_buf()),
-        cases: opened
-            .manifest
-            .cases
-            .iter()
-            .map(|case| case.case_id.clone())
-            .collect(),
-        readers: readers.to_vec(),
-        arms,
-        design,
-        seed,
-    };
-    let study = Study::create(dir, definition).map_err(CliError::from)?;
-    let definition = &study.definition;
-    println!(
-        "study {}: {} readers × {} cases × {} arms ({}), {}",
-        definition.name,
-        definition.readers.len(),
-        definition.cases.len(),
-        definition.arms.len(),
-        definition
-            .arms
-            .iter()
-            .map(|arm| arm.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        dir.join(crate::review::study::STUDY_FILE).display()
-    );
-    Ok(())
+    })
 }
 
 fn now_seconds() -> u64 {

@@ -106,6 +106,10 @@ pub struct StudyDefinition {
     pub design: Design,
     /// The seed of the case orders.
     pub seed: u64,
+    /// The PACS query the cases came from, when the study was defined by one
+    /// (`dicomweb+http(s)://HOST/ROOT?…`, no credentials): where they can be fetched again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacs_query: Option<String>,
 }
 
 /// One thing a reader does: read `case` in `arm` (indices into the definition).
