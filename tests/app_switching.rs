@@ -99,6 +99,57 @@ fn step_until(
     }
 }
 
+/// The study's clock on the case open in `harness`, driven by egui's clock frame by frame:
+/// it runs while the window has the focus and the reader did something within a minute, and
+/// stands still otherwise.
+fn active_time_counts_only_while_the_reader_is_at_the_window(harness: &mut Harness<'_, Window>) {
+    let active = |harness: &Harness<'_, Window>| {
+        app(harness)
+            .reading_active()
+            .expect("a read in progress")
+            .as_secs_f64()
+    };
+    let mut clock = 10_000.0;
+    let mut frame =
+        |harness: &mut Harness<'_, Window>, seconds: f64, focused: bool, moved: bool| {
+            clock += seconds;
+            let input = harness.input_mut();
+            input.time = Some(clock);
+            input.focused = focused;
+            if moved {
+                input.events.push(egui::Event::PointerMoved(egui::pos2(
+                    640.0 + (clock % 7.0) as f32,
+                    400.0,
+                )));
+            }
+            harness.step();
+        };
+    // The reader moves the mouse: 20 frames of 0.5 s count 10 s (after the first frame).
+    frame(harness, 0.5, true, true);
+    let start = active(harness);
+    for _ in 0..20 {
+        frame(harness, 0.5, true, true);
+    }
+    let counted = active(harness) - start;
+    assert!((counted - 10.0).abs() < 1e-6, "{counted}");
+    // Another window has the focus: 20 frames count nothing.
+    for _ in 0..20 {
+        frame(harness, 0.5, false, true);
+    }
+    assert!((active(harness) - start - 10.0).abs() < 1e-6);
+    // Back, then away from the keyboard: the clock runs a minute after the last input, then
+    // stops, and a long pause between two frames counts at most a second.
+    frame(harness, 0.5, true, true);
+    let back = active(harness);
+    for _ in 0..200 {
+        frame(harness, 0.5, true, false);
+    }
+    let idle = active(harness) - back;
+    assert!((idle - 59.5).abs() < 0.51, "{idle}");
+    frame(harness, 3600.0, true, true);
+    assert!(active(harness) - back - idle <= 1.0 + 1e-6);
+}
+
 /// A workspace of three phantom cases; their ids.
 fn workspace(folder: &Path) -> (PathBuf, Vec<String>) {
     let dataset = folder.join("dataset");
@@ -807,6 +858,7 @@ fn a_reader_study_shows_nothing_of_the_ai_in_the_unaided_arm_and_all_of_it_with_
         "nothing to run again in a study"
     );
     harness.snapshot("study_evidence");
+    active_time_counts_only_while_the_reader_is_at_the_window(&mut harness);
     let reads = study.reads("ana").expect("reads");
     assert_eq!(reads.len(), 1);
     assert_eq!(

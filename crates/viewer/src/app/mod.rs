@@ -459,6 +459,13 @@ impl KeysliceApp {
 }
 
 impl KeysliceApp {
+    /// In a reader study, the active time counted on the case being read (only while the
+    /// window has the focus and the reader did something within the last minute).
+    #[must_use]
+    pub fn reading_active(&self) -> Option<std::time::Duration> {
+        self.reading.as_ref().map(study::Reading::active)
+    }
+
     /// Applies what the reading panel asked: the key slice on screen, or the read recorded
     /// (synced) and the reader's next item opened.
     fn apply_reading(&mut self, ctx: &egui::Context, command: study::ReadingCommand) {

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use keyslice_core::findings::Organ;
 use keyslice_core::prediction::Prediction;
@@ -141,8 +141,9 @@ pub(super) struct Reading {
     decisions: BTreeMap<Organ, Decision>,
     key_slice: Option<u32>,
     active: Duration,
-    last_frame: Option<Instant>,
-    last_input: Option<Instant>,
+    /// egui's clock (seconds) at the last frame and at the reader's last input.
+    last_frame: Option<f64>,
+    last_input: Option<f64>,
 }
 
 /// What the reading panel asks for.
@@ -179,28 +180,38 @@ impl Reading {
         }
     }
 
-    /// Counts this frame's time if the reader is at the window.
+    /// Counts this frame's time if the reader is at the window: it has the focus and the
+    /// reader did something within [`IDLE_AFTER`]. A frame counts at most a second (a window
+    /// left alone repaints twice a second while the reader is there). Time is egui's clock,
+    /// which the platform gives each frame.
     pub fn tick(&mut self, ctx: &egui::Context) {
-        let now = Instant::now();
-        let (focused, input) = ctx.input(|input| {
+        let (focused, input, now) = ctx.input(|input| {
             let any =
                 !input.events.is_empty() || input.pointer.is_moving() || input.pointer.any_down();
-            (input.focused, any)
+            (input.focused, any, input.time)
         });
         if input {
             self.last_input = Some(now);
         }
-        let present = focused && self.last_input.is_some_and(|at| now - at < IDLE_AFTER);
+        let present = focused
+            && self
+                .last_input
+                .is_some_and(|at| now - at < IDLE_AFTER.as_secs_f64());
         if let Some(before) = self.last_frame
             && present
         {
-            self.active += (now - before).min(Duration::from_secs(1));
+            self.active += Duration::from_secs_f64((now - before).clamp(0.0, 1.0));
         }
         self.last_frame = Some(now);
         // The clock runs on while the reader is there, even with nothing moving on screen.
         if present {
             ctx.request_repaint_after(Duration::from_millis(500));
         }
+    }
+
+    /// The time counted on this case so far.
+    pub fn active(&self) -> Duration {
+        self.active
     }
 
     pub fn set_key_slice(&mut self, slice: u32) {
