@@ -732,3 +732,115 @@ fn panelist(folder: &Path, name: &str, liver: [bool; 4]) -> PathBuf {
     std::fs::write(&path, lines.join("\n")).expect("written");
     path
 }
+
+#[test]
+fn a_study_killed_at_any_moment_loses_no_read_and_resumes_where_it_stopped() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, dataset) = phantom_workspace(folder.path(), 10);
+    let create = |name: &str| {
+        let dir = folder.path().join(name);
+        let created = keyslice(&[
+            "study",
+            "create",
+            dir.to_str().expect("utf-8"),
+            "--workspace",
+            workspace.to_str().expect("utf-8"),
+            "--reader",
+            "ana",
+            "--reader",
+            "ben",
+            "--reader",
+            "cho",
+            "--washout-days",
+            "14",
+        ]);
+        assert!(created.status.success(), "{}", text(&created.stderr));
+        dir
+    };
+    let (killed, whole) = (create("killed"), create("whole"));
+    let simulate = |dir: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_keyslice"))
+            .args([
+                "study",
+                "simulate",
+                dir.to_str().expect("utf-8"),
+                "--truth",
+                dataset.to_str().expect("utf-8"),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starts")
+    };
+    assert!(simulate(&whole).wait().expect("runs").success());
+    // Killed again and again at moments spread over the run, until one run finishes.
+    let mut rng = keyslice::rng::Rng::new(11);
+    let mut kills = 0;
+    let mut partial = std::collections::BTreeSet::new();
+    let mut delay_us = 1_000;
+    loop {
+        let mut child = simulate(&killed);
+        std::thread::sleep(std::time::Duration::from_micros(
+            delay_us + rng.below(1_000) as u64,
+        ));
+        if child
+            .try_wait()
+            .expect("status")
+            .is_some_and(|status| status.success())
+        {
+            break;
+        }
+        child.kill().expect("killed");
+        child.wait().expect("reaped");
+        kills += 1;
+        // Each kill lands a little later, so the kills spread over the whole run.
+        delay_us += 600;
+        let opened = Study::open(&killed).expect("opens");
+        let read: usize = ["ana", "ben", "cho"]
+            .iter()
+            .map(|reader| opened.reads(reader).expect("reads").len())
+            .sum();
+        partial.insert(read);
+        assert!(kills < 400, "the simulation never finished between kills");
+    }
+    eprintln!("{kills} kills; reads found after them: {partial:?}");
+    assert!(
+        partial
+            .iter()
+            .filter(|&&read| read > 0 && read < 60)
+            .count()
+            >= 3,
+        "kills in the middle of the run: {partial:?}"
+    );
+    // Nothing lost, nothing twice: each reader's reads are the uninterrupted run's.
+    let (killed, whole) = (
+        Study::open(&killed).expect("opens"),
+        Study::open(&whole).expect("opens"),
+    );
+    for reader in ["ana", "ben", "cho"] {
+        let strip = |reads: Vec<Read>| -> Vec<_> {
+            reads
+                .into_iter()
+                .map(|read| {
+                    (
+                        read.case,
+                        read.arm,
+                        read.session,
+                        read.calls,
+                        read.active_ms,
+                    )
+                })
+                .collect()
+        };
+        let (after_kills, uninterrupted) = (
+            strip(killed.reads(reader).expect("reads")),
+            strip(whole.reads(reader).expect("reads")),
+        );
+        assert_eq!(after_kills.len(), 20, "{reader}");
+        assert_eq!(after_kills, uninterrupted, "{reader}");
+        assert!(matches!(
+            killed.next(reader, NOON + 400 * 86_400).expect("next"),
+            Next::Done
+        ));
+    }
+}

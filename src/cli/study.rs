@@ -61,8 +61,9 @@ pub enum StudyAction {
     /// Reads the whole study with simulated readers following documented rules (perception
     /// with a skill per reader, belief moved by the AI's report, trusted with the evidence
     /// only from a consistency), to try a study design and its report before real readers.
+    /// Stopped part way, it resumes where it stopped.
     Simulate {
-        /// The study folder (its readers must not have read yet).
+        /// The study folder.
         dir: PathBuf,
         /// The truth of the cases: a JSONL file, or a folder of case folders.
         #[arg(long)]

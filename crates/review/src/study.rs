@@ -760,7 +760,8 @@ impl Study {
     /// calls too and rejects the others. Its active time on a case is 30 s, plus 15 s when it
     /// reads on its own (no AI, or evidence it does not trust), times a pace of
     /// 0.8 + 0.2·k, times e^(0.25·z) for a standard normal z fixed by the seed, the reader,
-    /// the case and the arm. Returns the reads recorded.
+    /// the case and the arm. A simulation stopped part way resumes where it stopped, and
+    /// gives the same reads. Returns the reads recorded.
     pub fn simulate(
         &self,
         truth: &BTreeMap<String, Findings>,
@@ -777,8 +778,15 @@ impl Study {
         for (k, reader) in self.definition.readers.iter().enumerate() {
             let skill = 1.5 + 0.5 * k as f64;
             let threshold = skill / 2.0;
+            // A simulation that was stopped resumes: the items already read are kept.
+            let done = self.reads(reader)?;
             for (n, item) in self.definition.schedule(reader).into_iter().enumerate() {
                 let arm = &self.definition.arms[item.arm];
+                if done.iter().any(|read| {
+                    read.case == item.case && read.arm == arm.name && read.session == item.session
+                }) {
+                    continue;
+                }
                 let result = ai.get(&item.case).cloned().unwrap_or_default();
                 let trusts = match arm.shows {
                     Shows::Images => false,
