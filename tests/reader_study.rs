@@ -737,27 +737,10 @@ fn panelist(folder: &Path, name: &str, liver: [bool; 4]) -> PathBuf {
 fn a_study_killed_at_any_moment_loses_no_read_and_resumes_where_it_stopped() {
     let folder = tempfile::tempdir().expect("temp dir");
     let (workspace, dataset) = phantom_workspace(folder.path(), 10);
-    let create = |name: &str| {
-        let dir = folder.path().join(name);
-        let created = keyslice(&[
-            "study",
-            "create",
-            dir.to_str().expect("utf-8"),
-            "--workspace",
-            workspace.to_str().expect("utf-8"),
-            "--reader",
-            "ana",
-            "--reader",
-            "ben",
-            "--reader",
-            "cho",
-            "--washout-days",
-            "14",
-        ]);
-        assert!(created.status.success(), "{}", text(&created.stderr));
-        dir
-    };
-    let (killed, whole) = (create("killed"), create("whole"));
+    let (killed, whole) = (
+        crossover_of_three(&workspace, &folder.path().join("killed")),
+        crossover_of_three(&workspace, &folder.path().join("whole")),
+    );
     let simulate = |dir: &Path| {
         std::process::Command::new(env!("CARGO_BIN_EXE_keyslice"))
             .args([
@@ -843,4 +826,25 @@ fn a_study_killed_at_any_moment_loses_no_read_and_resumes_where_it_stopped() {
             Next::Done
         ));
     }
+}
+
+/// A crossover study of ana, ben and cho over `workspace`, made in `dir` by `study create`.
+fn crossover_of_three(workspace: &Path, dir: &Path) -> PathBuf {
+    let created = keyslice(&[
+        "study",
+        "create",
+        dir.to_str().expect("utf-8"),
+        "--workspace",
+        workspace.to_str().expect("utf-8"),
+        "--reader",
+        "ana",
+        "--reader",
+        "ben",
+        "--reader",
+        "cho",
+        "--washout-days",
+        "14",
+    ]);
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    dir.to_path_buf()
 }
