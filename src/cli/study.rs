@@ -454,7 +454,7 @@ fn report(
     )?;
     let lines = reader_lines(&study, &truth_by_case, &mut stdout)?;
     write("readers.csv", &(lines.join("\n") + "\n"))?;
-    uptake_lines(&study, &truth_by_case, &mut stdout)?;
+    let uptake = uptake_lines(&study, &truth_by_case, &mut stdout)?;
     match ustat_table(&reads) {
         Ok(rows) => {
             write("mrmc.csv", &to_csv(&rows))?;
@@ -466,8 +466,13 @@ fn report(
         }
         Err(error) => writeln!(stdout, "\nno MRMC analysis yet: {error}")?,
     }
-    let charts = study.charts(&truth_by_case).map_err(CliError::from)?;
-    for (chart, name) in charts.iter().zip(crate::review::study::charts::CHART_FILES) {
+    let mut charts = study.charts(&truth_by_case).map_err(CliError::from)?;
+    let mut files = crate::review::study::charts::CHART_FILES.to_vec();
+    if let Some(uptake) = uptake.filter(|arms| arms.iter().any(|arm| arm.hallucinations_read > 0)) {
+        charts.push(crate::review::study::charts::uptake_chart(&uptake));
+        files.push(crate::review::study::charts::UPTAKE_FILE);
+    }
+    for (chart, name) in charts.iter().zip(files) {
         let png = crate::ui::chart::chart_png(chart, [720.0, 560.0], 2.0)
             .map_err(|error| CliError::Output(std::io::Error::other(error)))?;
         let path = out_dir.join(name);
@@ -682,11 +687,13 @@ fn reader_lines(
 /// The E-MRL question: of the AI's hallucinated findings, how many the readers kept in each
 /// arm (with the images alone: how often they called that tumor on their own), and how well
 /// the consistency flags them.
+/// Prints how the readers took the AI's hallucinated findings; returns it per arm when the
+/// study's workspace has AI results.
 fn uptake_lines(
     study: &crate::review::study::Study,
     truth_by_case: &std::collections::BTreeMap<String, crate::findings::Findings>,
     stdout: &mut impl Write,
-) -> Result<(), CliError> {
+) -> Result<Option<Vec<crate::review::study::Uptake>>, CliError> {
     use crate::findings::Organ;
     use crate::mrmc::hallucination::{ReportCase, hallucinations};
     let Ok(workspace) = crate::review::workspace::Workspace::open(&study.definition.workspace)
@@ -696,7 +703,7 @@ fn uptake_lines(
             "\nthe study's workspace {} cannot be opened: no analysis of the AI's findings",
             study.definition.workspace.display()
         )?;
-        return Ok(());
+        return Ok(None);
     };
     let predictions = workspace.predictions()?;
     let mut hallucinated = std::collections::BTreeMap::new();
@@ -723,7 +730,7 @@ fn uptake_lines(
             "\nno AI results for the study's cases in {}: `keyslice workspace analyze` it to see how readers took the AI's findings",
             study.definition.workspace.display()
         )?;
-        return Ok(());
+        return Ok(None);
     }
     let uptake = study.uptake(&hallucinated).map_err(CliError::from)?;
     writeln!(
@@ -778,7 +785,7 @@ fn uptake_lines(
             )?,
         }
     }
-    Ok(())
+    Ok(Some(uptake))
 }
 
 /// Each arm's AUC and each pair's difference, with its BDG interval.

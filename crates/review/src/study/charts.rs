@@ -332,6 +332,60 @@ impl Study {
 /// A forest plot row: label, estimate, interval, emphasised (the MRMC row).
 type ForestRow = (String, f64, f64, f64, bool);
 
+/// How readers took the AI's hallucinated findings in each arm: the share of reads of an
+/// organ where the AI made up a tumor that kept it (with the images alone: the share where
+/// the reader called that tumor on their own), as bars. The file is [`UPTAKE_FILE`].
+#[must_use]
+pub fn uptake_chart(uptake: &[super::Uptake]) -> Chart {
+    let mut marks = Vec::new();
+    let mut caption = vec![
+        "bar: the share of reads of an organ where the AI made up a tumor that kept it".to_string(),
+        "arms showing the AI: accepted or changed; images alone: the reader called it on their own"
+            .to_string(),
+    ];
+    for (index, arm) in uptake.iter().enumerate() {
+        let x = as_f64(index + 1);
+        if arm.hallucinations_read == 0 {
+            continue;
+        }
+        let share = 100.0 * as_f64(arm.kept) / as_f64(arm.hallucinations_read);
+        marks.push(Mark::Segment {
+            from: [x, 0.0],
+            to: [x, share],
+            stroke: Stroke::solid(Hue::Series(index), 40.0),
+        });
+        marks.push(Mark::Label {
+            at: [x + 0.22, share.max(4.0)],
+            text: format!("{share:.0} %"),
+            anchor: Anchor::Left,
+        });
+        caption.push(format!(
+            "{}: kept in {} of {} reads",
+            arm.arm, arm.kept, arm.hallucinations_read
+        ));
+    }
+    Chart {
+        title: "AI hallucinations kept by readers".into(),
+        x: Axis {
+            title: "arm".into(),
+            min: 0.4,
+            max: as_f64(uptake.len()) + 0.6,
+            ticks: uptake
+                .iter()
+                .enumerate()
+                .map(|(index, arm)| (as_f64(index + 1), arm.arm.clone()))
+                .collect(),
+        },
+        y: Axis::numeric("reads that kept it (%)", 0.0, 100.0, 20.0, 0),
+        marks,
+        legend: Vec::new(),
+        caption,
+    }
+}
+
+/// The file of [`uptake_chart`].
+pub const UPTAKE_FILE: &str = "hallucinations.png";
+
 /// Each read's (confidence, truth) per case/organ whose truth is known.
 fn unit_scores<'a>(
     reads: impl Iterator<Item = &'a Read>,
@@ -392,6 +446,39 @@ mod tests {
         assert!((nice_step(1.0, 5) - 0.2).abs() < 1e-12);
         assert!((nice_step(0.3, 4) - 0.1).abs() < 1e-12);
         assert!((nice_step(170.0, 5) - 50.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn uptake_bars_rise_to_the_share_kept_and_skip_arms_without_hallucinations() {
+        use super::super::{Shows, Uptake};
+        let arm = |name: &str, shows, read, kept| Uptake {
+            arm: name.into(),
+            shows,
+            hallucinations_read: read,
+            kept,
+        };
+        let chart = uptake_chart(&[
+            arm("unaided", Shows::Images, 27, 5),
+            arm("aided", Shows::Report, 27, 19),
+            arm("evidence", Shows::Evidence, 0, 0),
+        ]);
+        let bars: Vec<[f64; 2]> = chart
+            .marks
+            .iter()
+            .filter_map(|mark| match mark {
+                Mark::Segment { to, .. } => Some(*to),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(bars.len(), 2);
+        assert!((bars[0][1] - 500.0 / 27.0).abs() < 1e-9);
+        assert!((bars[1][1] - 1900.0 / 27.0).abs() < 1e-9);
+        assert!(
+            chart
+                .caption
+                .iter()
+                .any(|line| line == "aided: kept in 19 of 27 reads")
+        );
     }
 
     #[test]
