@@ -322,7 +322,8 @@ fn the_report_analyses_the_arms_with_readers_and_cases_random() {
         std::fs::read_to_string(out.join("mrmc.csv")).expect("table")
     );
     let readers = std::fs::read_to_string(out.join("readers.csv")).expect("readers");
-    assert_eq!(readers.lines().count(), 1 + 3 * 2, "{readers}");
+    // A row per reader and arm, then each arm's pooled row with the readers' average AUC.
+    assert_eq!(readers.lines().count(), 1 + 3 * 2 + 2, "{readers}");
 }
 
 #[test]

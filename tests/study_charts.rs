@@ -318,3 +318,43 @@ fn the_results_window_shows_one_chart_per_tab() {
     assert_eq!(harness.state().shown, 2);
     harness.snapshot("study_results_window");
 }
+
+#[test]
+fn the_table_gives_each_readers_auc_as_imrmc_and_pools_each_arm() {
+    use keyslice::review::study::summary::ALL_READERS;
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (study, truth) = simulated_study(folder.path());
+    let rows = study.summaries(&truth).expect("table");
+    assert_eq!(rows.len(), 3 * 2 + 2);
+    let reads = study.mrmc_reads(&truth).expect("reads");
+    for row in reader_table(&reads)
+        .expect("table")
+        .iter()
+        .filter(|r| r.AUCB.is_none())
+    {
+        let ours = rows
+            .iter()
+            .find(|one| one.reader == row.readerID && one.arm == row.modalityA)
+            .expect("a row");
+        assert!((ours.auc.expect("an AUC") - row.AUCA).abs() < 1e-12);
+        assert_eq!(ours.reads, 30);
+    }
+    for pooled in rows.iter().filter(|row| row.reader == ALL_READERS) {
+        assert_eq!(pooled.reads, 90);
+        let mrmc = ustat_table(&reads).expect("table");
+        let arm = mrmc
+            .iter()
+            .find(|row| row.modalityA == pooled.arm && row.AUCB.is_none())
+            .expect("arm");
+        assert_eq!(pooled.auc, Some(arm.AUCA));
+        // Pooled over every read of the arm: between its readers' lowest and highest.
+        let readers: Vec<f64> = rows
+            .iter()
+            .filter(|row| row.arm == pooled.arm && row.reader != ALL_READERS)
+            .filter_map(|row| row.sensitivity)
+            .collect();
+        let sensitivity = pooled.sensitivity.expect("some tumors");
+        assert!(readers.iter().any(|&one| one <= sensitivity + 1e-12));
+        assert!(readers.iter().any(|&one| one >= sensitivity - 1e-12));
+    }
+}

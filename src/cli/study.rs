@@ -615,71 +615,39 @@ fn reader_lines(
     truth_by_case: &std::collections::BTreeMap<String, crate::findings::Findings>,
     stdout: &mut impl Write,
 ) -> Result<Vec<String>, CliError> {
-    use crate::findings::Organ;
-    let definition = &study.definition;
-    let mut lines = vec!["\"reader\",\"arm\",\"reads\",\"sensitivity\",\"specificity\",\"balanced_accuracy\",\"median_seconds_per_case\"".to_string()];
+    let rows = study.summaries(truth_by_case).map_err(CliError::from)?;
+    let mut lines = vec!["\"reader\",\"arm\",\"reads\",\"sensitivity\",\"specificity\",\"balanced_accuracy\",\"auc\",\"median_seconds_per_case\"".to_string()];
     writeln!(
         stdout,
-        "reader       arm          reads  sensitivity  specificity  balanced  s/case"
+        "reader       arm          reads  sensitivity  specificity  balanced    AUC  s/case"
     )?;
-    for reader in &definition.readers {
-        let all = study.reads(reader).map_err(CliError::from)?;
-        for arm in &definition.arms {
-            let mine: Vec<_> = all.iter().filter(|read| read.arm == arm.name).collect();
-            let (mut tp, mut positives, mut tn, mut negatives) = (0, 0, 0, 0);
-            for read in &mine {
-                let Some(findings) = truth_by_case.get(&read.case) else {
-                    continue;
-                };
-                for organ in Organ::ALL {
-                    let Some(call) = read.calls.get(&organ) else {
-                        continue;
-                    };
-                    if findings.states_tumor(organ) {
-                        positives += 1;
-                        tp += usize::from(call.present);
-                    } else {
-                        negatives += 1;
-                        tn += usize::from(!call.present);
-                    }
-                }
-            }
-            let ratio = |a: usize, b: usize| (b > 0).then(|| a as f64 / b as f64);
-            let (sensitivity, specificity) = (ratio(tp, positives), ratio(tn, negatives));
-            let balanced = sensitivity
-                .zip(specificity)
-                .map(|(a, b)| f64::midpoint(a, b));
-            let mut seconds: Vec<f64> = mine
-                .iter()
-                .map(|read| read.active_ms as f64 / 1000.0)
-                .collect();
-            seconds.sort_by(f64::total_cmp);
-            let median = (!seconds.is_empty()).then(|| seconds[seconds.len() / 2]);
-            let shown =
-                |value: Option<f64>| value.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"));
-            writeln!(
-                stdout,
-                "{:<12} {:<12} {:>5}  {:>11}  {:>11}  {:>8}  {:>6}",
-                crate::text::shown(reader),
-                arm.name,
-                mine.len(),
-                shown(sensitivity),
-                shown(specificity),
-                shown(balanced),
-                median.map_or_else(|| "–".to_string(), |v| format!("{v:.1}"))
-            )?;
-            let csv =
-                |value: Option<f64>| value.map_or_else(|| "NA".to_string(), |v| v.to_string());
-            lines.push(format!(
-                "\"{reader}\",\"{}\",{},{},{},{},{}",
-                arm.name,
-                mine.len(),
-                csv(sensitivity),
-                csv(specificity),
-                csv(balanced),
-                csv(median)
-            ));
-        }
+    let shown = |value: Option<f64>| value.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"));
+    let csv = |value: Option<f64>| value.map_or_else(|| "NA".to_string(), |v| v.to_string());
+    for row in &rows {
+        writeln!(
+            stdout,
+            "{:<12} {:<12} {:>5}  {:>11}  {:>11}  {:>8}  {:>5}  {:>6}",
+            crate::text::shown(&row.reader),
+            crate::text::shown(&row.arm),
+            row.reads,
+            shown(row.sensitivity),
+            shown(row.specificity),
+            shown(row.balanced_accuracy),
+            shown(row.auc),
+            row.median_seconds
+                .map_or_else(|| "–".to_string(), |v| format!("{v:.1}"))
+        )?;
+        lines.push(format!(
+            "\"{}\",\"{}\",{},{},{},{},{},{}",
+            row.reader,
+            row.arm,
+            row.reads,
+            csv(row.sensitivity),
+            csv(row.specificity),
+            csv(row.balanced_accuracy),
+            csv(row.auc),
+            csv(row.median_seconds)
+        ));
     }
     Ok(lines)
 }

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub mod charts;
+pub mod summary;
 
 use keyslice_core::findings::{Findings, Organ};
 use keyslice_core::mrmc::Reads;

@@ -387,7 +387,7 @@ pub fn uptake_chart(uptake: &[super::Uptake]) -> Chart {
 pub const UPTAKE_FILE: &str = "hallucinations.png";
 
 /// Each read's (confidence, truth) per case/organ whose truth is known.
-fn unit_scores<'a>(
+pub(super) fn unit_scores<'a>(
     reads: impl Iterator<Item = &'a Read>,
     truth: &BTreeMap<String, Findings>,
 ) -> Vec<(f64, bool)> {
@@ -416,7 +416,7 @@ fn nice_step(range: f64, count: usize) -> f64 {
         .unwrap_or(10.0 * power)
 }
 
-fn median(values: &mut [f64]) -> Option<f64> {
+pub(super) fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
