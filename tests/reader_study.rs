@@ -849,3 +849,34 @@ fn crossover_of_three(workspace: &Path, dir: &Path) -> PathBuf {
     assert!(created.status.success(), "{}", text(&created.stderr));
     dir.to_path_buf()
 }
+
+#[test]
+fn reads_of_nifti_cases_are_not_published_and_the_command_says_why() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, _) = phantom_workspace(folder.path(), 2);
+    let dir = crossover_of_three(&workspace, &folder.path().join("trial"));
+    let study = Study::open(&dir).expect("opens");
+    let first = study.definition.schedule("ana")[0].clone();
+    study
+        .record(&read_of(&study, "ana", &first, 70), NOON)
+        .expect("recorded");
+    let out = folder.path().join("documents");
+    let published = keyslice(&[
+        "study",
+        "publish",
+        dir.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert!(published.status.success(), "{}", text(&published.stderr));
+    assert!(
+        text(&published.stdout).starts_with("0 study read(s) as SR; 0 stored"),
+        "{}",
+        text(&published.stdout)
+    );
+    assert!(
+        text(&published.stderr).contains("1 case(s) are not DICOM series"),
+        "{}",
+        text(&published.stderr)
+    );
+}

@@ -885,11 +885,9 @@ fn publish(
         })?;
     }
     // Documents per (origin, study UID), to ask each study once what it holds.
-    let mut batches: std::collections::BTreeMap<
-        (String, String),
-        Vec<(String, crate::pacs::sr::write::Written)>,
-    > = std::collections::BTreeMap::new();
+    let mut batches = Batches::new();
     let (mut written, mut skipped) = (0, 0);
+    let mut not_dicom = std::collections::BTreeSet::new();
     let mut stdout = std::io::stdout().lock();
     for reader in definition
         .readers
@@ -902,6 +900,12 @@ fn publish(
                 continue;
             };
             if case.origin.is_none() && out.is_none() {
+                skipped += 1;
+                continue;
+            }
+            // An SR files with the DICOM study it reads: a NIfTI case has none.
+            if !case.volume.is_dir() {
+                not_dicom.insert(case.case_id.clone());
                 skipped += 1;
                 continue;
             }
@@ -929,32 +933,17 @@ fn publish(
             }
         }
     }
-    let (mut stored, mut held) = (0, 0);
-    for ((origin, study_uid), documents) in batches {
-        let server = connection.server(&crate::pacs::DicomWebUrl::parse(&origin)?);
-        let on_server = crate::pacs::results::held_documents(&server, &study_uid)?;
-        let mut to_store = Vec::new();
-        for (what, document) in documents {
-            if on_server.contains(&document.sop_uid) {
-                held += 1;
-            } else {
-                writeln!(
-                    stdout,
-                    "{} stored {}",
-                    crate::text::shown(&what),
-                    document.sop_uid
-                )?;
-                to_store.push(document.bytes);
-            }
-        }
-        if !to_store.is_empty() {
-            crate::pacs::dicomweb::stow::store(&server, &study_uid, &to_store)?;
-            stored += to_store.len();
-        }
+    if let Some(first) = not_dicom.first() {
+        eprintln!(
+            "note: {} case(s) are not DICOM series (such as {}): their reads cannot be stored as SR, which files with the DICOM study it reads",
+            not_dicom.len(),
+            crate::text::shown(first)
+        );
     }
+    let (stored, held) = store_batches(batches, connection, &mut stdout)?;
     writeln!(
         stdout,
-        "{written} study read(s) as SR; {stored} stored, {held} already on the PACS; {skipped} read(s) of cases without a PACS origin skipped"
+        "{written} study read(s) as SR; {stored} stored, {held} already on the PACS; {skipped} read(s) of cases without a PACS origin or DICOM images skipped"
     )?;
     Ok(())
 }
@@ -1101,4 +1090,41 @@ fn panel_truth(
         )?;
     }
     Ok(())
+}
+
+/// Documents to store, by (PACS origin, Study Instance UID): each with a line saying what it
+/// is.
+type Batches =
+    std::collections::BTreeMap<(String, String), Vec<(String, crate::pacs::sr::write::Written)>>;
+
+/// Stores each study's documents that its PACS does not hold yet; (stored, already held).
+fn store_batches(
+    batches: Batches,
+    connection: &super::pacs::Connection,
+    stdout: &mut impl Write,
+) -> Result<(usize, usize), CliError> {
+    let (mut stored, mut held) = (0, 0);
+    for ((origin, study_uid), documents) in batches {
+        let server = connection.server(&crate::pacs::DicomWebUrl::parse(&origin)?);
+        let on_server = crate::pacs::results::held_documents(&server, &study_uid)?;
+        let mut to_store = Vec::new();
+        for (what, document) in documents {
+            if on_server.contains(&document.sop_uid) {
+                held += 1;
+            } else {
+                writeln!(
+                    stdout,
+                    "{} stored {}",
+                    crate::text::shown(&what),
+                    document.sop_uid
+                )?;
+                to_store.push(document.bytes);
+            }
+        }
+        if !to_store.is_empty() {
+            crate::pacs::dicomweb::stow::store(&server, &study_uid, &to_store)?;
+            stored += to_store.len();
+        }
+    }
+    Ok((stored, held))
 }
