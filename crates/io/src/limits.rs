@@ -117,17 +117,24 @@ fn install_quiet_hook() {
 /// Runs `work`, turning a panic into `Err` with its message. Use it around third-party
 /// decoders only; Keyslice's own code reports errors as values.
 pub fn contain<T>(work: impl FnOnce() -> T) -> Result<T, String> {
+    catch_quietly(work)
+        .map_err(|message| format!("the decoder failed on malformed data ({message})"))
+}
+
+/// Runs `work`, turning a panic into `Err` with the panic's message alone, printing nothing:
+/// for third-party code that panics where it should return an error (a library that is
+/// missing at run time, say).
+pub fn catch_quietly<T>(work: impl FnOnce() -> T) -> Result<T, String> {
     install_quiet_hook();
     let was = CONTAINED.with(|flag| flag.replace(true));
     let result = catch_unwind(AssertUnwindSafe(work));
     CONTAINED.with(|flag| flag.set(was));
     result.map_err(|payload| {
-        let message = payload
+        payload
             .downcast_ref::<&str>()
             .map(ToString::to_string)
             .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".into());
-        format!("the decoder failed on malformed data ({message})")
+            .unwrap_or_else(|| "no message".into())
     })
 }
 

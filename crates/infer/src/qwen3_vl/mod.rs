@@ -111,21 +111,53 @@ impl From<candle_core::Error> for VlmError {
 pub fn pick_device(name: &str) -> Result<Device, VlmError> {
     match name {
         "cpu" => Ok(Device::Cpu),
-        "cuda" => Device::new_cuda(0).map_err(|e| VlmError::Device(format!("no CUDA device: {e}"))),
+        "cuda" => cuda_device(),
         "metal" => {
             Device::new_metal(0).map_err(|e| VlmError::Device(format!("no Metal device: {e}")))
         }
+        // A GPU build may run where there is no GPU (or no driver): it says so and takes the
+        // CPU.
         "auto" => {
             if candle_core::utils::cuda_is_available() {
-                Ok(Device::new_cuda(0)?)
-            } else if candle_core::utils::metal_is_available() {
-                Ok(Device::new_metal(0)?)
-            } else {
-                Ok(Device::Cpu)
+                match cuda_device() {
+                    Ok(device) => return Ok(device),
+                    Err(error) => tracing::warn!(
+                        "this build can use CUDA but no CUDA device was found ({error}); running on the CPU"
+                    ),
+                }
             }
+            if candle_core::utils::metal_is_available() {
+                match Device::new_metal(0) {
+                    Ok(device) => return Ok(device),
+                    Err(error) => tracing::warn!(
+                        "this build can use Metal but no Metal device was found ({error}); running on the CPU"
+                    ),
+                }
+            }
+            Ok(Device::Cpu)
         }
         other => Err(VlmError::Device(format!(
             "unknown device {other:?}: use auto, cpu, cuda or metal"
+        ))),
+    }
+}
+
+/// The first CUDA device, checked: the driver and cuBLAS are loaded when first asked for
+/// (not linked), and the library that loads them panics when one is missing; that becomes an
+/// error that says what to install.
+fn cuda_device() -> Result<Device, VlmError> {
+    let probe = || -> candle_core::Result<Device> {
+        let device = Device::new_cuda(0)?;
+        let square = candle_core::Tensor::ones((2, 2), DType::F32, &device)?;
+        square.matmul(&square)?.to_vec2::<f32>()?;
+        Ok(device)
+    };
+    match keyslice_io::limits::catch_quietly(probe) {
+        Ok(Ok(device)) => Ok(device),
+        Ok(Err(error)) => Err(VlmError::Device(format!("no CUDA device: {error}"))),
+        Err(missing) => Err(VlmError::Device(format!(
+            "no CUDA device: {}; a CUDA run needs the NVIDIA driver (libcuda.so.1) and cuBLAS (libcublas.so.13) on the library path",
+            missing.split(" - searched for").next().unwrap_or_default()
         ))),
     }
 }
