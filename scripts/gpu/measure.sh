@@ -4,11 +4,7 @@
 # runs scripts/gpu/qwen3vl_gpu.py (tokens, speed and memory against transformers, one case end
 # to end). Results go to $OUT (default ./gpu-results).
 #
-# Prepare the carry on any machine with Rust (no GPU needed):
-#   eval "$(scripts/gpu/cuda-toolkit.sh)"
-#   cargo build --release --locked --features cuda
-#   mkdir -p gpu-carry && strip -o gpu-carry/keyslice target/release/keyslice \
-#     && xz -T0 -6 -f gpu-carry/keyslice
+# Prepare the carry on any machine with Rust (no GPU needed): scripts/gpu/build-carry.sh;
 # then run this script there from the repository root.
 set -euo pipefail
 OUT="${OUT:-$PWD/gpu-results}"
