@@ -376,8 +376,7 @@ fn the_ai_hallucinations_kept_are_counted_per_arm() {
 
 #[test]
 fn simulated_readers_follow_their_rules_and_the_evidence_catches_hallucinations() {
-    use keyslice::findings::{Findings, OrganFindings, TumorPresence};
-    use keyslice::review::study::{AiResult, ReaderRules};
+    use keyslice::review::study::ReaderRules;
     let folder = tempfile::tempdir().expect("temp dir");
     let mut three = definition(Design::Crossover { washout_days: 14 }, 30);
     three.arms.insert(
@@ -390,32 +389,10 @@ fn simulated_readers_follow_their_rules_and_the_evidence_catches_hallucinations(
     let study = Study::create(&folder.path().join("trial"), three).expect("created");
     // Truth: a liver tumor in every third case. The AI claims one everywhere: grounded with a
     // consistent key slice where it is real, hallucinated and inconsistent elsewhere.
-    let mut truth = BTreeMap::new();
-    let mut ai = BTreeMap::new();
+    let (truth, ai) = common::liver_truth_and_ai(&study.definition.cases, |k| k % 3 == 0, 0.9, 0.2);
     let mut hallucinated = BTreeMap::new();
     for (k, case) in study.definition.cases.iter().enumerate() {
         let real = k % 3 == 0;
-        let mut findings = Findings::default();
-        findings.organs.insert(
-            Organ::Liver,
-            OrganFindings {
-                tumor: if real {
-                    TumorPresence::Yes
-                } else {
-                    TumorPresence::No
-                },
-                lesions: Vec::new(),
-                span: None,
-            },
-        );
-        truth.insert(case.clone(), findings);
-        ai.insert(
-            case.clone(),
-            AiResult {
-                claims: vec![Organ::Liver],
-                consistency: Some(if real { 0.9 } else { 0.2 }),
-            },
-        );
         if !real {
             hallucinated.insert(case.clone(), vec![Organ::Liver]);
         }
@@ -526,8 +503,7 @@ fn a_hallucinating_model_adds_one_made_up_tumor_to_the_cases_drawn_and_names_a_k
 
 #[test]
 fn split_plot_readers_read_their_block_in_every_arm_and_the_mrmc_takes_the_gaps() {
-    use keyslice::findings::{Findings, OrganFindings, TumorPresence};
-    use keyslice::review::study::{AiResult, ReaderRules};
+    use keyslice::review::study::ReaderRules;
     let folder = tempfile::tempdir().expect("temp dir");
     let mut split = definition(
         Design::SplitPlot {
@@ -563,31 +539,7 @@ fn split_plot_readers_read_their_block_in_every_arm_and_the_mrmc_takes_the_gaps(
     assert_ne!(first_arm("ana"), first_arm("cho"));
     assert_ne!(first_arm("ben"), first_arm("dan"));
     // Simulated to the end (each washout kept), then analysed with readers and cases random.
-    let mut truth = BTreeMap::new();
-    let mut ai = BTreeMap::new();
-    for (k, case) in study.definition.cases.iter().enumerate() {
-        let mut findings = Findings::default();
-        findings.organs.insert(
-            Organ::Liver,
-            OrganFindings {
-                tumor: if k % 2 == 0 {
-                    TumorPresence::Yes
-                } else {
-                    TumorPresence::No
-                },
-                lesions: Vec::new(),
-                span: None,
-            },
-        );
-        truth.insert(case.clone(), findings);
-        ai.insert(
-            case.clone(),
-            AiResult {
-                claims: vec![Organ::Liver],
-                consistency: Some(if k % 2 == 0 { 0.9 } else { 0.3 }),
-            },
-        );
-    }
+    let (truth, ai) = common::liver_truth_and_ai(&study.definition.cases, |k| k % 2 == 0, 0.9, 0.3);
     let recorded = study
         .simulate(&truth, &ai, ReaderRules::default(), NOON)
         .expect("simulated");
@@ -708,25 +660,12 @@ fn a_panel_truth_takes_the_majority_and_waits_for_the_adjudicator_on_a_split() {
 
 /// A panelist's findings of four cases (`case0`…`case3`): a liver tumor or not in each.
 fn panelist(folder: &Path, name: &str, liver: [bool; 4]) -> PathBuf {
-    use keyslice::findings::{Findings, OrganFindings, TumorPresence};
     let path = folder.join(name);
     let lines: Vec<String> = liver
         .iter()
         .enumerate()
         .map(|(k, tumor)| {
-            let mut findings = Findings::default();
-            findings.organs.insert(
-                Organ::Liver,
-                OrganFindings {
-                    tumor: if *tumor {
-                        TumorPresence::Yes
-                    } else {
-                        TumorPresence::No
-                    },
-                    lesions: Vec::new(),
-                    span: None,
-                },
-            );
+            let findings = common::liver_findings(*tumor);
             serde_json::json!({"case_id": format!("case{k}"), "findings": findings}).to_string()
         })
         .collect();

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 
 use egui_kittest::kittest::Queryable;
 use keyslice::chart::{Chart, Mark};
-use keyslice::findings::{Findings, Organ, OrganFindings, TumorPresence};
+use keyslice::findings::Findings;
 use keyslice::mrmc::{reader_table, roc_area, ustat_table};
 use keyslice::review::study::{
-    AiResult, Arm, Design, ReaderRules, STUDY_VERSION, Shows, Study, StudyDefinition,
+    Arm, Design, ReaderRules, STUDY_VERSION, Shows, Study, StudyDefinition,
 };
 
 const NOON: u64 = 1_796_558_400; // 2026-12-06T12:00:00Z
@@ -41,32 +41,7 @@ fn simulated_study(folder: &Path) -> (Study, BTreeMap<String, Findings>) {
         pacs_query: None,
     };
     let study = Study::create(&folder.join("trial"), definition).expect("created");
-    let mut truth = BTreeMap::new();
-    let mut ai = BTreeMap::new();
-    for (k, case) in study.definition.cases.iter().enumerate() {
-        let real = k % 3 == 0;
-        let mut findings = Findings::default();
-        findings.organs.insert(
-            Organ::Liver,
-            OrganFindings {
-                tumor: if real {
-                    TumorPresence::Yes
-                } else {
-                    TumorPresence::No
-                },
-                lesions: Vec::new(),
-                span: None,
-            },
-        );
-        truth.insert(case.clone(), findings);
-        ai.insert(
-            case.clone(),
-            AiResult {
-                claims: vec![Organ::Liver],
-                consistency: Some(if real { 0.9 } else { 0.2 }),
-            },
-        );
-    }
+    let (truth, ai) = common::liver_truth_and_ai(&study.definition.cases, |k| k % 3 == 0, 0.9, 0.2);
     study
         .simulate(&truth, &ai, ReaderRules::default(), NOON)
         .expect("simulated");

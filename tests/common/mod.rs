@@ -417,3 +417,49 @@ pub fn files_below(root: &Path) -> Vec<PathBuf> {
     }
     found
 }
+
+/// Findings that say a liver tumor is there (`tumor`) or not, and nothing of other organs.
+pub fn liver_findings(tumor: bool) -> keyslice::findings::Findings {
+    use keyslice::findings::{Findings, Organ, OrganFindings, TumorPresence};
+    let mut findings = Findings::default();
+    findings.organs.insert(
+        Organ::Liver,
+        OrganFindings {
+            tumor: if tumor {
+                TumorPresence::Yes
+            } else {
+                TumorPresence::No
+            },
+            lesions: Vec::new(),
+            span: None,
+        },
+    );
+    findings
+}
+
+/// A simulated study's truth and AI results: a liver tumor in the cases where `real(k)` (k
+/// their index); the AI claims one in every case, with consistency `consistent` where it is
+/// real and `inconsistent` where it is a hallucination.
+pub fn liver_truth_and_ai(
+    cases: &[String],
+    real: impl Fn(usize) -> bool,
+    consistent: f64,
+    inconsistent: f64,
+) -> (
+    std::collections::BTreeMap<String, keyslice::findings::Findings>,
+    std::collections::BTreeMap<String, keyslice::review::study::AiResult>,
+) {
+    let mut truth = std::collections::BTreeMap::new();
+    let mut ai = std::collections::BTreeMap::new();
+    for (k, case) in cases.iter().enumerate() {
+        truth.insert(case.clone(), liver_findings(real(k)));
+        ai.insert(
+            case.clone(),
+            keyslice::review::study::AiResult {
+                claims: vec![keyslice::findings::Organ::Liver],
+                consistency: Some(if real(k) { consistent } else { inconsistent }),
+            },
+        );
+    }
+    (truth, ai)
+}

@@ -37,14 +37,7 @@ impl Study {
         truth: &BTreeMap<String, Findings>,
         mrmc: &keyslice_core::mrmc::Reads,
     ) -> Chart {
-        let averaged: BTreeMap<String, f64> = ustat_table(mrmc)
-            .map(|rows| {
-                rows.into_iter()
-                    .filter(|row| row.AUCB.is_none())
-                    .map(|row| (row.modalityA, row.AUCA))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let averaged = arm_aucs(mrmc);
         let mut marks = vec![Mark::Segment {
             from: [0.0, 0.0],
             to: [1.0, 1.0],
@@ -327,6 +320,19 @@ impl Study {
             .collect(),
         }
     }
+}
+
+/// Each arm's AUC averaged over its readers, as the MRMC analysis gives it (none while the
+/// reads are too few for it).
+pub(super) fn arm_aucs(mrmc: &keyslice_core::mrmc::Reads) -> BTreeMap<String, f64> {
+    ustat_table(mrmc)
+        .map(|rows| {
+            rows.into_iter()
+                .filter(|row| row.AUCB.is_none())
+                .map(|row| (row.modalityA, row.AUCA))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A forest plot row: label, estimate, interval, emphasised (the MRMC row).

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use keyslice_core::findings::{Findings, Organ};
-use keyslice_core::mrmc::{roc_area, roc_curve, ustat_table};
+use keyslice_core::mrmc::{roc_area, roc_curve};
 use serde::Serialize;
 
 use super::{Read, Study, StudyError};
@@ -45,14 +45,7 @@ impl Study {
         for reader in &self.definition.readers {
             by_reader.insert(reader.clone(), self.reads(reader)?);
         }
-        let averaged: BTreeMap<String, f64> = ustat_table(&self.mrmc_reads(truth)?)
-            .map(|rows| {
-                rows.into_iter()
-                    .filter(|row| row.AUCB.is_none())
-                    .map(|row| (row.modalityA, row.AUCA))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let averaged = super::charts::arm_aucs(&self.mrmc_reads(truth)?);
         let mut rows = Vec::new();
         for reader in &self.definition.readers {
             for arm in &self.definition.arms {
