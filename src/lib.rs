@@ -10,7 +10,9 @@
 
 pub mod cli;
 
-pub use keyslice_core::{chart, findings, key_slice, mrmc, prediction, rng, scoring, text, volume};
+pub use keyslice_core::{
+    chart, date, findings, key_slice, mrmc, prediction, rng, scoring, text, volume,
+};
 pub use keyslice_export as export;
 pub use keyslice_infer as infer;
 pub use keyslice_io as io;

@@ -375,9 +375,7 @@ fn parse_arms(arms: &[String]) -> Result<Vec<crate::review::study::Arm>, CliErro
 }
 
 fn now_seconds() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs())
+    crate::date::now_seconds()
 }
 
 fn status(dir: &std::path::Path) -> Result<(), CliError> {

@@ -3,6 +3,7 @@
 //!
 //! - [`volume`]: a CT volume in Hounsfield units with its LPS geometry, label volumes,
 //!   resampling and window presets.
+//! - [`date`]: UTC dates and times from seconds since the epoch and back.
 //! - [`chart`]: a chart as plain data (axes, lines, points, labels), drawn by the viewer.
 //! - [`findings`]: what a report says (per organ: tumor presence, lesions with size,
 //!   location and attenuation), the report writer and the report reader with spans.
@@ -14,6 +15,7 @@
 //! - [`text`]: text from outside made safe to show (control characters as escapes).
 
 pub mod chart;
+pub mod date;
 pub mod findings;
 pub mod key_slice;
 pub mod mrmc;

@@ -729,24 +729,8 @@ impl Default for ReaderRules {
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SS.000Z`.
 fn rfc3339(seconds: u64) -> String {
-    let days = i64::try_from(seconds / 86_400).unwrap_or(0);
-    let rest = seconds % 86_400;
-    // Civil date from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.000Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    let (year, month, day, hour, minute, second) = keyslice_core::date::utc_from_seconds(seconds);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.000Z")
 }
 
 impl Study {
@@ -874,14 +858,10 @@ fn seconds_of(text: &str) -> u64 {
     ) else {
         return 0;
     };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let (Ok(month), Ok(day)) = (u32::try_from(month), u32::try_from(day)) else {
+        return 0;
+    };
+    let days = keyslice_core::date::days_from_civil(year, month, day);
     u64::try_from(days * 86_400 + hour * 3600 + minute * 60 + second).unwrap_or(0)
 }
 

@@ -332,28 +332,10 @@ pub use keyslice_io::dicom::write::content_uid;
 /// The current date and time (UTC) as DICOM `YYYYMMDD` and `HHMMSS`.
 #[must_use]
 pub fn now_date_time() -> (String, String) {
-    let seconds = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let days = (seconds / 86_400) as i64;
-    let rest = seconds % 86_400;
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day, hour, minute, second) =
+        keyslice_core::date::utc_from_seconds(keyslice_core::date::now_seconds());
     (
         format!("{year:04}{month:02}{day:02}"),
-        format!(
-            "{:02}{:02}{:02}",
-            rest / 3600,
-            (rest % 3600) / 60,
-            rest % 60
-        ),
+        format!("{hour:02}{minute:02}{second:02}"),
     )
 }
