@@ -781,20 +781,7 @@ fn a_reader_study_shows_nothing_of_the_ai_in_the_unaided_arm_and_all_of_it_with_
     let analysed = keyslice(&["workspace", "analyze", root.to_str().expect("utf-8")]);
     assert!(analysed.status.success(), "{}", text(&analysed.stderr));
     let dir = folder.path().join("trial");
-    let created = keyslice(&[
-        "study",
-        "create",
-        dir.to_str().expect("utf-8"),
-        "--workspace",
-        root.to_str().expect("utf-8"),
-        "--reader",
-        "ana",
-        "--reader",
-        "ben",
-        "--design",
-        "sequential",
-    ]);
-    assert!(created.status.success(), "{}", text(&created.stderr));
+    common::create_study(&root, &dir, &["ana", "ben"], &["--design", "sequential"]);
     let study = keyslice::review::study::Study::open(&dir).expect("study");
     let first = study.definition.schedule("ana")[0].case.clone();
     let predictions = Workspace::open(&root)

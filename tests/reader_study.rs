@@ -9,31 +9,10 @@ use std::path::{Path, PathBuf};
 
 use common::{keyslice, text};
 use keyslice::findings::Organ;
-use keyslice::review::study::{
-    Arm, Call, Design, Item, Next, Read, STUDY_VERSION, Shows, Study, StudyDefinition,
-};
+use keyslice::review::study::{Arm, Call, Design, Item, Next, Read, Shows, Study, StudyDefinition};
 
 fn definition(design: Design, cases: usize) -> StudyDefinition {
-    StudyDefinition {
-        keyslice_study: STUDY_VERSION,
-        name: "trial".into(),
-        workspace: PathBuf::from("/nowhere"),
-        cases: (0..cases).map(|k| format!("case{k}")).collect(),
-        readers: vec!["ana".into(), "ben".into(), "cho".into()],
-        arms: vec![
-            Arm {
-                name: "unaided".into(),
-                shows: Shows::Images,
-            },
-            Arm {
-                name: "evidence".into(),
-                shows: Shows::Evidence,
-            },
-        ],
-        design,
-        seed: 3,
-        pacs_query: None,
-    }
+    common::study_definition(design, cases)
 }
 
 /// A read of `item` by `reader`, calling a tumor in the liver with `confidence`.
@@ -227,23 +206,13 @@ fn the_report_analyses_the_arms_with_readers_and_cases_random() {
     let folder = tempfile::tempdir().expect("temp dir");
     let (workspace, dataset) = phantom_workspace(folder.path(), 8);
     let dir = folder.path().join("trial");
-    let created = keyslice(&[
-        "study",
-        "create",
-        dir.to_str().expect("utf-8"),
-        "--workspace",
-        workspace.to_str().expect("utf-8"),
-        "--reader",
-        "ana",
-        "--reader",
-        "ben",
-        "--reader",
-        "cho",
-        "--design",
-        "sequential",
-    ]);
-    assert!(created.status.success(), "{}", text(&created.stderr));
-    assert!(text(&created.stdout).contains("3 readers × 8 cases × 2 arms (unaided, evidence)"));
+    let created = common::create_study(
+        &workspace,
+        &dir,
+        &["ana", "ben", "cho"],
+        &["--design", "sequential"],
+    );
+    assert!(created.contains("3 readers × 8 cases × 2 arms (unaided, evidence)"));
     let study = Study::open(&dir).expect("opens");
     // Readers who see the evidence are more sure where truth has a tumor: confidence from
     // the truth, a reader's skill and the arm, plus a fixed per-read wobble.
@@ -770,22 +739,12 @@ fn a_study_killed_at_any_moment_loses_no_read_and_resumes_where_it_stopped() {
 
 /// A crossover study of ana, ben and cho over `workspace`, made in `dir` by `study create`.
 fn crossover_of_three(workspace: &Path, dir: &Path) -> PathBuf {
-    let created = keyslice(&[
-        "study",
-        "create",
-        dir.to_str().expect("utf-8"),
-        "--workspace",
-        workspace.to_str().expect("utf-8"),
-        "--reader",
-        "ana",
-        "--reader",
-        "ben",
-        "--reader",
-        "cho",
-        "--washout-days",
-        "14",
-    ]);
-    assert!(created.status.success(), "{}", text(&created.stderr));
+    common::create_study(
+        workspace,
+        dir,
+        &["ana", "ben", "cho"],
+        &["--washout-days", "14"],
+    );
     dir.to_path_buf()
 }
 

@@ -5,41 +5,21 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use egui_kittest::kittest::Queryable;
 use keyslice::chart::{Chart, Mark};
 use keyslice::findings::Findings;
 use keyslice::mrmc::{reader_table, roc_area, ustat_table};
-use keyslice::review::study::{
-    Arm, Design, ReaderRules, STUDY_VERSION, Shows, Study, StudyDefinition,
-};
+use keyslice::review::study::{Design, ReaderRules, Study};
 
 const NOON: u64 = 1_796_558_400; // 2026-12-06T12:00:00Z
 
 /// A crossover study of 3 simulated readers over 30 cases with a liver tumor in every third;
 /// the AI claims one everywhere, consistent only where it is real. The study and its truth.
 fn simulated_study(folder: &Path) -> (Study, BTreeMap<String, Findings>) {
-    let definition = StudyDefinition {
-        keyslice_study: STUDY_VERSION,
-        name: "trial".into(),
-        workspace: PathBuf::from("/nowhere"),
-        cases: (0..30).map(|k| format!("case{k}")).collect(),
-        readers: vec!["ana".into(), "ben".into(), "cho".into()],
-        arms: vec![
-            Arm {
-                name: "unaided".into(),
-                shows: Shows::Images,
-            },
-            Arm {
-                name: "evidence".into(),
-                shows: Shows::Evidence,
-            },
-        ],
-        design: Design::Crossover { washout_days: 14 },
-        seed: 5,
-        pacs_query: None,
-    };
+    let mut definition = common::study_definition(Design::Crossover { washout_days: 14 }, 30);
+    definition.seed = 5;
     let study = Study::create(&folder.join("trial"), definition).expect("created");
     let (truth, ai) = common::liver_truth_and_ai(&study.definition.cases, |k| k % 3 == 0, 0.9, 0.2);
     study

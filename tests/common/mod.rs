@@ -463,3 +463,52 @@ pub fn liver_truth_and_ai(
     }
     (truth, ai)
 }
+
+/// `keyslice study create DIR --workspace WORKSPACE --reader R… ARGS…`, which must succeed;
+/// what it printed.
+pub fn create_study(workspace: &Path, dir: &Path, readers: &[&str], args: &[&str]) -> String {
+    let mut all = vec![
+        "study".to_string(),
+        "create".into(),
+        dir.to_str().expect("utf-8").into(),
+        "--workspace".into(),
+        workspace.to_str().expect("utf-8").into(),
+    ];
+    for reader in readers {
+        all.extend(["--reader".to_string(), (*reader).to_string()]);
+    }
+    all.extend(args.iter().map(|arg| (*arg).to_string()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let created = keyslice(&all);
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    text(&created.stdout)
+}
+
+/// A study of readers ana, ben and cho over `cases` cases named `case0`…, in two arms
+/// (`unaided` shows the images, `evidence` everything), with seed 3.
+pub fn study_definition(
+    design: keyslice::review::study::Design,
+    cases: usize,
+) -> keyslice::review::study::StudyDefinition {
+    use keyslice::review::study::{Arm, STUDY_VERSION, Shows, StudyDefinition};
+    StudyDefinition {
+        keyslice_study: STUDY_VERSION,
+        name: "trial".into(),
+        workspace: PathBuf::from("/nowhere"),
+        cases: (0..cases).map(|k| format!("case{k}")).collect(),
+        readers: vec!["ana".into(), "ben".into(), "cho".into()],
+        arms: vec![
+            Arm {
+                name: "unaided".into(),
+                shows: Shows::Images,
+            },
+            Arm {
+                name: "evidence".into(),
+                shows: Shows::Evidence,
+            },
+        ],
+        design,
+        seed: 3,
+        pacs_query: None,
+    }
+}
