@@ -778,3 +778,39 @@ fn reads_of_nifti_cases_are_not_published_and_the_command_says_why() {
         text(&published.stderr)
     );
 }
+
+#[test]
+fn lines_that_are_not_this_studys_reads_never_reach_a_table_or_a_path() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let dir = folder.path().join("trial");
+    let study = Study::create(&dir, definition(Design::Sequential, 4)).expect("created");
+    let first = study.definition.schedule("ana")[0].clone();
+    let good = read_of(&study, "ana", &first, 70);
+    study.record(&good, NOON).expect("recorded");
+    // Lines another tool wrote into ana's file: a path for an arm, another reader, a case
+    // outside the study, escape codes in a name.
+    let reads = dir.join("reads").join("ana.jsonl");
+    let mut text = std::fs::read_to_string(&reads).expect("reads");
+    for (field, value) in [
+        ("arm", "../../../../escaped"),
+        ("reader", "ben"),
+        ("case", "case99"),
+        ("case", "case0\u{1b}[2J"),
+    ] {
+        let mut hostile = serde_json::to_value(&good).expect("JSON");
+        hostile[field] = serde_json::Value::String(value.into());
+        text.push_str(&(hostile.to_string() + "\n"));
+    }
+    std::fs::write(&reads, text).expect("written");
+    let kept = study.reads("ana").expect("reads");
+    assert_eq!(kept, vec![good], "only the study's own read");
+    let truth: BTreeMap<_, _> = study
+        .definition
+        .cases
+        .iter()
+        .map(|case| (case.clone(), common::liver_findings(true)))
+        .collect();
+    let mrmc = study.mrmc_reads(&truth).expect("reads");
+    assert_eq!(mrmc.modalities, ["unaided"]);
+    assert!(!dir.parent().expect("parent").join("escaped").exists());
+}

@@ -511,7 +511,7 @@ impl Study {
         }
     }
 
-    /// The reader's reads so far (a line a kill tore is left out).
+    /// The reader's reads so far: each line that is a read of this study by this reader.
     pub fn reads(&self, reader: &str) -> Result<Vec<Read>, StudyError> {
         let path = self.reads_path(reader)?;
         let text = match std::fs::read_to_string(&path) {
@@ -519,9 +519,17 @@ impl Study {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(source) => return Err(StudyError::Io { path, source }),
         };
+        // A line is a read of this study only if it names this reader, one of its cases and
+        // one of its arms: a line torn by a kill, damaged or written by anything else is left
+        // out, and no name in it ever reaches a table, a document or a path.
         Ok(text
             .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
+            .filter_map(|line| serde_json::from_str::<Read>(line).ok())
+            .filter(|read| {
+                read.reader == reader
+                    && self.definition.cases.contains(&read.case)
+                    && self.definition.arms.iter().any(|arm| arm.name == read.arm)
+            })
             .collect())
     }
 

@@ -11,6 +11,9 @@ use keyslice_core::mrmc::{ALPHA, normal_quantile, reader_table, roc_area, roc_cu
 
 use super::{Read, Study, StudyError};
 
+/// The most characters of a name a chart shows (a longer one is cut with `…`).
+const LABEL_CHARS: usize = 32;
+
 /// File names of the charts, in the order [`Study::charts`] gives them.
 pub const CHART_FILES: [&str; 3] = ["roc.png", "forest.png", "time.png"];
 
@@ -136,7 +139,10 @@ impl Study {
                 let half = z * variance.max(0.0).sqrt();
                 let estimate = sign * difference;
                 rows.push((
-                    format!("{}{suffix}", keyslice_core::text::shown(&row.readerID)),
+                    format!(
+                        "{}{suffix}",
+                        keyslice_core::text::shown_short(&row.readerID, LABEL_CHARS)
+                    ),
                     estimate,
                     estimate - half,
                     estimate + half,
@@ -300,7 +306,7 @@ impl Study {
                 ticks: arms
                     .iter()
                     .enumerate()
-                    .map(|(index, arm)| (as_f64(index + 1), arm.name.clone()))
+                    .map(|(index, arm)| (as_f64(index + 1), keyslice_core::text::shown_short(&arm.name, LABEL_CHARS)))
                     .collect(),
             },
             y: Axis::numeric("seconds", 0.0, top, step, 0),
@@ -309,7 +315,7 @@ impl Study {
                 .iter()
                 .enumerate()
                 .map(|(number, reader)| LegendEntry {
-                    text: keyslice_core::text::shown(reader).to_string(),
+                    text: keyslice_core::text::shown_short(reader, LABEL_CHARS),
                     stroke: Stroke::solid(Hue::Series(number), 2.0),
                 })
                 .collect(),
@@ -379,7 +385,12 @@ pub fn uptake_chart(uptake: &[super::Uptake]) -> Chart {
             ticks: uptake
                 .iter()
                 .enumerate()
-                .map(|(index, arm)| (as_f64(index + 1), arm.arm.clone()))
+                .map(|(index, arm)| {
+                    (
+                        as_f64(index + 1),
+                        keyslice_core::text::shown_short(&arm.arm, LABEL_CHARS),
+                    )
+                })
                 .collect(),
         },
         y: Axis::numeric("reads that kept it (%)", 0.0, 100.0, 20.0, 0),
