@@ -24,7 +24,7 @@ pub use roc::{area as roc_area, roc_curve};
 /// The significance level of the tests and the confidence of the intervals (95 %).
 pub const ALPHA: f64 = 0.05;
 
-/// Degrees of freedom from which iMRMC takes the Normal distribution for Student's t.
+/// Degrees of freedom above which iMRMC takes the Normal distribution for Student's t.
 const NORMAL_FROM_DF: f64 = 50.0;
 
 /// The reads of a study: each reader's score of each case in each modality, and the truth.
@@ -311,40 +311,72 @@ pub struct ReaderRow {
 /// The name iMRMC gives the missing second modality of a single-modality row.
 pub const NO_MOD: &str = "NO_MOD";
 
-/// The U-statistic table: each modality alone, then each pair (first against later).
+/// Indices of `names` in the order iMRMC sorts them (R's factor levels: by name).
+fn sorted(names: &[String]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..names.len()).collect();
+    order.sort_by(|&a, &b| names[a].cmp(&names[b]));
+    order
+}
+
+/// Each modality alone, then each pair (the one sorted first against each later one), in
+/// iMRMC's order.
+fn modality_rows(reads: &Reads) -> Vec<(usize, Option<usize>)> {
+    let order = sorted(&reads.modalities);
+    order
+        .iter()
+        .map(|&a| (a, None))
+        .chain(
+            order
+                .iter()
+                .enumerate()
+                .flat_map(|(n, &a)| order[n + 1..].iter().map(move |&b| (a, Some(b)))),
+        )
+        .collect()
+}
+
+/// The U-statistic table: each modality alone, then each pair (first against later), with
+/// modalities in iMRMC's order (by name).
 pub fn ustat_table(reads: &Reads) -> Result<Vec<UstatRow>, MrmcError> {
     check_enough(reads)?;
     let all: Vec<usize> = (0..reads.readers.len()).collect();
-    let mut rows = Vec::new();
-    for a in 0..reads.modalities.len() {
-        rows.push(ustat_row(reads, &all, a, None));
-    }
-    for a in 0..reads.modalities.len() {
-        for b in a + 1..reads.modalities.len() {
-            rows.push(ustat_row(reads, &all, a, Some(b)));
-        }
-    }
-    Ok(rows)
+    Ok(modality_rows(reads)
+        .into_iter()
+        .map(|(a, b)| ustat_row(reads, &all, a, b))
+        .collect())
+}
+
+/// The negative and positive cases `reader` read in modality `a` (and in `b` too, when given).
+fn read_counts(reads: &Reads, reader: usize, a: usize, b: Option<usize>) -> (usize, usize) {
+    let read = |case: usize| {
+        reads.score(reader, case, a).is_some()
+            && b.is_none_or(|b| reads.score(reader, case, b).is_some())
+    };
+    let n0 = reads.negatives.len();
+    (
+        (0..n0).filter(|&case| read(case)).count(),
+        (n0..n0 + reads.positives.len())
+            .filter(|&case| read(case))
+            .count(),
+    )
 }
 
 /// The per-reader table: for each modality, then each pair, every reader's AUCs and their
-/// variances with cases random. One reader is enough (a model's scores, say).
+/// variances with cases random, with the cases that reader read; modalities and readers in
+/// iMRMC's order (by name). One reader is enough (a model's scores, say).
 pub fn reader_table(reads: &Reads) -> Result<Vec<ReaderRow>, MrmcError> {
     check_cases(reads)?;
-    let modalities = reads.modalities.len();
-    let pairs: Vec<(usize, Option<usize>)> = (0..modalities)
-        .map(|a| (a, None))
-        .chain((0..modalities).flat_map(|a| (a + 1..modalities).map(move |b| (a, Some(b)))))
-        .collect();
+    let readers = sorted(&reads.readers);
     let mut rows = Vec::new();
-    for (a, b) in pairs {
-        for reader in 0..reads.readers.len() {
+    for (a, b) in modality_rows(reads) {
+        for &reader in &readers {
             let one = [reader];
             let stats = ustat::analyse(reads, &one, a, b);
+            // As iMRMC: the cases this reader read (in both modalities, for a pair).
+            let (n0, n1) = read_counts(reads, reader, a, b);
             rows.push(ReaderRow {
                 readerID: reads.readers[reader].clone(),
-                N0: reads.negatives.len(),
-                N1: reads.positives.len(),
+                N0: n0,
+                N1: n1,
                 modalityA: reads.modalities[a].clone(),
                 modalityB: b.map_or_else(|| NO_MOD.to_string(), |b| reads.modalities[b].clone()),
                 AUCA: stats.auc_a,
@@ -396,29 +428,24 @@ fn check_cases(reads: &Reads) -> Result<(), MrmcError> {
 
 fn ustat_row(reads: &Reads, readers: &[usize], a: usize, b: Option<usize>) -> UstatRow {
     let stats = ustat::analyse(reads, readers, a, b);
-    let (estimate, variance, null, bck) = match (stats.auc_b, stats.var_difference) {
-        (Some(auc_b), Some(var_difference)) => (
-            stats.auc_a - auc_b,
-            var_difference,
-            0.0,
-            stats.bck_difference,
-        ),
-        _ => (stats.auc_a, stats.var_a, 0.5, stats.bck_a),
+    let (estimate, variance, null) = match (stats.auc_b, stats.var_difference) {
+        (Some(auc_b), Some(var_difference)) => (stats.auc_a - auc_b, var_difference, 0.0),
+        _ => (stats.auc_a, stats.var_a, 0.5),
     };
-    let df = ustat::df_bdg(
-        &bck,
-        variance,
-        [
-            reads.readers.len(),
-            reads.negatives.len(),
-            reads.positives.len(),
-        ],
-    );
+    let df = stats.df;
     let z = (estimate - null).abs() / variance.sqrt();
-    let p_normal = 2.0 * (1.0 - normal_cdf(z));
+    // A negative variance estimate (possible for a U-statistic with few reads) makes no test:
+    // its p-values, intervals and degrees of freedom are not numbers, as in iMRMC.
+    let p_normal = if variance < 0.0 {
+        f64::NAN
+    } else {
+        2.0 * (1.0 - normal_cdf(z))
+    };
     let cut_normal = normal_quantile(1.0 - ALPHA / 2.0);
-    // As iMRMC: Student's t with the whole degrees of freedom, the Normal from 50 on.
-    let (p_bdg, cut_bdg) = if df >= NORMAL_FROM_DF || !df.is_finite() {
+    // As iMRMC: Student's t with the whole degrees of freedom, the Normal above 50.
+    let (p_bdg, cut_bdg) = if variance < 0.0 {
+        (f64::NAN, f64::NAN)
+    } else if df > NORMAL_FROM_DF || !df.is_finite() {
         (p_normal, cut_normal)
     } else {
         let whole = df.floor().max(1.0);
@@ -444,13 +471,63 @@ fn ustat_row(reads: &Reads, readers: &[usize], a: usize, b: Option<usize>) -> Us
         pValueNormal: p_normal,
         botCInormal: estimate - sd * cut_normal,
         topCInormal: estimate + sd * cut_normal,
-        rejectNormal: u8::from(p_normal < ALPHA),
+        rejectNormal: u8::from(p_normal <= ALPHA),
         dfBDG: df,
         pValueBDG: p_bdg,
         botCIBDG: estimate - sd * cut_bdg,
         topCIBDG: estimate + sd * cut_bdg,
-        rejectBDG: u8::from(p_bdg < ALPHA),
+        rejectBDG: u8::from(p_bdg <= ALPHA),
     }
+}
+
+/// The difference of two arms' AUCs as a study asks it: the arm defined later minus the arm
+/// defined earlier (with the first arm the control, "evidence − unaided"), whatever order
+/// iMRMC's table gives the pair in. The console, the tables and the charts of a study all
+/// read differences through this one definition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArmDifference {
+    /// The arm defined later.
+    pub later: String,
+    /// The arm defined earlier.
+    pub earlier: String,
+    /// AUC(later) − AUC(earlier).
+    pub estimate: f64,
+    /// Its BDG 95 % interval, low end (not a number when no test could be made).
+    pub low: f64,
+    /// Its high end.
+    pub high: f64,
+    /// The BDG degrees of freedom.
+    pub df: f64,
+    /// The BDG p-value.
+    pub p: f64,
+}
+
+/// `row`'s difference read as `later − earlier` by the arms' order of definition (`arms`);
+/// `None` for a row of one arm, or of an arm `arms` does not name.
+#[must_use]
+pub fn arm_difference(row: &UstatRow, arms: &[&str]) -> Option<ArmDifference> {
+    let difference = row.AUCAminusAUCB?;
+    let a = arms.iter().position(|arm| *arm == row.modalityA)?;
+    let b = arms.iter().position(|arm| *arm == row.modalityB)?;
+    let (later, earlier, sign) = if a > b {
+        (&row.modalityA, &row.modalityB, 1.0)
+    } else {
+        (&row.modalityB, &row.modalityA, -1.0)
+    };
+    let (low, high) = if sign > 0.0 {
+        (row.botCIBDG, row.topCIBDG)
+    } else {
+        (-row.topCIBDG, -row.botCIBDG)
+    };
+    Some(ArmDifference {
+        later: later.clone(),
+        earlier: earlier.clone(),
+        estimate: sign * difference,
+        low,
+        high,
+        df: row.dfBDG,
+        p: row.pValueBDG,
+    })
 }
 
 /// A table row written as CSV with iMRMC's header.
@@ -461,8 +538,23 @@ pub trait Csv {
     fn cells(&self) -> Vec<String>;
 }
 
+/// A number as iMRMC's R package writes it: what is not a number (a test on a negative
+/// variance estimate) as `NA`.
 fn number(value: f64) -> String {
-    format!("{value}")
+    if value.is_nan() {
+        "NA".to_string()
+    } else {
+        format!("{value}")
+    }
+}
+
+/// A test's decision, `NA` when the test was not made (its p-value is not a number).
+fn decision(reject: u8, p_value: f64) -> String {
+    if p_value.is_nan() {
+        "NA".to_string()
+    } else {
+        reject.to_string()
+    }
 }
 
 fn maybe(value: Option<f64>) -> String {
@@ -515,12 +607,12 @@ impl Csv for UstatRow {
             number(self.pValueNormal),
             number(self.botCInormal),
             number(self.topCInormal),
-            self.rejectNormal.to_string(),
+            decision(self.rejectNormal, self.pValueNormal),
             number(self.dfBDG),
             number(self.pValueBDG),
             number(self.botCIBDG),
             number(self.topCIBDG),
-            self.rejectBDG.to_string(),
+            decision(self.rejectBDG, self.pValueBDG),
         ]
     }
 }

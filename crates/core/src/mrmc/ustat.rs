@@ -20,16 +20,28 @@ pub(super) struct Stats {
     pub auc_b: Option<f64>,
     pub var_b: Option<f64>,
     pub var_difference: Option<f64>,
-    /// The BCK variance components (Clarkson 2006) of A.
-    pub bck_a: [f64; 7],
-    /// Those of the difference: A's and B's less twice their covariance's.
-    pub bck_difference: [f64; 7],
+    /// The BDG degrees of freedom of A's AUC, or of the difference when there is a B.
+    pub df: f64,
+}
+
+/// What the BDG degrees of freedom are made of, as iMRMC makes them (`doAUCmrmcCov`): the
+/// negative-case, positive-case and reader degrees of freedom read from the moment
+/// coefficients (`round(1 / coefficient − 1)`: with reads missing, the effective counts), and
+/// the biased BCK components of the same three.
+#[derive(Clone, Copy)]
+struct DfParts {
+    /// Degrees of freedom of negatives, positives and readers.
+    df: [f64; 3],
+    /// The biased BCK components N, D and R.
+    bck: [f64; 3],
 }
 
 /// The moments M1…M8 and coefficients c1…c8 of the covariance of the reader-averaged AUCs of
 /// modalities `a` and `b` over `readers`, and the AUC of `a`.
 struct Moments {
     m: [f64; 8],
+    /// The biased moments: each sum over pairs sharing at least …, over its own count.
+    m_biased: [f64; 8],
     c: [f64; 8],
     auc_a: f64,
 }
@@ -39,19 +51,57 @@ impl Moments {
         self.m.iter().zip(&self.c).map(|(m, c)| m * c).sum()
     }
 
-    /// BCK components from the moments (Gallas 2009, the map iMRMC applies).
-    fn bck(&self) -> [f64; 7] {
-        let m = &self.m;
-        [
-            m[6] - m[7],
-            m[5] - m[7],
-            m[4] - m[5] - m[6] + m[7],
-            m[3] - m[7],
-            m[2] - m[3] - m[6] + m[7],
-            m[1] - m[3] - m[5] + m[7],
-            m[0] - m[1] - m[2] + m[3] - m[4] + m[5] + m[6] - m[7],
-        ]
+    /// The degrees of freedom and biased BCK components behind the BDG degrees of freedom.
+    /// A component whose coefficient is zero (a design that pairs nothing of its kind) is
+    /// zero, as in iMRMC.
+    fn df_parts(&self) -> DfParts {
+        let c = &self.c;
+        let coefficients = [
+            c[0] + c[2] + c[4] + c[6],
+            c[0] + c[1] + c[4] + c[5],
+            c[0] + c[1] + c[2] + c[3],
+        ];
+        let biased = bck_of(&self.m_biased);
+        let components = [biased[0], biased[1], biased[3]];
+        let mut bck = [0.0; 3];
+        let mut df = [0.0; 3];
+        for k in 0..3 {
+            if coefficients[k] != 0.0 {
+                bck[k] = components[k];
+            }
+            // R's round(): halves to even.
+            df[k] = (1.0 / coefficients[k] - 1.0).round_ties_even();
+        }
+        DfParts { df, bck }
     }
+}
+
+/// The BDG (Satterthwaite) degrees of freedom as iMRMC computes them: the variance squared
+/// over Σ component² ÷ df³ of negatives, positives and readers, bounded below by the smallest
+/// of those degrees of freedom (Gaylor 1969); not a number when the variance is negative.
+fn bdg(variance: f64, parts: &DfParts) -> f64 {
+    if variance < 0.0 {
+        return f64::NAN;
+    }
+    let spread: f64 = (0..3)
+        .map(|k| parts.bck[k] * parts.bck[k] / parts.df[k].powi(3))
+        .sum();
+    let least = parts.df.iter().copied().fold(f64::INFINITY, f64::min);
+    let df = variance * variance / spread;
+    if df < least { least } else { df }
+}
+
+/// BCK components from moments (Gallas 2009, the map iMRMC applies).
+fn bck_of(m: &[f64; 8]) -> [f64; 7] {
+    [
+        m[6] - m[7],
+        m[5] - m[7],
+        m[4] - m[5] - m[6] + m[7],
+        m[3] - m[7],
+        m[2] - m[3] - m[6] + m[7],
+        m[1] - m[3] - m[5] + m[7],
+        m[0] - m[1] - m[2] + m[3] - m[4] + m[5] + m[6] - m[7],
+    ]
 }
 
 /// One reader's scores in one modality: negatives then positives, `None` where not read.
@@ -203,6 +253,12 @@ fn moments(reads: &Reads, readers: &[usize], a: usize, b: usize) -> Moments {
     }
     numerator[4..].copy_from_slice(&success.across());
     denominator[4..].copy_from_slice(&design.across());
+    let mut m_biased = numerator;
+    for k in 0..8 {
+        if denominator[k] != 0.0 {
+            m_biased[k] = numerator[k] / denominator[k];
+        }
+    }
     let (numerator, denominator) = (unbiased(&numerator), unbiased(&denominator));
     let pairs = design.total[0] * design.total[1];
     let mut m = [0.0; 8];
@@ -224,6 +280,7 @@ fn moments(reads: &Reads, readers: &[usize], a: usize, b: usize) -> Moments {
     }
     Moments {
         m,
+        m_biased,
         c,
         auc_a: success.total[0] / design.total[0],
     }
@@ -232,7 +289,7 @@ fn moments(reads: &Reads, readers: &[usize], a: usize, b: usize) -> Moments {
 /// AUCs, variances and BCK components of modality `a` (and `b` and the difference).
 pub(super) fn analyse(reads: &Reads, readers: &[usize], a: usize, b: Option<usize>) -> Stats {
     let aa = moments(reads, readers, a, a);
-    let bck_a = aa.bck();
+    let parts_a = aa.df_parts();
     let Some(b) = b else {
         return Stats {
             auc_a: aa.auc_a,
@@ -240,41 +297,29 @@ pub(super) fn analyse(reads: &Reads, readers: &[usize], a: usize, b: Option<usiz
             auc_b: None,
             var_b: None,
             var_difference: None,
-            bck_a,
-            bck_difference: bck_a,
+            df: bdg(aa.covariance(), &parts_a),
         };
     };
     let bb = moments(reads, readers, b, b);
     let ab = moments(reads, readers, a, b);
-    let (bck_b, bck_ab) = (bb.bck(), ab.bck());
-    let mut bck_difference = [0.0; 7];
-    for k in 0..7 {
-        bck_difference[k] = bck_a[k] + bck_b[k] - 2.0 * bck_ab[k];
+    let (parts_b, parts_ab) = (bb.df_parts(), ab.df_parts());
+    // The difference (iMRMC's `doDFdifference`): each degree of freedom the smaller of A's
+    // and B's, each component A's and B's less twice their covariance's.
+    let mut difference = DfParts {
+        df: [0.0; 3],
+        bck: [0.0; 3],
+    };
+    for k in 0..3 {
+        difference.df[k] = parts_a.df[k].min(parts_b.df[k]);
+        difference.bck[k] = parts_a.bck[k] + parts_b.bck[k] - 2.0 * parts_ab.bck[k];
     }
+    let var_difference = aa.covariance() + bb.covariance() - 2.0 * ab.covariance();
     Stats {
         auc_a: aa.auc_a,
         var_a: aa.covariance(),
         auc_b: Some(bb.auc_a),
         var_b: Some(bb.covariance()),
-        var_difference: Some(aa.covariance() + bb.covariance() - 2.0 * ab.covariance()),
-        bck_a,
-        bck_difference,
+        var_difference: Some(var_difference),
+        df: bdg(var_difference, &difference),
     }
-}
-
-/// The BDG degrees of freedom (Obuchowski 2012): the total variance squared over the reader,
-/// negative-case and positive-case parts of the BCK components, each squared over its own
-/// degrees of freedom.
-pub(super) fn df_bdg(
-    bck: &[f64; 7],
-    variance: f64,
-    [readers, negatives, positives]: [usize; 3],
-) -> f64 {
-    let (nr, n0, n1) = (readers as f64, negatives as f64, positives as f64);
-    let all = nr * n0 * n1;
-    let s2_0 = (nr * n1 * bck[0] + n1 * bck[4] + nr * bck[2] + bck[6]) / all;
-    let s2_1 = (nr * n0 * bck[1] + n0 * bck[5] + nr * bck[2] + bck[6]) / all;
-    let s2_r = (n0 * n1 * bck[3] + n1 * bck[4] + n0 * bck[5] + bck[6]) / all;
-    variance * variance
-        / (s2_r * s2_r / (nr - 1.0) + s2_0 * s2_0 / (n0 - 1.0) + s2_1 * s2_1 / (n1 - 1.0))
 }
