@@ -64,6 +64,7 @@ fn result() -> CaseResult {
             attenuation: Some(1.0),
             size: Some(0.0),
             region: None,
+            findings: Vec::new(),
         }),
     }
 }

@@ -679,3 +679,51 @@ fn every_sentence_form_the_shipped_prompts_ask_for_reads_back() {
         );
     }
 }
+
+/// The sentences a verifier may write about one slice (`tests/data/verifier_sentences.tsv`:
+/// whole-slice and per-organ absence, presence, hedges, an organ that is not on the slice, and
+/// the answer about the box) are read as meant: at least 99 % of them, every miss listed.
+#[test]
+fn a_verifiers_sentences_about_one_slice_are_read_as_meant() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/verifier_sentences.tsv"
+    );
+    let table = std::fs::read_to_string(path).expect("the sentence table");
+    let state = |symbol: &str| match symbol {
+        "y" => Some(TumorPresence::Yes),
+        "n" => Some(TumorPresence::No),
+        "u" => Some(TumorPresence::Uncertain),
+        "-" => None,
+        other => panic!("unknown state {other:?}"),
+    };
+    let mut total = 0usize;
+    let mut misses = Vec::new();
+    for line in table.lines().filter(|line| !line.starts_with('#')) {
+        let (expected, sentence) = line.split_once('\t').expect("a tab after the states");
+        let symbols: Vec<&str> = expected.split_whitespace().collect();
+        assert_eq!(symbols.len(), 5, "{line}");
+        let read = read_report(sentence);
+        let organs_right = Organ::ALL.iter().zip(&symbols).all(|(&organ, symbol)| {
+            read.findings.organ(organ).tumor == state(symbol).unwrap_or(TumorPresence::NotMentioned)
+        });
+        let box_right = read.findings.inside_box == state(symbols[4]);
+        // Whatever a verifier writes about a slice is understood, never left unread.
+        if !(organs_right && box_right && read.unread.is_empty() && read.problems.is_empty()) {
+            misses.push(format!(
+                "{sentence:?}: expected {expected}, read {:?} / box {:?} / unread {}",
+                Organ::ALL.map(|organ| read.findings.organ(organ).tumor),
+                read.findings.inside_box,
+                read.unread.len()
+            ));
+        }
+        total += 1;
+    }
+    assert!(total >= 200, "only {total} sentences");
+    assert!(
+        misses.len() * 100 <= total,
+        "{} of {total} misread:\n{}",
+        misses.len(),
+        misses.join("\n")
+    );
+}

@@ -13,10 +13,11 @@ use keyslice::scoring::{Reference, RewardWeights, SizeTolerance, TruthRecord, sc
 /// 256 × 256 slices.
 const TUMOR_TRUTH: &str = r#"{"case_id":"tumor","report":"FINDINGS:\nLiver lesions:\nLiver lesion 1:\nLocation: hepatic segment 5.\nSize: 1.0 x 0.9 cm.\nEnhancement relative to liver: Hypoattenuating.\nPancreas: no tumor.\nLeft kidney: no tumor.\nRight kidney: no tumor.\nIMPRESSION:\nLiver tumor present.\nNo tumor in the pancreas, left kidney, right kidney.\nKey slice: 102.\nBox on key slice: columns 95-99, rows 93-97.",
 "lesion_extents":[{"organ":"liver","first_slice":98,"last_slice":106,"largest_slice":102}],
-"slice_size":[256,256]}"#;
+"slice_size":[256,256],"slices":200}"#;
 
-/// A case without a tumor.
-const CLEAN_TRUTH: &str = r#"{"case_id":"clean","report":"Liver: no tumor. Pancreas: no tumor. Left kidney: no tumor. Right kidney: no tumor.","slice_size":[256,256]}"#;
+/// A case without a tumor: its truth report names no key slice, as a tumor-free answer need
+/// not.
+const CLEAN_TRUTH: &str = r#"{"case_id":"clean","report":"Liver: no tumor. Pancreas: no tumor. Left kidney: no tumor. Right kidney: no tumor.","slice_size":[256,256],"slices":200}"#;
 
 const NEGATIVE: &str = "FINDINGS:\nLiver: no tumor.\nPancreas: no tumor.\nLeft kidney: no tumor.\nRight kidney: no tumor.\nIMPRESSION:\nNo tumor in the liver, pancreas, left kidney, right kidney.";
 
@@ -54,6 +55,7 @@ fn well_formed(tumor: bool) -> Vec<(&'static str, String)> {
     } else {
         vec![
             ("right", format!("{NEGATIVE}\nKey slice: 80.")),
+            ("right, no key slice", NEGATIVE.to_string()),
             (
                 "narrative, right",
                 "The liver is unremarkable without focal lesion. No pancreatic mass. \
@@ -72,7 +74,7 @@ fn adversarial(tumor: bool) -> Vec<(&'static str, String)> {
         format!("{NEGATIVE}\nKey slice: 80.")
     };
     let key = if tumor { 102 } else { 80 };
-    vec![
+    let mut answers = vec![
         ("empty", String::new()),
         (
             "garbage",
@@ -83,10 +85,6 @@ fn adversarial(tumor: bool) -> Vec<(&'static str, String)> {
             "I'm sorry, but I cannot provide a diagnosis from medical images. Please consult a \
              qualified radiologist."
                 .to_string(),
-        ),
-        (
-            "boilerplate all-negative, no key slice",
-            NEGATIVE.to_string(),
         ),
         (
             "contradictory statements",
@@ -128,7 +126,47 @@ fn adversarial(tumor: bool) -> Vec<(&'static str, String)> {
                 "肝脏：未见肿瘤。胰腺：未见肿瘤。左肾：未见肿瘤。右肾：未见肿瘤。关键切片：{key}。"
             ),
         ),
-    ]
+        (
+            "a lesion slice range past the end of the volume",
+            format!("{right}\nLesion slices: 0-9999."),
+        ),
+    ];
+    if tumor {
+        // Evidence the verifier cannot read: each would skip the consistency term.
+        answers.extend([
+            (
+                "a key slice outside the volume",
+                tumor_report("1.0 x 0.9 cm", 5, 400),
+            ),
+            (
+                "a lesion range that misses the key slice",
+                format!("{right}\nLesion slices: 10-20."),
+            ),
+            (
+                "a box outside the slice",
+                format!("{right}\nBox on key slice: columns 250-300, rows 93-97."),
+            ),
+            (
+                "a box with its corners out of order",
+                format!("{right}\nBox on key slice: columns 99-95, rows 93-97."),
+            ),
+        ]);
+    } else {
+        // Evidence of a lesion the answer does not claim.
+        answers.push((
+            "a tumor-free answer with a box",
+            format!("{right}\nBox on key slice: columns 95-99, rows 93-97."),
+        ));
+    }
+    answers
+}
+
+/// Hedging: "possible tumor" in every organ, with a key slice.
+fn hedged(key: u32) -> String {
+    format!(
+        "Liver: possible tumor. Pancreas: possible tumor. Left kidney: possible tumor. \
+         Right kidney: possible tumor. Key slice: {key}."
+    )
 }
 
 fn score(answer: &str, truth: &TruthRecord) -> (f64, Vec<String>) {
@@ -143,7 +181,7 @@ fn score(answer: &str, truth: &TruthRecord) -> (f64, Vec<String>) {
         &reference,
         &RewardWeights::default(),
         SizeTolerance::default(),
-        truth.slice_size,
+        truth.volume_size(),
     );
     (
         scored.rewards.total,
@@ -181,6 +219,26 @@ fn no_adversarial_answer_scores_like_a_right_one() {
         let _ = writeln!(
             table,
             "| {case} | presence wrong (hallucinated or missed) | well-formed | {hallucinated_total:.3} | |"
+        );
+        if tumor {
+            // The boilerplate tumor-free answer is well-formed: on a tumor case it is a miss.
+            let (missed, faults) = score(NEGATIVE, &truth);
+            assert!(faults.is_empty(), "{faults:?}");
+            assert!(missed < lowest_right, "{missed} against {lowest_right}");
+            let _ = writeln!(
+                table,
+                "| {case} | boilerplate tumor-free, no key slice (a miss) | well-formed | {missed:.3} | |"
+            );
+        }
+        let (hedge, faults) = score(&hedged(if tumor { 102 } else { 80 }), &truth);
+        assert!(faults.is_empty(), "{faults:?}");
+        assert!(
+            hedge < lowest_right,
+            "{case}: hedging in every organ scores {hedge} against {lowest_right} for the lowest right answer"
+        );
+        let _ = writeln!(
+            table,
+            "| {case} | possible tumor in every organ | well-formed, hedged | {hedge:.3} | |"
         );
         for (name, answer) in adversarial(tumor) {
             let (total, faults) = score(&answer, &truth);
@@ -221,4 +279,16 @@ fn no_adversarial_answer_scores_like_a_right_one() {
         committed == page,
         "docs/reward.md differs from the suite's scores; rerun with UPDATE_DOCS=1 and review the diff"
     );
+}
+
+/// A truth's own report is the best answer there is: it scores 1.0 on its case, tumor or not.
+#[test]
+fn every_truth_report_scores_one_on_its_own_case() {
+    for truth_text in [TUMOR_TRUTH, CLEAN_TRUTH] {
+        let truth = TruthRecord::from_json(truth_text).expect("the suite's truth reads");
+        let report = truth.report.clone().expect("a truth report");
+        let (total, faults) = score(&report, &truth);
+        assert!(faults.is_empty(), "{}: {faults:?}", truth.case_id);
+        assert!((total - 1.0).abs() < 1e-12, "{}: {total}", truth.case_id);
+    }
 }

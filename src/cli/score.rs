@@ -16,7 +16,8 @@ use crate::scoring::metrics::{
     BinaryMetrics, DatasetMetrics, MissingCase, ScoredCase, dataset_metrics,
 };
 use crate::scoring::{
-    LesionExtent, Prediction, Reference, RewardWeights, SizeTolerance, rewards, score_answer,
+    LesionExtent, Prediction, Reference, RewardWeights, SizeTolerance, VolumeSize, rewards,
+    score_answer,
 };
 
 /// Arguments of `score`.
@@ -51,7 +52,7 @@ struct OwnedCase {
     case_id: String,
     truth: Findings,
     extents: Vec<LesionExtent>,
-    slice_size: Option<[u32; 2]>,
+    size: VolumeSize,
     predicted: Findings,
     key_slice: Option<u32>,
     local: Option<Findings>,
@@ -92,7 +93,7 @@ pub fn run(args: &ScoreArgs) -> Result<(), CliError> {
                 CliError::Argument(format!("{error} ({})", args.truth.display()))
             })?,
             extents: truth.lesion_extents.clone(),
-            slice_size: truth.slice_size,
+            size: truth.volume_size(),
             predicted,
             key_slice,
             local,
@@ -164,7 +165,7 @@ fn per_case(
             &reference,
             &weights,
             tolerance,
-            case.slice_size,
+            case.size,
         );
         let faults: Vec<String> = scored.faults.iter().map(ToString::to_string).collect();
         (scored.rewards, scored.problems, faults)

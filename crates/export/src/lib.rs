@@ -196,6 +196,8 @@ pub struct ExportCase {
     pub frames: Vec<usize>,
     /// Columns and rows of the CT's axial slices (once its frames are written).
     pub slice_size: Option<[u32; 2]>,
+    /// Axial slices of the CT (once its frames are written).
+    pub slices: Option<u32>,
     /// The CT's path (never written to an export).
     pub volume_path: PathBuf,
 }
@@ -236,6 +238,7 @@ impl ExportCase {
             case_id: self.pseudonym.clone(),
             findings: Some(self.findings.without_spans()),
             slice_size: self.slice_size,
+            slices: self.slices,
             ..Default::default()
         }
     }
@@ -612,6 +615,7 @@ fn gather(
             key_slice_uid: original_uid.map(|uid| pseudonyms.uid(&uid)),
             frames: Vec::new(),
             slice_size: None,
+            slices: None,
             volume_path: entry.volume.clone(),
         });
     }
@@ -668,7 +672,8 @@ fn write_case_files(
             invalid.push(format!("{}: {rule}", case.case_id));
             continue;
         }
-        let [columns, rows, _] = volume.dims();
+        let [columns, rows, slices] = volume.dims();
+        case.slices = u32::try_from(slices).ok();
         case.slice_size = u32::try_from(columns)
             .ok()
             .zip(u32::try_from(rows).ok())

@@ -357,6 +357,7 @@ fn truth_from_masks(
             .ok()
             .zip(u32::try_from(dims[1]).ok())
             .map(|(columns, rows)| [columns, rows]),
+        slices: u32::try_from(dims[2]).ok(),
     })
 }
 

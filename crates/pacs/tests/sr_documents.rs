@@ -84,6 +84,7 @@ fn ai_result(sop: &str) -> CaseResult {
             attenuation: Some(1.0),
             size: None,
             region: Some(1.0),
+            findings: Vec::new(),
         }),
     }
 }

@@ -63,7 +63,7 @@ fn score(
         &reference,
         &weights,
         SizeTolerance::default(),
-        truth.slice_size,
+        truth.volume_size(),
     );
     serde_json::to_string(&scored).map_err(|e| PyValueError::new_err(e.to_string()))
 }

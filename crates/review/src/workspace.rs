@@ -198,8 +198,27 @@ pub fn attention(prediction: Option<&Prediction>) -> Option<String> {
             "called negative with no evidence slice: check for a missed tumor".into()
         });
     }
-    if prediction.consistency.is_none() {
+    let Some(consistency) = &prediction.consistency else {
         return Some("not verified: no local description of the key slice".into());
+    };
+    if let Some(unverified) = consistency
+        .findings
+        .iter()
+        .find(|finding| finding.standing == keyslice_core::scoring::Standing::Unverified)
+    {
+        let count = consistency
+            .findings
+            .iter()
+            .filter(|finding| finding.standing == keyslice_core::scoring::Standing::Unverified)
+            .count();
+        return Some(if count == 1 {
+            format!(
+                "unverified: the key slice does not show the {} finding",
+                unverified.organ
+            )
+        } else {
+            format!("unverified: the key slice does not show {count} of the findings")
+        });
     }
     if warned("not understood") {
         return Some("part of the model's answer was not read".into());

@@ -364,7 +364,8 @@ impl Findings {
     /// Makes the findings keep the rule no report may break, and says what that dropped, one
     /// sentence each: an organ without a tumor (no, not mentioned) holds no lesion, and
     /// findings without any tumor have no evidence box and no lesion slice range (what the
-    /// diagnosis prompt asks: "when no organ has a tumor, give the key slice only"). The
+    /// diagnosis prompt asks: "when no organ has a tumor, give no box and no lesion slices";
+    /// a key slice is then optional, the one rule the reward's form check keeps too). The
     /// editor, the exports and the SR writer all go through it; the SR reader refuses a
     /// document that breaks it.
     pub fn drop_contradictions(&mut self) -> Vec<String> {

@@ -103,8 +103,20 @@ regex!(
 );
 regex!(INSIDE_BOX, r"(?i)\binside\s+the\s+box\s*[:,-]\s*(.+)$");
 regex!(
-    NOTHING_VISIBLE,
-    r"(?i)^\s*(?:there\s+is\s+)?no\s+(?:lesions?|tumou?rs?|masse?s?|focal\s+lesions?)\s+(?:is\s+|are\s+)?(?:visible|seen|identified|present|detected)(?:\s+(?:on|in)\s+(?:this|the)\s+(?:slice|image))?\s*\.?\s*$"
+    SLICE_PREFIX,
+    r"(?i)^\s*(?:on\s+)?(?:this\s+|the\s+)?(?:slice|image)(?:\s+\d+)?\s*[:,-]?\s*"
+);
+regex!(
+    ABNORMAL,
+    r"(?i)\babnormal(?:ity|ities)?\b|\bsuspicious\b|\bfindings?\b"
+);
+regex!(
+    BARE_NEGATIVE,
+    r"(?i)^\s*(?:unremarkable|normal|none|negative|nothing|clear|clean)\s*\.?\s*$"
+);
+regex!(
+    NOT_ON_SLICE,
+    r"(?i)\bnot\s+(?:on|in|visible|included|shown|seen|imaged|captured|depicted)\b.*\b(?:slice|image|section|field\s+of\s+view)\b|\boutside\s+(?:this|the)\s+(?:slice|image|section|field)|\bdoes\s+not\s+(?:include|show|contain|cover)\s+the\b|\bnot\s+included\b|\bnot\s+in\s+(?:the\s+)?field\b"
 );
 regex!(
     BOX_MM,
@@ -149,11 +161,11 @@ regex!(
 );
 regex!(
     UNCERTAIN,
-    r"(?i)\bcan\s*not\s+(?:be\s+)?exclude|\bcannot\s+(?:be\s+)?(?:excluded|exclude)|\bnot\s+(?:be\s+)?excluded|\bpossibl[ey]\b|\bprobabl[ey]\b|\bmay\s+(?:represent|be)\b|\blikely\s+(?:a\s+)?(?:cyst|hemangioma|haemangioma|benign)|\bindeterminate\b|\bquestionable\b|\bequivocal\b|\bcould\s+represent\b|\btoo\s+small\s+to\s+characteri[sz]e\b"
+    r"(?i)\bcan\s*not\s+(?:be\s+)?exclude|\bcannot\s+(?:be\s+)?(?:excluded|exclude)|\bnot\s+(?:be\s+)?excluded|\bpossibl[ey]\b|\bprobabl[ey]\b|\bmay\s+(?:represent|be|harbou?r|contain)\b|\blikely\s+(?:a\s+)?(?:cyst|hemangioma|haemangioma|benign)|\bindeterminate\b|\bquestionable\b|\bequivocal\b|\bcould\s+represent\b|\btoo\s+small\s+to\s+characteri[sz]e\b"
 );
 regex!(
     NEGATION,
-    r"(?i)\bno\b|\bnot\s+(?:seen|identified|visuali[sz]ed|present|detected)\b|\bwithout\b|\bnegative\s+for\b|\bfree\s+of\b|\babsence\s+of\b|\bunremarkable\b|\bnormal\b|\bnone\b"
+    r"(?i)\bno\b|\bnot\s+(?:seen|identified|visuali[sz]ed|present|detected)\b|\bwithout\b|\bnegative\s+for\b|\bfree\s+of\b|\babsence\s+of\b|\bunremarkable\b|\bnormal\b|\bnone\b|\bnothing\b"
 );
 regex!(
     LESION,
@@ -425,9 +437,14 @@ fn read_segment(text: &str, span: Span, state: &mut State) {
         }
         return;
     }
-    // "No lesion is visible on this slice." (what the verifier prompt asks for when there is
-    // none): every organ the text has not spoken of has no tumor.
-    if NOTHING_VISIBLE.is_match(sentence) {
+    // "The pancreas is not on this slice.": the organ is spoken of, and nothing is said of a
+    // tumor in it (a claim there stays unverified, not denied).
+    if !LESION.is_match(sentence) && NOT_ON_SLICE.is_match(sentence) && ORGAN.is_match(sentence) {
+        return;
+    }
+    // "No lesion is visible on this slice.", "Slice 40: no lesion." (what the verifier prompt
+    // asks for when there is none): every organ the text has not spoken of has no tumor.
+    if whole_slice_negative(sentence) {
         for organ in Organ::ALL {
             let finding = state.findings.organ_mut(organ);
             if finding.tumor == TumorPresence::NotMentioned {
@@ -445,6 +462,26 @@ fn read_segment(text: &str, span: Span, state: &mut State) {
         };
         unread(state, text, span, reason);
     }
+}
+
+/// Whether `sentence` says that the slice as a whole shows no lesion: it names no organ,
+/// hedges nothing and speaks of no "other" lesion, and negates a lesion or an abnormality
+/// ("No focal lesion is identified.", "Slice 40: nothing abnormal."), or, after a slice
+/// prefix, is a bare negative ("Slice 40: unremarkable.").
+fn whole_slice_negative(sentence: &str) -> bool {
+    let prefix = SLICE_PREFIX.find(sentence).map_or(0, |found| found.end());
+    let rest = &sentence[prefix..];
+    if ORGAN.is_match(rest)
+        || UNCERTAIN.is_match(rest)
+        || OTHER.is_match(rest)
+        || INSIDE_BOX.is_match(sentence)
+    {
+        return false;
+    }
+    if prefix > 0 && BARE_NEGATIVE.is_match(rest) {
+        return true;
+    }
+    NEGATION.is_match(rest) && (LESION.is_match(rest) || ABNORMAL.is_match(rest))
 }
 
 fn unread(state: &mut State, text: &str, span: Span, reason: &str) {

@@ -231,7 +231,12 @@ pub fn write_local_description(slice_index: u32, findings: &Findings) -> String 
         );
     }
     if text.is_empty() {
-        let _ = writeln!(text, "Slice {slice_index}: no lesion visible.");
+        // Nothing stated of any organ: the organs are not on the slice, which is not the same
+        // as showing them clean (a claim there is unverified, not denied).
+        let _ = writeln!(
+            text,
+            "Slice {slice_index}: the liver, pancreas and kidneys are not on this slice."
+        );
     }
     match findings.inside_box {
         Some(TumorPresence::Yes) => text.push_str("Inside the box: lesion.\n"),

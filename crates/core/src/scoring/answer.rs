@@ -6,10 +6,20 @@
 //!
 //! A policy optimised on a reward finds whatever the reward forgives, so an answer is first
 //! checked for form ([`form_faults`]): it states tumor presence for each of the four organs,
-//! names exactly one key slice (the slice its conclusion rests on, which the verifier
-//! re-reads; for a normal CT the slice the organs are best seen on), never states an organ
-//! both with and without a tumor, keeps to [`MAX_ANSWER_CHARS`] characters, is mostly text
-//! the reader can use, and gives no box covering more than [`MAX_BOX_FRACTION`] of the slice.
+//! never states an organ both with and without a tumor, keeps to [`MAX_ANSWER_CHARS`]
+//! characters, is mostly text the reader can use, and its evidence is evidence:
+//!
+//! - an answer that claims a tumor (or hedges one) names exactly one key slice, the slice its
+//!   conclusion rests on, which the verifier re-reads;
+//! - a tumor-free answer needs no key slice and may name one (a slice that shows the organs
+//!   clean), but gives no box and no lesion slice range: there is no lesion for them to
+//!   bound. This is the one rule the prompts, the model, the review and the exports keep, so
+//!   a tumor-free truth report is well-formed;
+//! - every key slice, box and slice range lies inside the volume (when its size is known),
+//!   the range holds the key slice, and no box covers more than [`MAX_BOX_FRACTION`] of the
+//!   slice: evidence the verifier cannot read is a fault, never a way to skip the
+//!   verifier.
+//!
 //! A well-formed answer earns the E-MRL terms (format 1). An answer with any fault earns at
 //! most [`MALFORMED_CAP`]: `MALFORMED_CAP × (organs stated + [one key slice]) ÷ 5`, so
 //! empty text, garbage, a refusal and another language earn 0, and every faulty answer earns
@@ -18,7 +28,7 @@
 use serde::Serialize;
 
 use super::{Prediction, Reference, RewardWeights, Rewards, SizeTolerance, rewards};
-use crate::findings::evidence::box_problem;
+use crate::findings::evidence::{box_problem, evidence_problems};
 use crate::findings::{Organ, ReadReport, TumorPresence, read_report};
 
 /// Longest answer scored as a report: a report of four organs with several lesions each is
@@ -68,6 +78,16 @@ pub enum FormFault {
         /// Share of the slice it covers.
         fraction: f64,
     },
+    /// A tumor-free answer gives a box or a lesion slice range: evidence of a lesion it does
+    /// not claim.
+    EvidenceWithoutLesion,
+    /// The evidence cannot be read on the volume: a key slice outside it, a box outside the
+    /// slice or with its corners out of order, a range that leaves the volume, is inverted or
+    /// does not hold the key slice.
+    Evidence {
+        /// What is wrong, as a sentence.
+        problem: String,
+    },
 }
 
 impl std::fmt::Display for FormFault {
@@ -90,29 +110,59 @@ impl std::fmt::Display for FormFault {
             Self::BoxTooLarge { fraction } => {
                 write!(f, "the box covers {:.0}% of the slice", 100.0 * fraction)
             }
+            Self::EvidenceWithoutLesion => write!(
+                f,
+                "no organ is given a tumor, yet a box or lesion slice range is"
+            ),
+            Self::Evidence { problem } => f.write_str(problem),
         }
     }
 }
 
-/// The form faults of `answer` as read into `read` (see the module text); `slice_size`
-/// (columns, rows) enables the box check.
+/// The size of the volume an answer's evidence refers to, as far as it is known.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VolumeSize {
+    /// Columns and rows of the axial slices: the box is checked against them.
+    pub slice_size: Option<[u32; 2]>,
+    /// Axial slices: the key slice and the lesion range are checked against them.
+    pub slices: Option<u32>,
+}
+
+/// The form faults of `answer` as read into `read` (see the module text), its evidence
+/// checked against `size` as far as it is known.
 #[must_use]
-pub fn form_faults(
-    answer: &str,
-    read: &ReadReport,
-    slice_size: Option<[u32; 2]>,
-) -> Vec<FormFault> {
+pub fn form_faults(answer: &str, read: &ReadReport, size: VolumeSize) -> Vec<FormFault> {
     let mut faults: Vec<FormFault> = Organ::ALL
         .into_iter()
         .filter(|&organ| read.findings.organ(organ).tumor == TumorPresence::NotMentioned)
         .map(|organ| FormFault::OrganNotStated { organ })
         .collect();
+    let claims_tumor = read.findings.any_tumor();
     match read.key_slices.len() {
-        0 => faults.push(FormFault::NoKeySlice),
-        1 => {}
+        0 if claims_tumor => faults.push(FormFault::NoKeySlice),
+        0 | 1 => {}
         _ => faults.push(FormFault::SeveralKeySlices {
             slices: read.key_slices.clone(),
         }),
+    }
+    if !claims_tumor && (read.findings.slice_box.is_some() || read.findings.lesion_slices.is_some())
+    {
+        faults.push(FormFault::EvidenceWithoutLesion);
+    }
+    let unknown = u32::MAX as usize;
+    let dims = [
+        size.slice_size
+            .map_or(unknown, |[columns, _]| columns as usize),
+        size.slice_size.map_or(unknown, |[_, rows]| rows as usize),
+        size.slices.map_or(unknown, |slices| slices as usize),
+    ];
+    // A box without a key slice is already a missing key slice (or evidence without a lesion).
+    if read.findings.key_slice.is_some() {
+        faults.extend(
+            evidence_problems(&read.findings, dims)
+                .into_iter()
+                .map(|problem| FormFault::Evidence { problem }),
+        );
     }
     faults.extend(
         read.contradictions
@@ -135,7 +185,7 @@ pub fn form_faults(
             faults.push(FormFault::MostlyUnread { fraction });
         }
     }
-    if let (Some([columns, rows]), Some(slice_box)) = (slice_size, &read.findings.slice_box) {
+    if let (Some([columns, rows]), Some(slice_box)) = (size.slice_size, &read.findings.slice_box) {
         let [c0, r0, c1, r1] = slice_box.voxels;
         let span = |a: u32, b: u32, limit: u32| {
             f64::from(b.min(limit.saturating_sub(1)).saturating_sub(a) + 1)
@@ -151,13 +201,18 @@ pub fn form_faults(
     faults
 }
 
-/// The share of the form an answer has: organs stated and one key slice, of five.
+/// The share of the form an answer has: organs stated and the key slice (one where a tumor
+/// is claimed; none needed once a tumor-free answer states every organ), of five.
 fn structure(read: &ReadReport) -> f64 {
     let stated = Organ::ALL
         .into_iter()
         .filter(|&organ| read.findings.organ(organ).tumor != TumorPresence::NotMentioned)
         .count();
-    let one_key = usize::from(read.key_slices.len() == 1);
+    // A tumor-free answer needs no key slice once it states every organ.
+    let one_key = usize::from(match read.key_slices.len() {
+        0 => !read.findings.any_tumor() && stated == Organ::ALL.len(),
+        count => count == 1,
+    });
     (stated + one_key) as f64 / 5.0
 }
 
@@ -177,8 +232,8 @@ pub struct AnswerScore {
 }
 
 /// The reward of `answer` (a report), with `local_description` the verifier's text about
-/// its key slice when one was produced, against `reference`; `slice_size` (columns, rows of
-/// the slice) when known.
+/// its key slice when one was produced, against `reference`; the volume's `size` as far as
+/// it is known.
 #[must_use]
 pub fn score_answer(
     answer: &str,
@@ -186,7 +241,7 @@ pub fn score_answer(
     reference: &Reference<'_>,
     weights: &RewardWeights,
     tolerance: SizeTolerance,
-    slice_size: Option<[u32; 2]>,
+    size: VolumeSize,
 ) -> AnswerScore {
     let read = read_report(answer);
     let local = local_description.map(read_report);
@@ -209,7 +264,7 @@ pub fn score_answer(
         slice_box: findings.slice_box.as_ref(),
         local_description: local.as_ref().map(|local| &local.findings),
     };
-    let faults = form_faults(answer, &read, slice_size);
+    let faults = form_faults(answer, &read, size);
     let mut scored = rewards(&prediction, reference, weights, tolerance);
     if faults.is_empty() {
         scored.format = 1.0;

@@ -67,10 +67,10 @@ pub struct AttributeCheck {
 
 /// Checks every value the report states against the local description.
 ///
-/// Presence: a claimed tumor agrees when the slice shows a lesion in that organ, is not
-/// shown when the slice shows lesions elsewhere only, and disagrees when the slice shows no
-/// lesion at all (the named evidence does not support the report). A denied tumor disagrees
-/// when the slice shows one there. Lesion values are compared with the local lesion of the
+/// Presence: a claimed tumor agrees when the slice shows a lesion in that organ, disagrees
+/// when the verifier states the organ (or the whole slice) clean, and is not shown when the
+/// verifier says nothing of the organ (it is not on the key slice: the claim is unverified).
+/// A denied tumor disagrees when the slice shows one there. Lesion values are compared with the local lesion of the
 /// same organ that agrees best, like [`super::consistency`].
 #[must_use]
 pub fn attribute_checks(
@@ -78,15 +78,15 @@ pub fn attribute_checks(
     local: &Findings,
     tolerance: SizeTolerance,
 ) -> Vec<AttributeCheck> {
-    let slice_shows_any = local.any_tumor();
     let mut checks = Vec::new();
     for organ in Organ::ALL {
         let claimed = report.organ(organ);
         let shown = local.organ(organ);
         let presence = match (claimed.tumor.as_positive(), shown.tumor.as_positive()) {
             (true, true) | (false, false) => Verdict::Agrees,
-            (true, false) if slice_shows_any => Verdict::NotShown,
-            _ => Verdict::Disagrees,
+            (true, false) if super::verifier_denies(local, organ) => Verdict::Disagrees,
+            (true, false) => Verdict::NotShown,
+            (false, true) => Verdict::Disagrees,
         };
         // An organ the report never mentions and the slice does not show is no finding.
         if claimed.span.is_some() || claimed.tumor.as_positive() || shown.tumor.as_positive() {
@@ -268,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn a_second_lesion_off_the_key_slice_is_not_shown_there_rather_than_differing() {
+    fn a_second_lesion_off_the_key_slice_is_unverified_rather_than_differing() {
         let report = findings(
             "Liver lesion 1: Location: segment 7. Size: 2.6 x 1.4 cm. Attenuation: \
              hypoattenuating.\nLiver lesion 2: Location: segment 3. Size: 1.0 x 0.6 cm. \
@@ -283,8 +283,24 @@ mod tests {
             .map(|check| check.verdict)
             .collect();
         assert_eq!(second, [Verdict::NotShown; 3], "{checks:?}");
+        // The key slice bears out the first lesion; the second has no evidence, and the case
+        // takes its weakest finding.
         let score = super::super::consistency(&report, &local, tolerance);
-        assert!((score.score - 1.0).abs() < 1e-9, "{score:?}");
+        let standings: Vec<_> = score
+            .findings
+            .iter()
+            .map(|f| (f.standing, f.score))
+            .collect();
+        assert_eq!(
+            standings,
+            [
+                (super::super::Standing::Agrees, 1.0),
+                (super::super::Standing::Unverified, 0.0)
+            ],
+            "{score:?}"
+        );
+        assert!(score.has_unverified());
+        assert!(score.score.abs() < 1e-9, "{score:?}");
     }
 
     /// Every per-attribute figure of the consistency is below 1 exactly when a check of that
@@ -332,5 +348,63 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Each way the verifier can stand on a claim: it shows it, states the organ clean,
+    /// cannot see it, or shows a lesion the report lacks; only the first agrees.
+    #[test]
+    fn a_claim_the_verifier_denies_or_cannot_see_scores_zero_and_the_case_its_weakest() {
+        use super::super::Standing;
+        let tolerance = SizeTolerance::default();
+        let report = findings(
+            "Liver: a 3.0 x 2.5 cm hypoattenuating lesion in segment 7. \
+             Pancreas: a 2.0 cm lesion in the pancreatic tail. Kidneys: no tumor.",
+        );
+        let standing = |local: &str, organ: Organ| {
+            let score = super::super::consistency(&report, &findings(local), tolerance);
+            let finding = score
+                .findings
+                .iter()
+                .find(|finding| finding.organ == organ)
+                .copied()
+                .expect("the organ's finding");
+            (finding.standing, finding.score, score.score)
+        };
+        // The slice shows the liver lesion and states the pancreas clean: the pancreas claim
+        // is denied, and the case scores 0 however well the liver agrees.
+        let denied = "Slice 40: hypoattenuating lesion in the liver (hepatic segment 7), \
+                      3.1 x 2.4 cm. Slice 40: no lesion in the pancreas.";
+        assert_eq!(standing(denied, Organ::Liver), (Standing::Agrees, 1.0, 0.0));
+        assert_eq!(
+            standing(denied, Organ::Pancreas),
+            (Standing::Denied, 0.0, 0.0)
+        );
+        // The pancreas is not on the slice: unverified, never agreeing.
+        let unseen =
+            "Slice 40: hypoattenuating lesion in the liver (hepatic segment 7), 3.1 x 2.4 cm.";
+        assert_eq!(
+            standing(unseen, Organ::Pancreas),
+            (Standing::Unverified, 0.0, 0.0)
+        );
+        // A kidney lesion the report calls absent.
+        let missed = "Slice 40: lesion in the left kidney.";
+        assert_eq!(
+            standing(missed, Organ::KidneyLeft),
+            (Standing::NotReported, 0.0, 0.0)
+        );
+        // A whole slice called clean denies every claim.
+        assert_eq!(
+            standing("Slice 40: no lesion.", Organ::Liver),
+            (Standing::Denied, 0.0, 0.0)
+        );
+        // A tumor-free report on a clean slice agrees.
+        let clean = findings("Liver: no tumor. Pancreas: no tumor. Kidneys: no tumor.");
+        let score = super::super::consistency(
+            &clean,
+            &findings("No lesion is visible on this slice."),
+            tolerance,
+        );
+        assert!(score.findings.is_empty());
+        assert!((score.score - 1.0).abs() < 1e-12, "{score:?}");
     }
 }

@@ -7,11 +7,11 @@
 //!
 //! | term | formula |
 //! |---|---|
-//! | format | ½·[the report states something about an organ] + ½·[a key slice is given] |
+//! | format | ½·[the report states something about an organ] + ½·[a key slice is given, or no tumor is claimed] |
 //! | existence | mean over the four organs of 1 (definite and right), ½ (uncertain), 0 (wrong); not mentioned counts as "no" |
-//! | attributes | lesions matched within each organ (best pairs first); a pair scores the mean of the truth's attributes it gets right (size within tolerance, overlapping location, same attenuation); sum of pair scores ÷ Σ max(truth lesions, predicted lesions); 1 when neither side describes a lesion |
+//! | attributes | lesions matched within each organ (best pairs first; an organ given a tumor with no lesion described has one undescribed lesion); a pair scores the mean of the truth's attributes it gets right (size within tolerance, overlapping location, same attenuation); sum of pair scores ÷ Σ max(truth lesions, predicted lesions); 1 when neither side describes a lesion |
 //! | localization | mean of the slice part and the box part, each when it can be scored. Slice: key slice inside a true lesion's slice extent (from masks, else the truth's `lesion_slices` around its key slice): ½ + ½·(1 − distance to that lesion's largest-area slice ÷ its half extent); outside every extent: 0. Box: when the truth has a box, IoU of the predicted box with it if the predicted key slice lies in a true extent (or within 2 slices of the true key slice), else 0 |
-//! | consistency | see [`consistency`]: agreement of the report with the local description on what one slice can show |
+//! | consistency | see [`consistency`]: per finding, whether the verifier shows it (values compared), denies it or cannot see it (0); the case scores its weakest finding |
 //! | total | Σ weightᵢ·termᵢ ÷ Σ weightᵢ over the terms that were scored |
 //!
 //! Core module: no file formats, no GPU, no UI.
@@ -24,7 +24,7 @@ pub mod truth;
 
 use serde::{Deserialize, Serialize};
 
-pub use answer::{AnswerScore, FormFault, score_answer};
+pub use answer::{AnswerScore, FormFault, VolumeSize, score_answer};
 pub use checks::{Attribute, AttributeCheck, Verdict, attribute_checks};
 pub use truth::{TruthError, TruthRecord};
 
@@ -90,8 +90,9 @@ impl SizeTolerance {
     }
 }
 
-/// Per-attribute agreement between a report and a local description.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+/// Agreement between a report and a local description: the score (the weakest finding's),
+/// per attribute and per finding.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Consistency {
     /// Overall score in [0, 1]: mean of the components below that could be compared.
     pub score: f64,
@@ -108,10 +109,14 @@ pub struct Consistency {
     /// asked): see [`region_agreement`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<f64>,
+    /// The verifier's standing on each finding (empty in results made before findings were
+    /// verified one by one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<FindingConsistency>,
 }
 
 /// All reward terms for one prediction.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Rewards {
     /// Format term.
     pub format: f64,
@@ -157,8 +162,8 @@ pub fn format_score(prediction: &Prediction<'_>) -> f64 {
         .organs
         .values()
         .any(|organ| organ.tumor != TumorPresence::NotMentioned);
-    0.5 * f64::from(u8::from(states_something))
-        + 0.5 * f64::from(u8::from(prediction.key_slice.is_some()))
+    let evidence = prediction.key_slice.is_some() || !prediction.report.any_tumor();
+    0.5 * f64::from(u8::from(states_something)) + 0.5 * f64::from(u8::from(evidence))
 }
 
 /// Existence term for one organ.
@@ -277,8 +282,8 @@ pub fn attribute_score(
     let mut denominator = 0usize;
     let mut counts = AttributeCounts::default();
     for organ in Organ::ALL {
-        let truth_lesions = &truth.organ(organ).lesions;
-        let predicted_lesions = &predicted.organ(organ).lesions;
+        let truth_lesions = &claimed_lesions(truth, organ);
+        let predicted_lesions = &claimed_lesions(predicted, organ);
         denominator += truth_lesions.len().max(predicted_lesions.len());
         let matched = match_lesions(predicted_lesions, truth_lesions, tolerance);
         for (_, _, score, pair_counts) in &matched {
@@ -300,6 +305,18 @@ pub fn attribute_score(
         numerator / denominator as f64
     };
     AttributeScore { score, counts }
+}
+
+/// The lesions `findings` claims in `organ`: those described, or one undescribed lesion
+/// when the organ is given a tumor (or a hedged one) without a lesion described, so a claim
+/// never costs less for leaving its lesion out.
+fn claimed_lesions(findings: &Findings, organ: Organ) -> std::borrow::Cow<'_, [Lesion]> {
+    let finding = findings.organ(organ);
+    if finding.lesions.is_empty() && finding.tumor.as_positive() {
+        std::borrow::Cow::Owned(vec![Lesion::default()])
+    } else {
+        std::borrow::Cow::Borrowed(&finding.lesions)
+    }
 }
 
 pub(crate) fn add_counts(total: &mut AttributeCounts, more: &AttributeCounts) {
@@ -414,62 +431,239 @@ pub fn localization_score(key_slice: Option<u32>, extents: &[LesionExtent]) -> O
     Some(best)
 }
 
-/// Cross-view consistency between a report and the local description of its key slice.
-///
-/// For each lesion the slice shows (organ with "yes"/"uncertain" in the local description),
-/// `organ` is 1 when the report gives that organ a tumor; the report lesion in that organ that
-/// agrees best is compared on location, attenuation and in-plane size (each only when both
-/// state it). When the slice shows no lesion, `organ` is 1 if the report claims no tumor
-/// anywhere and 0 otherwise (the key slice does not support the report). `score` is the
-/// mean of the components compared.
-#[must_use]
-pub fn consistency(report: &Findings, local: &Findings, tolerance: SizeTolerance) -> Consistency {
-    let mut organ_scores = Vec::new();
-    let mut location = Vec::new();
-    let mut attenuation = Vec::new();
-    let mut size = Vec::new();
-    for organ in Organ::ALL {
-        let shown = local.organ(organ);
-        if !shown.tumor.as_positive() {
-            continue;
-        }
-        let claimed = report.organ(organ);
-        organ_scores.push(f64::from(u8::from(claimed.tumor.as_positive())));
-        for (index, local_lesion) in
-            checks::lesion_pairs(&claimed.lesions, &shown.lesions, tolerance)
-        {
-            let best = &claimed.lesions[index];
-            if let (Some(a), Some(b)) = (&best.location, &local_lesion.location) {
-                location.push(f64::from(u8::from(a.agrees_with(b))));
-            }
-            if let (Some(a), Some(b)) = (best.attenuation, local_lesion.attenuation) {
-                attenuation.push(f64::from(u8::from(a == b)));
-            }
-            if let (Some(a), Some(b)) = (best.size, local_lesion.size) {
-                size.push(f64::from(u8::from(tolerance.agrees(b, a))));
-            }
+/// How the verifier stands on one finding: a lesion the report claims (or an organ's tumor
+/// claimed without a lesion described), or a lesion the slice shows that the report lacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Standing {
+    /// The verifier shows the lesion; its score is how well the values agree.
+    Agrees,
+    /// The verifier states the organ (or the whole slice) free of lesions: the claim is
+    /// contradicted by the evidence the model itself named. Scores 0.
+    Denied,
+    /// The evidence does not show the claim at all (the organ or lesion is not on the key
+    /// slice, or the verifier said nothing of it): never shown as agreeing. Scores 0.
+    Unverified,
+    /// The slice shows a lesion in an organ the report calls free of tumor. Scores 0.
+    NotReported,
+}
+
+impl Standing {
+    /// The word panels and documents show.
+    #[must_use]
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Agrees => "agrees",
+            Self::Denied => "denied by the verifier",
+            Self::Unverified => "unverified",
+            Self::NotReported => "shown but not reported",
         }
     }
-    let organ = if organ_scores.is_empty() {
-        f64::from(u8::from(!report.any_tumor()))
-    } else {
-        mean(&organ_scores).unwrap_or(0.0)
-    };
-    let location = mean(&location);
-    let attenuation = mean(&attenuation);
-    let size = mean(&size);
+}
+
+/// The verifier's standing on one finding and its score in [0, 1].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FindingConsistency {
+    /// The organ.
+    pub organ: Organ,
+    /// The report lesion (index into the organ's lesions), when the finding is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lesion: Option<usize>,
+    /// How the verifier stands on it.
+    pub standing: Standing,
+    /// 0 unless it agrees; then the mean of presence (1), the lesion values both state and
+    /// the box answer.
+    pub score: f64,
+}
+
+impl Consistency {
+    /// Whether some finding has no usable evidence: the case is then never shown as
+    /// agreeing, whatever its other findings.
+    #[must_use]
+    pub fn has_unverified(&self) -> bool {
+        self.findings
+            .iter()
+            .any(|finding| finding.standing == Standing::Unverified)
+    }
+
+    /// The weakest finding, when there is one.
+    #[must_use]
+    pub fn weakest(&self) -> Option<&FindingConsistency> {
+        self.findings
+            .iter()
+            .min_by(|a, b| a.score.total_cmp(&b.score))
+    }
+}
+
+/// Whether the local description states `organ` free of lesions: the organ said clean, or
+/// nothing at all shown on a slice whose box the verifier called empty.
+pub(crate) fn verifier_denies(local: &Findings, organ: Organ) -> bool {
+    local.organ(organ).tumor == TumorPresence::No
+        || (!local.any_tumor() && local.inside_box == Some(TumorPresence::No))
+}
+
+/// Cross-view consistency between a report and the local description of its key slice, per
+/// finding.
+///
+/// Every lesion the report claims is a finding (an organ given a tumor without a lesion
+/// described is one): it **agrees** when the slice shows a lesion in that organ paired with
+/// it (the slice lesion's best report lesion, [`checks::lesion_pairs`]), and scores the mean
+/// of presence (1), location, attenuation and in-plane size (each when both state it) and the
+/// box answer ([`region_agreement`]); it is **denied** (0) when the verifier states the organ
+/// (or the whole slice) clean; it is **unverified** (0) when the slice does not show it at all.
+/// A lesion the slice shows in an organ the report calls clean is **not reported** (0). The
+/// case scores its weakest finding, so a made-up lesion the evidence does not bear out sinks
+/// the case whatever the other findings score. A report claiming no tumor, against a slice
+/// showing none, scores the mean of presence (1) and the box answer.
+///
+/// The component figures (`organ`, `location`, …) are the means over the comparisons made;
+/// `organ` over the findings the verifier spoke of (0 when it spoke of none but some were
+/// claimed).
+#[must_use]
+pub fn consistency(report: &Findings, local: &Findings, tolerance: SizeTolerance) -> Consistency {
     let region = region_agreement(report, local);
-    let parts: Vec<f64> = [Some(organ), location, attenuation, size, region]
-        .into_iter()
-        .flatten()
+    let mut findings = Vec::new();
+    let mut compared = Compared::default();
+    for organ in Organ::ALL {
+        let claimed = report.organ(organ);
+        let shown = local.organ(organ);
+        let lesions: Vec<Option<usize>> = if claimed.lesions.is_empty() {
+            vec![None]
+        } else {
+            (0..claimed.lesions.len()).map(Some).collect()
+        };
+        match (claimed.tumor.as_positive(), shown.tumor.as_positive()) {
+            (true, true) => {
+                let pairs = checks::lesion_pairs(&claimed.lesions, &shown.lesions, tolerance);
+                for lesion in lesions {
+                    findings
+                        .push(compared.finding(organ, lesion, claimed, &pairs, region, tolerance));
+                }
+            }
+            (true, false) => {
+                let standing = if verifier_denies(local, organ) {
+                    Standing::Denied
+                } else {
+                    Standing::Unverified
+                };
+                findings.extend(lesions.into_iter().map(|lesion| FindingConsistency {
+                    organ,
+                    lesion,
+                    standing,
+                    score: 0.0,
+                }));
+            }
+            (false, true) => findings.push(FindingConsistency {
+                organ,
+                lesion: None,
+                standing: Standing::NotReported,
+                score: 0.0,
+            }),
+            (false, false) => {}
+        }
+    }
+    let spoken: Vec<f64> = findings
+        .iter()
+        .filter(|finding| finding.standing != Standing::Unverified)
+        .map(|finding| f64::from(u8::from(finding.standing == Standing::Agrees)))
         .collect();
+    let organ = if findings.is_empty() {
+        1.0
+    } else {
+        mean(&spoken).unwrap_or(0.0)
+    };
+    let score = if findings.is_empty() {
+        mean_of(&[Some(organ), region])
+    } else {
+        findings
+            .iter()
+            .map(|finding| finding.score)
+            .fold(f64::INFINITY, f64::min)
+    };
     Consistency {
-        score: mean(&parts).unwrap_or(0.0),
+        score,
         organ,
-        location,
-        attenuation,
-        size,
+        location: mean(&compared.location),
+        attenuation: mean(&compared.attenuation),
+        size: mean(&compared.size),
         region,
+        findings,
+    }
+}
+
+/// The mean of the values given; 0 when none is.
+fn mean_of(parts: &[Option<f64>]) -> f64 {
+    let parts: Vec<f64> = parts.iter().flatten().copied().collect();
+    mean(&parts).unwrap_or(0.0)
+}
+
+/// The lesion values compared so far, per attribute (1 agrees, 0 differs).
+#[derive(Default)]
+struct Compared {
+    location: Vec<f64>,
+    attenuation: Vec<f64>,
+    size: Vec<f64>,
+}
+
+impl Compared {
+    /// One claimed finding of an organ the slice shows with a lesion: agreeing when a slice
+    /// lesion is paired with it (its values compared and kept), unverified when none is.
+    fn finding(
+        &mut self,
+        organ: Organ,
+        lesion: Option<usize>,
+        claimed: &crate::findings::OrganFindings,
+        pairs: &[(usize, Lesion)],
+        region: Option<f64>,
+        tolerance: SizeTolerance,
+    ) -> FindingConsistency {
+        let Some(index) = lesion else {
+            return FindingConsistency {
+                organ,
+                lesion,
+                standing: Standing::Agrees,
+                score: mean_of(&[Some(1.0), region]),
+            };
+        };
+        let shown: Vec<&Lesion> = pairs
+            .iter()
+            .filter(|(paired, _)| *paired == index)
+            .map(|(_, shown)| shown)
+            .collect();
+        if shown.is_empty() {
+            return FindingConsistency {
+                organ,
+                lesion,
+                standing: Standing::Unverified,
+                score: 0.0,
+            };
+        }
+        let best = &claimed.lesions[index];
+        let mut parts = vec![Some(1.0)];
+        for shown_lesion in shown {
+            if let (Some(a), Some(b)) = (&best.location, &shown_lesion.location) {
+                let value = f64::from(u8::from(a.agrees_with(b)));
+                self.location.push(value);
+                parts.push(Some(value));
+            }
+            if let (Some(a), Some(b)) = (best.attenuation, shown_lesion.attenuation) {
+                let value = f64::from(u8::from(a == b));
+                self.attenuation.push(value);
+                parts.push(Some(value));
+            }
+            if let (Some(a), Some(b)) = (best.size, shown_lesion.size) {
+                let value = f64::from(u8::from(tolerance.agrees(b, a)));
+                self.size.push(value);
+                parts.push(Some(value));
+            }
+        }
+        parts.push(region);
+        FindingConsistency {
+            organ,
+            lesion,
+            standing: Standing::Agrees,
+            score: mean_of(&parts),
+        }
     }
 }
 
@@ -523,7 +717,7 @@ pub fn rewards(
     if let Some(value) = localization {
         weighted.push((weights.localization, value));
     }
-    if let Some(value) = consistency {
+    if let Some(value) = &consistency {
         weighted.push((weights.consistency, value.score));
     }
     Rewards {

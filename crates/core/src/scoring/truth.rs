@@ -3,7 +3,7 @@
 //! one definition, so both score against the same thing.
 //!
 //! `{"case_id": "…"?, "findings": {…}? | "report": "…"?, "lesion_extents": [{"organ",
-//! "first_slice", "last_slice", "largest_slice"}]?, "slice_size": [columns, rows]?}`, or bare
+//! "first_slice", "last_slice", "largest_slice"}]?, "slice_size": [columns, rows]?, "slices": N?}`, or bare
 //! findings JSON (an object with `organs`). Other keys are ignored (a phantom's `truth.json`
 //! carries its generation settings). A `null` value is the key left out, at any depth: ms-swift
 //! fills the keys a row lacks with nulls. A record with neither `findings` nor `report` is an
@@ -33,6 +33,10 @@ pub struct TruthRecord {
     /// the reward then refuses boxes that cover most of the slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slice_size: Option<[u32; 2]>,
+    /// Axial slices of the volume, when known: the reward then refuses key slices and lesion
+    /// ranges outside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slices: Option<u32>,
 }
 
 /// Why a truth cannot be used.
@@ -53,6 +57,15 @@ pub enum TruthError {
 }
 
 impl TruthRecord {
+    /// The volume's size as far as this truth knows it, for [`super::answer::form_faults`].
+    #[must_use]
+    pub fn volume_size(&self) -> super::answer::VolumeSize {
+        super::answer::VolumeSize {
+            slice_size: self.slice_size,
+            slices: self.slices,
+        }
+    }
+
     /// Reads a truth from JSON text (see the module text).
     pub fn from_json(text: &str) -> Result<Self, TruthError> {
         let value: Value =

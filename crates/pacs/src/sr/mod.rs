@@ -147,7 +147,7 @@ impl CaseResult {
             findings,
             report: Some(prediction.report.clone()),
             local_description: prediction.local_description.clone(),
-            consistency: prediction.consistency,
+            consistency: prediction.consistency.clone(),
         }
     }
 
@@ -180,7 +180,7 @@ impl CaseResult {
                 .as_deref()
                 .map(|text| keyslice_core::findings::read_report(text).findings),
             local_description: self.local_description.clone(),
-            consistency: self.consistency,
+            consistency: self.consistency.clone(),
             timings_ms: keyslice_core::prediction::Timings::default(),
             warnings: Vec::new(),
             out_of_domain: None,

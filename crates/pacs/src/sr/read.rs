@@ -483,6 +483,7 @@ fn evidence(
             )?,
             size: score_of(codes::consistency_size(), "the size consistency")?,
             region: score_of(codes::consistency_region(), "the region consistency")?,
+            findings: Vec::new(),
         });
     }
     Ok(())

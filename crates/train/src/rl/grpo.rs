@@ -99,7 +99,7 @@ pub(super) fn update(
         mean_of(all.iter().map(|r| Some(r.existence))),
         mean_of(all.iter().map(|r| Some(r.attributes))),
         mean_of(all.iter().map(|r| r.localization)),
-        mean_of(all.iter().map(|r| r.consistency.map(|c| c.score))),
+        mean_of(all.iter().map(|r| r.consistency.as_ref().map(|c| c.score))),
     ];
     figures.advantage_spread = mean_of(
         drawn

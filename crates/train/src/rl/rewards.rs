@@ -42,7 +42,7 @@ pub fn sample_reward(
         (weights.attributes, scored.attributes),
     ];
     weighted.extend(scored.localization.map(|v| (weights.localization, v)));
-    weighted.extend(cross.map(|c| (weights.consistency, c.score)));
+    weighted.extend(cross.as_ref().map(|c| (weights.consistency, c.score)));
     Rewards {
         consistency: cross,
         total: weighted_total(&weighted),

@@ -245,8 +245,16 @@ pub fn evidence_ui(
                     }
                 }
             });
+            let findings = finding_lines(consistency);
+            for line in &findings {
+                ui.small(line);
+            }
+            // "Nothing contradicts" would mislead beside a finding the slice does not show.
+            let all_said = findings.is_empty() || !consistency.has_unverified();
             for reason in reasons(checks, consistency.region) {
-                ui.small(reason);
+                if all_said || reason != NOTHING_CONTRADICTS {
+                    ui.small(reason);
+                }
             }
         }
         None => {
@@ -294,6 +302,40 @@ fn thumbnail_ui(
         .then_some(ReportCommand::JumpToKeySlice)
 }
 
+/// The verifier's standing on each finding, one line each, when the case has more than one
+/// finding or one that does not agree: which claim the score stands on.
+#[must_use]
+pub fn finding_lines(consistency: &keyslice_core::scoring::Consistency) -> Vec<String> {
+    use keyslice_core::scoring::Standing;
+    let all_agree = consistency
+        .findings
+        .iter()
+        .all(|finding| finding.standing == Standing::Agrees);
+    if consistency.findings.len() < 2 && all_agree {
+        return Vec::new();
+    }
+    consistency
+        .findings
+        .iter()
+        .map(|finding| {
+            let what = match finding.lesion {
+                Some(index) => format!("{} lesion {}", finding.organ, index + 1),
+                None => finding.organ.to_string(),
+            };
+            match finding.standing {
+                Standing::Agrees => format!("• {what}: agrees {:.2}", finding.score),
+                Standing::Unverified => {
+                    format!("• {what}: unverified, the key slice does not show it")
+                }
+                standing => format!("• {what}: {}", standing.word()),
+            }
+        })
+        .collect()
+}
+
+/// The reason given when no value the key slice shows differs from the report.
+pub const NOTHING_CONTRADICTS: &str = "Nothing the key slice shows contradicts the report.";
+
 /// Why the consistency is what it is: one line per report value the key slice contradicts
 /// (the same comparisons the score averages), and one when the verifier did not confirm the
 /// lesion inside the model's box (`region`, the box term of the score).
@@ -322,7 +364,7 @@ pub fn reasons(checks: &[AttributeCheck], region: Option<f64>) -> Vec<String> {
         );
     }
     if lines.is_empty() && !checks.is_empty() {
-        vec!["Nothing the key slice shows contradicts the report.".to_string()]
+        vec![NOTHING_CONTRADICTS.to_string()]
     } else {
         lines
     }
