@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 use common::{keyslice, text};
 use keyslice::findings::Organ;
-use keyslice::review::study::{Arm, Call, Design, Item, Next, Read, Shows, Study, StudyDefinition};
+use keyslice::review::study::{
+    Arm, Call, Design, Item, Next, Read, ReaderRules, Shows, Study, StudyDefinition,
+};
 
 fn definition(design: Design, cases: usize) -> StudyDefinition {
     common::study_definition(design, cases)
@@ -33,6 +35,7 @@ fn read_of(study: &Study, reader: &str, item: &Item, confidence: u8) -> Read {
         active_ms: 20_000 + u64::from(confidence) * 100,
         ai: BTreeMap::new(),
         at: "2026-12-06T10:00:00.000Z".into(),
+        simulated: false,
     }
 }
 
@@ -273,7 +276,7 @@ fn the_report_analyses_the_arms_with_readers_and_cases_random() {
         "{printed}"
     );
     assert!(
-        printed.contains("AUC unaided − evidence = -"),
+        printed.contains("AUC evidence − unaided = +"),
         "the evidence arm reads better: {printed}"
     );
     let written = ["reads.imrmc", "mrmc.csv", "readers.csv"];
@@ -345,7 +348,6 @@ fn the_ai_hallucinations_kept_are_counted_per_arm() {
 
 #[test]
 fn simulated_readers_follow_their_rules_and_the_evidence_catches_hallucinations() {
-    use keyslice::review::study::ReaderRules;
     let folder = tempfile::tempdir().expect("temp dir");
     let mut three = definition(Design::Crossover { washout_days: 14 }, 30);
     three.arms.insert(
@@ -358,7 +360,7 @@ fn simulated_readers_follow_their_rules_and_the_evidence_catches_hallucinations(
     let study = Study::create(&folder.path().join("trial"), three).expect("created");
     // Truth: a liver tumor in every third case. The AI claims one everywhere: grounded with a
     // consistent key slice where it is real, hallucinated and inconsistent elsewhere.
-    let (truth, ai) = common::liver_truth_and_ai(&study.definition.cases, |k| k % 3 == 0, 0.9, 0.2);
+    let (truth, ai) = common::liver_truth_and_ai(&study.definition.cases, |k| k % 3 == 0);
     let mut hallucinated = BTreeMap::new();
     for (k, case) in study.definition.cases.iter().enumerate() {
         let real = k % 3 == 0;
@@ -367,14 +369,19 @@ fn simulated_readers_follow_their_rules_and_the_evidence_catches_hallucinations(
         }
     }
     let recorded = study
-        .simulate(&truth, &ai, ReaderRules::default(), NOON)
-        .expect("simulated");
+        .simulate(&truth, &ai, ReaderRules::default(), NOON, &[])
+        .expect("simulated")
+        .recorded;
     assert_eq!(recorded, 3 * 3 * 30);
-    // Every reader is done, and the washout was kept between their sessions.
-    assert!(matches!(
-        study.next("cho", NOON + 100 * 86_400).expect("next"),
-        Next::Done
-    ));
+    // Every reader is done, every read marked simulated and dated by the clock, never ahead
+    // of it (a simulated reader has no memory to wash out).
+    assert!(matches!(study.next("cho", NOON).expect("next"), Next::Done));
+    for reader in &study.definition.readers {
+        for read in study.reads(reader).expect("reads") {
+            assert!(read.simulated, "{read:?}");
+            assert_eq!(read.at, "2026-12-06T12:00:00.000Z");
+        }
+    }
     let share = |arm: &str| {
         let uptake = study.uptake(&hallucinated).expect("uptake");
         let arm = uptake.iter().find(|a| a.arm == arm).expect("arm");
@@ -472,7 +479,6 @@ fn a_hallucinating_model_adds_one_made_up_tumor_to_the_cases_drawn_and_names_a_k
 
 #[test]
 fn split_plot_readers_read_their_block_in_every_arm_and_the_mrmc_takes_the_gaps() {
-    use keyslice::review::study::ReaderRules;
     let folder = tempfile::tempdir().expect("temp dir");
     let mut split = definition(
         Design::SplitPlot {
@@ -507,11 +513,12 @@ fn split_plot_readers_read_their_block_in_every_arm_and_the_mrmc_takes_the_gaps(
     let first_arm = |reader: &str| study.definition.schedule(reader)[0].arm;
     assert_ne!(first_arm("ana"), first_arm("cho"));
     assert_ne!(first_arm("ben"), first_arm("dan"));
-    // Simulated to the end (each washout kept), then analysed with readers and cases random.
-    let (truth, ai) = common::liver_truth_and_ai(&study.definition.cases, |k| k % 2 == 0, 0.9, 0.3);
+    // Simulated to the end, then analysed with readers and cases random.
+    let (truth, ai) = common::liver_truth_and_ai(&study.definition.cases, |k| k % 2 == 0);
     let recorded = study
-        .simulate(&truth, &ai, ReaderRules::default(), NOON)
-        .expect("simulated");
+        .simulate(&truth, &ai, ReaderRules::default(), NOON, &[])
+        .expect("simulated")
+        .recorded;
     assert_eq!(recorded, 4 * 20);
     let reads = study.mrmc_reads(&truth).expect("reads");
     let rows = keyslice::mrmc::ustat_table(&reads).expect("an analysis of the split-plot reads");
@@ -813,4 +820,55 @@ fn lines_that_are_not_this_studys_reads_never_reach_a_table_or_a_path() {
     let mrmc = study.mrmc_reads(&truth).expect("reads");
     assert_eq!(mrmc.modalities, ["unaided"]);
     assert!(!dir.parent().expect("parent").join("escaped").exists());
+}
+
+/// A person's reads are never filled in around: a simulation leaves a reader with reads of
+/// their own alone unless named, and a named one's simulated reads are marked as such beside
+/// the person's.
+#[test]
+fn a_simulation_leaves_a_persons_reads_alone_unless_the_reader_is_named() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let mut definition = common::study_definition(Design::Crossover { washout_days: 14 }, 6);
+    definition.seed = 9;
+    let study = Study::create(&folder.path().join("trial"), definition).expect("created");
+    let (truth, ai) = common::liver_truth_and_ai(&study.definition.cases, |k| k % 2 == 0);
+    // Two real reads by the first reader.
+    let person = study.definition.readers[0].clone();
+    for _ in 0..2 {
+        let Next::Item { item, .. } = study.next(&person, NOON).expect("next") else {
+            panic!("an item to read");
+        };
+        study
+            .record(&read_of(&study, &person, &item, 80), NOON)
+            .expect("recorded");
+    }
+    let simulation = study
+        .simulate(&truth, &ai, ReaderRules::default(), NOON, &[])
+        .expect("simulated");
+    assert_eq!(simulation.left_alone, std::slice::from_ref(&person));
+    let own = study.reads(&person).expect("reads");
+    assert_eq!(own.len(), 2);
+    assert!(own.iter().all(|read| !read.simulated));
+    // Named, the rest of that reader's items are simulated, and marked so.
+    let again = study
+        .simulate(
+            &truth,
+            &ai,
+            ReaderRules::default(),
+            NOON,
+            std::slice::from_ref(&person),
+        )
+        .expect("simulated");
+    assert!(again.left_alone.is_empty());
+    let reads = study.reads(&person).expect("reads");
+    assert_eq!(reads.iter().filter(|read| !read.simulated).count(), 2);
+    assert_eq!(reads.len(), 2 + again.recorded);
+    let charts = study.charts(&truth).expect("charts");
+    for chart in &charts {
+        assert!(
+            chart.caption[0].contains("measure nothing about people"),
+            "{:?}",
+            chart.caption
+        );
+    }
 }

@@ -21,9 +21,9 @@ fn simulated_study(folder: &Path) -> (Study, BTreeMap<String, Findings>) {
     let mut definition = common::study_definition(Design::Crossover { washout_days: 14 }, 30);
     definition.seed = 5;
     let study = Study::create(&folder.join("trial"), definition).expect("created");
-    let (truth, ai) = common::liver_truth_and_ai(&study.definition.cases, |k| k % 3 == 0, 0.9, 0.2);
+    let (truth, ai) = common::liver_truth_and_ai(&study.definition.cases, |k| k % 3 == 0);
     study
-        .simulate(&truth, &ai, ReaderRules::default(), NOON)
+        .simulate(&truth, &ai, ReaderRules::default(), NOON, &[])
         .expect("simulated");
     (study, truth)
 }
@@ -66,11 +66,13 @@ fn roc_curves_have_the_areas_of_the_mrmc_analysis() {
     }
     // The legend gives each arm's reader-averaged AUC of the MRMC table.
     let table = ustat_table(&reads).expect("table");
-    for (entry, row) in roc
-        .legend
-        .iter()
-        .zip(table.iter().filter(|r| r.AUCB.is_none()))
-    {
+    assert_eq!(roc.legend.len(), 2);
+    for entry in &roc.legend {
+        let row = table
+            .iter()
+            .filter(|r| r.AUCB.is_none())
+            .find(|row| entry.text.starts_with(&format!("{} (", row.modalityA)))
+            .expect("the arm's row");
         assert_eq!(
             entry.text,
             format!("{} (AUC {:.3})", row.modalityA, row.AUCA)
@@ -88,6 +90,7 @@ fn the_forest_plot_shows_each_reader_and_the_mrmc_difference() {
     let charts = study.charts(&truth).expect("charts");
     let forest = &charts[1];
     assert_eq!(forest.title, "AUC evidence − AUC unaided");
+    assert!(forest.caption[0].starts_with("Simulated reads (ana, ben, cho)"));
     let names: Vec<&str> = forest
         .y
         .ticks
@@ -120,7 +123,8 @@ fn the_forest_plot_shows_each_reader_and_the_mrmc_difference() {
         "{dots:?} {difference}"
     );
     assert!((dots[3][1] - 1.0).abs() < 1e-12);
-    // The simulated readers trust consistent evidence: the evidence arm reads better.
+    // The simulated readers follow findings the display shows agreeing with their key slice
+    // and re-read the denied ones: the evidence arm reads better.
     assert!(difference > 0.0, "{difference}");
     let pair = table.iter().find(|row| row.AUCB.is_some()).expect("pair");
     let interval = if pair.modalityA == "evidence" {
@@ -129,7 +133,7 @@ fn the_forest_plot_shows_each_reader_and_the_mrmc_difference() {
         (-pair.topCIBDG, -pair.botCIBDG)
     };
     assert!(
-        forest.caption[1].contains(&format!("95 % CI {:+.3} to {:+.3}", interval.0, interval.1)),
+        forest.caption[2].contains(&format!("95 % CI {:+.3} to {:+.3}", interval.0, interval.1)),
         "{:?}",
         forest.caption
     );

@@ -879,14 +879,24 @@ fn findings_editor_records_size_key_slice_lesions_and_undo() {
     harness.run();
     let key = |review: &CaseReview| review.case().findings.key_slice.as_ref().map(|k| k.index);
     assert_eq!(key(harness.state()), Some(52));
-    // The lesion's slice range grows to keep the new key slice.
+    // The lesion's slice range is the reviewer's to set: it stays as it was, and what to do
+    // about a key slice outside it is said.
     assert_eq!(
         harness.state().case().findings.lesion_slices,
         Some(keyslice::findings::SliceRange {
             first: 36,
-            last: 52
+            last: 44
         })
     );
+    let current = keyslice::findings::KeySlice {
+        index: 52,
+        z_mm: None,
+        sop_instance_uid: None,
+        span: None,
+    };
+    let note = keyslice::ui::editor::key_slice_note(&current, &harness.state().case().findings)
+        .expect("a note");
+    assert!(note.contains("outside the lesion slices 36–44, which are left as they were"));
     // A pancreas lesion from the ruler, then Ctrl+Z takes it back and Ctrl+Y restores it.
     harness
         .get_all_by_label("+ lesion")

@@ -626,11 +626,15 @@ fn accepted_review(
         .rev()
         .find(|entry| entry.field == "status" && entry.new_value == "done")
         .and_then(|entry| dicom_date_time(&entry.at));
-    Ok((
-        reviewer.map(str::to_string),
-        review.case().findings.clone(),
-        at,
-    ))
+    // The record holds what the reviewer set or accepted: the model's box and range leave
+    // it when they no longer describe the reviewer's key slice, as in every export.
+    let mut findings = review.case().findings.clone();
+    crate::export::rules::reconcile(
+        &mut findings,
+        Some(&model_findings(prediction)),
+        &review.case().changed,
+    );
+    Ok((reviewer.map(str::to_string), findings, at))
 }
 
 #[derive(Serialize)]
@@ -716,6 +720,7 @@ fn write_results(out: &mut impl Write, study: &str, found: &StudyResults) -> std
             shown(&result.summary()),
             result
                 .consistency
+                .as_ref()
                 .map_or(String::new(), |c| format!("; consistency {:.2}", c.score))
         )?;
     }

@@ -68,12 +68,13 @@ pub enum StudyAction {
         /// The truth of the cases: a JSONL file, or a folder of case folders.
         #[arg(long)]
         truth: PathBuf,
-        /// The consistency from which a reader shown the evidence trusts the AI.
-        #[arg(long, default_value_t = 0.7)]
-        trust_from: f64,
         /// How far the AI's call moves a reader's belief (in units of perception noise).
         #[arg(long, default_value_t = 1.0)]
         pull: f64,
+        /// Simulate this reader too although they have reads of their own (repeatable); by
+        /// default a reader with a person's reads is left alone.
+        #[arg(long = "reader", value_name = "NAME")]
+        readers: Vec<String>,
     },
     /// Where each reader stands: items read of all, and what comes next.
     Status {
@@ -221,9 +222,9 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
         StudyAction::Simulate {
             dir,
             truth,
-            trust_from,
             pull,
-        } => simulate(dir, truth, *trust_from, *pull),
+            readers,
+        } => simulate(dir, truth, *pull, readers),
         StudyAction::Report {
             dir,
             truth,
@@ -450,6 +451,10 @@ fn report(
             .collect::<Vec<_>>()
             .join(", ")
     )?;
+    let simulated = study.simulated_note().map_err(CliError::from)?;
+    if let Some(note) = &simulated {
+        writeln!(stdout, "{note}")?;
+    }
     let lines = reader_lines(&study, &truth_by_case, &mut stdout)?;
     write("readers.csv", &(lines.join("\n") + "\n"))?;
     let uptake = uptake_lines(&study, &truth_by_case, &mut stdout)?;
@@ -460,14 +465,23 @@ fn report(
                 stdout,
                 "\nMRMC (readers and cases random; U-statistics as iMRMC):"
             )?;
-            mrmc_lines(&rows, &mut stdout)?;
+            let arms: Vec<&str> = definition
+                .arms
+                .iter()
+                .map(|arm| arm.name.as_str())
+                .collect();
+            mrmc_lines(&rows, &arms, &mut stdout)?;
         }
         Err(error) => writeln!(stdout, "\nno MRMC analysis yet: {error}")?,
     }
     let mut charts = study.charts(&truth_by_case).map_err(CliError::from)?;
     let mut files = crate::review::study::charts::CHART_FILES.to_vec();
     if let Some(uptake) = uptake.filter(|arms| arms.iter().any(|arm| arm.hallucinations_read > 0)) {
-        charts.push(crate::review::study::charts::uptake_chart(&uptake));
+        let mut chart = crate::review::study::charts::uptake_chart(&uptake);
+        if let Some(note) = &simulated {
+            chart.caption.insert(0, note.clone());
+        }
+        charts.push(chart);
         files.push(crate::review::study::charts::UPTAKE_FILE);
     }
     for (chart, name) in charts.iter().zip(files) {
@@ -754,12 +768,18 @@ fn uptake_lines(
     Ok(Some(uptake))
 }
 
-/// Each arm's AUC and each pair's difference, with its BDG interval.
-fn mrmc_lines(rows: &[crate::mrmc::UstatRow], stdout: &mut impl Write) -> Result<(), CliError> {
+/// Each arm's AUC and each pair's difference (the arm defined later minus the earlier one, as
+/// the charts read it), with its BDG interval.
+fn mrmc_lines(
+    rows: &[crate::mrmc::UstatRow],
+    arms: &[&str],
+    stdout: &mut impl Write,
+) -> Result<(), CliError> {
     for row in rows {
+        let difference = crate::mrmc::arm_difference(row, arms);
         if !(row.botCIBDG.is_finite() && row.topCIBDG.is_finite()) {
-            let (what, estimate) = match row.AUCAminusAUCB {
-                Some(difference) => (format!("{} − {}", row.modalityA, row.modalityB), difference),
+            let (what, estimate) = match &difference {
+                Some(d) => (format!("{} − {}", d.later, d.earlier), d.estimate),
                 None => (row.modalityA.clone(), row.AUCA),
             };
             writeln!(
@@ -768,11 +788,11 @@ fn mrmc_lines(rows: &[crate::mrmc::UstatRow], stdout: &mut impl Write) -> Result
             )?;
             continue;
         }
-        match (row.AUCB, row.AUCAminusAUCB) {
-            (Some(_), Some(difference)) => writeln!(
+        match difference {
+            Some(d) => writeln!(
                 stdout,
-                "  AUC {} − {} = {difference:+.3} (95 % CI {:+.3} to {:+.3}, df {:.1}, p = {:.3})",
-                row.modalityA, row.modalityB, row.botCIBDG, row.topCIBDG, row.dfBDG, row.pValueBDG
+                "  AUC {} − {} = {:+.3} (95 % CI {:+.3} to {:+.3}, df {:.1}, p = {:.3})",
+                d.later, d.earlier, d.estimate, d.low, d.high, d.df, d.p
             )?,
             _ => writeln!(
                 stdout,
@@ -787,11 +807,22 @@ fn mrmc_lines(rows: &[crate::mrmc::UstatRow], stdout: &mut impl Write) -> Result
 fn simulate(
     dir: &std::path::Path,
     truth: &std::path::Path,
-    trust_from: f64,
     pull: f64,
+    named: &[String],
 ) -> Result<(), CliError> {
     use crate::review::study::{AiResult, ReaderRules, Study};
     let study = Study::open(dir).map_err(CliError::from)?;
+    if let Some(unknown) = named
+        .iter()
+        .find(|name| !study.definition.readers.contains(name))
+    {
+        return Err(CliError::Argument(format!(
+            "--reader {}: not a reader of study {} (its readers: {})",
+            crate::text::shown(unknown),
+            study.definition.name,
+            study.definition.readers.join(", ")
+        )));
+    }
     let truth_by_case = truth_map(truth)?;
     let predictions =
         crate::review::workspace::Workspace::open(&study.definition.workspace)?.predictions()?;
@@ -799,32 +830,29 @@ fn simulate(
         .definition
         .cases
         .iter()
-        .filter_map(|case| {
-            let prediction = predictions.get(case)?;
-            let claims = prediction.findings.tumor_organs();
-            Some((
-                case.clone(),
-                AiResult {
-                    claims,
-                    consistency: prediction.consistency.as_ref().map(|c| c.score),
-                },
-            ))
-        })
+        .filter_map(|case| Some((case.clone(), AiResult::of(predictions.get(case)?))))
         .collect();
-    let recorded = study
+    let simulation = study
         .simulate(
             &truth_by_case,
             &ai,
-            ReaderRules { trust_from, pull },
+            ReaderRules { pull },
             now_seconds(),
+            named,
         )
         .map_err(CliError::from)?;
     println!(
-        "{recorded} simulated read(s) by {} reader(s); AI results for {} of {} cases (trust from consistency {trust_from}, pull {pull})",
-        study.definition.readers.len(),
+        "{} simulated read(s); AI results for {} of {} cases (pull {pull}). Simulated readers \
+         demonstrate the workflow and measure nothing about people.",
+        simulation.recorded,
         ai.len(),
         study.definition.cases.len()
     );
+    for reader in &simulation.left_alone {
+        println!(
+            "{reader} was left alone: they have reads of their own (simulate them too with --reader {reader})"
+        );
+    }
     Ok(())
 }
 
@@ -1025,6 +1053,7 @@ fn panel_truth(
             report: None,
             lesion_extents: Vec::new(),
             slice_size: None,
+            slices: None,
         };
         text.push_str(&serde_json::to_string(&record).map_err(std::io::Error::from)?);
         text.push('\n');

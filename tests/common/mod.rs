@@ -438,13 +438,12 @@ pub fn liver_findings(tumor: bool) -> keyslice::findings::Findings {
 }
 
 /// A simulated study's truth and AI results: a liver tumor in the cases where `real(k)` (k
-/// their index); the AI claims one in every case, with consistency `consistent` where it is
-/// real and `inconsistent` where it is a hallucination.
+/// their index); the AI claims one in every case, which the evidence display shows agreeing
+/// with its key slice where it is real and denied by the verifier where it is a
+/// hallucination.
 pub fn liver_truth_and_ai(
     cases: &[String],
     real: impl Fn(usize) -> bool,
-    consistent: f64,
-    inconsistent: f64,
 ) -> (
     std::collections::BTreeMap<String, keyslice::findings::Findings>,
     std::collections::BTreeMap<String, keyslice::review::study::AiResult>,
@@ -457,7 +456,15 @@ pub fn liver_truth_and_ai(
             case.clone(),
             keyslice::review::study::AiResult {
                 claims: vec![keyslice::findings::Organ::Liver],
-                consistency: Some(if real(k) { consistent } else { inconsistent }),
+                shown: [(
+                    keyslice::findings::Organ::Liver,
+                    if real(k) {
+                        keyslice::scoring::Standing::Agrees
+                    } else {
+                        keyslice::scoring::Standing::Denied
+                    },
+                )]
+                .into(),
             },
         );
     }

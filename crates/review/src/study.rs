@@ -168,6 +168,10 @@ pub struct Read {
     pub ai: BTreeMap<Organ, Decision>,
     /// When it was recorded (UTC, RFC 3339).
     pub at: String,
+    /// Made by `study simulate`, not by a person: a demonstration of the workflow that
+    /// measures nothing about people. Marked in every read, table and chart.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
 }
 
 impl Read {
@@ -549,9 +553,11 @@ impl Study {
         let Some(item) = schedule.iter().find(|item| !is_read(item)).cloned() else {
             return Ok(Next::Done);
         };
+        // A person's memory of the cases washes out; a simulated reader has none to lose.
         if let (Some(washout_days), Some(last)) =
             (self.definition.design.washout_days(), reads.last())
             && item.session > last.session
+            && !last.simulated
         {
             let opens_at = seconds_of(&last.at).saturating_add(u64::from(washout_days) * 86_400);
             if now < opens_at {
@@ -712,27 +718,56 @@ impl Study {
 pub struct AiResult {
     /// Organs the AI gives a tumor.
     pub claims: Vec<Organ>,
-    /// The report–evidence consistency, when the verifier was asked.
-    pub consistency: Option<f64>,
+    /// What the evidence display says of each organ's finding (the verifier's standing on
+    /// it, as the evidence panel lists it); empty when the verifier was not asked.
+    pub shown: BTreeMap<Organ, keyslice_core::scoring::Standing>,
+}
+
+impl AiResult {
+    /// The AI's result for a case as a simulated reader sees it: the organs it claims and
+    /// the evidence display's standing on each finding.
+    #[must_use]
+    pub fn of(prediction: &keyslice_core::prediction::Prediction) -> Self {
+        let mut shown = BTreeMap::new();
+        if let Some(consistency) = &prediction.consistency {
+            for finding in &consistency.findings {
+                // An organ with several lesions stands as its weakest one.
+                let weaker = shown
+                    .get(&finding.organ)
+                    .is_some_and(|standing| *standing != keyslice_core::scoring::Standing::Agrees);
+                if !weaker {
+                    shown.insert(finding.organ, finding.standing);
+                }
+            }
+        }
+        Self {
+            claims: prediction.findings.tumor_organs(),
+            shown,
+        }
+    }
 }
 
 /// The rules simulated readers follow (documented in the manual).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ReaderRules {
-    /// The consistency from which a reader shown the evidence trusts the AI without
-    /// re-reading.
-    pub trust_from: f64,
     /// How far the AI's call moves a reader's belief (in units of the perception noise).
     pub pull: f64,
 }
 
 impl Default for ReaderRules {
     fn default() -> Self {
-        Self {
-            trust_from: 0.7,
-            pull: 1.0,
-        }
+        Self { pull: 1.0 }
     }
+}
+
+/// What a simulation did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Simulation {
+    /// Reads recorded.
+    pub recorded: usize,
+    /// Readers left alone because they have reads of their own (a person's), not named to
+    /// be simulated.
+    pub left_alone: Vec<String>,
 }
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SS.000Z`.
@@ -742,38 +777,46 @@ fn rfc3339(seconds: u64) -> String {
 }
 
 impl Study {
-    /// Reads the whole study with simulated readers, from `start` (seconds since the epoch)
-    /// on, each session a washout after the last: reader k has a perception skill d′ of
-    /// 1.5 + 0.5·k and calls a tumor when its perception passes d′/2; its perception of an
-    /// organ is d′ (with a tumor) or 0, plus a standard normal draw fixed by the seed, the
-    /// reader, the case and the organ — the same in every arm. Shown the AI's report, its
-    /// belief moves by `pull` towards the AI's call; shown the evidence, it does so only when
-    /// the consistency is at least `trust_from`, and otherwise re-reads (keeps its own
-    /// perception). Its confidence is 100·Φ(belief − d′/2); it accepts an AI finding it
-    /// calls too and rejects the others. Its active time on a case is 30 s, plus 15 s when it
-    /// reads on its own (no AI, or evidence it does not trust), times a pace of
-    /// 0.8 + 0.2·k, times e^(0.25·z) for a standard normal z fixed by the seed, the reader,
-    /// the case and the arm. A simulation stopped part way resumes where it stopped, and
-    /// gives the same reads. Returns the reads recorded.
+    /// Reads the whole study with simulated readers, dated `start` (seconds since the epoch,
+    /// the clock's now): reader k has a perception skill d′ of 1.5 + 0.5·k and calls a tumor
+    /// when its perception passes d′/2; its perception of an organ is d′ (with a tumor) or 0,
+    /// plus a standard normal draw fixed by the seed, the reader, the case and the organ —
+    /// the same in every arm. Shown the AI's report, its belief moves by `pull` towards the
+    /// AI's call on every organ. Shown the evidence, it follows what the display shows of
+    /// each finding, never a threshold on a score: a claimed finding the display shows
+    /// agreeing with its key slice moves it towards the AI as the report does; a claim the
+    /// display shows denied, unverified or without evidence, and an organ where it shows a
+    /// lesion the report lacks, it re-reads with its own eyes (keeps its own perception);
+    /// the AI's call of an organ clean moves it as the report does. Its confidence is
+    /// 100·Φ(belief − d′/2); it accepts an AI finding it calls too and rejects the others.
+    /// Its active time on a case is 30 s, plus 15 s for each organ it re-reads (all four with
+    /// the images alone), times a pace of 0.8 + 0.2·k, times e^(0.25·z) for a standard normal
+    /// z fixed by the seed, the reader, the case and the arm. Every read is marked
+    /// simulated.
+    ///
+    /// Only readers without reads of their own are simulated: a reader with a read not made
+    /// by a simulation (a person's) is left alone unless named in `named`, so a study is
+    /// never silently filled in around a person's reads. A simulation stopped part way
+    /// resumes where it stopped, and gives the same reads.
     pub fn simulate(
         &self,
         truth: &BTreeMap<String, Findings>,
         ai: &BTreeMap<String, AiResult>,
         rules: ReaderRules,
         start: u64,
-    ) -> Result<usize, StudyError> {
-        let washout = self
-            .definition
-            .design
-            .washout_days()
-            .map_or(0, |days| u64::from(days) + 1);
-        let mut recorded = 0;
+        named: &[String],
+    ) -> Result<Simulation, StudyError> {
+        let mut simulation = Simulation::default();
         for (k, reader) in self.definition.readers.iter().enumerate() {
             let skill = 1.5 + 0.5 * k as f64;
             let threshold = skill / 2.0;
             // A simulation that was stopped resumes: the items already read are kept.
             let done = self.reads(reader)?;
-            for (n, item) in self.definition.schedule(reader).into_iter().enumerate() {
+            if done.iter().any(|read| !read.simulated) && !named.contains(reader) {
+                simulation.left_alone.push(reader.clone());
+                continue;
+            }
+            for item in self.definition.schedule(reader) {
                 let arm = &self.definition.arms[item.arm];
                 if done.iter().any(|read| {
                     read.case == item.case && read.arm == arm.name && read.session == item.session
@@ -781,13 +824,24 @@ impl Study {
                     continue;
                 }
                 let result = ai.get(&item.case).cloned().unwrap_or_default();
-                let trusts = match arm.shows {
+                // Whether the reader takes the AI's call on an organ, or re-reads it.
+                let follows = |organ: Organ| match arm.shows {
                     Shows::Images => false,
                     Shows::Report => true,
-                    Shows::Evidence => result
-                        .consistency
-                        .is_some_and(|consistency| consistency >= rules.trust_from),
+                    Shows::Evidence => {
+                        use keyslice_core::scoring::Standing;
+                        match result.shown.get(&organ) {
+                            Some(Standing::Agrees) => true,
+                            Some(_) => false,
+                            // A claim with no evidence shown; a clean call stands as said.
+                            None => !result.claims.contains(&organ),
+                        }
+                    }
                 };
+                let rereads = Organ::ALL
+                    .into_iter()
+                    .filter(|&organ| !follows(organ))
+                    .count();
                 let mut calls = BTreeMap::new();
                 let mut decisions = BTreeMap::new();
                 for organ in Organ::ALL {
@@ -800,7 +854,7 @@ impl Study {
                     );
                     let claimed = result.claims.contains(&organ);
                     let mut belief = if tumor { skill } else { 0.0 } + noise;
-                    if trusts {
+                    if follows(organ) {
                         belief += if claimed { rules.pull } else { -rules.pull };
                     }
                     let present = belief > threshold;
@@ -825,12 +879,12 @@ impl Study {
                         );
                     }
                 }
-                let now = start + item.session as u64 * washout * 86_400 + n as u64 * 120;
+                let now = start;
                 let spread = keyslice_core::rng::normal_at(
                     self.definition.seed ^ mix(k as u64 + 101),
                     mix(item.case.bytes().fold(0, |h, b| mix(h ^ u64::from(b))) ^ item.arm as u64),
                 );
-                let seconds = (30.0 + if trusts { 0.0 } else { 15.0 })
+                let seconds = (30.0 + 15.0 * rereads as f64 / Organ::ALL.len() as f64)
                     * (0.8 + 0.2 * k as f64)
                     * (0.25 * spread).exp();
                 let read = Read {
@@ -843,12 +897,13 @@ impl Study {
                     active_ms: (seconds * 1000.0).round() as u64,
                     ai: decisions,
                     at: rfc3339(now),
+                    simulated: true,
                 };
                 self.record(&read, now)?;
-                recorded += 1;
+                simulation.recorded += 1;
             }
         }
-        Ok(recorded)
+        Ok(simulation)
     }
 }
 

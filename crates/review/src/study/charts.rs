@@ -17,7 +17,42 @@ const LABEL_CHARS: usize = 32;
 /// File names of the charts, in the order [`Study::charts`] gives them.
 pub const CHART_FILES: [&str; 3] = ["roc.png", "forest.png", "time.png"];
 
+/// What a study's figures say when some of its reads were simulated: which readers, and that
+/// simulated readers demonstrate the workflow and measure nothing about people. `None` when
+/// every read is a person's.
+#[must_use]
+pub fn simulated_note(reads: &[Read]) -> Option<String> {
+    let mut readers: Vec<&str> = reads
+        .iter()
+        .filter(|read| read.simulated)
+        .map(|read| read.reader.as_str())
+        .collect();
+    readers.dedup();
+    readers.sort_unstable();
+    readers.dedup();
+    if readers.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> = readers
+        .iter()
+        .map(|reader| keyslice_core::text::shown_short(reader, LABEL_CHARS))
+        .collect();
+    Some(format!(
+        "Simulated reads ({}): they demonstrate the workflow and measure nothing about people.",
+        shown.join(", ")
+    ))
+}
+
 impl Study {
+    /// [`simulated_note`] of every read of the study.
+    pub fn simulated_note(&self) -> Result<Option<String>, StudyError> {
+        let mut reads = Vec::new();
+        for reader in &self.definition.readers {
+            reads.extend(self.reads(reader)?);
+        }
+        Ok(simulated_note(&reads))
+    }
+
     /// The study's charts: ROC curves per arm, the forest plot of AUC differences against
     /// the first arm, and the time per case. A chart whose figures need more reads than the
     /// study has so far says so in its caption.
@@ -27,11 +62,17 @@ impl Study {
             reads.extend(self.reads(reader)?);
         }
         let mrmc = self.mrmc_reads(truth)?;
-        Ok(vec![
+        let mut charts = vec![
             self.roc_chart(&reads, truth, &mrmc),
             self.forest_chart(&mrmc),
             self.time_chart(&reads),
-        ])
+        ];
+        if let Some(note) = simulated_note(&reads) {
+            for chart in &mut charts {
+                chart.caption.insert(0, note.clone());
+            }
+        }
+        Ok(charts)
     }
 
     fn roc_chart(
@@ -149,29 +190,27 @@ impl Study {
                     false,
                 ));
             }
+            let names: Vec<&str> = arms.iter().map(|arm| arm.name.as_str()).collect();
             for row in &pooled {
-                let (Some(sign), Some(difference)) =
-                    (pair(&row.modalityA, &row.modalityB), row.AUCAminusAUCB)
+                let Some(difference) = keyslice_core::mrmc::arm_difference(row, &names)
+                    .filter(|d| d.later == later.name && d.earlier == *first)
                 else {
                     continue;
                 };
-                let (low, high) = if sign > 0.0 {
-                    (row.botCIBDG, row.topCIBDG)
-                } else {
-                    (-row.topCIBDG, -row.botCIBDG)
-                };
                 rows.push((
                     format!("all readers{suffix}"),
-                    sign * difference,
-                    low,
-                    high,
+                    difference.estimate,
+                    difference.low,
+                    difference.high,
                     true,
                 ));
                 caption.push(format!(
-                    "all readers{suffix}: {:+.3} (95 % CI {low:+.3} to {high:+.3}), df {:.1}, p = {:.3}",
-                    sign * difference,
-                    row.dfBDG,
-                    row.pValueBDG
+                    "all readers{suffix}: {:+.3} (95 % CI {:+.3} to {:+.3}), df {:.1}, p = {:.3}",
+                    difference.estimate,
+                    difference.low,
+                    difference.high,
+                    difference.df,
+                    difference.p
                 ));
             }
         }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::Shown;
 use super::{KeysliceApp, Source, reviewer_name};
-use crate::ui::editor::{EditCommand, key_slice_here, set_key_slice};
+use crate::ui::editor::{EditCommand, key_slice_here, key_slice_note, set_key_slice};
 use crate::ui::viewport::Evidence;
 use crate::ui::worklist::WorklistCommand;
 use keyslice_core::findings::Findings;
@@ -231,7 +231,19 @@ impl KeysliceApp {
             ));
         }
         viewer.evidence = if let Some(review) = &self.cases.review {
-            evidence_of(&review.case().findings)
+            // What the record holds: the model's box and range are not evidence on a key
+            // slice the reviewer moved away from them.
+            let mut findings = review.case().findings.clone();
+            let model = self
+                .analysis
+                .prediction()
+                .map(keyslice_review::case::model_findings);
+            keyslice_export::rules::reconcile(
+                &mut findings,
+                model.as_ref(),
+                &review.case().changed,
+            );
+            evidence_of(&findings)
         } else {
             self.analysis.prediction().and_then(|prediction| {
                 let mut findings = prediction.findings.clone();
@@ -318,7 +330,10 @@ impl KeysliceApp {
                 EditCommand::KeySliceHere => here
                     .as_ref()
                     .zip(findings.as_ref())
-                    .map(|(here, findings)| key_slice_here(here, findings))
+                    .map(|(here, findings)| {
+                        self.notices.extend(key_slice_note(here, findings));
+                        key_slice_here(here, findings)
+                    })
                     .unwrap_or_default(),
                 other => vec![other],
             })

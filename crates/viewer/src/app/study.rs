@@ -111,11 +111,33 @@ pub fn next_item(dir: &Path, reader: &str) -> Result<(StudyItem, LoadedStudy), (
     ))
 }
 
+/// What a reader is told of the models in a study: nothing that names them, their seeds or
+/// what was done to them (a model made to hallucinate says so in its name).
+pub const BLIND_MODEL: &str = "AI model";
+/// See [`BLIND_MODEL`].
+pub const BLIND_VERIFIER: &str = "AI verifier";
+
 /// The AI result as an arm shows it: none with the images alone; the report without its
 /// evidence (key slice, box, lesion range, verifier, consistency) in a report arm; all of it
-/// with the evidence.
+/// with the evidence. In every arm the models are unnamed ([`BLIND_MODEL`]) and the
+/// backend's warnings, which may name them, are left out.
 #[must_use]
 pub fn shown_in(mut prediction: Prediction, shows: Shows) -> Option<Prediction> {
+    prediction.diagnoser = keyslice_core::prediction::ModelId {
+        id: BLIND_MODEL.into(),
+        version: String::new(),
+    };
+    prediction.verifier = prediction
+        .verifier
+        .map(|_| keyslice_core::prediction::ModelId {
+            id: BLIND_VERIFIER.into(),
+            version: String::new(),
+        });
+    prediction.warnings.clear();
+    prediction.input = None;
+    if let Some(unfamiliar) = &mut prediction.out_of_domain {
+        unfamiliar.model = BLIND_MODEL.into();
+    }
     match shows {
         Shows::Images => None,
         Shows::Report => {
@@ -230,6 +252,7 @@ impl Reading {
             active_ms: u64::try_from(self.active.as_millis()).unwrap_or(u64::MAX),
             ai: self.decisions.clone(),
             at: keyslice_review::store::now_rfc3339(),
+            simulated: false,
         }
     }
 

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 use keyslice_core::findings::summary::location_label;
 use keyslice_core::findings::{
     Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ, PancreasPart,
-    SliceRange, TumorPresence,
+    TumorPresence,
 };
-use keyslice_review::reviewed::{Field, KEY_SLICE_FIELD, LESION_SLICES_FIELD, LesionPart};
+use keyslice_review::reviewed::{Field, LesionPart};
 use keyslice_review::{History, ReviewedCase};
 
 /// What the reviewer asked for.
@@ -399,26 +399,27 @@ pub fn set_key_slice(current: &KeySlice) -> EditCommand {
     }
 }
 
-/// The edits of `S` on `current`: the key slice, and the lesion's slice range widened to
-/// keep it when the new key slice lies outside the range (as a box drag keeps it).
+/// The edits of `S` on `current`: the key slice alone. The lesion's slice range is left as
+/// it was, even when the new key slice lies outside it: a range is the reviewer's only when
+/// they draw it (the box tool), and a range the key slice has left is not part of the record
+/// (`export::rules::reconcile`); [`key_slice_note`] says so.
 #[must_use]
-pub fn key_slice_here(current: &KeySlice, findings: &Findings) -> Vec<EditCommand> {
-    let key = set_key_slice(current);
-    if let Some(range) = findings.lesion_slices
-        && !(range.first..=range.last).contains(&current.index)
-        && let EditCommand::Set { value: key, .. } = key
-    {
-        let widened = SliceRange {
-            first: range.first.min(current.index),
-            last: range.last.max(current.index),
-        };
-        // One correction, so one Ctrl+Z undoes what one key did.
-        return vec![EditCommand::Set {
-            field: Field::KeySliceAndRange,
-            value: json!({ KEY_SLICE_FIELD: key, LESION_SLICES_FIELD: widened }),
-        }];
-    }
-    vec![key]
+pub fn key_slice_here(current: &KeySlice, _findings: &Findings) -> Vec<EditCommand> {
+    vec![set_key_slice(current)]
+}
+
+/// What `S` on `current` leaves for the reviewer to do, as a sentence, when the new key slice
+/// lies outside the lesion's slice range: the range is left as it was.
+#[must_use]
+pub fn key_slice_note(current: &KeySlice, findings: &Findings) -> Option<String> {
+    let range = findings.lesion_slices?;
+    (!range.contains(current.index)).then(|| {
+        format!(
+            "key slice {} lies outside the lesion slices {}–{}, which are left as they were; \
+             draw the lesion's extent with the box tool (B) to record a range that holds it",
+            current.index, range.first, range.last
+        )
+    })
 }
 
 /// A size field: shows the size, takes typed text, records it when the field is left.
