@@ -66,6 +66,7 @@ fn result() -> CaseResult {
             region: None,
             findings: Vec::new(),
         }),
+        out_of_domain: None,
     }
 }
 

@@ -662,6 +662,7 @@ fn result_json(stored: &crate::pacs::sr::read::Stored<CaseResult>) -> serde_json
         "findings": result.findings,
         "consistency": result.consistency,
         "local_description": result.local_description,
+        "out_of_domain": result.out_of_domain,
     })
 }
 
@@ -718,10 +719,12 @@ fn write_results(out: &mut impl Write, study: &str, found: &StudyResults) -> std
             shown(&result.algorithm.version),
             shown(&stored.content_date_time),
             shown(&result.summary()),
-            result
-                .consistency
-                .as_ref()
-                .map_or(String::new(), |c| format!("; consistency {:.2}", c.score))
+            // A result out of the model's depth claims no agreement, whatever its figures.
+            match (&result.out_of_domain, &result.consistency) {
+                (Some(unfamiliar), _) => format!("; {}", shown(&unfamiliar.sentence())),
+                (None, Some(c)) => format!("; consistency {:.2}", c.score),
+                (None, None) => String::new(),
+            }
         )?;
     }
     for stored in &found.reviews {

@@ -1014,6 +1014,7 @@ fn read_document(
         report: Some(read.summary(&definition.name)),
         local_description: None,
         consistency: None,
+        out_of_domain: None,
     };
     let mark = StudyReadMark {
         study: definition.name.clone(),

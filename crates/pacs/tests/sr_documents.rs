@@ -86,6 +86,7 @@ fn ai_result(sop: &str) -> CaseResult {
             region: Some(1.0),
             findings: Vec::new(),
         }),
+        out_of_domain: None,
     }
 }
 
@@ -494,4 +495,65 @@ fn a_signed_review_never_says_no_tumor_beside_a_lesion() {
         error.contains("liver has no tumor but lists a lesion"),
         "{error}"
     );
+}
+
+/// A result the model called meaningless for its CT (published only when forced) says so in
+/// its SR and its key images: read back with the label and reasons, titled "For Research",
+/// its consistency never claimed; and both documents stay valid.
+#[test]
+fn a_result_out_of_the_models_depth_carries_its_standing_into_both_documents() {
+    use keyslice_core::prediction::OutOfDomain;
+    let study = StudyContext::from_file(&source_ct()).unwrap();
+    let sop = "1.3.6.1.4.1.5962.1.1.1.1.1.20040119072730.12322";
+    let mut ai = ai_result(sop);
+    ai.out_of_domain = Some(OutOfDomain::new(
+        "keyslice-tiny",
+        vec![
+            "voxels 0.66 mm, trained on 1.5 mm".into(),
+            "no kidneys found".into(),
+        ],
+    ));
+    let sr = result_sr(&study, &ai).unwrap();
+    let kos = key_object_selection(&study, &ai).unwrap();
+    let Document::Result(read) = read_bytes(&sr.bytes).unwrap() else {
+        panic!("the SR reads as a result")
+    };
+    let standing = read
+        .content
+        .out_of_domain
+        .clone()
+        .expect("the standing read back");
+    assert_eq!(standing.label, OutOfDomain::LABEL);
+    assert_eq!(
+        standing.reasons,
+        ["voxels 0.66 mm, trained on 1.5 mm", "no kidneys found"]
+    );
+    assert_eq!(
+        read.content
+            .to_prediction("c", keyslice_core::prediction::StoredResult::default())
+            .out_of_domain,
+        Some(standing)
+    );
+    let Document::KeyImages(keys) = read_bytes(&kos.bytes).unwrap() else {
+        panic!("the KOS reads as key images")
+    };
+    assert_eq!(keys.content.title, "For Research");
+    assert!(keys.content.description.starts_with(OutOfDomain::LABEL));
+    assert!(!keys.content.description.contains("consistency"));
+    // A result within the model's depth has no standing line.
+    let Document::Result(plain) =
+        read_bytes(&result_sr(&study, &ai_result(sop)).unwrap().bytes).unwrap()
+    else {
+        panic!("the SR reads as a result")
+    };
+    assert!(plain.content.out_of_domain.is_none());
+    if tool("dciodvfy") {
+        let folder = tempfile::tempdir().unwrap();
+        for (name, written) in [("sr.dcm", &sr), ("kos.dcm", &kos)] {
+            let path = folder.path().join(name);
+            std::fs::write(&path, &written.bytes).unwrap();
+            let (errors, text) = dciodvfy_errors(&path);
+            assert!(errors.is_empty(), "{name}:\n{text}");
+        }
+    }
 }

@@ -133,6 +133,7 @@ code!(present, "52101004", "SCT", "Present");
 code!(absent, "2667000", "SCT", "Absent");
 code!(equivocal, "42425007", "SCT", "Equivocal");
 code!(of_interest, "113000", "DCM", "Of Interest");
+code!(for_research, "113009", "DCM", "For Research");
 code!(
     key_object_description,
     "113012",
@@ -177,6 +178,12 @@ code!(
     "Verifier description of the key slice"
 );
 code!(verifier_name, "verifier", "99KSL", "Verifier model");
+code!(
+    result_standing,
+    "standing",
+    "99KSL",
+    "Standing of the AI result"
+);
 code!(
     consistency,
     "consistency",

@@ -29,7 +29,7 @@ use std::path::Path;
 
 use dicom_dictionary_std::{tags, uids};
 use keyslice_core::findings::{Findings, SliceBox};
-use keyslice_core::prediction::{ModelId, Prediction, StoredResult};
+use keyslice_core::prediction::{ModelId, OutOfDomain, Prediction, StoredResult};
 use keyslice_core::scoring::Consistency;
 
 use crate::PacsError;
@@ -86,6 +86,9 @@ pub struct CaseResult {
     pub local_description: Option<String>,
     /// Report-evidence consistency.
     pub consistency: Option<Consistency>,
+    /// Set when the model said the CT is unlike what it was trained on: the result means
+    /// nothing for this CT, and every document and view of it says so.
+    pub out_of_domain: Option<OutOfDomain>,
 }
 
 impl Observer {
@@ -148,6 +151,7 @@ impl CaseResult {
             report: Some(prediction.report.clone()),
             local_description: prediction.local_description.clone(),
             consistency: prediction.consistency.clone(),
+            out_of_domain: prediction.out_of_domain.clone(),
         }
     }
 
@@ -183,7 +187,7 @@ impl CaseResult {
             consistency: self.consistency.clone(),
             timings_ms: keyslice_core::prediction::Timings::default(),
             warnings: Vec::new(),
-            out_of_domain: None,
+            out_of_domain: self.out_of_domain.clone(),
             stored: Some(stored),
         }
     }
@@ -239,6 +243,7 @@ impl CaseResult {
             findings,
             report: None,
             local_description: None,
+            out_of_domain: None,
             consistency: None,
         }
     }

@@ -8,7 +8,7 @@ use dicom_object::InMemDicomObject;
 use keyslice_core::findings::{
     Findings, KeySlice, Lesion, LesionSize, Organ, SliceBox, SliceRange,
 };
-use keyslice_core::prediction::ModelId;
+use keyslice_core::prediction::{ModelId, OutOfDomain};
 use keyslice_core::scoring::Consistency;
 
 use super::codes;
@@ -63,6 +63,9 @@ pub const MAX_DOCUMENT_BYTES: u64 = 4 << 20;
 
 /// The most sequence items one document may hold (Keyslice's hold about a hundred).
 pub const MAX_DOCUMENT_ITEMS: usize = 20_000;
+
+/// The most reasons an out-of-domain standing keeps when read back.
+const MAX_REASONS: usize = 8;
 
 /// The highest slice index accepted (no CT has more slices).
 const MAX_SLICE_INDEX: f64 = 65_535.0;
@@ -279,11 +282,14 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
             findings.organ_mut(organ).lesions.push(lesion(group)?);
         }
     }
-    let report = root
-        .child(&codes::qualitative_evaluations())
+    let evaluations = root.child(&codes::qualitative_evaluations());
+    let report = evaluations
         .and_then(|node| node.child(&codes::findings_text()))
         .and_then(Node::text)
         .map(str::to_string);
+    let standing = evaluations
+        .and_then(|node| node.child(&codes::result_standing()))
+        .and_then(Node::text);
     // A document that says "no tumor" beside a lesion is not one Keyslice can trust; a box or
     // slice range on findings without any tumor is dropped (an older writer kept them).
     if let Some((organ, _)) = findings
@@ -304,6 +310,7 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
             version: String::new(),
         },
     });
+    let out_of_domain = standing.map(|text| standing_of(text, &algorithm.id));
     Ok(CaseResult {
         observer,
         algorithm,
@@ -312,7 +319,25 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
         report,
         local_description,
         consistency,
+        out_of_domain,
     })
+}
+
+/// A result's standing from its text: whatever the document's words, a result marked as out
+/// of the model's depth reads back as such (the label is Keyslice's own), with its reasons.
+fn standing_of(text: &str, model: &str) -> OutOfDomain {
+    let reasons = text
+        .strip_prefix(OutOfDomain::LABEL)
+        .map_or(text, |rest| rest.trim_start_matches(':').trim());
+    OutOfDomain::new(
+        model,
+        reasons
+            .split("; ")
+            .filter(|reason| !reason.is_empty())
+            .take(MAX_REASONS)
+            .map(|reason| keyslice_core::text::shown_short(reason, 200))
+            .collect(),
+    )
 }
 
 fn organ_of(group: &Node) -> Option<Organ> {

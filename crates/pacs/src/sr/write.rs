@@ -345,18 +345,31 @@ fn root_items(
         )
         .with(groups),
     );
+    // The result's standing travels with it: a result the model itself called meaningless
+    // for this CT says so in the document, first among the qualitative evaluations.
+    let mut evaluations = Vec::new();
+    if let Some(unfamiliar) = &result.out_of_domain {
+        evaluations.push(Node::new(
+            CONTAINS,
+            codes::result_standing(),
+            Value::Text(unfamiliar.sentence()),
+        ));
+    }
     if let Some(report) = result.report.as_ref().filter(|r| !r.trim().is_empty()) {
+        evaluations.push(Node::new(
+            CONTAINS,
+            codes::findings_text(),
+            Value::Text(report.clone()),
+        ));
+    }
+    if !evaluations.is_empty() {
         root.push(
             Node::new(
                 CONTAINS,
                 codes::qualitative_evaluations(),
                 Value::Container(None),
             )
-            .with(vec![Node::new(
-                CONTAINS,
-                codes::findings_text(),
-                Value::Text(report.clone()),
-            )]),
+            .with(evaluations),
         );
     }
     root
@@ -392,7 +405,10 @@ pub fn key_object_selection(
         "Key evidence slice of the AI report by {} {}",
         result.algorithm.id, result.algorithm.version
     );
-    if let Some(consistency) = &result.consistency {
+    if let Some(unfamiliar) = &result.out_of_domain {
+        // Not an image of interest for care: a research result, and no agreement is claimed.
+        description = format!("{}. {description}", unfamiliar.sentence());
+    } else if let Some(consistency) = &result.consistency {
         use std::fmt::Write as _;
         let _ = write!(
             description,
@@ -416,7 +432,12 @@ pub fn key_object_selection(
         Code::new("", "", ""),
         Value::Image(image_class.to_string(), sop.clone()),
     ));
-    let root = Node::new("", codes::of_interest(), Value::Container(Some("2010"))).with(items);
+    let title = if result.out_of_domain.is_some() {
+        codes::for_research()
+    } else {
+        codes::of_interest()
+    };
+    let root = Node::new("", title, Value::Container(Some("2010"))).with(items);
     let document = Document {
         class_uid: KEY_OBJECT_SELECTION,
         modality: "KO",
