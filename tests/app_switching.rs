@@ -433,13 +433,18 @@ fn single_letter_keys_change_the_review_only_while_the_planes_have_the_keyboard(
 
 /// Puts the patient and study into every file of the DICOM series in `folder`.
 fn identify(folder: &Path) {
+    identify_as(folder, "DOE^JANE");
+}
+
+/// [`identify`] with the patient's name `name`.
+fn identify_as(folder: &Path, name: &str) {
     use dicom_core::{DataElement, PrimitiveValue, VR};
     use dicom_dictionary_std::tags;
     for entry in std::fs::read_dir(folder).expect("series") {
         let path = entry.expect("entry").path();
         let mut object = dicom_object::open_file(&path).expect("readable");
         for (tag, vr, value) in [
-            (tags::PATIENT_NAME, VR::PN, "DOE^JANE"),
+            (tags::PATIENT_NAME, VR::PN, name),
             (tags::PATIENT_ID, VR::LO, "MRN-4711"),
             (tags::PATIENT_BIRTH_DATE, VR::DA, "19600102"),
             (tags::PATIENT_SEX, VR::CS, "F"),
@@ -450,6 +455,67 @@ fn identify(folder: &Path) {
         }
         object.write_to_file(&path).expect("written");
     }
+}
+
+/// The planes never move under the hand: a long patient banner and a message over the
+/// images (a correction said where the reviewer looks) shorten in their line instead of
+/// widening the central area, so every plane keeps its place.
+#[test]
+fn the_planes_keep_their_place_beside_a_long_banner_and_a_passing_message() {
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    // The same window with a case of no identity: where the planes belong.
+    let (root, _) = workspace(folder.path());
+    let mut plain = window(Source::Workspace(root), egui::Vec2::new(1280.0, 800.0));
+    step_until(&mut plain, Duration::from_mins(1), "a case", |app| {
+        app.case_on_screen().is_some()
+    });
+    plain.step();
+    let expected = app(&plain).viewer_rect().expect("planes");
+    let series = folder.path().join("series");
+    let slices: Vec<(String, common::SliceSpec)> = (0..6)
+        .map(|k| {
+            (
+                format!("s{k}.dcm"),
+                common::SliceSpec::axial("1.9.48", k, 2.5 * k as f64, 40),
+            )
+        })
+        .collect();
+    common::write_series(&series, &slices);
+    identify_as(
+        &series,
+        "VANDERBILT-MONTGOMERY-WORTHINGTON-HARGREAVES^ALEXANDRA-CHRISTINA^MARIA",
+    );
+    let named = folder.path().join("named");
+    Workspace::create_or_extend(&named, std::slice::from_ref(&series)).expect("workspace");
+    let mut harness = window(Source::Workspace(named), egui::Vec2::new(1280.0, 800.0));
+    step_until(&mut harness, Duration::from_mins(1), "the case", |app| {
+        app.case_on_screen().is_some()
+    });
+    harness.step();
+    let with_banner = app(&harness).viewer_rect().expect("planes");
+    assert_eq!(with_banner, expected, "a long banner moved the planes");
+    // A correction, said over the images.
+    harness.hover_at(with_banner.center());
+    harness.step();
+    harness.key_press(Key::S);
+    harness.step();
+    harness.step();
+    assert!(app(&harness).announcement().is_some());
+    assert_eq!(
+        app(&harness).viewer_rect().expect("planes"),
+        expected,
+        "a passing message moved the planes"
+    );
+    // The banner is shortened, not lost: its whole text is the label's.
+    assert!(
+        harness
+            .query_all_by_label_contains("VANDERBILT-MONTGOMERY")
+            .next()
+            .is_some()
+    );
 }
 
 #[test]

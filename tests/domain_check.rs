@@ -173,6 +173,24 @@ fn workspace_lists_them_and_publishing_leaves_them_out(folder: &Path, cts: &Path
             .any(|window| window == OutOfDomain::LABEL.as_bytes()),
         "a forced AI result carries the model's own word in its report"
     );
+    // Read back, the result keeps its standing, and its key images claim no interest.
+    let Ok(keyslice::pacs::sr::read::Document::Result(read)) =
+        keyslice::pacs::sr::read::read_bytes(sr)
+    else {
+        panic!("the forced SR reads back as a result");
+    };
+    assert!(read.content.out_of_domain.is_some(), "the standing is lost");
+    if let Some((_, kos)) = written
+        .iter()
+        .find(|(name, _)| name.to_string_lossy().ends_with("-key-images.dcm"))
+    {
+        let Ok(keyslice::pacs::sr::read::Document::KeyImages(keys)) =
+            keyslice::pacs::sr::read::read_bytes(kos)
+        else {
+            panic!("the key images read back");
+        };
+        assert_eq!(keys.content.title, "For Research");
+    }
 }
 
 #[test]

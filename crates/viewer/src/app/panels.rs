@@ -15,14 +15,18 @@ use keyslice_core::findings::KeySlice;
 use keyslice_core::prediction::PredictionKeySlice;
 use keyslice_core::volume::Volume;
 
-/// A side panel's default and largest width in a window of this size: its `preferred` width
-/// in a window of 1200 px or more; below that it yields to the images (at most a sixth of the
-/// window each, never under 100 px), so the planes keep about two thirds of a small window.
-fn side_panel_width(ctx: &egui::Context, preferred: f32, saved: Option<f32>) -> (f32, f32) {
+/// Largest share of the window a side panel may be dragged to.
+pub const SIDE_PANEL_MAX_SHARE: f32 = 0.4;
+
+/// A side panel's default and largest width in a window of this size. In a window of
+/// 1200 px or more it opens at its `preferred` width (or the width the reader last dragged it
+/// to) and may be dragged to [`SIDE_PANEL_MAX_SHARE`] of the window; below that it yields to
+/// the images (at most a sixth of the window, never under 100 px), so the planes keep about
+/// two thirds of a small window. Its width changes only by the reader's hand.
+pub fn side_panel_width(ctx: &egui::Context, preferred: f32, saved: Option<f32>) -> (f32, f32) {
     let window = ctx.content_rect().width();
-    // A wide window gives the panels more room: up to a fifth each.
     let largest = if window >= 1200.0 {
-        (window / 5.0).max(preferred)
+        (window * SIDE_PANEL_MAX_SHARE).max(preferred)
     } else {
         (window / 6.0).max(100.0)
     };
@@ -47,19 +51,38 @@ fn patient_header_ui(ui: &mut egui::Ui, volume: &Volume, announcement: Option<&s
         }
         None => "no patient identity in this file".to_string(),
     };
-    ui.horizontal(|ui| {
-        ui.label(egui::RichText::new(identity).strong().size(15.0));
-        if let Some(announcement) = announcement {
-            ui.label(
+    // One line of a fixed height whose parts shorten (full text on hover) rather than push
+    // the planes: a long name or a passing message never moves the images under the hand.
+    // The line's rect is allocated first; its parts are drawn in a child that cannot grow it.
+    let (rect, _) =
+        ui.allocate_exact_size(egui::vec2(ui.available_width(), 20.0), egui::Sense::hover());
+    let mut line = ui.new_child(
+        egui::UiBuilder::new()
+            .max_rect(rect)
+            .layout(egui::Layout::left_to_right(egui::Align::Center)),
+    );
+    line.set_clip_rect(rect.intersect(ui.clip_rect()));
+    // The patient first, with most of the line; what is left goes to the message, then the
+    // series.
+    line.scope(|ui| {
+        ui.set_max_width((rect.width() * 0.6).max(120.0));
+        ui.add(egui::Label::new(egui::RichText::new(&identity).strong().size(15.0)).truncate())
+            .on_hover_text(&identity);
+    });
+    if let Some(announcement) = announcement {
+        line.add(
+            egui::Label::new(
                 egui::RichText::new(announcement)
                     .strong()
                     .color(egui::Color32::from_rgb(120, 200, 140)),
-            );
-        }
-        if !info.series_description.trim().is_empty() {
-            ui.add(egui::Label::new(shown(info.series_description.trim())).truncate());
-        }
-    });
+            )
+            .truncate(),
+        )
+        .on_hover_text(announcement);
+    }
+    if !info.series_description.trim().is_empty() {
+        line.add(egui::Label::new(shown(info.series_description.trim())).truncate());
+    }
 }
 
 impl KeysliceApp {

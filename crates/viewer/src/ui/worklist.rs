@@ -150,7 +150,11 @@ pub fn worklist_ui(
     command
 }
 
-/// The order and status filter, kept in egui's memory for the session.
+/// Characters of a case name shown in its column (the whole name on hover).
+const CASE_CHARS: usize = 24;
+/// Characters of the patient line shown in its column (the whole line on hover).
+const PATIENT_CHARS: usize = 36;
+
 /// The rows of the worklist, with their header; a click on a case asks to open it.
 fn rows_ui(
     ui: &mut egui::Ui,
@@ -172,7 +176,14 @@ fn rows_ui(
             ui.end_row();
             for entry in shown {
                 let open = open_case == Some(entry.case_id.as_str());
-                if ui.selectable_label(open, &entry.case_id).clicked() && !open {
+                // Long names are shortened in their column, whole on hover: the panel keeps
+                // its width.
+                let label = keyslice_core::text::shown_short(&entry.case_id, CASE_CHARS);
+                let clicked = ui
+                    .selectable_label(open, label)
+                    .on_hover_text(keyslice_core::text::shown(&entry.case_id))
+                    .clicked();
+                if clicked && !open {
                     *command = Some(WorklistCommand::Open(entry.case_id.clone()));
                 }
                 let status = ui.label(entry.status.label());
@@ -182,7 +193,9 @@ fn rows_ui(
                 consistency_cell(ui, entry);
                 if with_patients {
                     // Whose study: the reviewer checks it before opening the case.
-                    ui.small(entry.patient.as_deref().unwrap_or("–"));
+                    let patient = entry.patient.as_deref().unwrap_or("–");
+                    ui.small(keyslice_core::text::shown_short(patient, PATIENT_CHARS))
+                        .on_hover_text(keyslice_core::text::shown(patient));
                 }
                 ui.end_row();
             }
@@ -195,8 +208,12 @@ fn consistency_cell(ui: &mut egui::Ui, entry: &WorklistEntry) {
     match (&entry.attention, entry.consistency) {
         // Out of the demo model's depth: never a score, never green.
         (Some(reason), _) if entry.out_of_domain => {
-            ui.colored_label(UNFAMILIAR_COLOUR, OutOfDomain::LABEL)
-                .on_hover_text(keyslice_core::text::shown_short(reason, 600));
+            ui.colored_label(UNFAMILIAR_COLOUR, "not meaningful")
+                .on_hover_text(format!(
+                    "{}\n{}",
+                    OutOfDomain::LABEL,
+                    keyslice_core::text::shown_short(reason, 600)
+                ));
         }
         (Some(reason), consistency) => {
             let text = consistency
