@@ -30,9 +30,42 @@ fn configure_allocator() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 10_000) };
 }
 
+/// Mesa's window-system code and Wayland want a private runtime folder and complain on every
+/// frame where the session has none (a bare X server, a container, `su`). For a window, a
+/// private folder of this process is made and named instead, before any thread starts.
+#[cfg(unix)]
+#[expect(
+    unsafe_code,
+    reason = "setting an environment variable before any thread starts"
+)]
+fn ensure_runtime_folder() {
+    use std::os::unix::fs::DirBuilderExt;
+    let usable = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|folder| !folder.is_empty())
+        .is_some_and(|folder| std::path::Path::new(&folder).is_dir());
+    if usable {
+        return;
+    }
+    let folder = std::env::temp_dir().join(format!("keyslice-runtime-{}", std::process::id()));
+    // Only a folder this process made, readable by its user alone.
+    if std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&folder)
+        .is_ok()
+    {
+        // SAFETY: called from `main` before any other thread exists, so nothing reads the
+        // environment while it changes.
+        unsafe { std::env::set_var("XDG_RUNTIME_DIR", &folder) };
+    }
+}
+
 fn main() -> ExitCode {
     configure_allocator();
     let cli = Cli::parse();
+    #[cfg(unix)]
+    if matches!(cli.command, None | Some(keyslice::cli::Command::View(_))) {
+        ensure_runtime_folder();
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())

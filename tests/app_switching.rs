@@ -710,6 +710,54 @@ fn the_analysed_review_fits_the_default_window_and_a_full_hd_one() {
     }
 }
 
+/// The reviewer is named once (the settings `keyslice view --reviewer` keeps), shown beside
+/// Accept, and every status is recorded under that name and said where the reviewer looks.
+#[test]
+fn accept_says_what_it_did_and_who_did_it() {
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (root, _) = workspace(folder.path());
+    let path = folder.path().join("settings.json");
+    std::fs::write(&path, r#"{"reviewer": "Dr. Ana Lima"}"#).expect("settings written");
+    let (settings, notice) = SettingsFile::load_from(Some(path));
+    assert_eq!(notice, None);
+    let mut harness = window_with(
+        Source::Workspace(root.clone()),
+        egui::Vec2::new(1280.0, 800.0),
+        settings,
+    );
+    step_until(&mut harness, Duration::from_mins(1), "a case", |app| {
+        app.case_on_screen().is_some()
+    });
+    harness.step();
+    harness.get_by_label("as Dr. Ana Lima");
+    let case = app(&harness).case_on_screen().expect("a case").to_string();
+    harness.get_by_label("Accept (Ctrl+Enter)").click();
+    harness.step();
+    harness.step();
+    let said = app(&harness).announcement().unwrap_or_default().to_string();
+    assert_eq!(
+        said,
+        format!("saved — {case} accepted by Dr. Ana Lima · Ctrl+Z undoes")
+    );
+    let store = ReviewStore::open(&root.join(keyslice::review::workspace::DATABASE_FILE))
+        .expect("database");
+    let log = store.corrections(None).expect("log");
+    let status = log
+        .iter()
+        .find(|entry| entry.field == "status")
+        .expect("the status in the log");
+    assert_eq!(status.reviewer, "Dr. Ana Lima");
+    // Undone, and said so.
+    harness.key_press_modifiers(Modifiers::COMMAND, Key::Z);
+    harness.step();
+    harness.step();
+    let said = app(&harness).announcement().unwrap_or_default().to_string();
+    assert!(said.starts_with("undone — status"), "{said}");
+}
+
 #[test]
 fn the_side_panels_open_as_wide_as_the_reviewer_left_them() {
     if !gpu_available() {

@@ -993,6 +993,7 @@ fn worklist_lists_cases_with_status_and_consistency_and_picks_one() {
                     &worklist,
                     Some("PHANTOM_2026_0002"),
                     true,
+                    "Dr. Ana Lima",
                 ) {
                     *picked = Some(command);
                 }

@@ -102,8 +102,13 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
     };
     let summary = export_workspace(&workspace, &options, &args.out)?;
     super::print_summary(args.json, &summary, || {
+        // The reasons are listed only when there are some.
+        let invalid = match summary.invalid.len() {
+            0 => String::new(),
+            count => format!("; {count} left out for the reasons below"),
+        };
         format!(
-            "exported {} case(s) ({} train, {} val; {} hard) to {}: {} file(s); {} not accepted or flagged, left out; {} left out for the reasons below",
+            "exported {} case(s) ({} train, {} val; {} hard) to {}: {} file(s); {} not accepted or flagged, left out{invalid}",
             summary.train + summary.val,
             summary.train,
             summary.val,
@@ -111,7 +116,6 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
             args.out.display(),
             summary.files,
             summary.left_out,
-            summary.invalid.len()
         )
     })?;
     for reason in &summary.invalid {

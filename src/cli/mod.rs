@@ -207,6 +207,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             path: None,
             study: None,
             reader: None,
+            reviewer: None,
             backend: backend::BackendArgs::default(),
         });
     };

@@ -732,7 +732,7 @@ fn write_results(out: &mut impl Write, study: &str, found: &StudyResults) -> std
             writeln!(
                 out,
                 "  review by {} ({}): {}",
-                shown(name),
+                crate::text::person_name(name),
                 shown(&stored.content_date_time),
                 shown(&stored.content.summary())
             )?;

@@ -24,6 +24,11 @@ pub struct ViewArgs {
     /// Who reads the study.
     #[arg(long, requires = "study")]
     pub reader: Option<String>,
+    /// Who reviews: the name shown beside Accept and recorded with every correction and
+    /// status (exports carry a pseudonym). Set once: it is kept in the settings for the next
+    /// windows.
+    #[arg(long, value_name = "NAME")]
+    pub reviewer: Option<String>,
     /// The model live analysis (`A`) runs: the embedded one by default, or a server.
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -43,7 +48,33 @@ pub fn run(args: &ViewArgs) -> Result<(), CliError> {
         None => Source::DemoWorkspace,
     };
     let backend = args.backend.backend()?;
+    if let Some(name) = &args.reviewer {
+        remember_reviewer(name)?;
+    }
     run_app(source, Some(backend)).map_err(|error| CliError::Window(error.to_string()))
+}
+
+/// Keeps `name` as the reviewer in the settings, so every later window records under it.
+fn remember_reviewer(name: &str) -> Result<(), CliError> {
+    use crate::app::settings::{Settings, settings_path};
+    let name = name.trim();
+    if name.is_empty() || name.chars().any(crate::text::is_control) {
+        return Err(CliError::Argument(
+            "--reviewer: give a name of printable characters (e.g. --reviewer \"Dr. Ana Lima\")"
+                .into(),
+        ));
+    }
+    let Some(path) = settings_path() else {
+        return Err(CliError::Argument(
+            "--reviewer: no settings folder (set HOME, XDG_CONFIG_HOME or KEYSLICE_CONFIG_DIR)"
+                .into(),
+        ));
+    };
+    let mut settings = Settings::load(&path).unwrap_or_default();
+    settings.reviewer = Some(name.to_string());
+    settings
+        .save(&path)
+        .map_err(|error| CliError::Argument(format!("--reviewer not kept: {error}")))
 }
 
 /// Opens a study of a PACS as it arrives. Before the window opens: the study's stored
@@ -163,7 +194,7 @@ fn open_from_pacs(
     for (reviewer, review) in found.latest_reviews() {
         eprintln!(
             "review by {} stored on the PACS ({}): {}",
-            crate::text::shown(reviewer),
+            crate::text::person_name(reviewer),
             crate::text::shown(&readable_date_time(&review.content_date_time)),
             crate::text::shown(&review.content.summary())
         );

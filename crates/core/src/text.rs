@@ -39,6 +39,37 @@ pub fn shown(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A DICOM person name (`FAMILY^GIVEN^MIDDLE^PREFIX^SUFFIX`, PN) as people write it:
+/// `FAMILY, GIVEN MIDDLE`, prefix and suffix around it, its alphabetic group only; any other
+/// text as it is. Shown with [`shown`], so control characters stay visible.
+#[must_use]
+pub fn person_name(name: &str) -> String {
+    let alphabetic = name.split('=').next().unwrap_or_default();
+    if !alphabetic.contains('^') {
+        return shown(alphabetic.trim()).into_owned();
+    }
+    let parts: Vec<&str> = alphabetic.split('^').map(str::trim).collect();
+    let part = |index: usize| parts.get(index).copied().unwrap_or_default();
+    let given: Vec<&str> = [part(1), part(2)]
+        .into_iter()
+        .filter(|part| !part.is_empty())
+        .collect();
+    let mut written = part(0).to_string();
+    if !given.is_empty() {
+        if !written.is_empty() {
+            written.push_str(", ");
+        }
+        written.push_str(&given.join(" "));
+    }
+    if !part(3).is_empty() {
+        written = format!("{} {written}", part(3));
+    }
+    if !part(4).is_empty() {
+        written = format!("{written}, {}", part(4));
+    }
+    shown(&written).into_owned()
+}
+
 /// [`shown`], cut to at most `max_chars` characters (with `…` when cut).
 #[must_use]
 pub fn shown_short(text: &str, max_chars: usize) -> String {
@@ -54,6 +85,16 @@ pub fn shown_short(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn person_names_read_as_people_write_them() {
+        assert_eq!(person_name("LIMA^ANA"), "LIMA, ANA");
+        assert_eq!(person_name("DOE^JANE^Q^Dr.^MD"), "Dr. DOE, JANE Q, MD");
+        assert_eq!(person_name("Yamada^Tarou=山田^太郎"), "Yamada, Tarou");
+        assert_eq!(person_name("^ANA"), "ANA");
+        assert_eq!(person_name("Dr. Ana Lima"), "Dr. Ana Lima");
+        assert_eq!(person_name("EVE^\u{1b}[2J"), "EVE, \\u{1b}[2J");
+    }
 
     #[test]
     fn escapes_clear_screen_title_backspace_and_newlines_become_visible_text() {

@@ -76,6 +76,14 @@ impl Pseudonyms {
         format!("case-{}", hex(&digest[..6]))
     }
 
+    /// A reviewer's pseudonym (`reviewer-…`): the same reviewer is the same pseudonym in
+    /// every export of the workspace, and no name leaves it.
+    #[must_use]
+    pub fn reviewer(&self, name: &str) -> String {
+        let digest = self.digest("reviewer", name);
+        format!("reviewer-{}", hex(&digest[..4]))
+    }
+
     /// A DICOM UID under the `2.25.` root (a UUID-derived decimal, PS3.5 B.2), from 120 bits
     /// of the digest.
     #[must_use]

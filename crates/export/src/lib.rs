@@ -610,7 +610,8 @@ fn gather(
             status: state.status,
             findings,
             hard,
-            reviewer: state.reviewer,
+            // Who reviewed, as a pseudonym: exports carry no names.
+            reviewer: state.reviewer.map(|name| pseudonyms.reviewer(&name)),
             updated_at: state.updated_at,
             key_slice_uid: original_uid.map(|uid| pseudonyms.uid(&uid)),
             frames: Vec::new(),

@@ -136,13 +136,7 @@ impl PatientIdentity {
                 text.to_string()
             }
         };
-        let name = self
-            .name
-            .split('^')
-            .filter(|part| !part.trim().is_empty())
-            .map(str::trim)
-            .collect::<Vec<_>>()
-            .join(", ");
+        let name = crate::text::person_name(&self.name);
         let parts = [
             name,
             labelled("ID", &self.id),

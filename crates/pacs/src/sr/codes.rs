@@ -179,6 +179,12 @@ code!(
 );
 code!(verifier_name, "verifier", "99KSL", "Verifier model");
 code!(
+    ai_result_reviewed,
+    "ai-reviewed",
+    "99KSL",
+    "AI result reviewed"
+);
+code!(
     result_standing,
     "standing",
     "99KSL",

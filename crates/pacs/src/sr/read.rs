@@ -231,17 +231,7 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
         .unwrap_or_default();
     for group in groups {
         if algorithm.is_none() {
-            algorithm = group
-                .child(&codes::algorithm_name())
-                .and_then(Node::text)
-                .map(|id| ModelId {
-                    id: id.to_string(),
-                    version: group
-                        .child(&codes::algorithm_version())
-                        .and_then(Node::text)
-                        .unwrap_or_default()
-                        .to_string(),
-                });
+            algorithm = model_of(group);
         }
         let label = group
             .child(&codes::tracking_identifier())
@@ -303,7 +293,11 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
         ));
     }
     findings.drop_contradictions();
-    let algorithm = algorithm.unwrap_or_else(|| match &observer {
+    // A person's correction cites the AI result it started from once.
+    let reviewed = evaluations
+        .and_then(|node| node.child(&codes::ai_result_reviewed()))
+        .and_then(model_of);
+    let algorithm = algorithm.or(reviewed).unwrap_or_else(|| match &observer {
         Observer::Device { model } => model.clone(),
         Observer::Person { .. } => ModelId {
             id: String::new(),
@@ -321,6 +315,20 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
         consistency,
         out_of_domain,
     })
+}
+
+/// The algorithm a node names (its Algorithm Name and Version modifiers), if any.
+fn model_of(node: &Node) -> Option<ModelId> {
+    node.child(&codes::algorithm_name())
+        .and_then(Node::text)
+        .map(|id| ModelId {
+            id: id.to_string(),
+            version: node
+                .child(&codes::algorithm_version())
+                .and_then(Node::text)
+                .unwrap_or_default()
+                .to_string(),
+        })
 }
 
 /// A result's standing from its text: whatever the document's words, a result marked as out

@@ -212,7 +212,12 @@ fn measurement_groups(
     key_sop: Option<&String>,
 ) -> Vec<Node> {
     let mut groups = Vec::new();
-    let algorithm = algorithm_items(&result.algorithm);
+    // A device's result names its algorithm in each group (TID 1500); a person's correction
+    // is theirs, and cites the AI result it started from once, among the evaluations.
+    let algorithm = match result.observer {
+        Observer::Device { .. } => algorithm_items(&result.algorithm),
+        Observer::Person { .. } => Vec::new(),
+    };
     for organ in Organ::ALL {
         let organ_findings = result.findings.organ(organ);
         let Some(presence) = codes::presence_code(organ_findings.tumor) else {
@@ -348,6 +353,19 @@ fn root_items(
     // The result's standing travels with it: a result the model itself called meaningless
     // for this CT says so in the document, first among the qualitative evaluations.
     let mut evaluations = Vec::new();
+    if matches!(result.observer, Observer::Person { .. }) && !result.algorithm.id.is_empty() {
+        evaluations.push(
+            Node::new(
+                CONTAINS,
+                codes::ai_result_reviewed(),
+                Value::Text(format!(
+                    "{} {}",
+                    result.algorithm.id, result.algorithm.version
+                )),
+            )
+            .with(algorithm_items(&result.algorithm)),
+        );
+    }
     if let Some(unfamiliar) = &result.out_of_domain {
         evaluations.push(Node::new(
             CONTAINS,

@@ -17,6 +17,8 @@ pub(super) enum FileCommand {
     Open(Source),
     /// Export the workspace's accepted cases in a format (its folder name).
     Export(ExportFormat, &'static str),
+    /// Close the window (every correction is already saved).
+    Quit,
 }
 
 /// The menu's own state: the open dialog, if shown, and the path being typed.
@@ -237,6 +239,15 @@ impl FileMenu {
                     }
                 });
             });
+            ui.separator();
+            if ui
+                .button("Quit (Ctrl+Q)")
+                .on_hover_text("every correction is already saved")
+                .clicked()
+            {
+                chosen = Some(FileCommand::Quit);
+                ui.close();
+            }
         });
         chosen
     }

@@ -34,7 +34,7 @@ use file_menu::{FileCommand, FileMenu};
 use loading::Loader;
 use open::Pick;
 use review::Cases;
-use settings::SettingsFile;
+use settings::{Settings, SettingsFile};
 
 use crate::ui::analysis::AnalysisCommand;
 use crate::ui::report::ReportCommand;
@@ -42,11 +42,20 @@ use crate::ui::viewport::{Viewer, ViewerCommand};
 use keyslice_core::volume::Volume;
 use keyslice_infer::backend::Backend;
 
-/// Who is reviewing: `$KEYSLICE_REVIEWER`, else the login name, else "reviewer".
-fn reviewer_name() -> String {
-    ["KEYSLICE_REVIEWER", "USER", "USERNAME"]
-        .iter()
-        .find_map(|name| std::env::var(name).ok().filter(|value| !value.is_empty()))
+/// Who is reviewing: the name set once in the settings (`keyslice view --reviewer NAME`),
+/// else `$KEYSLICE_REVIEWER`, else the login name, else "reviewer".
+fn reviewer_name(settings: &Settings) -> String {
+    settings
+        .reviewer
+        .as_deref()
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_string)
+        .or_else(|| {
+            ["KEYSLICE_REVIEWER", "USER", "USERNAME"]
+                .iter()
+                .find_map(|name| std::env::var(name).ok().filter(|value| !value.is_empty()))
+        })
         .unwrap_or_else(|| "reviewer".to_string())
 }
 
@@ -118,6 +127,7 @@ impl KeysliceApp {
         backend: Option<Backend>,
         settings: SettingsFile,
     ) -> Self {
+        let reviewer = reviewer_name(&settings.settings);
         let mut app = Self {
             title: String::new(),
             loader: Loader::default(),
@@ -128,7 +138,10 @@ impl KeysliceApp {
             settings,
             file_menu: FileMenu::default(),
             analysis: AnalysisPanel::new(backend.map(Arc::new)),
-            cases: Cases::default(),
+            cases: Cases {
+                reviewer,
+                ..Cases::default()
+            },
             export: ExportJob::default(),
             help_open: false,
             viewer_rect: None,
@@ -217,6 +230,7 @@ impl KeysliceApp {
                     self.notices.push(notice);
                 }
             }
+            FileCommand::Quit => ctx.send_viewport_cmd(egui::ViewportCommand::Close),
         }
     }
 
@@ -320,6 +334,9 @@ impl KeysliceApp {
         self.dropped_files(&ctx);
         if ctx.input_mut(|input| input.consume_key(egui::Modifiers::COMMAND, egui::Key::O)) {
             self.file_menu.show_dialog(&ctx, Pick::File, None);
+        }
+        if ctx.input_mut(|input| input.consume_key(egui::Modifiers::COMMAND, egui::Key::Q)) {
+            self.apply_file_command(&ctx, FileCommand::Quit);
         }
         let mut file_command = None;
         egui::Panel::top("keyslice-top").show(ui, |ui| {

@@ -115,6 +115,7 @@ impl KeysliceApp {
                             worklist,
                             self.cases.open_case.as_deref(),
                             self.review_keys,
+                            &self.cases.reviewer,
                         );
                         ui.separator();
                     }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Shown;
-use super::{KeysliceApp, Source, reviewer_name};
+use super::{KeysliceApp, Source};
 use crate::ui::editor::{EditCommand, key_slice_here, key_slice_note, set_key_slice};
 use crate::ui::viewport::Evidence;
 use crate::ui::worklist::WorklistCommand;
@@ -26,6 +26,8 @@ pub(super) struct Cases {
     pub(super) open_case: Option<String>,
     /// The open workspace case under review (its corrections, undo/redo).
     pub(super) review: Option<CaseReview>,
+    /// Who reviews: the name every correction and status is recorded under.
+    pub(super) reviewer: String,
 }
 
 impl Cases {
@@ -58,7 +60,7 @@ impl Cases {
         let (Some((root, _)), Some(case_id)) = (&self.workspace, &self.open_case) else {
             return None;
         };
-        match CaseReview::open(&root.join(DATABASE_FILE), case_id, &reviewer_name(), None) {
+        match CaseReview::open(&root.join(DATABASE_FILE), case_id, &self.reviewer, None) {
             Ok(review) => {
                 self.review = Some(review);
                 None
@@ -85,7 +87,7 @@ impl Cases {
         if let Some(entry) = worklist.iter_mut().find(|e| e.case_id == review.case_id()) {
             entry.status = review.status();
             if review.status() != ReviewStatus::New {
-                entry.reviewer = Some(reviewer_name());
+                entry.reviewer = Some(self.reviewer.clone());
             }
         }
     }
@@ -163,12 +165,26 @@ impl Cases {
         &mut self,
         command: WorklistCommand,
         notices: &mut Vec<String>,
+        announced: &mut Vec<String>,
     ) -> Option<Source> {
         if let WorklistCommand::SetStatus(status) = command
             && let Some(review) = &mut self.review
         {
-            if let Err(error) = review.set_status(status) {
-                notices.push(format!("status not saved: {error} ({})", error.hint()));
+            let before = review.status();
+            match review.set_status(status) {
+                Err(error) => {
+                    notices.push(format!("status not saved: {error} ({})", error.hint()));
+                }
+                Ok(()) if before != status => {
+                    // What was done, by whom, said where the reviewer looks.
+                    announced.push(format!(
+                        "saved — {} {} by {} · Ctrl+Z undoes",
+                        review.case_id(),
+                        status_words(status),
+                        self.reviewer
+                    ));
+                }
+                Ok(()) => {}
             }
             self.sync_worklist_status();
             return None;
@@ -182,6 +198,16 @@ impl Cases {
             root: root.clone(),
             case_id,
         })
+    }
+}
+
+/// A status as a sentence says it ("accepted", "flagged").
+fn status_words(status: ReviewStatus) -> &'static str {
+    match status {
+        ReviewStatus::Done => "accepted",
+        ReviewStatus::Flagged => "flagged",
+        ReviewStatus::InReview => "marked in review",
+        ReviewStatus::New => "marked new",
     }
 }
 
@@ -360,7 +386,14 @@ impl KeysliceApp {
             }
             return;
         }
-        if let Some(source) = self.cases.apply_worklist(command, &mut self.notices) {
+        let mut announced = Vec::new();
+        let source = self
+            .cases
+            .apply_worklist(command, &mut self.notices, &mut announced);
+        if let Some(last) = announced.pop() {
+            self.announcement = Some((last, std::time::Instant::now()));
+        }
+        if let Some(source) = source {
             self.open(ctx, source);
         }
     }

@@ -29,6 +29,9 @@ pub struct Settings {
     pub window_position: Option<[f32; 2]>,
     /// The side panels' widths in points (left, right) as the reviewer last left them.
     pub panel_widths: Option<[f32; 2]>,
+    /// Who reviews in this window (`keyslice view --reviewer NAME` sets it once): the name
+    /// shown beside Accept and written into the review log.
+    pub reviewer: Option<String>,
 }
 
 impl Default for Settings {
@@ -39,6 +42,7 @@ impl Default for Settings {
             window_size: None,
             window_position: None,
             panel_widths: None,
+            reviewer: None,
         }
     }
 }

@@ -148,7 +148,9 @@ fn stored_ui(ui: &mut egui::Ui, stored: &StoredResult) {
     ui.label(egui::RichText::new("Reviews on the PACS").strong());
     for review in &stored.reviews {
         ui.horizontal_wrapped(|ui| {
-            ui.label(egui::RichText::new(shown(&review.reviewer)).strong());
+            ui.label(
+                egui::RichText::new(keyslice_core::text::person_name(&review.reviewer)).strong(),
+            );
             ui.small(shown(&review.stored));
         })
         .response

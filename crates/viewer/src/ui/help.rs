@@ -49,6 +49,7 @@ pub const KEYS: &[(&str, &[(&str, &str)])] = &[
         "Window",
         &[
             ("Ctrl+O", "open a file"),
+            ("Ctrl+Q", "quit (every correction is already saved)"),
             ("?", "this help; Esc or ? closes it"),
         ],
     ),

@@ -74,6 +74,7 @@ pub fn worklist_ui(
     worklist: &[WorklistEntry],
     open_case: Option<&str>,
     review_keys: bool,
+    reviewer: &str,
 ) -> Option<WorklistCommand> {
     let mut command = None;
     ui.heading("Worklist");
@@ -117,6 +118,15 @@ pub fn worklist_ui(
             if ui.button("Flag (F)").clicked() {
                 command = Some(WorklistCommand::SetStatus(ReviewStatus::Flagged));
             }
+            // Who accepts: the name the review log records.
+            ui.weak(format!(
+                "as {}",
+                keyslice_core::text::shown_short(reviewer, REVIEWER_CHARS)
+            ))
+            .on_hover_text(
+                "recorded in the review log under this name (exports carry a pseudonym); \
+                 set it once with keyslice view --reviewer NAME",
+            );
         });
         ui.horizontal(|ui| {
             if ui.small_button("previous (P)").clicked() {
@@ -150,6 +160,8 @@ pub fn worklist_ui(
     command
 }
 
+/// Characters of the reviewer's name shown beside Accept.
+const REVIEWER_CHARS: usize = 24;
 /// Characters of a case name shown in its column (the whole name on hover).
 const CASE_CHARS: usize = 24;
 /// Characters of the patient line shown in its column (the whole line on hover).
