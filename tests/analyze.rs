@@ -294,3 +294,80 @@ fn the_embedded_model_refuses_slices_far_apart_instead_of_analysing_the_gaps() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }
+
+/// `eval evidence` on a few phantoms: every kind of made-up finding has its row beside the
+/// model's own false positives, each made-up finding is counted once (made up or landed on a
+/// real tumor), no figure leaves its range, and the same seed gives the same figures.
+#[test]
+fn the_evidence_evaluation_reports_every_kind_per_finding() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let data = folder.path().join("cases");
+    let made = keyslice(&[
+        "phantom",
+        "--out",
+        data.to_str().expect("utf-8"),
+        "--cases",
+        "6",
+        "--seed",
+        "31",
+        "--matrix",
+        "64",
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let run = || {
+        let output = keyslice(&[
+            "eval",
+            "evidence",
+            "--data",
+            data.to_str().expect("utf-8"),
+            "--seed",
+            "5",
+            "--json",
+        ]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).expect("JSON")
+    };
+    let evaluation = run();
+    assert_eq!(evaluation["cases"], 6);
+    let rows = evaluation["rows"].as_array().expect("rows");
+    let kinds: Vec<&str> = rows.iter().filter_map(|row| row["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "alone",
+            "beside-real",
+            "second-lesion",
+            "side-swap",
+            "wrong-attributes",
+            "made-up-evidence",
+            "all kinds",
+            "natural"
+        ]
+    );
+    let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap_or(u64::MAX);
+    let mut made_up_sum = 0;
+    for row in &rows[..6] {
+        assert_eq!(
+            count(row, "injected"),
+            count(row, "made_up") + count(row, "landed_on_real"),
+            "{row:#}"
+        );
+        assert_eq!(
+            count(row, "real"),
+            evaluation["real_findings"].as_u64().expect("a count")
+        );
+        made_up_sum += count(row, "made_up");
+        for key in ["auroc", "made_up_shown_agreeing", "real_flagged"] {
+            if let Some(value) = row[key].as_f64() {
+                assert!((0.0..=1.0).contains(&value), "{key} {value}");
+            }
+        }
+    }
+    assert_eq!(count(&rows[6], "made_up"), made_up_sum);
+    // The same seed, the same figures (all but the time verifying took).
+    let without_time = |mut value: serde_json::Value| {
+        value["verify_ms_per_answer"] = serde_json::Value::Null;
+        value
+    };
+    assert_eq!(without_time(run()), without_time(evaluation));
+}

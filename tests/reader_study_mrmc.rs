@@ -312,6 +312,25 @@ fn hallucinated_claims_are_named_and_the_consistency_ranks_them() {
     assert_eq!(named, [("c", "liver"), ("d", "pancreas")]);
     // Every hallucinated claim is less consistent than every grounded one here.
     assert_eq!(analysis["auroc"], 1.0, "{analysis:#}");
+    // Per finding: the denied liver claim (c) and the unverified pancreas claim (d), whose
+    // organ is not on its key slice, are the made-up ones; none is shown as agreeing.
+    let findings = &analysis["findings"];
+    assert_eq!(
+        (findings["made_up"].as_u64(), findings["real"].as_u64()),
+        (Some(2), Some(3)),
+        "{findings:#}"
+    );
+    assert_eq!(findings["auroc"], 1.0, "{findings:#}");
+    assert_eq!(findings["made_up_shown_agreeing"], 0.0, "{findings:#}");
+    assert_eq!(findings["real_flagged"], 0.0, "{findings:#}");
+    let standings: Vec<(&str, &str)> = findings["claims"]
+        .as_array()
+        .expect("claims")
+        .iter()
+        .filter(|claim| claim["made_up"] == true)
+        .filter_map(|claim| Some((claim["case_id"].as_str()?, claim["standing"].as_str()?)))
+        .collect();
+    assert_eq!(standings, [("c", "denied"), ("d", "unverified")]);
     let high = analysis["mean_consistency_grounded"]
         .as_f64()
         .expect("a mean");

@@ -8,6 +8,7 @@ pub mod analyze;
 pub mod backend;
 pub mod batch;
 pub mod convert;
+pub mod eval;
 pub mod export;
 pub mod findings;
 pub mod info;
@@ -67,6 +68,9 @@ pub enum Command {
     Pacs(pacs::PacsArgs),
     /// Reader studies: the MRMC analysis of a study's reads (iMRMC's format and tables).
     Study(study::StudyArgs),
+    /// Evaluations on case folders with truth: whether the evidence tells made-up findings
+    /// from real ones.
+    Eval(eval::EvalArgs),
 }
 
 /// A failed command, as a user sees it.
@@ -226,6 +230,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Vlm(args) => vlm::run(&args),
         Command::Pacs(args) => pacs::run(&args),
         Command::Study(args) => study::run(&args),
+        Command::Eval(args) => eval::run(&args),
     }
 }
 

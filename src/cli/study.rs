@@ -507,6 +507,32 @@ fn report(
     Ok(())
 }
 
+/// The per-finding figures of `study hallucinations` on one line.
+fn finding_line(
+    out: &mut impl Write,
+    findings: &crate::mrmc::hallucination::FindingFigures,
+) -> std::io::Result<()> {
+    let number = |value: Option<f64>| value.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"));
+    let share = |value: Option<f64>| {
+        value.map_or_else(|| "–".to_string(), |v| format!("{:.0} %", 100.0 * v))
+    };
+    writeln!(
+        out,
+        "per finding ({} made up, {} real; every claim counted, one without evidence as unverified): AUROC {}{}; made-up findings shown as agreeing {}; real findings flagged {}",
+        findings.made_up,
+        findings.real,
+        number(findings.auroc),
+        findings
+            .auroc_ci
+            .map_or_else(String::new, |[low, high]| format!(
+                " (95 % CI {low:.3}–{high:.3}, cases resampled)"
+            )),
+        share(findings.made_up_shown_agreeing),
+        share(findings.real_flagged)
+    )?;
+    Ok(())
+}
+
 fn hallucinations(
     pred: &std::path::Path,
     truth: &std::path::Path,
@@ -586,6 +612,7 @@ fn hallucinations(
         (_, _, Some(reason)) => writeln!(out, "{reason}")?,
         _ => {}
     }
+    finding_line(&mut out, &analysis.findings)?;
     for claim in analysis
         .cases
         .iter()

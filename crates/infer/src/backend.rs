@@ -7,7 +7,7 @@ use super::embedded::{TinyDiagnoser, TinyModel, TinyVerifier};
 use super::hallucinate::{Hallucinate, Hallucinating};
 use super::openai::{OpenAiDiagnoser, OpenAiVerifier};
 use super::qwen3_vl::pipeline::Qwen3VlPipeline;
-use super::{Diagnoser, InferError, ModelId, Prediction, Verifier, run_pipeline};
+use super::{Diagnoser, Diagnosis, InferError, ModelId, Prediction, Verifier, run_pipeline};
 use keyslice_core::volume::Volume;
 
 /// A ready backend.
@@ -87,6 +87,42 @@ impl Backend {
         }
     }
 
+    /// The diagnoser's answer alone (the report and its evidence), before any verification:
+    /// what [`Self::verify_diagnosis`] verifies, as it is or changed (an evaluation injecting
+    /// made-up findings into real answers).
+    pub fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError> {
+        match self {
+            Self::Embedded(model) => TinyDiagnoser(model).diagnose(volume),
+            Self::Openai(pair) => pair.0.diagnose(volume),
+            Self::Qwen3vl(qwen) => qwen.diagnoser().diagnose(volume),
+            Self::Hallucinating(inner, _) => inner.diagnose(volume),
+        }
+    }
+
+    /// The rest of the pipeline on `diagnosis` (read, evidence checked, verified on its key
+    /// slice by this backend's verifier, consistency), as [`Self::run`] does after diagnosing.
+    pub fn verify_diagnosis(
+        &self,
+        case_id: &str,
+        volume: &Volume,
+        diagnosis: Diagnosis,
+    ) -> Result<Prediction, InferError> {
+        let given = Given {
+            diagnosis,
+            id: self.model_id(),
+        };
+        match self {
+            Self::Embedded(model) => {
+                run_pipeline(case_id, volume, &given, Some(&TinyVerifier(model)))
+            }
+            Self::Openai(pair) => run_pipeline(case_id, volume, &given, Some(&pair.1)),
+            Self::Qwen3vl(qwen) => run_pipeline(case_id, volume, &given, Some(&qwen.verifier())),
+            Self::Hallucinating(inner, _) => {
+                inner.verify_diagnosis(case_id, volume, given.diagnosis)
+            }
+        }
+    }
+
     /// One line for the window: which model runs where.
     #[must_use]
     pub fn describe(&self) -> String {
@@ -107,5 +143,21 @@ impl Backend {
     /// The embedded keyslice-tiny.
     pub fn embedded() -> Result<Self, InferError> {
         TinyModel::embedded().map(|model| Self::Embedded(Box::new(model)))
+    }
+}
+
+/// A diagnoser whose answer is already known.
+struct Given {
+    diagnosis: Diagnosis,
+    id: ModelId,
+}
+
+impl Diagnoser for Given {
+    fn model_id(&self) -> ModelId {
+        self.id.clone()
+    }
+
+    fn diagnose(&self, _volume: &Volume) -> Result<Diagnosis, InferError> {
+        Ok(self.diagnosis.clone())
     }
 }

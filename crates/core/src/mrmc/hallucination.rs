@@ -9,7 +9,17 @@ use serde::Serialize;
 
 use super::{MrmcError, Reads, normal_quantile, reader_table};
 use crate::findings::{Findings, Organ};
-use crate::scoring::{SizeTolerance, consistency};
+use crate::scoring::{SizeTolerance, Standing, consistency};
+
+/// The consistency from which the evidence panel shows a finding in green, as agreeing (when
+/// the verifier also shows it).
+pub const SHOWN_AGREEING_FROM: f64 = 0.75;
+
+/// Bootstrap resamples of the cases for the per-finding AUROC's interval.
+const BOOTSTRAP_SAMPLES: usize = 2000;
+
+/// The seed of that resampling, fixed so the interval is the same on every run.
+const BOOTSTRAP_SEED: u64 = 0x4556_4944;
 
 /// One AI report and what is known of its case.
 pub struct ReportCase<'a> {
@@ -34,6 +44,161 @@ pub struct Claim {
     pub hallucinated: Vec<&'static str>,
     /// The report–evidence consistency, when the verifier was asked.
     pub consistency: Option<f64>,
+}
+
+/// One claimed finding (an organ the report gives a tumor) and what the evidence showed of it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FindingClaim {
+    /// The case.
+    pub case_id: String,
+    /// The organ.
+    pub organ: &'static str,
+    /// The organ's truth has no tumor: the finding is made up.
+    pub made_up: bool,
+    /// The verifier's standing on it (the weakest of its lesions); unverified when the
+    /// verifier was not asked or did not see it.
+    pub standing: Standing,
+    /// Its consistency (the weakest of its lesions'; 0 unless it agrees).
+    pub score: f64,
+}
+
+impl FindingClaim {
+    /// Whether the evidence panel shows it as agreeing: the verifier shows it and its
+    /// consistency is at least [`SHOWN_AGREEING_FROM`].
+    #[must_use]
+    pub fn shown_agreeing(&self) -> bool {
+        self.standing == Standing::Agrees && self.score >= SHOWN_AGREEING_FROM
+    }
+}
+
+/// Every claimed finding, never leaving one out: a finding without usable evidence counts as
+/// unverified (score 0), not as missing.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FindingFigures {
+    /// Made-up findings.
+    pub made_up: usize,
+    /// Findings whose organ has a tumor in truth.
+    pub real: usize,
+    /// AUROC of `1 − consistency` for telling made-up findings from real ones.
+    pub auroc: Option<f64>,
+    /// Its 95 % interval, the cases resampled (a case's findings together).
+    pub auroc_ci: Option<[f64; 2]>,
+    /// Share of made-up findings the panel shows as agreeing.
+    pub made_up_shown_agreeing: Option<f64>,
+    /// Share of real findings the panel does not show as agreeing (flagged).
+    pub real_flagged: Option<f64>,
+    /// Each finding.
+    pub claims: Vec<FindingClaim>,
+}
+
+/// The per-finding figures of `claims` (see [`FindingFigures`]).
+#[must_use]
+pub fn finding_figures(claims: Vec<FindingClaim>) -> FindingFigures {
+    let made_up = claims.iter().filter(|claim| claim.made_up).count();
+    let real = claims.len() - made_up;
+    let share = |count: usize, of: usize| (of > 0).then(|| count as f64 / of as f64);
+    let made_up_shown_agreeing = share(
+        claims
+            .iter()
+            .filter(|claim| claim.made_up && claim.shown_agreeing())
+            .count(),
+        made_up,
+    );
+    let real_flagged = share(
+        claims
+            .iter()
+            .filter(|claim| !claim.made_up && !claim.shown_agreeing())
+            .count(),
+        real,
+    );
+    let auroc = auroc_of(claims.iter());
+    // The interval: the cases resampled with replacement, each bringing all its findings.
+    let mut cases: Vec<&str> = claims.iter().map(|claim| claim.case_id.as_str()).collect();
+    cases.sort_unstable();
+    cases.dedup();
+    let auroc_ci = auroc.and_then(|_| {
+        let mut rng = crate::rng::Rng::new(BOOTSTRAP_SEED);
+        let mut values = Vec::with_capacity(BOOTSTRAP_SAMPLES);
+        for _ in 0..BOOTSTRAP_SAMPLES {
+            let drawn: Vec<&str> = (0..cases.len())
+                .map(|_| cases[rng.below(cases.len())])
+                .collect();
+            let resampled = drawn.iter().flat_map(|case| {
+                claims
+                    .iter()
+                    .filter(move |claim| claim.case_id.as_str() == *case)
+            });
+            values.extend(auroc_of(resampled));
+        }
+        values.sort_by(f64::total_cmp);
+        let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+        (!values.is_empty()).then(|| [at(0.025), at(0.975)])
+    });
+    FindingFigures {
+        made_up,
+        real,
+        auroc,
+        auroc_ci,
+        made_up_shown_agreeing,
+        real_flagged,
+        claims,
+    }
+}
+
+/// The Mann–Whitney AUROC of `1 − score` (made-up findings the positives), ties counting
+/// ½; `None` without both kinds.
+fn auroc_of<'a>(claims: impl Iterator<Item = &'a FindingClaim>) -> Option<f64> {
+    let (mut positives, mut negatives) = (Vec::new(), Vec::new());
+    for claim in claims {
+        if claim.made_up {
+            positives.push(1.0 - claim.score);
+        } else {
+            negatives.push(1.0 - claim.score);
+        }
+    }
+    if positives.is_empty() || negatives.is_empty() {
+        return None;
+    }
+    let mut sum = 0.0;
+    for p in &positives {
+        for n in &negatives {
+            sum += match p.total_cmp(n) {
+                std::cmp::Ordering::Greater => 1.0,
+                std::cmp::Ordering::Equal => 0.5,
+                std::cmp::Ordering::Less => 0.0,
+            };
+        }
+    }
+    Some(sum / (positives.len() * negatives.len()) as f64)
+}
+
+/// The claimed findings of one report: each organ it gives a tumor, with the verifier's
+/// standing on its weakest lesion.
+fn finding_claims(case: &ReportCase<'_>, tolerance: SizeTolerance) -> Vec<FindingClaim> {
+    let scored = case
+        .local
+        .map(|local| consistency(case.report, local, tolerance));
+    case.report
+        .tumor_organs()
+        .into_iter()
+        .map(|organ| {
+            let weakest = scored.as_ref().and_then(|scored| {
+                scored
+                    .findings
+                    .iter()
+                    .filter(|finding| finding.organ == organ)
+                    .min_by(|a, b| a.score.total_cmp(&b.score))
+                    .copied()
+            });
+            FindingClaim {
+                case_id: case.case_id.to_string(),
+                organ: organ.key(),
+                made_up: !case.truth.states_tumor(organ),
+                standing: weakest.map_or(Standing::Unverified, |finding| finding.standing),
+                score: weakest.map_or(0.0, |finding| finding.score),
+            }
+        })
+        .collect()
 }
 
 /// The analysis.
@@ -61,6 +226,9 @@ pub struct Hallucinations {
     pub auroc_missing: Option<String>,
     /// Each claim.
     pub cases: Vec<Claim>,
+    /// The same question asked of each claimed finding rather than each report: whether the
+    /// evidence tells a made-up finding from a real one, every finding counted.
+    pub findings: FindingFigures,
 }
 
 /// The analysis of `cases`; also the reads (reader `consistency`, modality `verifier`, the
@@ -71,7 +239,9 @@ pub fn hallucinations(
     tolerance: SizeTolerance,
 ) -> Result<(Hallucinations, Reads), MrmcError> {
     let mut claims = Vec::new();
+    let mut finding_list = Vec::new();
     for case in cases {
+        finding_list.extend(finding_claims(case, tolerance));
         let claimed: Vec<&'static str> = case
             .report
             .tumor_organs()
@@ -158,6 +328,7 @@ pub fn hallucinations(
                 format!("no AUROC: {reason} (hallucinated claims are the cases with the condition)")
             }),
             cases: claims,
+            findings: finding_figures(finding_list),
         },
         reads,
     ))
