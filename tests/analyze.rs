@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::fmt::Write as _;
+
 use common::{SliceSpec, bright_block, keyslice, score_predictions, text, write_series};
 use keyslice::infer::embedded::grid::{GridSpec, ModelGrid};
 use keyslice::infer::embedded::{TinyModel, TinyVerifier};
@@ -179,6 +181,34 @@ fn garbled_output_is_kept_and_flagged_and_a_bad_key_slice_is_a_warning() {
         "{:?}",
         outside.warnings
     );
+
+    // Sixty lesions in the liver and a box around the whole slice: capped and refused, the
+    // organ named, never shown as agreeing.
+    let [columns, rows, _] = volume.dims();
+    let mut flood = String::new();
+    for k in 1..=60 {
+        let _ = writeln!(flood, "Liver lesion {k}: Size: 1.{} x 1.0 cm.", k % 10);
+    }
+    let _ = write!(
+        flood,
+        "Key slice: 46.\nBox on key slice: columns 0-{}, rows 0-{}.",
+        columns - 1,
+        rows - 1
+    );
+    let flood: &'static str = Box::leak(flood.into_boxed_str());
+    let flooded = run_pipeline("demo", &volume, &Scripted(flood, Some(46)), Some(&verifier))
+        .expect("never fatal");
+    let liver = flooded.findings.organ(keyslice::findings::Organ::Liver);
+    assert_eq!(liver.lesions.len(), 20);
+    let said = flooded.warnings.join("\n");
+    assert!(
+        said.contains("liver: the report lists 60 lesions; the first 20 are kept"),
+        "{said}"
+    );
+    assert!(said.contains("covers 100% of the slice"), "{said}");
+    assert!(flooded.slice_box.is_none());
+    let consistency = flooded.consistency.expect("verified");
+    assert!(consistency.score < 0.75, "{consistency:?}");
 }
 
 #[test]

@@ -150,6 +150,13 @@ fn adversarial(tumor: bool) -> Vec<(&'static str, String)> {
                 "a box with its corners out of order",
                 format!("{right}\nBox on key slice: columns 99-95, rows 93-97."),
             ),
+            (
+                "fifty lesions in the liver",
+                (1..=50).fold(String::new(), |mut text, k| {
+                    let _ = writeln!(text, "Liver lesion {k}: Size: 1.0 x 0.9 cm.");
+                    text
+                }) + "Pancreas: no tumor.\nLeft kidney: no tumor.\nRight kidney: no tumor.\nKey slice: 102.",
+            ),
         ]);
     } else {
         // Evidence of a lesion the answer does not claim.

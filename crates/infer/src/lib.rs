@@ -26,7 +26,7 @@ pub use keyslice_core::prediction::{
     ModelId, OutOfDomain, PREDICTION_VERSION, Prediction, PredictionKeySlice, Timings,
 };
 
-use keyslice_core::findings::evidence::{box_problem, range_problem};
+use keyslice_core::findings::evidence::{box_problem, box_too_large, cap_lesions, range_problem};
 use keyslice_core::findings::{Findings, KeySlice, SliceBox, read_report};
 use keyslice_core::scoring::{SizeTolerance, consistency};
 use keyslice_core::volume::Volume;
@@ -197,6 +197,9 @@ pub fn run_pipeline(
         warnings.push(format!("report evidence not used: {problem}"));
     }
     let mut findings = read.findings;
+    // An answer listing lesions by the thousand is capped, the organ named, before anything
+    // downstream (the window, the SR) has to hold it.
+    warnings.extend(cap_lesions(&mut findings));
     // The key slice the model named explicitly wins over one written in its report.
     let key_index = diagnosis
         .key_slice
@@ -297,7 +300,9 @@ fn checked_evidence(
         lesion_slices: findings.lesion_slices,
         ..Findings::default()
     };
-    if let Some(problem) = box_problem(&evidence, dims) {
+    if let Some(problem) =
+        box_problem(&evidence, dims).or_else(|| box_too_large(&evidence, dims[0], dims[1]))
+    {
         warnings.push(format!("the model's box is not used: {problem}"));
         evidence.slice_box = None;
     }

@@ -64,6 +64,48 @@ pub fn box_problem(findings: &Findings, dims: [usize; 3]) -> Option<String> {
     None
 }
 
+/// Largest share of the slice a model's box may cover and still point at one lesion.
+pub const MAX_BOX_SHARE: f64 = 0.25;
+
+/// Most lesions a report may list in one organ; more are not a report a reader can check.
+pub const MAX_LESIONS_PER_ORGAN: usize = 20;
+
+/// The box of `findings` covers more than [`MAX_BOX_SHARE`] of a slice of `columns` × `rows`
+/// (a box around the whole slice points at nothing): the sentence saying so.
+#[must_use]
+pub fn box_too_large(findings: &Findings, columns: usize, rows: usize) -> Option<String> {
+    let [c0, r0, c1, r1] = findings.slice_box.as_ref()?.voxels.map(|v| v as usize);
+    if columns == 0 || rows == 0 || c1 < c0 || r1 < r0 {
+        return None;
+    }
+    let share = ((c1.min(columns - 1) - c0.min(columns - 1) + 1)
+        * (r1.min(rows - 1) - r0.min(rows - 1) + 1)) as f64
+        / (columns * rows) as f64;
+    (share > MAX_BOX_SHARE).then(|| {
+        format!(
+            "the box (columns {c0}-{c1}, rows {r0}-{r1}) covers {:.0}% of the slice: a box around one lesion covers at most {:.0}%",
+            100.0 * share,
+            100.0 * MAX_BOX_SHARE
+        )
+    })
+}
+
+/// Keeps at most [`MAX_LESIONS_PER_ORGAN`] lesions in each organ of `findings`: a sentence for
+/// each organ cut, naming it and what was dropped.
+pub fn cap_lesions(findings: &mut Findings) -> Vec<String> {
+    let mut cut = Vec::new();
+    for (organ, finding) in &mut findings.organs {
+        let listed = finding.lesions.len();
+        if listed > MAX_LESIONS_PER_ORGAN {
+            finding.lesions.truncate(MAX_LESIONS_PER_ORGAN);
+            cut.push(format!(
+                "{organ}: the report lists {listed} lesions; the first {MAX_LESIONS_PER_ORGAN} are kept"
+            ));
+        }
+    }
+    cut
+}
+
 /// What is wrong with the lesion slice range of `findings` on a CT of `slices` axial slices;
 /// `None` when it is fine or there is none.
 #[must_use]
@@ -166,5 +208,26 @@ mod tests {
         assert!((a.iou(&a) - 1.0).abs() < 1e-12);
         assert!((a.iou(&b) - 50.0 / 150.0).abs() < 1e-12);
         assert!(a.iou(&far).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_box_around_most_of_the_slice_and_a_flood_of_lesions_are_named() {
+        let whole = with_evidence(40, [0, 0, 63, 47], None);
+        let said = box_too_large(&whole, 64, 48).expect("too large");
+        assert!(said.contains("covers 100% of the slice"), "{said}");
+        let lesion = with_evidence(40, [10, 10, 29, 29], None);
+        assert!(box_too_large(&lesion, 64, 48).is_none());
+        let mut flood = Findings::default();
+        flood.organ_mut(crate::findings::Organ::Pancreas).lesions =
+            vec![crate::findings::Lesion::default(); 45];
+        let cut = cap_lesions(&mut flood);
+        assert_eq!(
+            cut,
+            ["pancreas: the report lists 45 lesions; the first 20 are kept"]
+        );
+        assert_eq!(
+            flood.organ(crate::findings::Organ::Pancreas).lesions.len(),
+            MAX_LESIONS_PER_ORGAN
+        );
     }
 }

@@ -28,7 +28,7 @@
 use serde::Serialize;
 
 use super::{Prediction, Reference, RewardWeights, Rewards, SizeTolerance, rewards};
-use crate::findings::evidence::{box_problem, evidence_problems};
+use crate::findings::evidence::{MAX_LESIONS_PER_ORGAN, box_problem, evidence_problems};
 use crate::findings::{Organ, ReadReport, TumorPresence, read_report};
 
 /// Longest answer scored as a report: a report of four organs with several lesions each is
@@ -81,6 +81,13 @@ pub enum FormFault {
     /// A tumor-free answer gives a box or a lesion slice range: evidence of a lesion it does
     /// not claim.
     EvidenceWithoutLesion,
+    /// An organ lists more lesions than a report can ([`MAX_LESIONS_PER_ORGAN`]).
+    TooManyLesions {
+        /// The organ.
+        organ: Organ,
+        /// Lesions listed.
+        count: usize,
+    },
     /// The evidence cannot be read on the volume: a key slice outside it, a box outside the
     /// slice or with its corners out of order, a range that leaves the volume, is inverted or
     /// does not hold the key slice.
@@ -110,6 +117,10 @@ impl std::fmt::Display for FormFault {
             Self::BoxTooLarge { fraction } => {
                 write!(f, "the box covers {:.0}% of the slice", 100.0 * fraction)
             }
+            Self::TooManyLesions { organ, count } => write!(
+                f,
+                "{organ}: {count} lesions listed, more than {MAX_LESIONS_PER_ORGAN}"
+            ),
             Self::EvidenceWithoutLesion => write!(
                 f,
                 "no organ is given a tumor, yet a box or lesion slice range is"
@@ -145,6 +156,13 @@ pub fn form_faults(answer: &str, read: &ReadReport, size: VolumeSize) -> Vec<For
             slices: read.key_slices.clone(),
         }),
     }
+    faults.extend(
+        Organ::ALL
+            .into_iter()
+            .map(|organ| (organ, read.findings.organ(organ).lesions.len()))
+            .filter(|(_, count)| *count > MAX_LESIONS_PER_ORGAN)
+            .map(|(organ, count)| FormFault::TooManyLesions { organ, count }),
+    );
     if !claims_tumor && (read.findings.slice_box.is_some() || read.findings.lesion_slices.is_some())
     {
         faults.push(FormFault::EvidenceWithoutLesion);

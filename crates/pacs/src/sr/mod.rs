@@ -139,8 +139,10 @@ impl CaseResult {
             voxels: slice_box.voxels,
             mm: None,
         });
-        // A document never says "no tumor" beside a lesion.
+        // A document never says "no tumor" beside a lesion, nor lists more lesions than a
+        // report can (an answer written before the cap).
         findings.drop_contradictions();
+        let _ = keyslice_core::findings::evidence::cap_lesions(&mut findings);
         Self {
             observer: Observer::Device {
                 model: prediction.diagnoser.clone(),
