@@ -118,16 +118,22 @@ pub fn worklist_ui(
             if ui.button("Flag (F)").clicked() {
                 command = Some(WorklistCommand::SetStatus(ReviewStatus::Flagged));
             }
-            // Who accepts: the name the review log records.
-            ui.weak(format!(
-                "as {}",
-                keyslice_core::text::shown_short(reviewer, REVIEWER_CHARS)
-            ))
-            .on_hover_text(
-                "recorded in the review log under this name (exports carry a pseudonym); \
-                 set it once with keyslice view --reviewer NAME",
-            );
         });
+        // Who accepts, right under the buttons: the name the review log records.
+        ui.add(
+            egui::Label::new(
+                egui::RichText::new(format!(
+                    "as {}",
+                    keyslice_core::text::shown_short(reviewer, REVIEWER_CHARS)
+                ))
+                .weak(),
+            )
+            .truncate(),
+        )
+        .on_hover_text(
+            "recorded in the review log under this name (exports carry a pseudonym); \
+             set it once with keyslice view --reviewer NAME",
+        );
         ui.horizontal(|ui| {
             if ui.small_button("previous (P)").clicked() {
                 command = step(false);
