@@ -16,22 +16,27 @@ use keyslice::io::{LoadOptions, load_study};
 use keyslice::volume::Volume;
 use keyslice::volume::demo::demo_abdomen;
 
-#[test]
-fn analyze_prints_a_prediction_that_score_reads() {
-    let folder = tempfile::tempdir().expect("temp dir");
-    let data = folder.path().join("cases");
+/// `cases` phantoms of seed 31 on a `matrix`² grid in `data`.
+fn phantoms(data: &std::path::Path, cases: u32, matrix: u16) {
     let made = keyslice(&[
         "phantom",
         "--out",
         data.to_str().expect("utf-8"),
         "--cases",
-        "2",
+        &cases.to_string(),
         "--seed",
         "31",
         "--matrix",
-        "96",
+        &matrix.to_string(),
     ]);
     assert!(made.status.success(), "{}", text(&made.stderr));
+}
+
+#[test]
+fn analyze_prints_a_prediction_that_score_reads() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let data = folder.path().join("cases");
+    phantoms(&data, 2, 96);
     let mut records = Vec::new();
     for case in ["PHANTOM_31_0000", "PHANTOM_31_0001"] {
         let ct = data.join(case).join("ct.nii.gz");
@@ -332,18 +337,7 @@ fn the_embedded_model_refuses_slices_far_apart_instead_of_analysing_the_gaps() {
 fn the_evidence_evaluation_reports_every_kind_per_finding() {
     let folder = tempfile::tempdir().expect("temp dir");
     let data = folder.path().join("cases");
-    let made = keyslice(&[
-        "phantom",
-        "--out",
-        data.to_str().expect("utf-8"),
-        "--cases",
-        "6",
-        "--seed",
-        "31",
-        "--matrix",
-        "64",
-    ]);
-    assert!(made.status.success(), "{}", text(&made.stderr));
+    phantoms(&data, 6, 64);
     let run = || {
         let output = keyslice(&[
             "eval",

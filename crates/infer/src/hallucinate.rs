@@ -77,23 +77,12 @@ pub fn with_hallucinated_tumor(findings: &Findings, rng: &mut Rng) -> Option<(Fi
         return None;
     }
     let organ = clean[rng.below(clean.len())];
-    let long_cm = (rng.uniform(1.5, 3.5) * 10.0).round() / 10.0;
-    let short_cm = (long_cm * rng.uniform(0.6, 0.9) * 10.0).round() / 10.0;
     let mut hallucinated = findings.clone();
     hallucinated.organs.insert(
         organ,
         OrganFindings {
             tumor: TumorPresence::Yes,
-            lesions: vec![Lesion {
-                size: Some(LesionSize {
-                    long_cm,
-                    short_cm: Some(short_cm),
-                }),
-                location: None,
-                attenuation: Some(Attenuation::Hypo),
-                count: None,
-                spans: keyslice_core::findings::LesionSpans::default(),
-            }],
+            lesions: vec![made_up_lesion(rng)],
             span: None,
         },
     );
