@@ -395,3 +395,96 @@ fn the_evidence_evaluation_reports_every_kind_per_finding() {
     };
     assert_eq!(without_time(run()), without_time(evaluation));
 }
+
+/// A diagnoser that names evidence of its own for each lesion.
+struct WithLesionEvidence(Vec<keyslice::infer::LesionEvidence>);
+
+impl Diagnoser for WithLesionEvidence {
+    fn model_id(&self) -> ModelId {
+        ModelId {
+            id: "scripted".into(),
+            version: "0".into(),
+        }
+    }
+
+    fn diagnose(&self, _volume: &Volume) -> Result<Diagnosis, InferError> {
+        Ok(Diagnosis {
+            report: "Liver lesion 1: Size: 2.0 x 1.5 cm.\nLiver lesion 2: Size: 1.0 x 0.8 cm.\n\
+                     Left kidney lesion 1: Size: 1.5 x 1.0 cm.\nPancreas: no tumor.\n\
+                     Right kidney: no tumor.\nKey slice: 46."
+                .into(),
+            key_slice: Some(46),
+            lesions: self.0.clone(),
+            ..Diagnosis::default()
+        })
+    }
+}
+
+/// Each lesion with evidence of its own is verified on its own slice (once per slice; the
+/// answer's key slice is not read twice), its standing decided there; evidence outside the
+/// volume, or for a lesion the report does not list, is named or left, never read.
+#[test]
+fn each_lesion_is_verified_on_its_own_key_slice() {
+    use keyslice::findings::Organ;
+    use keyslice::infer::LesionEvidence;
+    let model = TinyModel::embedded().expect("the embedded model loads");
+    let verifier = TinyVerifier(&model);
+    let volume = demo_abdomen();
+    let evidence = |organ, lesion, key_slice| LesionEvidence {
+        organ,
+        lesion,
+        key_slice,
+        slice_box: None,
+    };
+    let diagnoser = WithLesionEvidence(vec![
+        evidence(Organ::Liver, 0, 46),
+        evidence(Organ::Liver, 1, 30),
+        evidence(Organ::KidneyLeft, 0, 30),
+        evidence(Organ::KidneyLeft, 3, 20),
+        evidence(Organ::Pancreas, 0, 5000),
+    ]);
+    let prediction = run_pipeline(
+        "demo",
+        &volume,
+        &diagnoser,
+        Some(&verifier as &dyn Verifier),
+    )
+    .expect("never fatal");
+    let checked: Vec<(Organ, usize, u32)> = prediction
+        .lesion_checks
+        .iter()
+        .map(|check| (check.organ, check.lesion, check.key_slice))
+        .collect();
+    assert_eq!(
+        checked,
+        [(Organ::Liver, 1, 30), (Organ::KidneyLeft, 0, 30)],
+        "{:?}",
+        prediction.warnings
+    );
+    // Slice 30 was read once for both lesions.
+    assert_eq!(
+        prediction.lesion_checks[0].local_description,
+        prediction.lesion_checks[1].local_description
+    );
+    let consistency = prediction.consistency.expect("verified");
+    for (organ, lesion) in [(Organ::Liver, 1), (Organ::KidneyLeft, 0)] {
+        let view = keyslice::findings::read_report(
+            &prediction
+                .lesion_checks
+                .iter()
+                .find(|check| check.organ == organ && check.lesion == lesion)
+                .expect("checked")
+                .local_description,
+        )
+        .findings;
+        let finding = consistency
+            .findings
+            .iter()
+            .find(|finding| finding.organ == organ && finding.lesion == Some(lesion))
+            .expect("a finding");
+        // Where its own slice speaks of the organ, that slice decides.
+        if view.organ(organ).tumor != keyslice::findings::TumorPresence::NotMentioned {
+            assert_ne!(finding.standing, keyslice::scoring::Standing::Unverified);
+        }
+    }
+}

@@ -634,6 +634,7 @@ fn reported_prediction(
         input: None,
         local_description: Some(local.into()),
         local_findings: Some(local_findings),
+        lesion_checks: Vec::new(),
         timings_ms: keyslice::infer::Timings::default(),
         warnings: Vec::new(),
         out_of_domain: None,

@@ -78,10 +78,13 @@ struct Evaluation {
     cases: usize,
     /// Real findings of the untouched answers (the negatives of every row).
     real_findings: usize,
-    /// Axial verifications per answer (each verifies its key slice once).
+    /// Slices the verifier read per untouched answer: the key slice, and each lesion's own
+    /// slice when it is another.
     verifications_per_answer: f64,
-    /// Verifications per claimed finding.
-    verifications_per_finding: f64,
+    /// Lesions claimed per untouched answer.
+    lesions_per_answer: f64,
+    /// What verifying may cost for that many lesions: 1 + 0.6 · lesions.
+    verification_budget: f64,
     /// Mean time verifying one answer (ms).
     verify_ms_per_answer: f64,
     /// Each kind, then all kinds together, then the model's own false positives.
@@ -159,8 +162,9 @@ struct Collected {
     natural: Vec<FindingClaim>,
     injected: BTreeMap<usize, (Vec<FindingClaim>, usize)>,
     answers: usize,
-    verifications: usize,
     verify_ms: f64,
+    /// Slices read for the untouched answers.
+    natural_views: usize,
 }
 
 /// Each case answered once, verified as it is and with each kind of made-up finding.
@@ -172,7 +176,8 @@ fn collect(
 ) -> Result<Collected, CliError> {
     let mut natural = Vec::new();
     let mut injected: BTreeMap<usize, (Vec<FindingClaim>, usize)> = BTreeMap::new();
-    let (mut answers, mut verifications, mut verify_ms) = (0usize, 0usize, 0.0f64);
+    let (mut answers, mut verify_ms) = (0usize, 0.0f64);
+    let mut natural_views = 0;
     for record in records {
         let case_id = record.case_id.as_str();
         let truth = record
@@ -184,11 +189,12 @@ fn collect(
         let mut verified = |diagnosis| -> Result<Prediction, CliError> {
             let prediction = model.verify_diagnosis(case_id, volume, diagnosis)?;
             answers += 1;
-            verifications += usize::from(prediction.local_description.is_some());
             verify_ms += prediction.timings_ms.verify;
             Ok(prediction)
         };
         let untouched = verified(diagnosis.clone())?;
+        natural_views +=
+            usize::from(untouched.local_description.is_some()) + untouched.lesion_checks.len();
         natural.extend(claims_of(case_id, &untouched, &truth));
         for (k, kind) in Kind::ALL.into_iter().enumerate() {
             let draw = case_id
@@ -222,8 +228,8 @@ fn collect(
         natural,
         injected,
         answers,
-        verifications,
         verify_ms,
+        natural_views,
     })
 }
 
@@ -245,8 +251,8 @@ fn evidence(
         natural,
         mut injected,
         answers,
-        verifications,
         verify_ms,
+        natural_views,
     } = collect(data, &records, &model, seed)?;
     let real: Vec<FindingClaim> = natural
         .iter()
@@ -289,15 +295,13 @@ fn evidence(
         landed_on_real: 0,
         figures: finding_figures(natural.clone()),
     });
-    let findings_claimed = natural.len().max(1);
     let evaluation = Evaluation {
         model: model.model_id().id,
         cases: records.len(),
         real_findings: real.len(),
-        verifications_per_answer: verifications as f64 / answers.max(1) as f64,
-        verifications_per_finding: verifications as f64 / answers.max(1) as f64
-            * records.len() as f64
-            / findings_claimed as f64,
+        verifications_per_answer: natural_views as f64 / records.len() as f64,
+        lesions_per_answer: natural.len() as f64 / records.len() as f64,
+        verification_budget: 1.0 + 0.6 * natural.len() as f64 / records.len() as f64,
         verify_ms_per_answer: verify_ms / answers.max(1) as f64,
         rows,
     };
@@ -314,12 +318,13 @@ fn evidence(
 fn write_table(out: &mut impl Write, evaluation: &Evaluation) -> std::io::Result<()> {
     writeln!(
         out,
-        "{}: {} cases, {} real findings; {:.2} axial verifications per answer ({:.2} per claimed finding), {:.1} ms each",
+        "{}: {} cases, {} real findings; {:.2} slices verified per answer for {:.2} lesions claimed (budget 1 + 0.6 · lesions = {:.2}), {:.1} ms verifying an answer",
         crate::text::shown(&evaluation.model),
         evaluation.cases,
         evaluation.real_findings,
         evaluation.verifications_per_answer,
-        evaluation.verifications_per_finding,
+        evaluation.lesions_per_answer,
+        evaluation.verification_budget,
         evaluation.verify_ms_per_answer
     )?;
     writeln!(

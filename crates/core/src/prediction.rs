@@ -20,7 +20,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::findings::{Findings, SliceBox};
+use crate::findings::{Findings, Organ, SliceBox};
 use crate::scoring::Consistency;
 use crate::volume::Volume;
 
@@ -140,6 +140,23 @@ impl OutOfDomain {
     }
 }
 
+/// One claimed lesion verified on its own key slice: the evidence the diagnoser named for it
+/// and what the verifier said of that slice alone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LesionCheck {
+    /// The organ.
+    pub organ: Organ,
+    /// The lesion's index among the organ's lesions in the report.
+    pub lesion: usize,
+    /// Its key slice.
+    pub key_slice: u32,
+    /// Its box on that slice, when it has a usable one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice_box: Option<SliceBox>,
+    /// The verifier's description of that slice.
+    pub local_description: String,
+}
+
 /// One case's prediction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
@@ -170,6 +187,10 @@ pub struct Prediction {
     pub local_findings: Option<Findings>,
     /// Agreement of the report with the local description, per attribute.
     pub consistency: Option<Consistency>,
+    /// The claimed lesions the diagnoser named evidence of their own for, each verified on
+    /// its own key slice (the lesion on the key slice above is not repeated).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lesion_checks: Vec<LesionCheck>,
     /// Time per stage.
     pub timings_ms: Timings,
     /// Everything odd: unread sentences, a key slice outside the volume, a failed verifier.

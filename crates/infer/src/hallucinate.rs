@@ -222,8 +222,14 @@ pub fn inject(
             if moved.lesions.is_empty() {
                 moved.lesions.push(made_up_lesion(rng));
             }
-            // A pole stays a pole; the side is what is wrong.
+            // A pole stays a pole; the side is what is wrong. The lesion's own evidence (the
+            // real lesion's slice) goes with the claim.
             findings.organs.insert(to, moved);
+            for evidence in &mut changed.lesions {
+                if evidence.organ == from {
+                    evidence.organ = to;
+                }
+            }
             (to, 0)
         }
         Kind::WrongAttributes if !with_lesion.is_empty() => {

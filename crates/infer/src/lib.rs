@@ -23,12 +23,12 @@ use std::time::Instant;
 
 pub use keyslice_core::key_slice::KeySliceImage;
 pub use keyslice_core::prediction::{
-    ModelId, OutOfDomain, PREDICTION_VERSION, Prediction, PredictionKeySlice, Timings,
+    LesionCheck, ModelId, OutOfDomain, PREDICTION_VERSION, Prediction, PredictionKeySlice, Timings,
 };
 
 use keyslice_core::findings::evidence::{box_problem, box_too_large, cap_lesions, range_problem};
-use keyslice_core::findings::{Findings, KeySlice, SliceBox, read_report};
-use keyslice_core::scoring::{SizeTolerance, consistency};
+use keyslice_core::findings::{Findings, KeySlice, Organ, SliceBox, read_report};
+use keyslice_core::scoring::{SizeTolerance, consistency_with_views};
 use keyslice_core::volume::Volume;
 
 /// Why a backend could not produce its output.
@@ -110,7 +110,27 @@ pub struct Diagnosis {
     pub input: Option<String>,
     /// Set when the model says the CT is outside what it was trained on.
     pub out_of_domain: Option<OutOfDomain>,
+    /// Evidence of their own for the report's lesions (organ and index as the report lists
+    /// them), when the model names it: each is verified on its own key slice.
+    pub lesions: Vec<LesionEvidence>,
 }
+
+/// The evidence a model names for one lesion of its report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LesionEvidence {
+    /// The organ.
+    pub organ: Organ,
+    /// The lesion's index among the organ's lesions in the report.
+    pub lesion: usize,
+    /// The slice that shows it best.
+    pub key_slice: u32,
+    /// Its box on that slice.
+    pub slice_box: Option<SliceBox>,
+}
+
+/// Most lesions verified on slices of their own per answer (a report lists at most 20 per
+/// organ; the views beyond are not read).
+pub const MAX_LESION_VIEWS: usize = 16;
 
 /// Reads a whole volume and writes a report with a key slice.
 pub trait Diagnoser {
@@ -228,32 +248,22 @@ pub fn run_pipeline(
     );
     let key_slice = key_index.map(|index| PredictionKeySlice::of(volume, index));
     let verify_started = Instant::now();
-    let mut local_description = None;
-    let mut local_findings = None;
-    let mut consistency_score = None;
-    if let (Some(verifier), Some(index)) = (verifier, key_index) {
-        let image = KeySliceImage::extract(volume, index, slice_box.clone());
-        match image.map(|image| verifier.describe(&image)) {
-            Some(Ok(text)) => {
-                let local = read_report(&text);
-                for unread in &local.unread {
-                    warnings.push(format!(
-                        "local description sentence not understood: {:?}",
-                        unread.text
-                    ));
-                }
-                consistency_score = Some(consistency(
-                    &findings,
-                    &local.findings,
-                    SizeTolerance::default(),
-                ));
-                local_findings = Some(local.findings);
-                local_description = Some(text);
-            }
-            Some(Err(error)) => warnings.push(format!("verifier failed: {error}")),
-            None => {}
-        }
-    }
+    let Verified {
+        local_description,
+        local_findings,
+        consistency: consistency_score,
+        lesion_checks,
+    } = match (verifier, key_index) {
+        (Some(verifier), Some(index)) => verify(
+            volume,
+            verifier,
+            (index, slice_box.as_ref()),
+            &diagnosis.lesions,
+            &findings,
+            &mut warnings,
+        ),
+        _ => Verified::default(),
+    };
     let verify_ms = verify_started.elapsed().as_secs_f64() * 1000.0;
     Ok(Prediction {
         version: PREDICTION_VERSION,
@@ -268,6 +278,7 @@ pub fn run_pipeline(
         local_description,
         local_findings,
         consistency: consistency_score,
+        lesion_checks,
         timings_ms: Timings {
             diagnose: round_ms(diagnose_ms),
             verify: round_ms(verify_ms),
@@ -277,6 +288,149 @@ pub fn run_pipeline(
         out_of_domain: diagnosis.out_of_domain,
         stored: None,
     })
+}
+
+/// What verifying an answer gave: the key slice's description, read, the consistency per
+/// finding, and each lesion read on its own slice.
+#[derive(Default)]
+struct Verified {
+    local_description: Option<String>,
+    local_findings: Option<Findings>,
+    consistency: Option<keyslice_core::scoring::Consistency>,
+    lesion_checks: Vec<LesionCheck>,
+}
+
+/// The verifier on the answer's key slice with its box (`main`), then on each lesion's own
+/// slice, and the consistency of `findings` with what it said; a failure is a warning.
+fn verify(
+    volume: &Volume,
+    verifier: &dyn Verifier,
+    main: (u32, Option<&SliceBox>),
+    lesions: &[LesionEvidence],
+    findings: &Findings,
+    warnings: &mut Vec<String>,
+) -> Verified {
+    let (index, slice_box) = main;
+    let image = KeySliceImage::extract(volume, index, slice_box.cloned());
+    match image.map(|image| verifier.describe(&image)) {
+        Some(Ok(text)) => {
+            let local = read_report(&text);
+            for unread in &local.unread {
+                warnings.push(format!(
+                    "local description sentence not understood: {:?}",
+                    unread.text
+                ));
+            }
+            let lesion_checks = verify_lesions(volume, verifier, lesions, main, findings, warnings);
+            let views: Vec<(Organ, usize, Findings)> = lesion_checks
+                .iter()
+                .map(|check| {
+                    (
+                        check.organ,
+                        check.lesion,
+                        read_report(&check.local_description).findings,
+                    )
+                })
+                .collect();
+            let views: Vec<(Organ, usize, &Findings)> = views
+                .iter()
+                .map(|(organ, lesion, view)| (*organ, *lesion, view))
+                .collect();
+            Verified {
+                consistency: Some(consistency_with_views(
+                    findings,
+                    &local.findings,
+                    &views,
+                    SizeTolerance::default(),
+                )),
+                local_findings: Some(local.findings),
+                local_description: Some(text),
+                lesion_checks,
+            }
+        }
+        Some(Err(error)) => {
+            warnings.push(format!("verifier failed: {error}"));
+            Verified::default()
+        }
+        None => Verified::default(),
+    }
+}
+
+/// Each lesion the diagnoser named evidence of its own for, verified on its own key slice: a
+/// lesion of the report (up to [`MAX_LESION_VIEWS`]) whose slice is not the answer's key slice
+/// with its box (`main`); a slice outside the volume or a box that cannot be used is named in
+/// `warnings`, and a slice asked twice is read once.
+fn verify_lesions(
+    volume: &Volume,
+    verifier: &dyn Verifier,
+    lesions: &[LesionEvidence],
+    main: (u32, Option<&SliceBox>),
+    findings: &Findings,
+    warnings: &mut Vec<String>,
+) -> Vec<LesionCheck> {
+    let dims = volume.dims();
+    let mut checks: Vec<LesionCheck> = Vec::new();
+    for evidence in lesions.iter().take(MAX_LESION_VIEWS) {
+        if evidence.lesion >= findings.organ(evidence.organ).lesions.len() {
+            continue;
+        }
+        if evidence.key_slice as usize >= dims[2] {
+            warnings.push(format!(
+                "{} lesion {}: its key slice {} is outside the volume; not verified",
+                evidence.organ,
+                evidence.lesion + 1,
+                evidence.key_slice
+            ));
+            continue;
+        }
+        let mut own = Findings {
+            key_slice: Some(KeySlice {
+                index: evidence.key_slice,
+                z_mm: None,
+                sop_instance_uid: None,
+                span: None,
+            }),
+            slice_box: evidence.slice_box.clone(),
+            ..Findings::default()
+        };
+        if let Some(problem) =
+            box_problem(&own, dims).or_else(|| box_too_large(&own, dims[0], dims[1]))
+        {
+            warnings.push(format!(
+                "{} lesion {}: its box is not used: {problem}",
+                evidence.organ,
+                evidence.lesion + 1
+            ));
+            own.slice_box = None;
+        }
+        if (evidence.key_slice, own.slice_box.as_ref()) == main {
+            continue;
+        }
+        let asked = checks.iter().find(|check| {
+            check.key_slice == evidence.key_slice && check.slice_box == own.slice_box
+        });
+        let text = if let Some(asked) = asked {
+            asked.local_description.clone()
+        } else {
+            let image = KeySliceImage::extract(volume, evidence.key_slice, own.slice_box.clone());
+            match image.map(|image| verifier.describe(&image)) {
+                Some(Ok(text)) => text,
+                Some(Err(error)) => {
+                    warnings.push(format!("verifier failed on a lesion's own slice: {error}"));
+                    continue;
+                }
+                None => continue,
+            }
+        };
+        checks.push(LesionCheck {
+            organ: evidence.organ,
+            lesion: evidence.lesion,
+            key_slice: evidence.key_slice,
+            slice_box: own.slice_box,
+            local_description: text,
+        });
+    }
+    checks
 }
 
 /// The box the diagnoser gave (explicitly, else in its report) and its lesion slice range,

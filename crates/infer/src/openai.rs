@@ -364,6 +364,7 @@ impl Diagnoser for OpenAiDiagnoser {
             warnings: Vec::new(),
             input: Some(input),
             out_of_domain: None,
+            lesions: Vec::new(),
         };
         let video = match self.media {
             Media::Images => false,

@@ -667,6 +667,53 @@ impl Compared {
     }
 }
 
+/// [`consistency`] with the claimed lesions that have a key slice of their own each read on
+/// it: `views` holds (organ, lesion index, what the verifier said of that lesion's slice). A
+/// lesion's own view decides its standing where it speaks of the lesion (agrees or denies);
+/// the case again takes its weakest finding.
+#[must_use]
+pub fn consistency_with_views(
+    report: &Findings,
+    local: &Findings,
+    views: &[(Organ, usize, &Findings)],
+    tolerance: SizeTolerance,
+) -> Consistency {
+    let mut combined = consistency(report, local, tolerance);
+    for (organ, lesion, view) in views {
+        let seen = consistency(report, view, tolerance);
+        let Some(own) = seen
+            .findings
+            .iter()
+            .find(|finding| finding.organ == *organ && finding.lesion == Some(*lesion))
+            .filter(|finding| finding.standing != Standing::Unverified)
+        else {
+            continue;
+        };
+        if let Some(slot) = combined
+            .findings
+            .iter_mut()
+            .find(|finding| finding.organ == *organ && finding.lesion == Some(*lesion))
+        {
+            *slot = *own;
+        }
+    }
+    if !combined.findings.is_empty() {
+        combined.score = combined
+            .findings
+            .iter()
+            .map(|finding| finding.score)
+            .fold(f64::INFINITY, f64::min);
+        let spoken: Vec<f64> = combined
+            .findings
+            .iter()
+            .filter(|finding| finding.standing != Standing::Unverified)
+            .map(|finding| f64::from(u8::from(finding.standing == Standing::Agrees)))
+            .collect();
+        combined.organ = mean(&spoken).unwrap_or(0.0);
+    }
+    combined
+}
+
 /// Whether the verifier's answer about the box (`local.inside_box`) supports the report:
 /// for a report with a tumor, 1 for "lesion", ½ for "possible lesion", 0 for "no lesion";
 /// for a report without one, 1 for "no lesion" and 0 otherwise. When the verifier also

@@ -15,9 +15,11 @@ use super::decode::{
 use super::finder::FinderConfig;
 use super::grid::{GridSpec, ModelGrid};
 use super::organs::Reading;
-use crate::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, OutOfDomain, Verifier};
+use crate::{
+    Diagnoser, Diagnosis, InferError, KeySliceImage, LesionEvidence, ModelId, OutOfDomain, Verifier,
+};
 use keyslice_core::findings::{
-    Findings, SliceBox, SliceRange, TumorPresence, write_local_description, write_report,
+    Findings, Organ, SliceBox, SliceRange, TumorPresence, write_local_description, write_report,
 };
 use keyslice_core::volume::Volume;
 
@@ -106,6 +108,29 @@ impl Diagnoser for TinyDiagnoser<'_> {
             span: None,
         });
         findings.slice_box.clone_from(&slice_box);
+        // Every lesion's own evidence: the slab it is largest on, its box there.
+        let mut counted = std::collections::BTreeMap::new();
+        let evidence = Organ::ALL
+            .into_iter()
+            .flat_map(|organ| lesions.iter().filter(move |found| found.organ == organ))
+            .map(|found| {
+                let count = counted.entry(found.organ).or_insert(0usize);
+                let lesion = *count;
+                *count += 1;
+                let index = grid.centre_slice[found.largest_slab];
+                LesionEvidence {
+                    organ: found.organ,
+                    lesion,
+                    key_slice: index,
+                    slice_box: slab_box(
+                        std::slice::from_ref(found),
+                        found.largest_slab,
+                        grid.spec.size,
+                    )
+                    .map(|bounds| ct_box(volume, &grid, bounds, index)),
+                }
+            })
+            .collect();
         Ok(Diagnosis {
             report: write_report(&findings),
             key_slice,
@@ -114,6 +139,7 @@ impl Diagnoser for TinyDiagnoser<'_> {
             input: None,
             out_of_domain: (!unfamiliar.is_empty())
                 .then(|| OutOfDomain::new(&model.config.model, unfamiliar)),
+            lesions: evidence,
         })
     }
 }

@@ -147,6 +147,7 @@ impl Diagnoser for Role<'_> {
             slice_box: None,
             warnings: Vec::new(),
             out_of_domain: None,
+            lesions: Vec::new(),
             input: Some(format!(
                 "video ({} frames, in this process)",
                 sent.slices.len()

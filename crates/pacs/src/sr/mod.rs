@@ -187,6 +187,7 @@ impl CaseResult {
                 .map(|text| keyslice_core::findings::read_report(text).findings),
             local_description: self.local_description.clone(),
             consistency: self.consistency.clone(),
+            lesion_checks: Vec::new(),
             timings_ms: keyslice_core::prediction::Timings::default(),
             warnings: Vec::new(),
             out_of_domain: self.out_of_domain.clone(),

@@ -245,7 +245,7 @@ pub fn evidence_ui(
                     }
                 }
             });
-            let findings = finding_lines(consistency);
+            let findings = finding_lines(consistency, &prediction.lesion_checks);
             for line in &findings {
                 ui.small(line);
             }
@@ -305,7 +305,10 @@ fn thumbnail_ui(
 /// The verifier's standing on each finding, one line each, when the case has more than one
 /// finding or one that does not agree: which claim the score stands on.
 #[must_use]
-pub fn finding_lines(consistency: &keyslice_core::scoring::Consistency) -> Vec<String> {
+pub fn finding_lines(
+    consistency: &keyslice_core::scoring::Consistency,
+    checks: &[keyslice_core::prediction::LesionCheck],
+) -> Vec<String> {
     use keyslice_core::scoring::Standing;
     let all_agree = consistency
         .findings
@@ -321,6 +324,14 @@ pub fn finding_lines(consistency: &keyslice_core::scoring::Consistency) -> Vec<S
             let what = match finding.lesion {
                 Some(index) => format!("{} lesion {}", finding.organ, index + 1),
                 None => finding.organ.to_string(),
+            };
+            // A lesion read on a slice of its own says which.
+            let what = match checks
+                .iter()
+                .find(|check| check.organ == finding.organ && Some(check.lesion) == finding.lesion)
+            {
+                Some(check) => format!("{what} (its slice {})", check.key_slice),
+                None => what,
             };
             match finding.standing {
                 Standing::Agrees => format!("• {what}: agrees {:.2}", finding.score),
