@@ -567,6 +567,68 @@ fn the_patient_and_study_are_named_over_the_images() {
     harness.get_by_label("no patient identity in this file");
 }
 
+/// The record holds only what the reviewer set: the model's box lies on the model's key
+/// slice; once the reviewer moves the key slice (S on another slice), the box leaves the
+/// planes (it is no evidence there) and the lesion range stays as it was.
+#[test]
+fn a_moved_key_slice_takes_the_models_box_off_the_planes() {
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (root, ids) = workspace(folder.path());
+    let workspace = Workspace::open(&root).expect("workspace");
+    let prediction = common::saved_prediction(
+        &ids[0],
+        "Liver lesion 1: Size: 1.0 x 0.7 cm. Lesion slices: 2-4. Key slice: 3",
+        Some([10, 10, 20, 20]),
+    );
+    workspace.append_prediction(&prediction).expect("saved");
+    let mut harness = window(Source::Workspace(root), egui::Vec2::new(1280.0, 800.0));
+    step_until(&mut harness, Duration::from_mins(1), "the case", |app| {
+        app.case_on_screen().is_some() && !app.is_loading()
+    });
+    harness.step();
+    let shown = app(&harness).evidence_on_screen().expect("the model's box");
+    assert_eq!((shown.key_slice, shown.voxels), (3, [10, 10, 20, 20]));
+    // Another slice on screen, then S.
+    let planes = app(&harness).viewer_rect().expect("planes");
+    harness.hover_at(planes.center());
+    harness.step();
+    for _ in 0..3 {
+        harness.key_press(Key::ArrowUp);
+        harness.step();
+    }
+    harness.key_press(Key::S);
+    harness.step();
+    harness.step();
+    let said = app(&harness).announcement().unwrap_or_default().to_string();
+    let moved_to: u32 = said
+        .split("key slice: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("a key slice in {said:?}"));
+    assert!(
+        said.contains("(was 3)") && !(2..=4).contains(&moved_to),
+        "{said}"
+    );
+    assert_eq!(
+        app(&harness).evidence_on_screen(),
+        None,
+        "the model's box is no evidence on slice {moved_to}"
+    );
+    assert!(
+        app(&harness)
+            .notices()
+            .iter()
+            .any(|notice| notice
+                .contains("outside the lesion slices 2–4, which are left as they were")),
+        "{:?}",
+        app(&harness).notices()
+    );
+}
+
 #[test]
 fn a_failed_analyze_again_keeps_the_saved_analysis_on_screen() {
     use keyslice::infer::backend::Backend;

@@ -191,6 +191,13 @@ impl KeysliceApp {
         self.loader.is_loading() && self.study.is_none()
     }
 
+    /// The evidence box and extent drawn on the planes: what the record holds for the case
+    /// under review, else the model's.
+    #[must_use]
+    pub fn evidence_on_screen(&self) -> Option<crate::ui::viewport::Evidence> {
+        self.study.as_ref().and_then(|shown| shown.viewer.evidence)
+    }
+
     /// Where the planes were drawn in the last frame.
     #[must_use]
     pub fn viewer_rect(&self) -> Option<egui::Rect> {
