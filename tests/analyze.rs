@@ -396,27 +396,18 @@ fn the_evidence_evaluation_reports_every_kind_per_finding() {
     assert_eq!(without_time(run()), without_time(evaluation));
 }
 
-/// A diagnoser that names evidence of its own for each lesion.
-struct WithLesionEvidence(Vec<keyslice::infer::LesionEvidence>);
+/// [`Scripted`] naming evidence of its own for each lesion.
+struct WithLesionEvidence(Scripted, Vec<keyslice::infer::LesionEvidence>);
 
 impl Diagnoser for WithLesionEvidence {
     fn model_id(&self) -> ModelId {
-        ModelId {
-            id: "scripted".into(),
-            version: "0".into(),
-        }
+        self.0.model_id()
     }
 
-    fn diagnose(&self, _volume: &Volume) -> Result<Diagnosis, InferError> {
-        Ok(Diagnosis {
-            report: "Liver lesion 1: Size: 2.0 x 1.5 cm.\nLiver lesion 2: Size: 1.0 x 0.8 cm.\n\
-                     Left kidney lesion 1: Size: 1.5 x 1.0 cm.\nPancreas: no tumor.\n\
-                     Right kidney: no tumor.\nKey slice: 46."
-                .into(),
-            key_slice: Some(46),
-            lesions: self.0.clone(),
-            ..Diagnosis::default()
-        })
+    fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError> {
+        let mut diagnosis = self.0.diagnose(volume)?;
+        diagnosis.lesions.clone_from(&self.1);
+        Ok(diagnosis)
     }
 }
 
@@ -436,13 +427,22 @@ fn each_lesion_is_verified_on_its_own_key_slice() {
         key_slice,
         slice_box: None,
     };
-    let diagnoser = WithLesionEvidence(vec![
-        evidence(Organ::Liver, 0, 46),
-        evidence(Organ::Liver, 1, 30),
-        evidence(Organ::KidneyLeft, 0, 30),
-        evidence(Organ::KidneyLeft, 3, 20),
-        evidence(Organ::Pancreas, 0, 5000),
-    ]);
+    let answer = Scripted(
+        "Liver lesion 1: Size: 2.0 x 1.5 cm.\nLiver lesion 2: Size: 1.0 x 0.8 cm.\n\
+         Left kidney lesion 1: Size: 1.5 x 1.0 cm.\nPancreas: no tumor.\n\
+         Right kidney: no tumor.\nKey slice: 46.",
+        Some(46),
+    );
+    let diagnoser = WithLesionEvidence(
+        answer,
+        vec![
+            evidence(Organ::Liver, 0, 46),
+            evidence(Organ::Liver, 1, 30),
+            evidence(Organ::KidneyLeft, 0, 30),
+            evidence(Organ::KidneyLeft, 3, 20),
+            evidence(Organ::Pancreas, 0, 5000),
+        ],
+    );
     let prediction = run_pipeline(
         "demo",
         &volume,
@@ -486,5 +486,39 @@ fn each_lesion_is_verified_on_its_own_key_slice() {
         if view.organ(organ).tumor != keyslice::findings::TumorPresence::NotMentioned {
             assert_ne!(finding.standing, keyslice::scoring::Standing::Unverified);
         }
+    }
+}
+
+/// `eval evidence` on what is not a folder of case folders, or on a truth whose case id
+/// points out of the folder: refused with the path or id named, nothing read elsewhere.
+#[test]
+fn the_evidence_evaluation_refuses_what_is_not_a_case_folder() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let file = folder.path().join("truth.jsonl");
+    std::fs::write(&file, "{}\n").expect("written");
+    let hostile = folder.path().join("hostile");
+    let case = hostile.join("case");
+    std::fs::create_dir_all(&case).expect("folder");
+    std::fs::write(
+        case.join("truth.json"),
+        r#"{"case_id": "../../elsewhere\u001b[2J", "report": "Liver: no tumor."}"#,
+    )
+    .expect("written");
+    for (data, said) in [
+        (
+            folder.path().join("missing"),
+            "not a folder of case folders",
+        ),
+        (file, "not a folder of case folders"),
+        (hostile, "is not the name of a case folder"),
+    ] {
+        let output = keyslice(&["eval", "evidence", "--data", data.to_str().expect("utf-8")]);
+        assert_eq!(output.status.code(), Some(2));
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains(said), "{stderr}");
+        assert!(
+            !stderr.contains('\u{1b}'),
+            "an escape code reached the terminal: {stderr}"
+        );
     }
 }

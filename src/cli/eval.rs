@@ -239,7 +239,28 @@ fn evidence(
     seed: u64,
     json: bool,
 ) -> Result<(), CliError> {
+    if !data.is_dir() {
+        return Err(CliError::Argument(format!(
+            "--data {}: not a folder of case folders (keyslice phantom --out DIR makes one)",
+            data.display()
+        )));
+    }
     let records = crate::io::cases::read_truth(data)?;
+    // Each case is a folder of `data`: an id that is not one plain name (a `..`, a slash)
+    // would read a CT from elsewhere.
+    if let Some(bad) = records.iter().find(|record| {
+        let mut parts = std::path::Path::new(&record.case_id).components();
+        !matches!(
+            (parts.next(), parts.next()),
+            (Some(std::path::Component::Normal(_)), None)
+        )
+    }) {
+        return Err(CliError::Argument(format!(
+            "{}: the case id {} is not the name of a case folder in it",
+            data.display(),
+            crate::text::shown(&format!("{:?}", bad.case_id))
+        )));
+    }
     if records.is_empty() {
         return Err(CliError::Argument(format!(
             "{}: no case folders with truth (keyslice phantom --out DIR makes some)",
