@@ -49,7 +49,8 @@ fn reviewer_name(settings: &Settings) -> String {
         .reviewer
         .as_deref()
         .map(str::trim)
-        .filter(|name| !name.is_empty())
+        // A name edited into the file with control characters is no name to sign with.
+        .filter(|name| !name.is_empty() && !name.chars().any(char::is_control))
         .map(str::to_string)
         .or_else(|| {
             ["KEYSLICE_REVIEWER", "USER", "USERNAME"]

@@ -179,9 +179,9 @@ impl Cases {
                     // What was done, by whom, said where the reviewer looks.
                     announced.push(format!(
                         "saved — {} {} by {} · Ctrl+Z undoes",
-                        review.case_id(),
+                        keyslice_core::text::shown(review.case_id()),
                         status_words(status),
-                        self.reviewer
+                        keyslice_core::text::person_name(&self.reviewer)
                     ));
                 }
                 Ok(()) => {}
