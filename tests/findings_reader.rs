@@ -526,6 +526,56 @@ fn the_diagnose_prompts_example_line_reads_back_whole() {
     ));
 }
 
+/// A lesion evidence line as plain values: organ, lesion index, slice, box, slices.
+type EvidenceLine = (Organ, usize, u32, Option<[u32; 4]>, Option<(u32, u32)>);
+
+#[test]
+fn each_lesions_evidence_line_is_kept_for_that_lesion_and_adds_nothing_else() {
+    let answer = "FINDINGS:\nLiver lesion 1: Location: hepatic segment 7. Size: 3.1 x 2.4 cm. Enhancement relative to liver: Hypoattenuating.\nLiver lesion 2: Size: 1.2 x 1.0 cm.\nPancreas: no tumor.\nLeft kidney lesion 1: Size: 2.0 x 1.8 cm.\nRight kidney: no tumor.\nKey slice: 41\nBox on key slice: columns 10-30, rows 40-60\nLesion slices: 38-44\nLiver lesion 1 evidence: slice 41, columns 10-30, rows 40-60, slices 38-44\nLiver lesion 2 evidence: slice 12, columns 70-77, rows 20-26.\r\nleft kidney lesion 1 evidence: key slice 30\n";
+    let read = read_report(answer);
+    assert!(read.unread.is_empty(), "{:?}", read.unread);
+    assert_eq!(read.findings.organ(Organ::Liver).lesions.len(), 2);
+    assert_eq!(read.findings.organ(Organ::KidneyLeft).lesions.len(), 1);
+    assert_eq!(read.findings.key_slice.as_ref().map(|k| k.index), Some(41));
+    let lines: Vec<EvidenceLine> = read
+        .lesion_evidence
+        .iter()
+        .map(|line| {
+            (
+                line.organ,
+                line.lesion,
+                line.key_slice,
+                line.slice_box.as_ref().map(|b| b.voxels),
+                line.slices.map(|range| (range.first, range.last)),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            (Organ::Liver, 0, 41, Some([10, 40, 30, 60]), Some((38, 44))),
+            (Organ::Liver, 1, 12, Some([70, 20, 77, 26]), None),
+            (Organ::KidneyLeft, 0, 30, None, None),
+        ]
+    );
+    // An evidence line says nothing of the findings: without it the same findings are read.
+    let without = answer
+        .lines()
+        .filter(|line| !line.to_ascii_lowercase().contains("evidence:"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(
+        read_report(&without).findings.without_spans(),
+        read.findings.without_spans()
+    );
+    // Lesion 0 does not exist: the line is not evidence (and is read as a sentence).
+    assert!(
+        read_report("Liver lesion 0 evidence: slice 3")
+            .lesion_evidence
+            .is_empty()
+    );
+}
+
 #[test]
 fn the_verify_prompts_example_line_reads_back_whole() {
     assert_segment_seven_lesion(&prompt_example("verify.txt"));

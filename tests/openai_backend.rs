@@ -431,6 +431,40 @@ fn the_models_box_is_drawn_for_the_verifier_asked_about_and_scored() {
 }
 
 #[test]
+fn a_lesions_own_evidence_line_is_verified_on_its_own_slice_and_box() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let ct = &phantoms(folder.path(), 1)[0];
+    let server = Server::start(model_with(
+        "Box on key slice: columns 10-20, rows 12-22\nLiver lesion 1 evidence: slice 2, columns 30-40, rows 5-15, slices 1-3\nLiver lesion 9 evidence: slice 7\n",
+        "Liver lesion 1: Size: 3.1 x 2.4 cm. Enhancement relative to liver: Hypoattenuating.\nInside the box: lesion.",
+    ));
+    let prediction = analyze_json(ct, &server);
+    // The evidence line is the lesion's, not a sentence left unread.
+    let warnings = prediction["warnings"].to_string();
+    assert!(!warnings.contains("evidence:"), "{warnings}");
+    let checks = prediction["lesion_checks"].as_array().expect("checks");
+    assert_eq!(checks.len(), 1, "{prediction}");
+    assert_eq!(checks[0]["organ"], "liver");
+    assert_eq!(checks[0]["key_slice"], 2);
+    assert_eq!(
+        checks[0]["slice_box"]["voxels"],
+        serde_json::json!([30, 5, 40, 15])
+    );
+    // Diagnosis, the answer's key slice, then the lesion's own slice with its own box.
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3);
+    let prompt = verifier_prompt(&seen[2].body);
+    assert!(
+        prompt.contains("slice 2") && prompt.contains("columns 30-40, rows 5-15"),
+        "{prompt}"
+    );
+    assert_eq!(
+        prediction["consistency"]["findings"][0]["standing"],
+        "agrees"
+    );
+}
+
+#[test]
 fn a_faulty_box_or_slice_range_is_reported_not_used() {
     let folder = tempfile::tempdir().expect("temp dir");
     let ct = &phantoms(folder.path(), 1)[0];

@@ -478,6 +478,88 @@ fn a_hallucinating_model_adds_one_made_up_tumor_to_the_cases_drawn_and_names_a_k
 }
 
 #[test]
+fn a_kind_of_made_up_finding_changes_one_lesion_of_each_answer_with_room_for_it() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, _) = phantom_workspace(folder.path(), 4);
+    let analysed = keyslice(&["workspace", "analyze", workspace.to_str().expect("utf-8")]);
+    assert!(analysed.status.success(), "{}", text(&analysed.stderr));
+    let predictions = |ws: &Path| {
+        keyslice::review::workspace::Workspace::open(ws)
+            .expect("workspace")
+            .predictions()
+            .expect("predictions")
+    };
+    let plain = predictions(&workspace);
+
+    // A kind of made-up finding: each real lesion answer gets one lesion twice its size with
+    // its attenuation flipped; answers without a lesion stay as the model wrote them.
+    let wrong = folder.path().join("wrong");
+    assert!(
+        keyslice(&[
+            "workspace",
+            "create",
+            wrong.to_str().expect("utf-8"),
+            folder.path().join("dataset").to_str().expect("utf-8"),
+        ])
+        .status
+        .success()
+    );
+    let analysed = keyslice(&[
+        "workspace",
+        "analyze",
+        wrong.to_str().expect("utf-8"),
+        "--hallucinate",
+        "1",
+        "--hallucinate-kind",
+        "wrong-attributes",
+    ]);
+    assert!(analysed.status.success(), "{}", text(&analysed.stderr));
+    for prediction in &predictions(&wrong).by_case {
+        let real = plain.get(&prediction.case_id).expect("case");
+        assert_eq!(
+            prediction.diagnoser.id,
+            format!(
+                "{}+hallucinating-wrong-attributes-100%-seed1",
+                real.diagnoser.id
+            )
+        );
+        // Where each value stood in the report text is not part of the comparison.
+        let lesions = |findings: &keyslice::findings::Findings| -> Vec<keyslice::findings::Lesion> {
+            let findings = findings.without_spans();
+            Organ::ALL
+                .into_iter()
+                .flat_map(|organ| findings.organ(organ).lesions.clone())
+                .collect()
+        };
+        let (before, after) = (lesions(&real.findings), lesions(&prediction.findings));
+        assert_eq!(before.len(), after.len(), "{}", prediction.case_id);
+        let changed = before.iter().zip(&after).filter(|(a, b)| a != b).count();
+        assert_eq!(
+            changed,
+            usize::from(!before.is_empty()),
+            "{}: {before:?} → {after:?}",
+            prediction.case_id
+        );
+    }
+    // A kind that does not exist is refused, naming the kinds there are.
+    let refused = keyslice(&[
+        "workspace",
+        "analyze",
+        wrong.to_str().expect("utf-8"),
+        "--hallucinate",
+        "1",
+        "--hallucinate-kind",
+        "everything",
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("side-swap"),
+        "{}",
+        text(&refused.stderr)
+    );
+}
+
+#[test]
 fn split_plot_readers_read_their_block_in_every_arm_and_the_mrmc_takes_the_gaps() {
     let folder = tempfile::tempdir().expect("temp dir");
     let mut split = definition(

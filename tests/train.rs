@@ -574,3 +574,91 @@ fn the_domain_stage_writes_ranges_and_keeps_the_weights_even_into_its_own_folder
         Some(keyslice::infer::embedded::domain::FEATURES.len())
     );
 }
+
+#[test]
+fn the_evidence_stage_adds_a_reader_of_its_own_and_names_a_case_without_truth() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let data = folder.path().join("data");
+    let made = keyslice(&[
+        "phantom",
+        "--out",
+        path_str(&data),
+        "--cases",
+        "4",
+        "--seed",
+        "17",
+        "--matrix",
+        "64",
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/keyslice-tiny");
+    let args = [
+        "train",
+        "--stage",
+        "evidence",
+        "--init",
+        path_str(&shipped),
+        "--data",
+        path_str(&data),
+        "--steps",
+        "2",
+        "--batch",
+        "3",
+        "--seed",
+        "5",
+        "--version",
+        "evidence-test",
+        "--calibration",
+        "1",
+    ];
+    let trained = train_twice(
+        folder.path(),
+        "evidence",
+        &args,
+        &["step 2/2", "held out (1 case(s), 400 claims)"],
+    );
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(trained.join("config.json")).expect("config"))
+            .expect("JSON");
+    assert_eq!(config["version"], "evidence-test");
+    assert_eq!(config["evidence"]["side"], 48);
+    // The reader's weights are its own: the diagnoser's networks are the shipped ones, as
+    // they were.
+    let tensors = |folder: &Path| {
+        candle_core::safetensors::load(folder.join("model.safetensors"), &candle_core::Device::Cpu)
+            .expect("weights")
+    };
+    let (before, after) = (tensors(&shipped), tensors(&trained));
+    assert!(after.keys().any(|name| name.starts_with("evidence.")));
+    for (name, tensor) in &before {
+        if name.starts_with("evidence.") {
+            continue;
+        }
+        let same = after[name]
+            .flatten_all()
+            .and_then(|t| t.to_vec1::<f32>())
+            .expect("values")
+            == tensor
+                .flatten_all()
+                .and_then(|t| t.to_vec1::<f32>())
+                .expect("values");
+        assert!(same, "{name} changed");
+    }
+    let ct = data.join("PHANTOM_17_0000").join("ct.nii.gz");
+    let prediction = analyse(&ct, &trained);
+    assert_eq!(prediction["diagnoser"]["version"], "evidence-test");
+
+    // A case folder without its truth is named, with what the stage needs.
+    std::fs::remove_file(data.join("PHANTOM_17_0002").join("truth.json")).expect("removed");
+    let mut refused_args = args.to_vec();
+    let out = folder.path().join("refused");
+    refused_args.extend(["--out", path_str(&out)]);
+    let refused = keyslice(&refused_args);
+    assert!(!refused.status.success());
+    let message = text(&refused.stderr);
+    assert!(
+        message.contains("PHANTOM_17_0002") && message.contains("truth.json"),
+        "{message}"
+    );
+    assert!(!out.exists(), "nothing is written for a refused run");
+}

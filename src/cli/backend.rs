@@ -91,6 +91,25 @@ pub struct BackendArgs {
     /// The seed of the cases --hallucinate draws.
     #[arg(long, default_value_t = 1, requires = "hallucinate")]
     pub hallucinate_seed: u64,
+    /// The kind of made-up finding --hallucinate puts in: alone (a tumor where the model
+    /// found none), beside-real, second-lesion, side-swap, wrong-attributes or
+    /// made-up-evidence (as `eval evidence` injects them); without it, a tumor in an organ the
+    /// model called clean.
+    #[arg(long, value_parser = hallucination_kind, requires = "hallucinate")]
+    pub hallucinate_kind: Option<crate::infer::hallucinate::Kind>,
+}
+
+fn hallucination_kind(text: &str) -> Result<crate::infer::hallucinate::Kind, String> {
+    crate::infer::hallucinate::Kind::named(text).ok_or_else(|| {
+        let names: Vec<&str> = crate::infer::hallucinate::Kind::ALL
+            .iter()
+            .map(|kind| kind.name())
+            .collect();
+        format!(
+            "`{text}` is not a kind of made-up finding: {}",
+            names.join(", ")
+        )
+    })
 }
 
 fn share(text: &str) -> Result<f64, String> {
@@ -216,6 +235,7 @@ impl BackendArgs {
                 crate::infer::hallucinate::Hallucinate {
                     share,
                     seed: self.hallucinate_seed,
+                    kind: self.hallucinate_kind,
                 },
             ),
             None => backend,

@@ -160,7 +160,7 @@ impl CliError {
             Self::Train(crate::train::tiny::TrainError::Export(error)) => {
                 error.hint.into()
             }
-            Self::Train(_) => "check the --data folder (case folders with ct.nii.gz and segmentations/) or the --from-export folder (a swift or verl export made with --volumes; export again if a file in it is damaged), the --init checkpoint folder (config.json, model.safetensors) for --stage organs, finder, calibrate, rl and domain, each case's truth.json for --stage rl, and that --out is writable".into(),
+            Self::Train(_) => "check the --data folder (case folders with ct.nii.gz and segmentations/) or the --from-export folder (a swift or verl export made with --volumes; export again if a file in it is damaged), the --init checkpoint folder (config.json, model.safetensors) for --stage organs, finder, calibrate, rl, domain and evidence, each case's truth.json for --stage rl and evidence, and that --out is writable".into(),
             Self::Argument(_) => "see `keyslice help` for the accepted values".into(),
             Self::PartlyFailed { .. } => "fix or leave out the inputs named above".into(),
             Self::Input { .. } => "check that the file exists and is UTF-8 text".into(),

@@ -9,6 +9,7 @@ use super::CliError;
 use crate::infer::embedded::TinyConfig;
 use crate::scoring::RewardWeights;
 use crate::train::domain::calibrate_domain;
+use crate::train::evidence::{EvidenceTrainOptions, train_evidence};
 use crate::train::finder::{FinderTrainOptions, MaskSource, recalibrate, train_finder};
 use crate::train::organs::{OrgansTrainOptions, train_organs};
 use crate::train::rl::{RlData, RlOptions, train_rl};
@@ -64,7 +65,8 @@ pub struct TrainArgs {
     #[arg(long)]
     pub init: Option<PathBuf>,
     /// Finder stage: cases (the last ones in --data) kept out of training to choose the
-    /// per-organ thresholds; organ stage: cases kept out to measure Dice on.
+    /// per-organ thresholds; organ stage: cases kept out to measure Dice on; evidence stage:
+    /// cases kept out to measure the reader on.
     #[arg(long, default_value_t = 80)]
     pub calibration: usize,
     /// Organ stage: share of the training windows centred on a lesion voxel (tumors belong
@@ -79,6 +81,11 @@ pub struct TrainArgs {
     /// network of --init draws (what the finder is given at analysis time).
     #[arg(long, value_enum, default_value_t = FinderMasks::Truth)]
     pub finder_masks: FinderMasks,
+    /// Evidence stage: share of the training claims taken from the answers of the --init
+    /// model's diagnoser on the training cases (its real and false findings with the
+    /// evidence it cites; 0: none).
+    #[arg(long, default_value_t = 0.0)]
+    pub model_claims: f64,
     /// RL stage: samples per case (GRPO's group size).
     #[arg(long, default_value_t = 8)]
     pub group: usize,
@@ -104,6 +111,31 @@ pub struct TrainArgs {
     /// from an export, the cases the reviewer corrected).
     #[arg(long)]
     pub hard_only: bool,
+}
+
+/// The evidence stage: `train_evidence` with the options of `args`.
+fn run_evidence(
+    args: &TrainArgs,
+    init: &std::path::Path,
+    data: &std::path::Path,
+    (steps, batch, lr): (usize, usize, f64),
+) -> Result<(), CliError> {
+    let options = EvidenceTrainOptions {
+        steps,
+        batch,
+        learning_rate: lr,
+        seed: args.seed,
+        version: args.version.clone(),
+        held_out: args.calibration,
+        lesion_weight: args.lesion_weight,
+        model_claims: args.model_claims,
+    };
+    train_evidence(init, data, &args.out, &options, |line| eprintln!("{line}"))?;
+    println!(
+        "keyslice-tiny with its evidence reader written to {} (config.json, model.safetensors)",
+        args.out.display()
+    );
+    Ok(())
 }
 
 /// The finder stage: `train_finder` with the options of `args`.
@@ -196,6 +228,10 @@ pub enum Stage {
     /// No training: the ranges of the domain check (what CTs --init knows) measured on every
     /// case in --data; the weights are copied as they are.
     Domain,
+    /// The evidence reader: keyslice-tiny's own verifier, which reads each claimed lesion in
+    /// three planes through its box, added to the checkpoint of --init (phantom cases with
+    /// truth.json).
+    Evidence,
 }
 
 /// The finder stage's organ masks.
@@ -212,6 +248,7 @@ fn check_shares(args: &TrainArgs) -> Result<(), CliError> {
     for (flag, share) in [
         ("--lesion-windows", args.lesion_windows),
         ("--hard-negatives", args.hard_negatives),
+        ("--model-claims", args.model_claims),
     ] {
         if !(0.0..=1.0).contains(&share) {
             return Err(CliError::Argument(format!(
@@ -236,7 +273,7 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
     check_shares(args)?;
     if args.stage != Stage::Networks && args.init.is_none() {
         return Err(CliError::Argument(
-            "--stage organs, finder, calibrate, rl and domain need --init DIR, the checkpoint they build on (e.g. models/keyslice-tiny)".into(),
+            "--stage organs, finder, calibrate, rl, domain and evidence need --init DIR, the checkpoint they build on (e.g. models/keyslice-tiny)".into(),
         ));
     }
     if let (Stage::Rl, Some(init)) = (args.stage, &args.init) {
@@ -290,6 +327,9 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
     }
     if let (Stage::Finder, Some(init)) = (args.stage, &args.init) {
         return run_finder(args, init, data, steps, batch, lr);
+    }
+    if let (Stage::Evidence, Some(init)) = (args.stage, &args.init) {
+        return run_evidence(args, init, data, (steps, batch, lr));
     }
     let config = match &args.config {
         None => None,

@@ -24,6 +24,9 @@ pub struct Hallucinate {
     pub share: f64,
     /// The seed of the draw.
     pub seed: u64,
+    /// The kind of made-up finding ([`inject`]); `None`: a tumor in an organ the model
+    /// called clean, keeping the model's key slice.
+    pub kind: Option<Kind>,
 }
 
 impl Hallucinate {
@@ -43,9 +46,13 @@ impl Hallucinate {
     /// The model id of `inner` with hallucinations added, as predictions record it.
     #[must_use]
     pub fn model_id(&self, inner: &ModelId) -> ModelId {
+        let kind = self
+            .kind
+            .map(|kind| format!("{}-", kind.name()))
+            .unwrap_or_default();
         ModelId {
             id: format!(
-                "{}+hallucinating-{:.0}%-seed{}",
+                "{}+hallucinating-{kind}{:.0}%-seed{}",
                 inner.id,
                 self.share * 100.0,
                 self.seed
@@ -118,6 +125,12 @@ impl Kind {
         Self::WrongAttributes,
         Self::MadeUpEvidence,
     ];
+
+    /// The kind named `name` ([`Self::name`]).
+    #[must_use]
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.name() == name)
+    }
 
     /// Its name in reports and on the command line.
     #[must_use]
@@ -326,6 +339,15 @@ impl Diagnoser for Hallucinating<'_> {
         let Some(mut rng) = self.plan.draw(self.case_id) else {
             return Ok(diagnosis);
         };
+        if let Some(kind) = self.plan.kind {
+            // A kind with no place in this answer (no finding to stand beside, no kidney
+            // lesion to swap) leaves it as the model wrote it.
+            if let Some(injected) = inject(kind, &diagnosis, volume.dims(), &mut rng) {
+                tracing::debug!(case = self.case_id, kind = kind.name(), organ = %injected.organ, "made up a finding");
+                diagnosis = injected.diagnosis;
+            }
+            return Ok(diagnosis);
+        }
         let read = read_report(&diagnosis.report);
         if let Some((findings, organ)) = with_hallucinated_tumor(&read.findings, &mut rng) {
             tracing::debug!(case = self.case_id, %organ, "hallucinated a tumor");
@@ -363,6 +385,7 @@ mod tests {
         let plan = Hallucinate {
             share: 0.25,
             seed: 9,
+            kind: None,
         };
         let drawn = (0..4000)
             .filter(|k| plan.draw(&format!("CASE_{k:04}")).is_some())
@@ -376,7 +399,8 @@ mod tests {
         assert!(
             Hallucinate {
                 share: 0.0,
-                seed: 9
+                seed: 9,
+                kind: None,
             }
             .draw("CASE_0001")
             .is_none()

@@ -140,12 +140,30 @@ pub trait Diagnoser {
     fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError>;
 }
 
-/// Looks at one slice and describes what is visible there.
+/// Looks at one claim's evidence and describes what is visible there.
 pub trait Verifier {
     /// Model name and version.
     fn model_id(&self) -> ModelId;
     /// The local description of `slice`.
     fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError>;
+    /// The local description of the evidence a claim cites: slice `index` of `volume` with
+    /// `slice_box`. By default the key slice alone with its box ([`Self::describe`]); a
+    /// verifier that reads more of the volume around the box (reformats through it) does so
+    /// here.
+    fn describe_claim(
+        &self,
+        volume: &Volume,
+        index: u32,
+        slice_box: Option<&SliceBox>,
+    ) -> Result<String, InferError> {
+        let image = KeySliceImage::extract(volume, index, slice_box.cloned()).ok_or_else(|| {
+            InferError::Volume(format!(
+                "slice {index} is outside the volume ({} slices)",
+                volume.dims()[2]
+            ))
+        })?;
+        self.describe(&image)
+    }
 }
 
 /// Body Part Examined values (upper case, any part of the value) that cover the abdomen.
@@ -216,6 +234,21 @@ pub fn run_pipeline(
     for problem in &read.problems {
         warnings.push(format!("report evidence not used: {problem}"));
     }
+    // Each lesion's own evidence: as the model gave it, else as its report's evidence lines
+    // give it (what a vision-language model writes).
+    let lesion_evidence: Vec<LesionEvidence> = if diagnosis.lesions.is_empty() {
+        read.lesion_evidence
+            .iter()
+            .map(|line| LesionEvidence {
+                organ: line.organ,
+                lesion: line.lesion,
+                key_slice: line.key_slice,
+                slice_box: line.slice_box.clone(),
+            })
+            .collect()
+    } else {
+        diagnosis.lesions.clone()
+    };
     let mut findings = read.findings;
     // An answer listing lesions by the thousand is capped, the organ named, before anything
     // downstream (the window, the SR) has to hold it.
@@ -258,7 +291,7 @@ pub fn run_pipeline(
             volume,
             verifier,
             (index, slice_box.as_ref()),
-            &diagnosis.lesions,
+            &lesion_evidence,
             &findings,
             &mut warnings,
         ),
@@ -311,9 +344,11 @@ fn verify(
     warnings: &mut Vec<String>,
 ) -> Verified {
     let (index, slice_box) = main;
-    let image = KeySliceImage::extract(volume, index, slice_box.cloned());
-    match image.map(|image| verifier.describe(&image)) {
-        Some(Ok(text)) => {
+    if index as usize >= volume.dims()[2] {
+        return Verified::default();
+    }
+    match verifier.describe_claim(volume, index, slice_box) {
+        Ok(text) => {
             let local = read_report(&text);
             for unread in &local.unread {
                 warnings.push(format!(
@@ -348,11 +383,10 @@ fn verify(
                 lesion_checks,
             }
         }
-        Some(Err(error)) => {
+        Err(error) => {
             warnings.push(format!("verifier failed: {error}"));
             Verified::default()
         }
-        None => Verified::default(),
     }
 }
 
@@ -412,14 +446,12 @@ fn verify_lesions(
         let text = if let Some(asked) = asked {
             asked.local_description.clone()
         } else {
-            let image = KeySliceImage::extract(volume, evidence.key_slice, own.slice_box.clone());
-            match image.map(|image| verifier.describe(&image)) {
-                Some(Ok(text)) => text,
-                Some(Err(error)) => {
+            match verifier.describe_claim(volume, evidence.key_slice, own.slice_box.as_ref()) {
+                Ok(text) => text,
+                Err(error) => {
                     warnings.push(format!("verifier failed on a lesion's own slice: {error}"));
                     continue;
                 }
-                None => continue,
             }
         };
         checks.push(LesionCheck {

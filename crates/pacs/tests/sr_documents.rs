@@ -12,7 +12,7 @@ use keyslice_core::findings::{
     PancreasPart, SliceBox, TumorPresence,
 };
 use keyslice_core::prediction::ModelId;
-use keyslice_core::scoring::Consistency;
+use keyslice_core::scoring::{Consistency, FindingConsistency, Standing};
 use keyslice_pacs::sr::read::{Document, read_bytes};
 use keyslice_pacs::sr::write::{key_object_selection, result_sr};
 use keyslice_pacs::sr::{CaseResult, Observer, StudyContext};
@@ -84,7 +84,22 @@ fn ai_result(sop: &str) -> CaseResult {
             attenuation: Some(1.0),
             size: None,
             region: Some(1.0),
-            findings: Vec::new(),
+            // Each finding's own standing travels in its measurement group: the liver lesion
+            // agrees, the pancreatic one is denied by its evidence.
+            findings: vec![
+                FindingConsistency {
+                    organ: Organ::Liver,
+                    lesion: Some(0),
+                    standing: Standing::Agrees,
+                    score: 0.75,
+                },
+                FindingConsistency {
+                    organ: Organ::Pancreas,
+                    lesion: Some(0),
+                    standing: Standing::Denied,
+                    score: 0.0,
+                },
+            ],
         }),
         out_of_domain: None,
     }

@@ -3,6 +3,8 @@
 //!
 //! - [`tiny`]: supervised training of the diagnoser and verifier networks, checkpoints, and
 //!   the training cases (phantom folders or exports).
+//! - [`evidence`]: the evidence reader, keyslice-tiny's own verifier of each claimed lesion
+//!   in three planes.
 //! - [`finder`]: the lesion finder on top of a trained diagnoser.
 //! - [`domain`]: the ranges of the domain check, measured on calibration phantoms.
 //! - [`organs`]: the organ network on top of a checkpoint.
@@ -13,6 +15,7 @@
 //! weights. It may read exports (`keyslice_export::read`); nothing reads it but the CLI.
 
 pub mod domain;
+pub mod evidence;
 pub mod finder;
 pub mod organs;
 pub mod rl;

@@ -294,13 +294,13 @@ fn lesion_classes(
 /// Targets of a `side`² window of slab `slab` starting at (`column0`, `row0`), as flat
 /// channel-major vectors: organ (4), lesion (4), attenuation one-hot (3), location one-hot
 /// (13), and the class masks (1 each).
-struct WindowTargets {
-    organ: Vec<f32>,
-    lesion: Vec<f32>,
-    attenuation: Vec<f32>,
-    attenuation_mask: Vec<f32>,
-    location: Vec<f32>,
-    location_mask: Vec<f32>,
+pub(crate) struct WindowTargets {
+    pub(crate) organ: Vec<f32>,
+    pub(crate) lesion: Vec<f32>,
+    pub(crate) attenuation: Vec<f32>,
+    pub(crate) attenuation_mask: Vec<f32>,
+    pub(crate) location: Vec<f32>,
+    pub(crate) location_mask: Vec<f32>,
 }
 
 fn window_targets(
@@ -353,11 +353,11 @@ fn window_targets(
 
 /// Weights of the lesion-mask loss terms.
 #[derive(Clone, Copy, Debug)]
-struct LossWeights {
+pub(crate) struct LossWeights {
     /// Lesion pixels in the cross-entropy.
-    lesion: f64,
+    pub(crate) lesion: f64,
     /// The soft Dice term.
-    dice: f64,
+    pub(crate) dice: f64,
 }
 
 /// Numerically stable binary cross-entropy on logits, positives weighted by `positive`.
@@ -397,7 +397,7 @@ fn masked_cross_entropy(
 }
 
 /// Losses of one batch: masks, classes; returns (total, lesion part) for logging.
-fn batch_loss(
+pub(crate) fn batch_loss(
     logits: &Tensor,
     targets: &[WindowTargets],
     side: usize,

@@ -19,7 +19,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub use evidence::{SliceRange, evidence_problems};
-pub use reader::{ReadReport, UnreadSentence, read_report};
+pub use reader::{LesionEvidenceLine, ReadReport, UnreadSentence, read_report};
 pub use writer::{write_local_description, write_report};
 
 /// Version of the Findings JSON layout.

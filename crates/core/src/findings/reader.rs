@@ -30,7 +30,9 @@
 //! [`super::evidence_problems`], not something to swap), a box given `on slice N` other than
 //! the key slice is not used and named in [`ReadReport::problems`], as is a box line whose
 //! numbers cannot be read; `Lesion slices: A-B` is the lesion's slice range and `Inside the
-//! box: …` a verifier's answer about the box it was shown.
+//! box: …` a verifier's answer about the box it was shown. A lesion's own evidence, one line
+//! per lesion (`Liver lesion 2 evidence: slice K, columns C0-C1, rows R0-R1, slices A-B`), is
+//! kept in [`ReadReport::lesion_evidence`] for that lesion alone and adds nothing else.
 
 use std::sync::LazyLock;
 
@@ -68,6 +70,24 @@ pub struct ReadReport {
     /// Organs the text states both with and without a tumor, each definitely ("no other
     /// lesions" after a lesion is not a contradiction).
     pub contradictions: Vec<Organ>,
+    /// Each lesion's own evidence, as its line gives it, in the order of the text.
+    pub lesion_evidence: Vec<LesionEvidenceLine>,
+}
+
+/// One lesion's own evidence line: `Liver lesion 2 evidence: slice K, columns C0-C1, rows
+/// R0-R1, slices A-B` (box and slices optional).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LesionEvidenceLine {
+    /// The organ.
+    pub organ: Organ,
+    /// The lesion's index among the organ's lesions (the line counts from 1).
+    pub lesion: usize,
+    /// The slice that shows it best.
+    pub key_slice: u32,
+    /// Its box on that slice, corners as written.
+    pub slice_box: Option<SliceBox>,
+    /// The slices it is seen on.
+    pub slices: Option<SliceRange>,
 }
 
 macro_rules! regex {
@@ -100,6 +120,10 @@ regex!(BOX_SLICE, r"(?i)\bbox\s+on\s+slice\s+(\d+)");
 regex!(
     LESION_SLICES,
     r"(?i)\blesion\s+slices?\s*(?:are|is)?\s*[:=]?\s*(\d+)\s*(?:-|–|to)\s*(\d+)"
+);
+regex!(
+    LESION_EVIDENCE,
+    r"(?im)^[ \t]*(liver|pancreas|pancreatic|left\s+kidney|right\s+kidney|kidney\s+left|kidney\s+right)\s+lesion\s+(\d{1,4})\s+evidence\s*:\s*(?:key\s+)?slice\s+(\d{1,9})(?:\s*,\s*columns\s+(\d{1,9})\s*[-–]\s*(\d{1,9})\s*,\s*rows\s+(\d{1,9})\s*[-–]\s*(\d{1,9}))?(?:\s*,\s*slices\s+(\d{1,9})\s*[-–]\s*(\d{1,9}))?[ \t.\r]*$"
 );
 regex!(INSIDE_BOX, r"(?i)\binside\s+the\s+box\s*[:,-]\s*(.+)$");
 regex!(
@@ -239,7 +263,15 @@ pub fn read_report(text: &str) -> ReadReport {
         box_slice: None,
         problems: Vec::new(),
     };
+    let (lesion_evidence, evidence_lines) = lesion_evidence_lines(text);
     for segment in segments(text) {
+        // A lesion's evidence line speaks of that lesion's evidence alone.
+        if evidence_lines
+            .iter()
+            .any(|line| line.start <= segment.start && segment.end <= line.end)
+        {
+            continue;
+        }
         read_segment(text, segment, &mut state);
     }
     if let (Some(slice), Some(slice_box)) = (state.box_slice, &state.findings.slice_box) {
@@ -266,7 +298,61 @@ pub fn read_report(text: &str) -> ReadReport {
         problems: state.problems,
         key_slices: state.key_slices,
         contradictions,
+        lesion_evidence,
     }
+}
+
+/// Every lesion evidence line of `text` ([`LESION_EVIDENCE`]) and where each stands.
+fn lesion_evidence_lines(text: &str) -> (Vec<LesionEvidenceLine>, Vec<Span>) {
+    let mut lines = Vec::new();
+    let mut spans = Vec::new();
+    for captures in LESION_EVIDENCE.captures_iter(text) {
+        let number = |at: usize| {
+            captures
+                .get(at)
+                .and_then(|m| m.as_str().parse::<u32>().ok())
+        };
+        let organ_words = captures[1].to_ascii_lowercase();
+        let organ = if organ_words.starts_with("liver") {
+            Organ::Liver
+        } else if organ_words.starts_with("pancrea") {
+            Organ::Pancreas
+        } else if organ_words.contains("left") {
+            Organ::KidneyLeft
+        } else {
+            Organ::KidneyRight
+        };
+        let (Some(lesion), Some(key_slice)) = (number(2), number(3)) else {
+            continue;
+        };
+        if lesion == 0 {
+            continue;
+        }
+        let slice_box = match (number(4), number(5), number(6), number(7)) {
+            (Some(c0), Some(c1), Some(r0), Some(r1)) => Some(SliceBox {
+                voxels: [c0, r0, c1, r1],
+                mm: None,
+            }),
+            _ => None,
+        };
+        let slices = number(8)
+            .zip(number(9))
+            .map(|(first, last)| SliceRange { first, last });
+        if let Some(whole) = captures.get(0) {
+            spans.push(Span {
+                start: whole.start(),
+                end: whole.end(),
+            });
+        }
+        lines.push(LesionEvidenceLine {
+            organ,
+            lesion: lesion as usize - 1,
+            key_slice,
+            slice_box,
+            slices,
+        });
+    }
+    (lines, spans)
 }
 
 /// Splits into sentences/lines/clauses, trimmed, as spans.

@@ -4,6 +4,7 @@
 use super::anatomy::one_slice_segments;
 use super::candle_message;
 use super::domain;
+use super::evidence::{ClaimPlace, read_claim};
 use super::input::{model_pixel_of, verifier_input};
 use super::lesions::finder_probabilities;
 use super::model::TinyModel;
@@ -228,6 +229,43 @@ impl Verifier for TinyVerifier<'_> {
             id: format!("{}-verifier", self.0.config.model),
             version: self.0.config.version.clone(),
         }
+    }
+
+    /// With an evidence reader and a box, the claim read in three planes by it; otherwise
+    /// the key slice alone ([`Self::describe`]).
+    fn describe_claim(
+        &self,
+        volume: &Volume,
+        index: u32,
+        slice_box: Option<&SliceBox>,
+    ) -> Result<String, InferError> {
+        let model = self.0;
+        if let (Some(network), Some(config), Some(slice_box)) =
+            (&model.evidence, &model.config.evidence, slice_box)
+            && (index as usize) < volume.dims()[2]
+        {
+            let place = ClaimPlace::of(volume, index, Some(slice_box));
+            let local = read_claim(
+                network,
+                config,
+                &model.config.windows,
+                volume,
+                &place,
+                model.device(),
+            )
+            .map_err(|error| InferError::Run {
+                model: format!("{}-verifier", model.config.model),
+                detail: candle_message(&error),
+            })?;
+            return Ok(write_local_description(index, &local));
+        }
+        let image = KeySliceImage::extract(volume, index, slice_box.cloned()).ok_or_else(|| {
+            InferError::Volume(format!(
+                "slice {index} is outside the volume ({} slices)",
+                volume.dims()[2]
+            ))
+        })?;
+        self.describe(&image)
     }
 
     fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError> {

@@ -141,6 +141,20 @@ impl TinyModel {
                     )?)
                 }
             },
+            evidence: match &config.evidence {
+                None => None,
+                Some(evidence) => {
+                    if let Some(problem) = evidence.problem() {
+                        candle_core::bail!("{problem}");
+                    }
+                    Some(SliceNet::new(
+                        super::evidence::EvidenceConfig::inputs(config.windows.len()),
+                        evidence.widths,
+                        0,
+                        &vb.pp("evidence"),
+                    )?)
+                }
+            },
             config,
             device,
         })

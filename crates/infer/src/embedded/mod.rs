@@ -11,7 +11,9 @@
 //! organs show a tumor and where: for every organ and slab an organ mask covers, it answers
 //! "tumor here?" on a finer grid, and the decoding grows the lesion from the cell that
 //! decided. A fourth, the **organ network** ([`organs`]), draws those organ masks on the
-//! finer grid. It is honest about what it is: trained only on synthetic phantoms, not for
+//! finer grid. The **evidence reader** ([`evidence`]), with weights of its own, reads each
+//! claimed lesion in three planes through its box and is the verifier when the checkpoint has
+//! one. It is honest about what it is: trained only on synthetic phantoms, not for
 //! clinical use (see `MODEL_CARD.md`).
 
 mod adapters;
@@ -20,6 +22,7 @@ pub mod batch_norm;
 pub mod conv;
 pub mod decode;
 pub mod domain;
+pub mod evidence;
 pub mod finder;
 pub mod grid;
 pub mod input;

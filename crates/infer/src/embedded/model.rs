@@ -30,6 +30,8 @@ pub struct TinyModel {
     pub finder: Option<FinderNet>,
     /// The organ network, when the checkpoint has one.
     pub organs: Option<OrganNet>,
+    /// The evidence reader (keyslice-tiny's own verifier), when the checkpoint has one.
+    pub evidence: Option<SliceNet>,
     pub(super) device: Device,
 }
 
@@ -237,7 +239,7 @@ impl TinyModel {
 }
 
 /// `[batch, OUTPUTS, h, w]` logits → `[batch][channel][pixel]` probabilities.
-pub(super) fn probabilities_of(logits: &Tensor) -> candle_core::Result<Vec<Vec<Vec<f32>>>> {
+pub(crate) fn probabilities_of(logits: &Tensor) -> candle_core::Result<Vec<Vec<Vec<f32>>>> {
     let (batch, _, height, width) = logits.dims4()?;
     let masks = candle_nn::ops::sigmoid(&logits.narrow(1, 0, net::ATTENUATION.start)?)?;
     let attenuation = candle_nn::ops::softmax(

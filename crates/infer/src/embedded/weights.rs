@@ -55,6 +55,10 @@ pub struct TinyConfig {
     /// slice spacing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<Domain>,
+    /// The evidence reader (`keyslice train --stage evidence`): when present it verifies each
+    /// claim in three planes instead of the diagnoser's networks reading the key slice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<super::evidence::EvidenceConfig>,
 }
 
 impl TinyConfig {
@@ -83,6 +87,7 @@ impl TinyConfig {
             finder: None,
             organs: None,
             domain: None,
+            evidence: None,
         }
     }
 

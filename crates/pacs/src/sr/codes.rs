@@ -191,6 +191,12 @@ code!(
     "Standing of the AI result"
 );
 code!(
+    finding_standing,
+    "finding-standing",
+    "99KSL",
+    "Standing of the finding against its evidence"
+);
+code!(
     consistency,
     "consistency",
     "99KSL",

@@ -9,7 +9,7 @@ use keyslice_core::findings::{
     Findings, KeySlice, Lesion, LesionSize, Organ, SliceBox, SliceRange,
 };
 use keyslice_core::prediction::{ModelId, OutOfDomain};
-use keyslice_core::scoring::Consistency;
+use keyslice_core::scoring::{Consistency, FindingConsistency, Standing};
 
 use super::codes;
 use super::tree::{Node, Value, read_item, string};
@@ -225,6 +225,7 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
     let mut verifier = None;
     let mut local_description = None;
     let mut consistency = None;
+    let mut standings = Vec::new();
     let groups = root
         .child(&codes::imaging_measurements())
         .map(|node| node.children.as_slice())
@@ -262,15 +263,10 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
                 "measurement group `{label}` names no organ Keyslice knows"
             ));
         };
-        if let Some(presence) = group
-            .child(&codes::tumor_presence())
-            .and_then(Node::code)
-            .and_then(codes::presence_of)
-        {
-            findings.organ_mut(organ).tumor = presence;
-        } else {
-            findings.organ_mut(organ).lesions.push(lesion(group)?);
-        }
+        organ_group(group, organ, &mut findings, &mut standings)?;
+    }
+    if let Some(consistency) = &mut consistency {
+        consistency.findings = standings;
     }
     let evaluations = root.child(&codes::qualitative_evaluations());
     let report = evaluations
@@ -427,6 +423,71 @@ fn lesion(group: &Node) -> Result<Lesion, String> {
         count: count.map(|n| n.round() as u32),
         spans: keyslice_core::findings::LesionSpans::default(),
     })
+}
+
+/// One organ's measurement group (its presence, or one of its lesions) into `findings`, and
+/// the finding's standing, when the group carries one, into `standings`.
+fn organ_group(
+    group: &Node,
+    organ: Organ,
+    findings: &mut Findings,
+    standings: &mut Vec<FindingConsistency>,
+) -> Result<(), String> {
+    let lesion_number = if let Some(presence) = group
+        .child(&codes::tumor_presence())
+        .and_then(Node::code)
+        .and_then(codes::presence_of)
+    {
+        findings.organ_mut(organ).tumor = presence;
+        None
+    } else {
+        let lesions = &mut findings.organ_mut(organ).lesions;
+        lesions.push(lesion(group)?);
+        Some(lesions.len() - 1)
+    };
+    if let Some(standing) = finding_standing(group, organ, lesion_number)? {
+        standings.push(standing);
+    }
+    Ok(())
+}
+
+/// A finding's standing and consistency as its measurement group gives them; `None` when the
+/// group carries none (a result never verified, or written before findings had their own).
+fn finding_standing(
+    group: &Node,
+    organ: Organ,
+    lesion: Option<usize>,
+) -> Result<Option<FindingConsistency>, String> {
+    let Some(word) = group.child(&codes::finding_standing()).and_then(Node::text) else {
+        return Ok(None);
+    };
+    let standing = [
+        Standing::Agrees,
+        Standing::Denied,
+        Standing::Unverified,
+        Standing::NotReported,
+    ]
+    .into_iter()
+    .find(|standing| standing.word() == word.trim())
+    .ok_or_else(|| {
+        format!(
+            "the standing of {} is `{word}`, not one Keyslice writes",
+            organ.key()
+        )
+    })?;
+    let score = checked_number(
+        group,
+        &codes::consistency(),
+        "a finding's consistency",
+        0.0..=1.0,
+    )?
+    .unwrap_or(0.0);
+    Ok(Some(FindingConsistency {
+        organ,
+        lesion,
+        standing,
+        score,
+    }))
 }
 
 fn evidence(

@@ -205,6 +205,32 @@ fn slice_positions(key: &KeySlice, range: Option<SliceRange>) -> Vec<Node> {
     items
 }
 
+/// The verifier's standing on one finding (an organ's presence when `lesion` is `None`, else
+/// one lesion) and its consistency, when the result was verified: every finding carries its
+/// own, so a reader sees which claim the evidence denies, not only the case's weakest score.
+fn standing_items(result: &CaseResult, organ: Organ, lesion: Option<usize>) -> Vec<Node> {
+    let Some(finding) = result.consistency.as_ref().and_then(|consistency| {
+        consistency
+            .findings
+            .iter()
+            .find(|finding| finding.organ == organ && finding.lesion == lesion)
+    }) else {
+        return Vec::new();
+    };
+    vec![
+        Node::new(
+            CONTAINS,
+            codes::finding_standing(),
+            Value::Text(finding.standing.word().into()),
+        ),
+        Node::new(
+            CONTAINS,
+            codes::consistency(),
+            Value::Num(finding.score, codes::no_units()),
+        ),
+    ]
+}
+
 fn measurement_groups(
     result: &CaseResult,
     tracking_seed: &str,
@@ -229,11 +255,13 @@ fn measurement_groups(
             codes::tumor_presence(),
             Value::Code(presence),
         ));
+        items.extend(standing_items(result, organ, None));
         groups.push(group(Some("1501"), items));
         for (number, lesion) in organ_findings.lesions.iter().enumerate() {
             let label = format!("{} lesion {}", organ.key(), number + 1);
             let mut items = group_head(&label, tracking_seed, Some(organ), &algorithm);
             items.extend(lesion_items(lesion));
+            items.extend(standing_items(result, organ, Some(number)));
             groups.push(group(Some("1501"), items));
         }
     }
