@@ -55,6 +55,24 @@ pub enum EvalAction {
     },
 }
 
+/// The views the verifier read for `prediction`: the answer's key slice with its box, and each
+/// other slice and box a lesion's own evidence names, each once.
+fn views_read(prediction: &crate::infer::Prediction) -> usize {
+    let main = prediction
+        .local_description
+        .as_ref()
+        .and(prediction.key_slice.as_ref())
+        .map(|key| (key.index, prediction.slice_box.clone()));
+    let mut seen: Vec<(u32, Option<crate::findings::SliceBox>)> = main.into_iter().collect();
+    for check in &prediction.lesion_checks {
+        let view = (check.key_slice, check.slice_box.clone());
+        if !seen.contains(&view) {
+            seen.push(view);
+        }
+    }
+    seen.len()
+}
+
 /// One row of the evaluation.
 #[derive(Debug, Serialize)]
 struct Row {
@@ -193,8 +211,7 @@ fn collect(
             Ok(prediction)
         };
         let untouched = verified(diagnosis.clone())?;
-        natural_views +=
-            usize::from(untouched.local_description.is_some()) + untouched.lesion_checks.len();
+        natural_views += views_read(&untouched);
         natural.extend(claims_of(case_id, &untouched, &truth));
         for (k, kind) in Kind::ALL.into_iter().enumerate() {
             let draw = case_id

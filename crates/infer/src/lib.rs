@@ -356,7 +356,8 @@ fn verify(
                     unread.text
                 ));
             }
-            let lesion_checks = verify_lesions(volume, verifier, lesions, main, findings, warnings);
+            let lesion_checks =
+                verify_lesions(volume, verifier, lesions, (main, &text), findings, warnings);
             let views: Vec<(Organ, usize, Findings)> = lesion_checks
                 .iter()
                 .map(|check| {
@@ -390,15 +391,15 @@ fn verify(
     }
 }
 
-/// Each lesion the diagnoser named evidence of its own for, verified on its own key slice: a
-/// lesion of the report (up to [`MAX_LESION_VIEWS`]) whose slice is not the answer's key slice
-/// with its box (`main`); a slice outside the volume or a box that cannot be used is named in
-/// `warnings`, and a slice asked twice is read once.
+/// Each lesion the diagnoser named evidence of its own for, verified on its own key slice and
+/// box (up to [`MAX_LESION_VIEWS`]); a lesion whose evidence is the answer's key slice with its
+/// box (`main`) takes that reading (`main_text`), a slice outside the volume or a box that
+/// cannot be used is named in `warnings`, and a slice asked twice is read once.
 fn verify_lesions(
     volume: &Volume,
     verifier: &dyn Verifier,
     lesions: &[LesionEvidence],
-    main: (u32, Option<&SliceBox>),
+    (main, main_text): ((u32, Option<&SliceBox>), &str),
     findings: &Findings,
     warnings: &mut Vec<String>,
 ) -> Vec<LesionCheck> {
@@ -437,7 +438,15 @@ fn verify_lesions(
             ));
             own.slice_box = None;
         }
+        // The answer's own key slice and box, already read, is this lesion's evidence.
         if (evidence.key_slice, own.slice_box.as_ref()) == main {
+            checks.push(LesionCheck {
+                organ: evidence.organ,
+                lesion: evidence.lesion,
+                key_slice: evidence.key_slice,
+                slice_box: own.slice_box,
+                local_description: main_text.to_string(),
+            });
             continue;
         }
         let asked = checks.iter().find(|check| {

@@ -129,6 +129,17 @@ pub(super) fn lesion_pairs(
     local: &[Lesion],
     tolerance: SizeTolerance,
 ) -> Vec<(usize, Lesion)> {
+    lesion_pairs_among(report, local, tolerance, &|_| true)
+}
+
+/// [`lesion_pairs`] with only the report lesions `candidate` accepts (by index) to pair with;
+/// a slice lesion none of them fits is paired with none.
+pub(super) fn lesion_pairs_among(
+    report: &[Lesion],
+    local: &[Lesion],
+    tolerance: SizeTolerance,
+    candidate: &dyn Fn(usize) -> bool,
+) -> Vec<(usize, Lesion)> {
     let local: Vec<Lesion> = if local.is_empty() {
         vec![Lesion::default()]
     } else {
@@ -137,11 +148,15 @@ pub(super) fn lesion_pairs(
     local
         .into_iter()
         .filter_map(|shown| {
-            let best = report.iter().enumerate().max_by(|(_, a), (_, b)| {
-                pair_score(a, &shown, tolerance)
-                    .0
-                    .total_cmp(&pair_score(b, &shown, tolerance).0)
-            })?;
+            let best = report
+                .iter()
+                .enumerate()
+                .filter(|(index, _)| candidate(*index))
+                .max_by(|(_, a), (_, b)| {
+                    pair_score(a, &shown, tolerance)
+                        .0
+                        .total_cmp(&pair_score(b, &shown, tolerance).0)
+                })?;
             Some((best.0, shown))
         })
         .collect()

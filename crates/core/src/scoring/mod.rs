@@ -521,6 +521,18 @@ pub(crate) fn verifier_denies(local: &Findings, organ: Organ) -> bool {
 /// claimed).
 #[must_use]
 pub fn consistency(report: &Findings, local: &Findings, tolerance: SizeTolerance) -> Consistency {
+    consistency_among(report, local, tolerance, &|_, _| true)
+}
+
+/// [`consistency`] where the slice's lesions pair only with the report lesions `candidate`
+/// accepts (organ, index): a lesion read on evidence of its own is not what another claim's
+/// slice shows.
+fn consistency_among(
+    report: &Findings,
+    local: &Findings,
+    tolerance: SizeTolerance,
+    candidate: &dyn Fn(Organ, usize) -> bool,
+) -> Consistency {
     let region = region_agreement(report, local);
     let mut findings = Vec::new();
     let mut compared = Compared::default();
@@ -534,7 +546,12 @@ pub fn consistency(report: &Findings, local: &Findings, tolerance: SizeTolerance
         };
         match (claimed.tumor.as_positive(), shown.tumor.as_positive()) {
             (true, true) => {
-                let pairs = checks::lesion_pairs(&claimed.lesions, &shown.lesions, tolerance);
+                let pairs = checks::lesion_pairs_among(
+                    &claimed.lesions,
+                    &shown.lesions,
+                    tolerance,
+                    &|index| candidate(organ, index),
+                );
                 for lesion in lesions {
                     findings
                         .push(compared.finding(organ, lesion, claimed, &pairs, region, tolerance));
@@ -667,10 +684,14 @@ impl Compared {
     }
 }
 
-/// [`consistency`] with the claimed lesions that have a key slice of their own each read on
-/// it: `views` holds (organ, lesion index, what the verifier said of that lesion's slice). A
-/// lesion's own view decides its standing where it speaks of the lesion (agrees or denies);
-/// the case again takes its weakest finding.
+/// [`consistency`] with the claimed lesions that have evidence of their own each read on it:
+/// `views` holds (organ, lesion index, what the verifier said of that lesion's evidence). A
+/// lesion's own view alone decides its standing (agrees, denied, or unverified when the view
+/// does not show it), and in it the view's lesions pair with that lesion only. When the answer
+/// names evidence per lesion, a lesion it names none for is unverified: the answer's key slice
+/// (`local`) is some other lesion's evidence, and what it shows is that lesion. Without views
+/// the key slice speaks for every claim, as [`consistency`] reads it. The case again takes its
+/// weakest finding.
 #[must_use]
 pub fn consistency_with_views(
     report: &Findings,
@@ -678,14 +699,15 @@ pub fn consistency_with_views(
     views: &[(Organ, usize, &Findings)],
     tolerance: SizeTolerance,
 ) -> Consistency {
-    let mut combined = consistency(report, local, tolerance);
+    let mut combined = consistency_among(report, local, tolerance, &|_, _| views.is_empty());
     for (organ, lesion, view) in views {
-        let seen = consistency(report, view, tolerance);
+        let seen = consistency_among(report, view, tolerance, &|o, index| {
+            o == *organ && index == *lesion
+        });
         let Some(own) = seen
             .findings
             .iter()
             .find(|finding| finding.organ == *organ && finding.lesion == Some(*lesion))
-            .filter(|finding| finding.standing != Standing::Unverified)
         else {
             continue;
         };
