@@ -412,7 +412,8 @@ impl Diagnoser for WithLesionEvidence {
 }
 
 /// Each lesion with evidence of its own is verified on its own slice (once per slice; the
-/// answer's key slice is not read twice), its standing decided there; evidence outside the
+/// answer's key slice is not read twice, and is its lesion's reading), its standing decided
+/// there; evidence outside the
 /// volume, or for a lesion the report does not list, is named or left, never read.
 #[test]
 fn each_lesion_is_verified_on_its_own_key_slice() {
@@ -455,19 +456,31 @@ fn each_lesion_is_verified_on_its_own_key_slice() {
         .iter()
         .map(|check| (check.organ, check.lesion, check.key_slice))
         .collect();
+    // The first liver lesion's evidence is the answer's key slice: that reading is its own.
     assert_eq!(
         checked,
-        [(Organ::Liver, 1, 30), (Organ::KidneyLeft, 0, 30)],
+        [
+            (Organ::Liver, 0, 46),
+            (Organ::Liver, 1, 30),
+            (Organ::KidneyLeft, 0, 30)
+        ],
         "{:?}",
         prediction.warnings
     );
-    // Slice 30 was read once for both lesions.
     assert_eq!(
         prediction.lesion_checks[0].local_description,
-        prediction.lesion_checks[1].local_description
+        prediction
+            .local_description
+            .clone()
+            .expect("the key slice read")
+    );
+    // Slice 30 was read once for both lesions.
+    assert_eq!(
+        prediction.lesion_checks[1].local_description,
+        prediction.lesion_checks[2].local_description
     );
     let consistency = prediction.consistency.expect("verified");
-    for (organ, lesion) in [(Organ::Liver, 1), (Organ::KidneyLeft, 0)] {
+    for (organ, lesion) in [(Organ::Liver, 0), (Organ::Liver, 1), (Organ::KidneyLeft, 0)] {
         let view = keyslice::findings::read_report(
             &prediction
                 .lesion_checks

@@ -331,14 +331,11 @@ fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
     let expected = serde_json::to_value(expected).expect("JSON");
     assert_eq!(ai["findings"], expected, "{results}");
     assert_eq!(ai["algorithm"]["id"], prediction.diagnoser.id.as_str());
-    // The SR carries the case's consistency (its weakest finding's) and its components.
-    let mut consistency = prediction.consistency.clone();
-    if let Some(consistency) = consistency.as_mut() {
-        consistency.findings.clear();
-    }
+    // The SR carries the case's consistency (its weakest finding's), its components and
+    // each finding's own standing.
     assert_eq!(
         ai["consistency"],
-        serde_json::to_value(consistency).expect("JSON")
+        serde_json::to_value(&prediction.consistency).expect("JSON")
     );
     assert_eq!(results["key_images"][0]["title"], "Of Interest");
     assert_eq!(results["key_images"][0]["images"][0], key_sop.as_str());

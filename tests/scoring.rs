@@ -11,8 +11,8 @@ use keyslice::findings::{
 };
 use keyslice::scoring::metrics::{MissingCase, ScoredCase, dataset_metrics};
 use keyslice::scoring::{
-    LesionExtent, Prediction, Reference, RewardWeights, SizeTolerance, attribute_score,
-    consistency, existence_score, localization_score, rewards,
+    LesionExtent, Prediction, Reference, RewardWeights, SizeTolerance, Standing, attribute_score,
+    consistency, consistency_with_views, existence_score, localization_score, rewards,
 };
 
 fn lesion(long: f64, segments: &[u8], attenuation: Attenuation) -> Lesion {
@@ -148,6 +148,60 @@ fn consistency_breaks_down_by_attribute() {
         consistency(&report, &elsewhere, SizeTolerance::default()).organ,
         0.0
     );
+}
+
+#[test]
+fn each_lesion_is_judged_on_its_own_evidence_and_one_without_any_is_unverified() {
+    // Two real liver lesions, each with its own evidence, and a third made up without any.
+    let report = read_report(
+        "Liver lesion 1: Size: 3.0 x 2.0 cm. Enhancement relative to liver: Hypoattenuating.\nLiver lesion 2: Size: 1.0 x 1.0 cm. Enhancement relative to liver: Hyperattenuating.\nLiver lesion 3: Size: 2.0 x 1.5 cm. Enhancement relative to liver: Hypoattenuating.\n",
+    )
+    .findings;
+    let first = read_report(
+        "Slice 40: hypoattenuating lesion in the liver, 3.1 x 2.0 cm.\nInside the box: lesion.",
+    )
+    .findings;
+    let second = read_report(
+        "Slice 12: hyperattenuating lesion in the liver, 1.0 x 0.9 cm.\nInside the box: lesion.",
+    )
+    .findings;
+    let views = [(Organ::Liver, 0, &first), (Organ::Liver, 1, &second)];
+    // The answer's key slice is the first lesion's evidence: what it shows is that lesion.
+    let result = consistency_with_views(&report, &first, &views, SizeTolerance::default());
+    let standing = |lesion: usize| {
+        result
+            .findings
+            .iter()
+            .find(|finding| finding.lesion == Some(lesion))
+            .map(|finding| (finding.standing, finding.score))
+    };
+    assert_eq!(standing(0), Some((Standing::Agrees, 1.0)));
+    // The second view's lesion pairs with the second lesion alone, though the first lesion
+    // would not fit it: each is read on its own.
+    assert_eq!(standing(1), Some((Standing::Agrees, 1.0)));
+    assert_eq!(standing(2), Some((Standing::Unverified, 0.0)));
+    assert_eq!(result.score, 0.0);
+
+    // A view whose box holds nothing denies its lesion, whatever the key slice shows.
+    let clean =
+        read_report("Slice 12: no lesion in the liver.\nInside the box: no lesion.").findings;
+    let views = [(Organ::Liver, 0, &first), (Organ::Liver, 1, &clean)];
+    let denied = consistency_with_views(&report, &first, &views, SizeTolerance::default());
+    assert!(
+        denied
+            .findings
+            .iter()
+            .any(|f| f.lesion == Some(1) && f.standing == Standing::Denied)
+    );
+
+    // Without evidence per lesion the key slice speaks for every claim, as before.
+    let two = read_report(
+        "Liver lesion 1: Size: 3.0 x 2.0 cm. Enhancement relative to liver: Hypoattenuating.\n",
+    )
+    .findings;
+    let plain = consistency_with_views(&two, &first, &[], SizeTolerance::default());
+    assert_eq!(plain, consistency(&two, &first, SizeTolerance::default()));
+    assert_eq!(plain.findings[0].standing, Standing::Agrees);
 }
 
 #[test]

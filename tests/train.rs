@@ -662,3 +662,74 @@ fn the_evidence_stage_adds_a_reader_of_its_own_and_names_a_case_without_truth() 
     );
     assert!(!out.exists(), "nothing is written for a refused run");
 }
+
+#[test]
+fn a_diverged_run_writes_no_checkpoint_and_a_broken_one_does_not_load() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let data = folder.path().join("cases");
+    let made = keyslice(&[
+        "phantom",
+        "--out",
+        path_str(&data),
+        "--cases",
+        "2",
+        "--seed",
+        "41",
+        "--matrix",
+        "64",
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let config = folder.path().join("config.json");
+    std::fs::write(&config, SMALL_CONFIG).expect("config written");
+    // A learning rate that is not a number is refused before anything runs.
+    for lr in ["NaN", "inf", "0", "-1"] {
+        let mut args = train_args(&data, &config);
+        let out = folder.path().join(format!("lr-{lr}"));
+        let flag = format!("--lr={lr}");
+        args.extend([flag.as_str(), "--out", path_str(&out)]);
+        let refused = keyslice(&args);
+        assert!(!refused.status.success(), "--lr {lr}");
+        assert!(
+            text(&refused.stderr).contains("--lr"),
+            "{}",
+            text(&refused.stderr)
+        );
+        assert!(!out.exists());
+    }
+    // One so large the loss leaves the numbers: stopped, named, nothing written.
+    let mut args = train_args(&data, &config);
+    let out = folder.path().join("diverged");
+    args.extend(["--lr", "1e30", "--out", path_str(&out)]);
+    let diverged = keyslice(&args);
+    assert!(!diverged.status.success());
+    let message = text(&diverged.stderr);
+    assert!(
+        message.contains("diverged") && message.contains("--lr"),
+        "{message}"
+    );
+    assert!(!out.join("model.safetensors").exists());
+
+    // A checkpoint with a weight that is not a number does not load; the weight is named.
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/keyslice-tiny");
+    let broken = folder.path().join("broken");
+    std::fs::create_dir_all(&broken).expect("folder");
+    std::fs::copy(shipped.join("config.json"), broken.join("config.json")).expect("config");
+    let device = candle_core::Device::Cpu;
+    let mut tensors = candle_core::safetensors::load(shipped.join("model.safetensors"), &device)
+        .expect("weights");
+    let name = "diagnoser.head.bias".to_string();
+    let count = tensors[&name].elem_count();
+    tensors.insert(
+        name.clone(),
+        candle_core::Tensor::from_vec(vec![f32::NAN; count], count, &device).expect("tensor"),
+    );
+    candle_core::safetensors::save(&tensors, broken.join("model.safetensors")).expect("saved");
+    let ct = data.join("PHANTOM_41_0000").join("ct.nii.gz");
+    let analysed = keyslice(&["analyze", path_str(&ct), "--model", path_str(&broken)]);
+    assert!(!analysed.status.success());
+    let message = text(&analysed.stderr);
+    assert!(
+        message.contains(&name) && message.contains("finite"),
+        "{message}"
+    );
+}

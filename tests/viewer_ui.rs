@@ -560,9 +560,8 @@ fn analysis_panels_show_the_embedded_models_evidence_and_report() {
     // A phantom with a 4.2 × 4.1 cm liver tumor in segment II, analysed by the embedded model
     // for real (the shipped model finds it, one lesion of 4.0 × 3.7 cm in segment II: a key
     // slice, a verifier reading and a consistency to show; the key slice is the tumor's
-    // largest section, 83, where the verifier reads 1.0 × 0.8
-    // cm: on the slice alone the organ network leaves most of the tumor out of the liver, so
-    // the consistency is 0.75 with the size in red).
+    // largest section, 83, where the evidence reader measures 5.4 × 4.3 cm, more than the
+    // diagnoser's 4.0 × 3.7: the consistency is 0.75 with the size in red).
     let case = keyslice::phantom::generate(
         5,
         2,
@@ -590,7 +589,7 @@ fn analysis_panels_show_the_embedded_models_evidence_and_report() {
     harness.run();
     harness.get_by_label("Report");
     if has_key_slice {
-        harness.get_by_label("Verifier, key slice only:");
+        harness.get_by_label("Verifier, the evidence only:");
         harness.get_by_label("go (K)").click();
         harness.run();
         assert_eq!(harness.state().report, Some(ReportCommand::JumpToKeySlice));

@@ -243,8 +243,22 @@ pub enum FinderMasks {
     OrganNetwork,
 }
 
-/// `--lesion-windows` and `--hard-negatives` are shares, from 0 to 1.
+/// `--lesion-windows` and `--hard-negatives` are shares, from 0 to 1; the weights and
+/// coefficients are finite and not negative.
 fn check_shares(args: &TrainArgs) -> Result<(), CliError> {
+    for (flag, value) in [
+        ("--lesion-weight", args.lesion_weight),
+        ("--dice-weight", args.dice_weight),
+        ("--kl", args.kl),
+        ("--presence-kl", args.presence_kl),
+        ("--clip", args.clip),
+    ] {
+        if !(value.is_finite() && value >= 0.0) {
+            return Err(CliError::Argument(format!(
+                "{flag} {value}: must be a finite number of at least 0"
+            )));
+        }
+    }
     for (flag, share) in [
         ("--lesion-windows", args.lesion_windows),
         ("--hard-negatives", args.hard_negatives),
@@ -265,6 +279,11 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
     let steps = args.steps.unwrap_or(if rl { 300 } else { 1200 });
     let batch = args.batch.unwrap_or(if rl { 4 } else { 16 });
     let lr = args.lr.unwrap_or(if rl { 1e-4 } else { 2e-3 });
+    if !(lr.is_finite() && lr > 0.0) {
+        return Err(CliError::Argument(format!(
+            "--lr {lr}: must be a positive number"
+        )));
+    }
     if steps == 0 || batch == 0 {
         return Err(CliError::Argument(
             "--steps and --batch must be at least 1".into(),

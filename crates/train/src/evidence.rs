@@ -35,7 +35,7 @@ use keyslice_io::nifti::read_nifti;
 use keyslice_phantom::PhantomTruth;
 
 use crate::tiny::{
-    LossWeights, TrainError, WindowTargets, adamw, add_trained, batch_loss, case_folders,
+    LossWeights, TrainError, WindowTargets, adamw, add_trained, batch_loss, case_folders, diverged,
     seeded_init, write_checkpoint,
 };
 
@@ -627,8 +627,12 @@ fn steps(
         let (input, targets): (Vec<Vec<f32>>, Vec<WindowTargets>) = prepared.into_iter().unzip();
         let x = Tensor::from_vec(input.concat(), (options.batch, inputs, side, side), &device)?;
         let (loss, lesion) = batch_loss(&network.forward(&x)?, &targets, side, weights, &device)?;
+        let value = loss.to_scalar::<f32>()?;
+        if !value.is_finite() {
+            return Err(diverged(step));
+        }
         optimizer.backward_step(&loss)?;
-        recent.push((loss.to_scalar::<f32>()?, lesion));
+        recent.push((value, lesion));
         if (step + 1) % 25 == 0 || step + 1 == options.steps {
             let count = recent.len() as f32;
             progress(&format!(

@@ -716,6 +716,9 @@ pub fn train(
         let verifier_loss =
             verifier_batch_loss(&verifier, &cases, &crops, &config, weights, &device)?;
         let loss = (&diagnoser_loss + &verifier_loss)?;
+        if !loss.to_scalar::<f32>()?.is_finite() {
+            return Err(diverged(step));
+        }
         optimizer.backward_step(&loss)?;
         recent.push((
             diagnoser_loss.to_scalar::<f32>()?,
@@ -744,6 +747,14 @@ pub fn train(
     Ok(config)
 }
 
+/// The error of a run whose loss stopped being a finite number at `step` (counted from 0).
+pub(crate) fn diverged(step: usize) -> TrainError {
+    TrainError::Data(format!(
+        "the loss is not a finite number at step {}: training diverged, and no checkpoint was written; train again with a lower --lr",
+        step + 1
+    ))
+}
+
 /// Adds (or replaces) every trained variable of `varmap` and the normalisations' `running`
 /// statistics in `tensors`.
 pub(crate) fn add_trained(
@@ -763,12 +774,22 @@ pub(crate) fn add_trained(
 }
 
 /// Writes `model.safetensors` (`tensors`) and `config.json` to `out`: every stage's
-/// checkpoint.
+/// checkpoint. A weight that is not a finite number (training diverged) is refused, naming
+/// it, and nothing is written: such a model would answer "no tumor" everywhere.
 pub(crate) fn write_checkpoint(
     tensors: &std::collections::HashMap<String, Tensor>,
     config: &TinyConfig,
     out: &Path,
 ) -> Result<(), TrainError> {
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    for name in names {
+        if !keyslice_infer::embedded::all_finite(&tensors[name])? {
+            return Err(TrainError::Data(format!(
+                "the weight `{name}` is not a finite number: training diverged, and no checkpoint was written; train again with a lower --lr"
+            )));
+        }
+    }
     std::fs::create_dir_all(out).map_err(|source| TrainError::Write {
         path: out.to_path_buf(),
         source,

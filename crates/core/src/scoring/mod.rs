@@ -700,6 +700,18 @@ pub fn consistency_with_views(
     tolerance: SizeTolerance,
 ) -> Consistency {
     let mut combined = consistency_among(report, local, tolerance, &|_, _| views.is_empty());
+    // The attribute terms: the mean over every reading that compared them (the key slice's
+    // and each lesion's own).
+    let mut terms: [Vec<f64>; 3] = Default::default();
+    let mut note = |read: &Consistency| {
+        for (term, value) in terms
+            .iter_mut()
+            .zip([read.location, read.attenuation, read.size])
+        {
+            term.extend(value);
+        }
+    };
+    note(&combined);
     for (organ, lesion, view) in views {
         let seen = consistency_among(report, view, tolerance, &|o, index| {
             o == *organ && index == *lesion
@@ -711,6 +723,7 @@ pub fn consistency_with_views(
         else {
             continue;
         };
+        note(&seen);
         if let Some(slot) = combined
             .findings
             .iter_mut()
@@ -719,6 +732,10 @@ pub fn consistency_with_views(
             *slot = *own;
         }
     }
+    let [location, attenuation, size] = terms;
+    combined.location = mean(&location);
+    combined.attenuation = mean(&attenuation);
+    combined.size = mean(&size);
     if !combined.findings.is_empty() {
         combined.score = combined
             .findings

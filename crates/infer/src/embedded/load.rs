@@ -15,6 +15,23 @@ use super::organs::OrganNet;
 use super::weights::{EMBEDDED_CONFIG, EMBEDDED_WEIGHTS, TinyConfig};
 use crate::InferError;
 
+/// A diverged training run's weights answer "no tumor" everywhere: refused, the first weight
+/// that is not a finite number named.
+fn refuse_non_finite(
+    tensors: &std::collections::HashMap<String, Tensor>,
+) -> candle_core::Result<()> {
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    for name in names {
+        if !super::all_finite(&tensors[name])? {
+            candle_core::bail!(
+                "the weight `{name}` is not a finite number (a training run that diverged); use another checkpoint"
+            );
+        }
+    }
+    Ok(())
+}
+
 impl TinyModel {
     /// The model compiled into the binary.
     pub fn embedded() -> Result<Self, InferError> {
@@ -70,6 +87,7 @@ impl TinyModel {
                  not hold; use the weights it was trained with, or remove \"detail\""
             );
         }
+        refuse_non_finite(&tensors)?;
         let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
         Ok(Self {
             diagnoser: SliceNet::new(

@@ -39,6 +39,15 @@ pub use lesions::{finder_probabilities, organ_references};
 pub use model::TinyModel;
 pub use weights::TinyConfig;
 
+/// Whether every value of `tensor` is a finite number (no NaN, no infinity).
+pub fn all_finite(tensor: &candle_core::Tensor) -> candle_core::Result<bool> {
+    let values = tensor
+        .flatten_all()?
+        .to_dtype(candle_core::DType::F32)?
+        .to_vec1::<f32>()?;
+    Ok(values.iter().all(|value| value.is_finite()))
+}
+
 /// candle's error text without the backtrace it may carry.
 #[must_use]
 pub fn candle_message(error: &candle_core::Error) -> String {

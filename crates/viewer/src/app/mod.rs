@@ -401,8 +401,13 @@ impl KeysliceApp {
             }
             _ => {}
         }
-        if report_command == Some(ReportCommand::JumpToKeySlice) {
-            commands.push(ViewerCommand::JumpToKeySlice);
+        match report_command {
+            Some(ReportCommand::JumpToKeySlice) => commands.push(ViewerCommand::JumpToKeySlice),
+            Some(ReportCommand::ShowSlice(slice)) => commands.push(ViewerCommand::SetSlice {
+                plane: crate::render::view::Plane::Axial,
+                slice: f64::from(slice),
+            }),
+            None => {}
         }
         egui::CentralPanel::default().show(ui, |ui| self.central_ui(ui, &mut commands));
         for command in &commands {

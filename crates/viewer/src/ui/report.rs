@@ -21,6 +21,8 @@ use keyslice_core::scoring::{Attribute, AttributeCheck, Verdict};
 pub enum ReportCommand {
     /// Show the key slice (and its box) in the axial plane.
     JumpToKeySlice,
+    /// Show this axial slice: a finding's own evidence.
+    ShowSlice(u32),
 }
 
 /// Background colour of a checked value.
@@ -199,7 +201,7 @@ pub fn evidence_ui(
                     }
                 });
                 if let Some(text) = &prediction.local_description {
-                    ui.label(RichText::new("Verifier, key slice only:").strong());
+                    ui.label(RichText::new("Verifier, the evidence only:").strong());
                     ui.label(text.trim_end());
                 }
             });
@@ -207,7 +209,7 @@ pub fn evidence_ui(
     } else {
         ui.weak("The model named no key slice: nothing to verify.");
         if let Some(text) = &prediction.local_description {
-            ui.label(RichText::new("Verifier, key slice only:").strong());
+            ui.label(RichText::new("Verifier, the evidence only:").strong());
             ui.label(text.trim_end());
         }
     }
@@ -246,8 +248,22 @@ pub fn evidence_ui(
                 }
             });
             let findings = finding_lines(consistency, &prediction.lesion_checks);
-            for line in &findings {
-                ui.small(line);
+            for (line, slice) in &findings {
+                // A finding read on evidence of its own jumps there.
+                match slice {
+                    Some(slice) => {
+                        if ui
+                            .link(RichText::new(line).small())
+                            .on_hover_text(format!("show slice {slice}, this finding's evidence"))
+                            .clicked()
+                        {
+                            command = Some(ReportCommand::ShowSlice(*slice));
+                        }
+                    }
+                    None => {
+                        ui.small(line);
+                    }
+                }
             }
             // "Nothing contradicts" would mislead beside a finding the slice does not show.
             let all_said = findings.is_empty() || !consistency.has_unverified();
@@ -308,7 +324,7 @@ fn thumbnail_ui(
 pub fn finding_lines(
     consistency: &keyslice_core::scoring::Consistency,
     checks: &[keyslice_core::prediction::LesionCheck],
-) -> Vec<String> {
+) -> Vec<(String, Option<u32>)> {
     use keyslice_core::scoring::Standing;
     let all_agree = consistency
         .findings
@@ -325,21 +341,28 @@ pub fn finding_lines(
                 Some(index) => format!("{} lesion {}", finding.organ, index + 1),
                 None => finding.organ.to_string(),
             };
-            // A lesion read on a slice of its own says which.
-            let what = match checks
+            // A lesion read on evidence of its own says which slice.
+            let own = checks
                 .iter()
-                .find(|check| check.organ == finding.organ && Some(check.lesion) == finding.lesion)
-            {
+                .find(|check| check.organ == finding.organ && Some(check.lesion) == finding.lesion);
+            let what = match own {
                 Some(check) => format!("{what} (its slice {})", check.key_slice),
                 None => what,
             };
-            match finding.standing {
+            let line = match finding.standing {
                 Standing::Agrees => format!("• {what}: agrees {:.2}", finding.score),
+                Standing::Unverified if own.is_some() => {
+                    format!("• {what}: unverified, its evidence does not show it")
+                }
+                Standing::Unverified if !checks.is_empty() && finding.lesion.is_some() => {
+                    format!("• {what}: unverified, the answer gives it no evidence")
+                }
                 Standing::Unverified => {
                     format!("• {what}: unverified, the key slice does not show it")
                 }
                 standing => format!("• {what}: {}", standing.word()),
-            }
+            };
+            (line, own.map(|check| check.key_slice))
         })
         .collect()
 }
