@@ -219,6 +219,77 @@ fn usage_errors_exit_with_code_2() {
 }
 
 #[test]
+fn numbers_at_their_limits_are_refused_naming_the_flag_never_a_panic() {
+    let path = data("dicom/CT_small.dcm");
+    let study = path.to_str().expect("utf-8");
+    let folder = tempfile::tempdir().expect("temp dir");
+    let out = folder.path().join("phantoms");
+    let out = out.to_str().expect("utf-8");
+    for (args, flag) in [
+        (
+            vec![
+                "analyze",
+                study,
+                "--backend",
+                "openai",
+                "--url",
+                "http://127.0.0.1:9",
+                "--model",
+                "m",
+                "--timeout-secs",
+                "18446744073709551615",
+            ],
+            "--timeout-secs",
+        ),
+        (
+            vec![
+                "analyze",
+                study,
+                "--backend",
+                "openai",
+                "--url",
+                "http://127.0.0.1:9",
+                "--model",
+                "m",
+                "--retries",
+                "4294967295",
+            ],
+            "--retries",
+        ),
+        (
+            vec![
+                "pacs",
+                "query",
+                "http://127.0.0.1:9/dicom-web/studies",
+                "--retries",
+                "4294967295",
+            ],
+            "--retries",
+        ),
+        (
+            vec![
+                "phantom",
+                "--out",
+                out,
+                "--first",
+                "4294967295",
+                "--cases",
+                "3",
+            ],
+            "--first",
+        ),
+        (vec!["phantom", "--out", out, "--cases", "0"], "--cases"),
+    ] {
+        let result = keyslice(&args);
+        let stderr = text(&result.stderr);
+        assert!(!result.status.success(), "{args:?}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    assert!(!Path::new(out).exists(), "nothing is written");
+}
+
+#[test]
 fn case_folder_with_ct_nii_gz_is_opened() {
     let folder = tempfile::tempdir().expect("temp dir");
     std::fs::copy(

@@ -71,11 +71,12 @@ pub struct BackendArgs {
     /// video). What was sent is recorded with each prediction (`input`).
     #[arg(long, value_enum, default_value_t = MediaArg::Auto)]
     pub media: MediaArg,
-    /// With `openai`: seconds to wait for one answer.
-    #[arg(long, default_value_t = 120)]
+    /// With `openai`: seconds to wait for one answer (1–3600).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout_secs: u64,
-    /// With `openai`: retries after HTTP 429/5xx or a dropped connection (backoff from 0.5 s, doubling).
-    #[arg(long, default_value_t = 4)]
+    /// With `openai`: retries after HTTP 429/5xx or a dropped connection (backoff from 0.5 s,
+    /// doubling; 0–20).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub retries: u32,
     /// With `openai`/`qwen3vl`: the diagnosis prompt file (default: `prompts/diagnose.txt`, compiled in).
     #[arg(long)]

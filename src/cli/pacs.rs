@@ -36,8 +36,8 @@ pub struct Connection {
     /// Seconds one request may take, from connecting to the last byte of its answer.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout_secs: u64,
-    /// Retries of a failed request (dropped connection, HTTP 429/5xx, truncated answer).
-    #[arg(long, default_value_t = 3)]
+    /// Retries of a failed request (dropped connection, HTTP 429/5xx, truncated answer; 0–20).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub retries: u32,
     /// Instances retrieved at once when they are asked for one by one.
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u16).range(1..=16))]

@@ -16,8 +16,8 @@ pub struct PhantomArgs {
     /// Output folder (created if needed); existing cases are never overwritten.
     #[arg(long)]
     pub out: PathBuf,
-    /// How many cases.
-    #[arg(long, default_value_t = 10)]
+    /// How many cases (at least 1).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub cases: u32,
     /// Seed of the set: the same seed gives byte-identical cases.
     #[arg(long, default_value_t = 1)]
@@ -35,6 +35,14 @@ pub struct PhantomArgs {
 
 /// Runs `phantom`.
 pub fn run(args: &PhantomArgs) -> Result<(), CliError> {
+    if args.first.checked_add(args.cases - 1).is_none() {
+        return Err(CliError::Argument(format!(
+            "--first {} with --cases {} runs past the last case index ({})",
+            args.first,
+            args.cases,
+            u32::MAX
+        )));
+    }
     if let Some(slice_mm) = args.slice_mm
         && !(0.5..=10.0).contains(&slice_mm)
     {
