@@ -287,6 +287,40 @@ fn numbers_at_their_limits_are_refused_naming_the_flag_never_a_panic() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
     assert!(!Path::new(out).exists(), "nothing is written");
+
+    // Texts are read within bounds: a device, a FIFO (never opened: that would wait for a
+    // writer) and a file larger than any prompt are refused, named.
+    let fifo = folder.path().join("prompt.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    let big = folder.path().join("big-prompt.txt");
+    std::fs::write(&big, "x".repeat(2 << 20)).expect("written");
+    let mut texts = vec![
+        "/dev/zero".to_string(),
+        big.to_str().expect("utf-8").to_string(),
+    ];
+    if made.is_ok_and(|status| status.success()) {
+        texts.push(fifo.to_str().expect("utf-8").to_string());
+    }
+    for text_file in &texts {
+        // A report may be larger than a prompt (10 MiB): the big prompt is a report.
+        if !text_file.ends_with("big-prompt.txt") {
+            let findings = keyslice(&["findings", text_file]);
+            assert_user_error(&findings, text_file);
+        }
+        let prompt = keyslice(&[
+            "analyze",
+            study,
+            "--backend",
+            "openai",
+            "--url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--diagnose-prompt",
+            text_file,
+        ]);
+        assert_user_error(&prompt, text_file);
+    }
 }
 
 #[test]

@@ -124,7 +124,8 @@ fn read_prompt(file: Option<&PathBuf>, default: &str) -> Result<String, CliError
     file.map_or_else(
         || Ok(default.to_string()),
         |path| {
-            std::fs::read_to_string(path).map_err(|source| CliError::Input {
+            // A prompt is a page of text: 1 MiB is far more than any needs.
+            crate::io::limits::read_text_bounded(path, 1 << 20).map_err(|source| CliError::Input {
                 path: path.clone(),
                 source,
             })

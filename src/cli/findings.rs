@@ -29,21 +29,34 @@ struct FindingsJson<'a> {
     unread: &'a [UnreadSentence],
 }
 
+/// The largest report `findings` reads, bytes (a model's answer is capped at 10 MB too).
+const MAX_REPORT_BYTES: u64 = 10 << 20;
+
 /// Runs `findings`.
 pub fn run(args: &FindingsArgs) -> Result<(), CliError> {
+    // A report is at most a few pages; what is larger is not one (and is not read whole).
     let text = if args.report.as_os_str() == "-" {
-        let mut text = String::new();
+        let mut bytes = Vec::new();
         std::io::stdin()
-            .read_to_string(&mut text)
+            .take(MAX_REPORT_BYTES + 1)
+            .read_to_end(&mut bytes)
             .map_err(|source| CliError::Input {
                 path: args.report.clone(),
                 source,
             })?;
-        text
+        if bytes.len() as u64 > MAX_REPORT_BYTES {
+            return Err(CliError::Argument(format!(
+                "the report on standard input is larger than {} MiB, more than a report holds",
+                MAX_REPORT_BYTES >> 20
+            )));
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
     } else {
-        std::fs::read_to_string(&args.report).map_err(|source| CliError::Input {
-            path: args.report.clone(),
-            source,
+        crate::io::limits::read_text_bounded(&args.report, MAX_REPORT_BYTES).map_err(|source| {
+            CliError::Input {
+                path: args.report.clone(),
+                source,
+            }
         })?
     };
     let read = read_report(&text);

@@ -64,6 +64,36 @@ fn physical_memory_bytes() -> Option<u64> {
     Some(kibibytes.saturating_mul(1024))
 }
 
+/// Reads the text file `path` whole when it is a regular file of at most `max_bytes`: a FIFO,
+/// a device or a folder is refused before it is opened (opening a FIFO waits for a writer),
+/// and a larger file after `max_bytes + 1` bytes, so `/dev/zero` or an endless pipe never
+/// fills the memory. The error says which and what the limit is.
+pub fn read_text_bounded(path: &std::path::Path, max_bytes: u64) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let metadata = std::fs::metadata(path)?;
+    if !metadata.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a folder, a FIFO or a device): give a text file",
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "larger than {} KiB, more than such a text holds",
+                max_bytes >> 10
+            ),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// The bytes a volume of `dims` voxels takes at `bytes_per_voxel`, `None` on overflow.
 #[must_use]
 pub fn volume_bytes(dims: [u64; 3], bytes_per_voxel: u64) -> Option<u64> {
