@@ -375,3 +375,54 @@ fn a_qform_quaternion_that_is_not_a_rotation_is_refused() {
         "{error}"
     );
 }
+
+/// A FIFO (or a device) under an image's name is refused at once, naming it: opening it would
+/// wait for a writer and freeze whatever reads it (the window's mask loader, a DICOM folder
+/// scan).
+#[test]
+fn a_fifo_under_an_image_name_is_refused_without_waiting() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let fifo = folder.path().join("liver.nii.gz");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|status| status.success()) {
+        eprintln!("mkfifo is not available here; skipped");
+        return;
+    }
+    let dicom = folder.path().join("IM0001.dcm");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&dicom)
+            .status()
+            .is_ok_and(|status| status.success())
+    );
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let paths = (fifo.clone(), dicom.clone(), folder.path().to_path_buf());
+    std::thread::spawn(move || {
+        let (fifo, dicom, folder) = paths;
+        let nifti = read_nifti(&fifo).map(|_| ()).map_err(|e| e.to_string());
+        let label = read_label_nifti(&fifo)
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        let series =
+            keyslice::io::dicom::load_dicom(&dicom, &keyslice::io::dicom::DicomOptions::default())
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+        let whole =
+            keyslice::io::dicom::load_dicom(&folder, &keyslice::io::dicom::DicomOptions::default())
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+        let _ = sender.send((nifti, label, series, whole));
+    });
+    let (nifti, label, series, whole) = receiver
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("refused at once, not left waiting for a writer");
+    for result in [nifti, label] {
+        let message = result.expect_err("a FIFO is not an image");
+        assert!(
+            message.contains("liver.nii.gz") && message.contains("not a regular file"),
+            "{message}"
+        );
+    }
+    assert!(series.is_err(), "{series:?}");
+    assert!(whole.is_err(), "{whole:?}");
+}

@@ -64,6 +64,19 @@ fn physical_memory_bytes() -> Option<u64> {
     Some(kibibytes.saturating_mul(1024))
 }
 
+/// Opens `path` for reading when it is a regular file; a FIFO, a device or a folder is refused
+/// before it is opened (opening a FIFO blocks until something writes to it, and a device or a
+/// hung pipe never ends), with an error that says so.
+pub fn open_regular(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a folder, a FIFO or a device): give an image file",
+        ));
+    }
+    std::fs::File::open(path)
+}
+
 /// Reads the text file `path` whole when it is a regular file of at most `max_bytes`: a FIFO,
 /// a device or a folder is refused before it is opened (opening a FIFO waits for a writer),
 /// and a larger file after `max_bytes + 1` bytes, so `/dev/zero` or an endless pipe never

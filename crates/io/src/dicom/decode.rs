@@ -252,7 +252,7 @@ fn decode_native<T: Sample>(
     outputs: Vec<(usize, &mut [T])>,
     overflow: &AtomicBool,
 ) -> Vec<(usize, String)> {
-    let opened = std::fs::File::open(&file.path);
+    let opened = crate::limits::open_regular(&file.path);
     let layout = SampleLayout {
         bits_allocated: native.bits_allocated,
         bits_stored: native.bits_stored,

@@ -65,8 +65,10 @@ pub(crate) fn check_lengths(path: &Path) -> Result<Walked, String> {
 /// [`check_lengths`], refusing also a file of more than `max_items` sequence items in all (a
 /// structured report whose content tree is a million items long).
 pub(crate) fn check_lengths_and_items(path: &Path, max_items: usize) -> Result<Walked, String> {
-    match File::open(path) {
+    match crate::limits::open_regular(path) {
         Ok(file) => check_open_file(&file, max_items),
+        // Not a regular file: the parser must not open it either (a FIFO would block it).
+        Err(error) if error.kind() == std::io::ErrorKind::InvalidInput => Err(error.to_string()),
         Err(_) => Ok(Walked::default()), // the parser will report the open error itself
     }
 }

@@ -102,7 +102,7 @@ pub(crate) enum Probe {
 
 /// Whether the file carries the `DICM` marker after the 128-byte preamble.
 pub(crate) fn has_dicom_marker(path: &Path) -> Result<bool, std::io::Error> {
-    read_marker(&mut std::fs::File::open(path)?)
+    read_marker(&mut crate::limits::open_regular(path)?)
 }
 
 /// Reads the preamble and the `DICM` marker from the start of `file`.
@@ -127,7 +127,7 @@ pub(crate) fn probe_file(path: &Path) -> Result<Probe, DicomError> {
         path: path.to_path_buf(),
         source,
     };
-    let mut file = std::fs::File::open(path).map_err(io_error)?;
+    let mut file = crate::limits::open_regular(path).map_err(io_error)?;
     if !read_marker(&mut file).map_err(io_error)? {
         return Ok(Probe::NotDicom);
     }

@@ -16,7 +16,6 @@
 mod header;
 mod write;
 
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -146,11 +145,11 @@ fn open_stream(path: &Path) -> Result<(Box<dyn Read>, u64, bool), NiftiError> {
         path: path.to_path_buf(),
         source,
     };
-    let mut file = File::open(path).map_err(io_error)?;
+    let mut file = crate::limits::open_regular(path).map_err(io_error)?;
     let length = file.metadata().map_err(io_error)?.len();
     let mut magic = [0u8; 2];
     let gzip = file.read_exact(&mut magic).is_ok() && magic == [0x1f, 0x8b];
-    let file = File::open(path).map_err(io_error)?;
+    let file = crate::limits::open_regular(path).map_err(io_error)?;
     let buffered = BufReader::with_capacity(1 << 20, file);
     if gzip {
         Ok((Box::new(MultiGzDecoder::new(buffered)), length, true))
