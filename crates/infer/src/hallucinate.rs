@@ -288,6 +288,35 @@ pub fn inject(
     })
 }
 
+/// A slice of the middle half of a volume of `slices` slices, as a model guessing would name.
+#[must_use]
+pub fn guessed_slice(slices: usize, rng: &mut Rng) -> usize {
+    (slices / 4 + rng.below((slices / 2).max(1))).min(slices.saturating_sub(1))
+}
+
+/// A box a tenth of a `columns` × `rows` slice wide somewhere in its middle half, as a model
+/// guessing would draw one.
+#[must_use]
+pub fn guessed_box(
+    columns: usize,
+    rows: usize,
+    rng: &mut Rng,
+) -> keyslice_core::findings::SliceBox {
+    let side = (columns.min(rows) / 10).max(4);
+    let c0 = columns / 4 + rng.below((columns / 2).saturating_sub(side).max(1));
+    let r0 = rows / 4 + rng.below((rows / 2).saturating_sub(side).max(1));
+    let voxel = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);
+    keyslice_core::findings::SliceBox {
+        voxels: [
+            voxel(c0),
+            voxel(r0),
+            voxel(c0 + side - 1),
+            voxel(r0 + side - 1),
+        ],
+        mm: None,
+    }
+}
+
 /// The evidence an injected claim cites: the model's own key slice where it named one; else,
 /// and always for [`Kind::MadeUpEvidence`], a slice of the volume's middle half, as a model
 /// guessing would name; for made-up evidence also a box of a lesion's size and a slice range
@@ -301,26 +330,13 @@ fn cite_evidence(
 ) {
     let [columns, rows, slices] = dims;
     if kind == Kind::MadeUpEvidence || changed.key_slice.is_none() {
-        // A slice of the volume's middle half, as a model guessing would name.
-        let quarter = slices / 4;
-        let key = (quarter + rng.below((slices / 2).max(1))).min(slices.saturating_sub(1));
+        let key = guessed_slice(slices, rng);
         changed.key_slice = u32::try_from(key).ok();
         if kind == Kind::MadeUpEvidence {
-            // A box of a lesion's size somewhere in the middle of the slice, and a range
-            // around the key slice: evidence that looks like evidence.
-            let side = (columns.min(rows) / 10).max(4);
-            let c0 = columns / 4 + rng.below((columns / 2).saturating_sub(side).max(1));
-            let r0 = rows / 4 + rng.below((rows / 2).saturating_sub(side).max(1));
+            // A box of a lesion's size and a range around the key slice: evidence that looks
+            // like evidence.
             let voxel = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);
-            changed.slice_box = Some(keyslice_core::findings::SliceBox {
-                voxels: [
-                    voxel(c0),
-                    voxel(r0),
-                    voxel(c0 + side - 1),
-                    voxel(r0 + side - 1),
-                ],
-                mm: None,
-            });
+            changed.slice_box = Some(guessed_box(columns, rows, rng));
             findings.lesion_slices = Some(keyslice_core::findings::SliceRange {
                 first: voxel(key.saturating_sub(3)),
                 last: voxel((key + 3).min(slices.saturating_sub(1))),

@@ -156,14 +156,25 @@ pub trait Verifier {
         index: u32,
         slice_box: Option<&SliceBox>,
     ) -> Result<String, InferError> {
-        let image = KeySliceImage::extract(volume, index, slice_box.cloned()).ok_or_else(|| {
-            InferError::Volume(format!(
-                "slice {index} is outside the volume ({} slices)",
-                volume.dims()[2]
-            ))
-        })?;
-        self.describe(&image)
+        describe_key_slice(self, volume, index, slice_box)
     }
+}
+
+/// What `verifier` says of slice `index` of `volume` alone, with `slice_box` drawn: the
+/// reading every verifier can give.
+pub fn describe_key_slice<V: Verifier + ?Sized>(
+    verifier: &V,
+    volume: &Volume,
+    index: u32,
+    slice_box: Option<&SliceBox>,
+) -> Result<String, InferError> {
+    let image = KeySliceImage::extract(volume, index, slice_box.cloned()).ok_or_else(|| {
+        InferError::Volume(format!(
+            "slice {index} is outside the volume ({} slices)",
+            volume.dims()[2]
+        ))
+    })?;
+    verifier.describe(&image)
 }
 
 /// Body Part Examined values (upper case, any part of the value) that cover the abdomen.

@@ -30,6 +30,7 @@ use keyslice_infer::embedded::evidence::{
 };
 use keyslice_infer::embedded::net::SliceNet;
 use keyslice_infer::embedded::{TinyConfig, TinyDiagnoser, TinyModel};
+use keyslice_infer::hallucinate::{guessed_box, guessed_slice};
 use keyslice_io::masks::load_mask_onto;
 use keyslice_io::nifti::read_nifti;
 use keyslice_phantom::PhantomTruth;
@@ -331,23 +332,11 @@ impl<'a> Claims<'a> {
     fn guessed_for(&mut self, case: usize) -> Claim {
         let c = &self.cases[case];
         let [nx, ny, nz] = c.volume.dims();
-        let slice = (nz / 4 + self.rng.below((nz / 2).max(1))).min(nz - 1);
-        let side = (nx.min(ny) / 10).max(4);
-        let c0 = nx / 4 + self.rng.below((nx / 2).saturating_sub(side).max(1));
-        let r0 = ny / 4 + self.rng.below((ny / 2).saturating_sub(side).max(1));
-        let voxel = |value: usize| u32::try_from(value).unwrap_or(u32::MAX);
+        let slice = guessed_slice(nz, &mut self.rng);
         Claim {
             case,
             slice,
-            slice_box: SliceBox {
-                voxels: [
-                    voxel(c0),
-                    voxel(r0),
-                    voxel(c0 + side - 1),
-                    voxel(r0 + side - 1),
-                ],
-                mm: None,
-            },
+            slice_box: guessed_box(nx, ny, &mut self.rng),
         }
     }
 

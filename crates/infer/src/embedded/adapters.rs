@@ -259,13 +259,7 @@ impl Verifier for TinyVerifier<'_> {
             })?;
             return Ok(write_local_description(index, &local));
         }
-        let image = KeySliceImage::extract(volume, index, slice_box.cloned()).ok_or_else(|| {
-            InferError::Volume(format!(
-                "slice {index} is outside the volume ({} slices)",
-                volume.dims()[2]
-            ))
-        })?;
-        self.describe(&image)
+        crate::describe_key_slice(self, volume, index, slice_box)
     }
 
     fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError> {
