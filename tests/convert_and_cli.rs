@@ -324,6 +324,49 @@ fn numbers_at_their_limits_are_refused_naming_the_flag_never_a_panic() {
 }
 
 #[test]
+fn names_dicom_would_misread_are_refused_naming_the_flag() {
+    let path = data("dicom/CT_small.dcm");
+    let study = path.to_str().expect("utf-8");
+    let folder = tempfile::tempdir().expect("temp dir");
+    let out = folder.path().join("series");
+    let out = out.to_str().expect("utf-8");
+    let long = "A".repeat(65);
+    for (flag, value, says) in [
+        ("--patient-name", "Ana\\Evil^Q", "backslash"),
+        ("--patient-name", long.as_str(), "65 characters"),
+        ("--patient-name", "Ana\u{1b}[2J", "control character"),
+        ("--patient-id", "P1\\P2", "backslash"),
+        ("--accession", "A\u{7}", "control character"),
+    ] {
+        let result = keyslice(&["convert", study, out, "--dicom", flag, value]);
+        let stderr = text(&result.stderr);
+        assert!(!result.status.success(), "{flag}");
+        assert!(
+            stderr.starts_with(&format!("error: {flag}")) && stderr.contains(says),
+            "{flag}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    assert!(!Path::new(out).exists(), "nothing is written");
+    // A reviewer name is checked the same way before anything is published.
+    let published = keyslice(&[
+        "pacs",
+        "publish",
+        folder.path().to_str().expect("utf-8"),
+        "--reviewer",
+        "Ana\\Evil^Q",
+        "--out",
+        out,
+    ]);
+    assert!(!published.status.success());
+    assert!(
+        text(&published.stderr).contains("--reviewer holds a backslash"),
+        "{}",
+        text(&published.stderr)
+    );
+}
+
+#[test]
 fn case_folder_with_ct_nii_gz_is_opened() {
     let folder = tempfile::tempdir().expect("temp dir");
     std::fs::copy(

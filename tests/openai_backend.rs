@@ -261,6 +261,213 @@ fn busy_servers_are_retried_and_failures_say_what_to_do() {
 }
 
 #[test]
+fn credentials_never_leave_in_output_errors_or_predictions() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let ct = phantoms(folder.path(), 1)[0].to_string_lossy().to_string();
+    let analyze = |url: &str, envs: &[(&str, &str)], more: &[&str]| {
+        let mut args = vec![
+            "analyze",
+            &ct,
+            "--backend",
+            "openai",
+            "--url",
+            url,
+            "--model",
+            "m",
+            "--frames",
+            "4",
+            "--retries",
+            "0",
+            "--json",
+        ];
+        args.extend_from_slice(more);
+        keyslice(&args, envs)
+    };
+    // A server that echoes the request's path and Authorization header in its error.
+    let echo = Server::start_full(Box::new(|_, seen| {
+        (
+            500,
+            Vec::new(),
+            format!(
+                "{{\"error\": \"bad request {} with Authorization: {}\"}}",
+                seen.path,
+                seen.authorization.clone().unwrap_or_default()
+            ),
+        )
+    }));
+    let secret_url = echo
+        .url
+        .replace("http://", "http://ana:hunter2pw@")
+        .replace("/v1", "/v1?api-key=QKEY123");
+    for (envs, more) in [
+        (vec![], vec![]),
+        (
+            vec![("MY_KEY", "sk-SECRET-777")],
+            vec!["--api-key-env", "MY_KEY"],
+        ),
+    ] {
+        let output = analyze(&secret_url, &envs, &more);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("HTTP 500"), "{stderr}");
+        for secret in [
+            "hunter2pw",
+            "QKEY123",
+            "sk-SECRET-777",
+            "YW5hOmh1bnRlcjJwdw",
+        ] {
+            assert!(!stderr.contains(secret), "{secret} shown: {stderr}");
+        }
+        assert!(stderr.contains("api-key=***"), "{stderr}");
+    }
+    let seen = echo.seen();
+    // The key stays a query parameter of the request, after the path.
+    assert_eq!(seen[0].path, "/v1/chat/completions?api-key=QKEY123");
+    // User-info goes as Basic credentials; an API key as a bearer token.
+    let basic = base64::engine::general_purpose::STANDARD.encode("ana:hunter2pw");
+    assert_eq!(
+        seen[0].authorization.as_deref(),
+        Some(format!("Basic {basic}").as_str())
+    );
+    assert_eq!(
+        seen[1].authorization.as_deref(),
+        Some("Bearer sk-SECRET-777")
+    );
+
+    // A good server behind the same kind of URL: the prediction records no secret.
+    let good = Server::start(good_model());
+    let good_url = good.url.replace("http://", "http://ana:hunter2pw@") + "?api-key=QKEY123";
+    let output = analyze(&good_url, &[], &[]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let all = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    assert!(
+        !all.contains("hunter2pw") && !all.contains("QKEY123"),
+        "{all}"
+    );
+    assert!(
+        all.contains("api-key=***"),
+        "the server is still named: {all}"
+    );
+}
+
+#[test]
+fn redirects_are_refused_and_a_servers_wait_is_kept() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let ct = phantoms(folder.path(), 1)[0].to_string_lossy().to_string();
+    let analyze = |url: &str| {
+        keyslice(
+            &[
+                "analyze",
+                &ct,
+                "--backend",
+                "openai",
+                "--url",
+                url,
+                "--model",
+                "m",
+                "--frames",
+                "4",
+                "--retries",
+                "2",
+                "--no-verify",
+                "--json",
+            ],
+            &[],
+        )
+    };
+    // Another host would answer in this server's name: the redirect is named, not followed.
+    let other = Server::start(good_model());
+    let location = format!("{}/chat/completions", other.url);
+    let redirecting = Server::start_full(Box::new(move |_, _| {
+        (
+            302,
+            vec![("Location".into(), location.clone())],
+            String::new(),
+        )
+    }));
+    let output = analyze(&redirecting.url);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("HTTP 302") && stderr.contains(&other.url),
+        "{stderr}"
+    );
+    assert_eq!(redirecting.seen().len(), 1, "not retried");
+    assert!(other.seen().is_empty(), "never followed");
+
+    // Retry-After is honoured: the second try comes no sooner than asked.
+    let stamps = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = std::sync::Arc::clone(&stamps);
+    let busy = Server::start_full(Box::new(move |n, _| {
+        record.lock().expect("lock").push(std::time::Instant::now());
+        if n == 0 {
+            (503, vec![("Retry-After".into(), "2".into())], "busy".into())
+        } else {
+            (200, Vec::new(), completion(REPORT))
+        }
+    }));
+    let output = analyze(&busy.url);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stamps = stamps.lock().expect("lock").clone();
+    assert_eq!(stamps.len(), 2);
+    assert!(stamps[1] - stamps[0] >= std::time::Duration::from_secs(2));
+
+    // A wait longer than Keyslice waits fails at once, saying so.
+    let away = Server::start_full(Box::new(|_, _| {
+        (
+            429,
+            vec![("Retry-After".into(), "86400".into())],
+            "later".into(),
+        )
+    }));
+    let output = analyze(&away.url);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("86400 s (Retry-After)"), "{stderr}");
+    assert_eq!(away.seen().len(), 1);
+}
+
+#[test]
+fn a_batch_stops_after_the_server_fails_k_times_in_a_row() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let dataset = folder.path().join("dataset");
+    phantoms(&dataset, 6);
+    let failing = Server::start(Box::new(|_, _| (500, "model crashed".into())));
+    let out = folder.path().join("pred.jsonl");
+    let output = batch(
+        &dataset,
+        &out,
+        std::slice::from_ref(&failing.url),
+        &["--retries", "0", "--stop-after-failures", "2"],
+    );
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "batch stopped after 2 failures of the model server in a row, 4 case(s) not run"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("model crashed"),
+        "the last failure is said: {stderr}"
+    );
+    assert_eq!(
+        failing.seen().len(),
+        2,
+        "no case went to the server after that"
+    );
+    // Out of range is refused, named.
+    let output = batch(
+        &dataset,
+        &out,
+        std::slice::from_ref(&failing.url),
+        &["--stop-after-failures", "1000000"],
+    );
+    assert!(text(&output.stderr).contains("--stop-after-failures"));
+}
+
+#[test]
 fn batch_runs_in_parallel_resumes_and_records_a_failing_case() {
     let folder = tempfile::tempdir().expect("temp dir");
     let dataset = folder.path().join("dataset");

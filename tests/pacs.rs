@@ -926,3 +926,39 @@ fn check_study_read(path: &Path) -> ((String, String, usize), String) {
         get(tags::STUDY_INSTANCE_UID),
     )
 }
+
+#[test]
+fn model_text_and_server_names_reach_a_document_valid_and_without_secrets() {
+    use keyslice::pacs::sr::CaseResult;
+    use keyslice::pacs::sr::write::result_sr;
+    use keyslice::prediction::{ModelId, Prediction};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let series = phantom_series(dir.path(), "77", "PTEXT");
+    let analysed = ok(&run(&["analyze", s(&series), "--json"]));
+    let mut prediction: Prediction =
+        serde_json::from_str(analysed.lines().next().expect("one line")).expect("a prediction");
+    // A model's answer with ESC, BEL and NUL in it, a model name holding the value
+    // delimiter, and a server recorded with its credentials (as an older prediction may be).
+    prediction.report = format!("\u{1b}[2J\u{7}Liver\u{0} lesion.\n{}", prediction.report);
+    prediction.diagnoser = ModelId {
+        id: "qwen\\tuned".into(),
+        version: "openai http://ana:pw4242@gpu:8000/v1?api-key=K7K7K7".into(),
+    };
+    let first = walk(&series)
+        .into_iter()
+        .find(|path| path.extension().is_some_and(|e| e == "dcm"))
+        .expect("a slice");
+    let study = StudyContext::from_file(&first).expect("the study");
+    let written = result_sr(&study, &CaseResult::from_prediction(&prediction)).expect("written");
+    let path = dir.path().join("result.dcm");
+    std::fs::write(&path, &written.bytes).expect("saved");
+    let errors = dciodvfy_errors(&path);
+    assert!(errors.is_empty(), "{errors:?}");
+    let bytes = &written.bytes;
+    let holds = |needle: &[u8]| bytes.windows(needle.len()).any(|window| window == needle);
+    for secret in [&b"pw4242"[..], b"K7K7K7", b"ana:"] {
+        assert!(!holds(secret), "{}", String::from_utf8_lossy(secret));
+    }
+    assert!(!holds(&[0x1b]) && !holds(&[0x07]), "no control character");
+    assert!(holds("\u{fffd}[2J".as_bytes()), "each shown as U+FFFD");
+}

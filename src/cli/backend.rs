@@ -142,9 +142,19 @@ pub struct Endpoint {
     pub jobs: Option<usize>,
 }
 
+impl Endpoint {
+    /// The server as shown: no user-info, secret query values as `***`.
+    #[must_use]
+    pub fn shown(&self) -> String {
+        crate::io::secrets::ServerUrl::parse(&self.url).shown()
+    }
+}
+
 /// `http://gpu-01:8000/v1#jobs=8` → the URL and 8.
 fn endpoint(text: &str) -> Result<Endpoint, CliError> {
     let (url, fragment) = text.split_once('#').unwrap_or((text, ""));
+    // Every message below shows the URL without its secrets.
+    let text = &crate::io::secrets::redact_url(text);
     let jobs = if fragment.is_empty() {
         None
     } else {
@@ -164,7 +174,8 @@ fn endpoint(text: &str) -> Result<Endpoint, CliError> {
     };
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(CliError::Argument(format!(
-            "--url {url}: not an http:// or https:// URL (e.g. http://host:8000/v1)"
+            "--url {}: not an http:// or https:// URL (e.g. http://host:8000/v1)",
+            crate::io::secrets::redact_url(url)
         )));
     }
     Ok(Endpoint {
@@ -190,7 +201,7 @@ impl BackendArgs {
             if endpoints[..index].iter().any(|e| e.url == endpoint.url) {
                 return Err(CliError::Argument(format!(
                     "--url {} is given twice; give it once with #jobs=N for more requests in flight",
-                    endpoint.url
+                    endpoint.shown()
                 )));
             }
         }

@@ -50,6 +50,11 @@ pub struct BatchArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Stop the batch after this many failures of the model server in a row (errors,
+    /// timeouts, refusals; a case's own bad files do not count), saying why: a server that
+    /// hangs costs its timeout K times, not once per case. 0 never stops.
+    #[arg(long, default_value_t = 10, value_name = "K")]
+    pub stop_after_failures: usize,
 }
 
 /// What a batch did.
@@ -71,6 +76,12 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
         return Err(CliError::Argument(format!(
             "--jobs {} is not between 1 and 256",
             args.jobs
+        )));
+    }
+    if args.stop_after_failures > 100_000 {
+        return Err(CliError::Argument(format!(
+            "--stop-after-failures {} is not between 0 (never stop) and 100000",
+            args.stop_after_failures
         )));
     }
     let lanes = lanes(args)?;
@@ -97,7 +108,11 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
     }
     let errors_path = errors_path(&args.out);
     let started = Instant::now();
-    let (finished, failed) = run_cases(args, &lanes, &todo, &errors_path)?;
+    let Ran {
+        finished,
+        failed,
+        tripped,
+    } = run_cases(args, &lanes, &todo, &errors_path)?;
     let seconds = started.elapsed().as_secs_f64();
     let done = finished - failed;
     let summary = Summary {
@@ -140,6 +155,13 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
             args.out.display()
         )
     })?;
+    if let Some(last) = tripped {
+        return Err(CliError::Stopped(format!(
+            "batch stopped after {} failures of the model server in a row, {} case(s) not run; the last: {last}",
+            args.stop_after_failures,
+            summary.cases - summary.skipped - summary.done - summary.failed
+        )));
+    }
     if summary.failed > 0 {
         return Err(CliError::PartlyFailed {
             failed: summary.failed,
@@ -194,7 +216,7 @@ fn lanes(args: &BatchArgs) -> Result<Vec<Lane>, CliError> {
             .map(|endpoint| {
                 let backend = args.backend.server(&endpoint.url)?;
                 Ok(lane(
-                    endpoint.url,
+                    endpoint.shown(),
                     backend,
                     endpoint.jobs.unwrap_or(args.jobs),
                 ))
@@ -205,17 +227,48 @@ fn lanes(args: &BatchArgs) -> Result<Vec<Lane>, CliError> {
     Ok(vec![lane(backend.model_id().id, backend, args.jobs)])
 }
 
-/// A case's outcome: its prediction line, or why it failed and whether the server was
-/// unreachable (so the case can go to another server).
-type Outcome = Result<String, (String, bool)>;
+/// A case's outcome: its prediction line, or why it failed and whose fault it was.
+type Outcome = Result<String, (String, Fault)>;
 
-/// Whether `error` says the server cannot be reached now (refused, unreachable, no answer),
-/// rather than something about this case.
-fn unreachable(error: &InferError) -> bool {
-    matches!(error, InferError::Server { detail, .. }
-        if detail.starts_with("connection refused")
-            || detail.starts_with("unreachable")
-            || detail.starts_with("no answer within"))
+/// Whose fault a failed case is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// The case's own (its files, its volume).
+    Case,
+    /// The model server's (an error status, a garbled answer).
+    Server,
+    /// The server cannot be reached now: the case can go to another server.
+    Unreachable,
+}
+
+/// What [`run_cases`] did.
+struct Ran {
+    /// Cases finished (done or failed).
+    finished: usize,
+    /// Of those, failed.
+    failed: usize,
+    /// Set when the batch stopped after `--stop-after-failures` server failures in a row:
+    /// the last one's message.
+    tripped: Option<String>,
+}
+
+/// Whose fault `error` is: the server cannot be reached now (refused, unreachable, no
+/// answer), it failed otherwise (or the model did), or the case's volume is not one the model
+/// reads.
+fn fault(error: &InferError) -> Fault {
+    match error {
+        InferError::Server { detail, .. }
+            if detail.starts_with("connection refused")
+                || detail.starts_with("unreachable")
+                || detail.starts_with("no answer within") =>
+        {
+            Fault::Unreachable
+        }
+        InferError::Volume(_) | InferError::NotAnalysable(_) => Fault::Case,
+        InferError::Server { .. } | InferError::Model { .. } | InferError::Run { .. } => {
+            Fault::Server
+        }
+    }
 }
 
 /// Runs `todo` on every lane's threads, appending each result as it comes; returns how many
@@ -231,10 +284,13 @@ fn run_cases(
     lanes: &[Lane],
     todo: &[WorkspaceCase],
     errors_path: &Path,
-) -> Result<(usize, usize), CliError> {
+) -> Result<Ran, CliError> {
     let queue = Mutex::new((0..todo.len()).collect::<VecDeque<usize>>());
     let finished = AtomicUsize::new(0);
     let failed = AtomicUsize::new(0);
+    // Server failures in a row (any lane); a success resets it.
+    let in_a_row = AtomicUsize::new(0);
+    let tripped = Mutex::new(None);
     let write_lock = Mutex::new(());
     let out_error = Mutex::new(None);
     let started = Instant::now();
@@ -242,10 +298,10 @@ fn run_cases(
         // A case that fails, even inside a third-party decoder, is one failed case.
         crate::io::limits::contain(|| {
             let study = load_study(&case.volume, &LoadOptions::default())
-                .map_err(|e| (format!("{e} ({})", e.hint()), false))?;
+                .map_err(|e| (format!("{e} ({})", e.hint()), Fault::Case))?;
             let mut prediction = backend
                 .run(&case.case_id, &study.volume, !args.no_verify)
-                .map_err(|e| (format!("{e} ({})", e.hint()), unreachable(&e)))?;
+                .map_err(|e| (format!("{e} ({})", e.hint()), fault(&e)))?;
             prediction
                 .warnings
                 .extend(study.volume.warnings().iter().cloned());
@@ -256,9 +312,9 @@ fn run_cases(
                     unfamiliar.sentence()
                 );
             }
-            serde_json::to_string(&prediction).map_err(|e| (e.to_string(), false))
+            serde_json::to_string(&prediction).map_err(|e| (e.to_string(), Fault::Case))
         })
-        .unwrap_or_else(|message| Err((message, false)))
+        .unwrap_or_else(|message| Err((message, Fault::Case)))
     };
     let take = || {
         queue
@@ -279,7 +335,7 @@ fn run_cases(
                         let Some(index) = take() else { break };
                         let case = &todo[index];
                         let result = work(&lane.backend, case);
-                        if let Err((message, true)) = &result
+                        if let Err((message, Fault::Unreachable)) = &result
                             && others_up(lane)
                         {
                             // This server is gone: the case goes to the others.
@@ -323,6 +379,26 @@ fn run_cases(
                         }
                         let count = finished.fetch_add(1, Ordering::SeqCst) + 1;
                         progress(count, todo.len(), started, args.json);
+                        match &result {
+                            Err((message, Fault::Server | Fault::Unreachable)) => {
+                                let row = in_a_row.fetch_add(1, Ordering::SeqCst) + 1;
+                                if args.stop_after_failures > 0 && row >= args.stop_after_failures
+                                {
+                                    // The breaker: no more cases go to a failing server.
+                                    tripped
+                                        .lock()
+                                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                        .get_or_insert_with(|| message.clone());
+                                    queue
+                                        .lock()
+                                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                        .clear();
+                                    break;
+                                }
+                            }
+                            Ok(_) => in_a_row.store(0, Ordering::SeqCst),
+                            Err((_, Fault::Case)) => {}
+                        }
                     }
                 });
             }
@@ -337,7 +413,13 @@ fn run_cases(
             format!("{}: {error}", args.out.display()),
         )));
     }
-    Ok((finished.into_inner(), failed.into_inner()))
+    Ok(Ran {
+        finished: finished.into_inner(),
+        failed: failed.into_inner(),
+        tripped: tripped
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    })
 }
 
 /// Prints a failed case and appends it to the errors file.

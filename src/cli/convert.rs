@@ -50,14 +50,47 @@ fn nifti_output_path(value: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// The identity flags as DICOM takes them: a person name without a backslash or a control
+/// character, the Patient ID (LO) and Accession Number (SH) single values within their length;
+/// each refused with the flag named.
+fn check_identity(args: &ConvertArgs) -> Result<(), CliError> {
+    crate::io::dicom::write::check_person_name("--patient-name", &args.patient_name)
+        .map_err(|error| CliError::Argument(crate::text::shown(&error.to_string()).into_owned()))?;
+    let single = [
+        (
+            "--patient-id",
+            args.patient_id.as_deref().unwrap_or_default(),
+            64,
+        ),
+        ("--accession", args.accession.as_str(), 16),
+    ];
+    for (flag, value, limit) in single {
+        let chars = value.chars().count();
+        let problem = if value.contains('\\') {
+            Some("holds a backslash (\\), which DICOM reads as a second value".to_string())
+        } else if value.chars().any(char::is_control) {
+            Some("holds a control character".to_string())
+        } else if chars > limit {
+            Some(format!(
+                "has {chars} characters; DICOM allows at most {limit}"
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(CliError::Argument(format!(
+                "{flag} `{}` {problem}",
+                crate::text::shown(value)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Runs `convert`.
 pub fn run(args: &ConvertArgs) -> Result<(), CliError> {
-    if args.accession.len() > 16 {
-        return Err(CliError::Argument(format!(
-            "--accession `{}` has {} characters; DICOM allows at most 16",
-            args.accession,
-            args.accession.len()
-        )));
+    if args.dicom {
+        check_identity(args)?;
     }
     if args.dicom && args.out.exists() {
         return Err(CliError::Argument(format!(

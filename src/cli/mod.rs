@@ -137,6 +137,9 @@ pub enum CliError {
     /// A case failed inside third-party code (a codec or model) that stopped on bad data.
     #[error("{0}")]
     Internal(String),
+    /// A batch stopped itself (the model server kept failing).
+    #[error("{0}")]
+    Stopped(String),
     /// Printing the result failed (for example a closed pipe).
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
@@ -166,6 +169,7 @@ impl CliError {
             Self::Input { .. } => "check that the file exists and is UTF-8 text".into(),
             Self::Window(_) => "the viewer needs a display (X11 or Wayland) and a Vulkan, Metal, DX12 or GL driver; on a server use xvfb-run".into(),
             Self::Output(_) => "check that the output stream or file is writable".into(),
+            Self::Stopped(_) => "check the model server (its log, GET …/v1/models), then run the same command again: finished cases are kept and skipped".into(),
             Self::InvalidFile(_) => "fix the file named above, or give another".into(),
             Self::Internal(_) => "the case's files are likely damaged: check them with `keyslice info` and copy them again from the archive".into(),
         }

@@ -407,12 +407,9 @@ fn publish(
     connection: &Connection,
 ) -> Result<(), CliError> {
     if let Some(name) = options.reviewer
-        && !publish::is_named(name)
+        && let Some(reason) = publish::reviewer_problem("--reviewer", name)
     {
-        return Err(CliError::Argument(format!(
-            "--reviewer {}: not a person's name (empty, a placeholder such as \"reviewer\", control characters, or over 64 characters)",
-            shown(name)
-        )));
+        return Err(CliError::Argument(shown(&reason).into_owned()));
     }
     let out = options.out;
     let workspace = Workspace::open(dir)?;
@@ -611,7 +608,12 @@ fn accepted_review(
     recorded: Option<&str>,
     given: Option<&str>,
 ) -> Result<Accepted, CliError> {
-    let reviewer = recorded.filter(|name| publish::is_named(name)).or(given);
+    // A recorded name that cannot sign is replaced by --reviewer when given; else it goes on,
+    // to be refused with what is wrong with it.
+    let reviewer = recorded
+        .filter(|name| publish::is_named(name))
+        .or(given)
+        .or(recorded);
     let review = CaseReview::open(
         &workspace.database_path(),
         &case.case_id,

@@ -58,11 +58,11 @@ pub fn run(args: &ViewArgs) -> Result<(), CliError> {
 fn remember_reviewer(name: &str) -> Result<(), CliError> {
     use crate::app::settings::{Settings, settings_path};
     let name = name.trim();
-    if name.is_empty() || name.chars().any(crate::text::is_control) {
-        return Err(CliError::Argument(
-            "--reviewer: give a name of printable characters (e.g. --reviewer \"Dr. Ana Lima\")"
-                .into(),
-        ));
+    if let Some(reason) = crate::pacs::publish::reviewer_problem("--reviewer", name) {
+        return Err(CliError::Argument(format!(
+            "{} (e.g. --reviewer \"Dr. Ana Lima\")",
+            crate::text::shown(&reason)
+        )));
     }
     let Some(path) = settings_path() else {
         return Err(CliError::Argument(

@@ -19,6 +19,10 @@ pub struct Seen {
 /// What the server answers to request number `n` (from 0) with `body`.
 pub type Script = dyn Fn(usize, &Value) -> (u16, String) + Send + Sync;
 
+/// What the server answers to request number `n` (from 0), seeing the whole request: the
+/// status, extra headers and the body.
+pub type FullScript = dyn Fn(usize, &Seen) -> (u16, Vec<(String, String)>, String) + Send + Sync;
+
 pub struct Server {
     pub url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -26,11 +30,18 @@ pub struct Server {
 
 impl Server {
     pub fn start(script: Box<Script>) -> Self {
+        Self::start_full(Box::new(move |n, seen| {
+            let (status, body) = script(n, &seen.body);
+            (status, Vec::new(), body)
+        }))
+    }
+
+    pub fn start_full(script: Box<FullScript>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
         let url = format!("http://{}/v1", listener.local_addr().expect("address"));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let record = Arc::clone(&seen);
-        let script: Arc<Script> = Arc::from(script);
+        let script: Arc<FullScript> = Arc::from(script);
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 let record = Arc::clone(&record);
@@ -47,7 +58,7 @@ impl Server {
 }
 
 /// Reads one request, records it, writes the scripted answer, closes.
-fn serve(stream: TcpStream, record: &Mutex<Vec<Seen>>, script: &Script) {
+fn serve(stream: TcpStream, record: &Mutex<Vec<Seen>>, script: &FullScript) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut request_line = String::new();
     if reader.read_line(&mut request_line).is_err() {
@@ -77,20 +88,25 @@ fn serve(stream: TcpStream, record: &Mutex<Vec<Seen>>, script: &Script) {
         return;
     }
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let request = Seen {
+        path,
+        authorization,
+        body,
+    };
     let n = {
         let mut seen = record.lock().expect("lock");
-        seen.push(Seen {
-            path,
-            authorization,
-            body: body.clone(),
-        });
+        seen.push(request.clone());
         seen.len() - 1
     };
-    let (status, answer) = script(n, &body);
+    let (status, headers, answer) = script(n, &request);
+    let headers: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     let mut stream = stream;
     let _ = write!(
         stream,
-        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{headers}Connection: close\r\n\r\n{answer}",
         answer.len()
     );
 }

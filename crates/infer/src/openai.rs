@@ -26,6 +26,8 @@ use super::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
 use crate::views::{ct_frames, diagnose_prompt, verifier_view};
 use keyslice_core::volume::Volume;
 use keyslice_io::frames::{VIDEO_FPS, grey_png};
+use keyslice_io::http::{MAX_RETRY_AFTER, next_wait, redirect_refused, retry_after};
+use keyslice_io::secrets::{ServerUrl, redact_known};
 
 /// The diagnosis prompt shipped with Keyslice (`{frames}`: the frame → slice table).
 pub const DIAGNOSE_PROMPT: &str = include_str!("../../../prompts/diagnose.txt");
@@ -33,10 +35,13 @@ pub const DIAGNOSE_PROMPT: &str = include_str!("../../../prompts/diagnose.txt");
 pub const VERIFY_PROMPT: &str = include_str!("../../../prompts/verify.txt");
 
 /// A chat-completions endpoint.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct OpenAiClient {
-    /// Base URL up to `/v1` (`http://gpu-01:8000/v1`).
+    /// The server as shown and recorded: the base URL up to `/v1` (`http://gpu-01:8000/v1`)
+    /// without user-info, secret query values as `***`.
     pub url: String,
+    /// The URL as given, split into what is shown and what is only sent.
+    server: ServerUrl,
     /// The served model name.
     pub model: String,
     /// Bearer token, if the server wants one.
@@ -51,12 +56,27 @@ pub struct OpenAiClient {
     pub max_tokens: u32,
 }
 
+impl std::fmt::Debug for OpenAiClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key never reaches a log line, even a debug one.
+        f.debug_struct("OpenAiClient")
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
+            .field("timeout", &self.timeout)
+            .field("retries", &self.retries)
+            .finish_non_exhaustive()
+    }
+}
+
 impl OpenAiClient {
     /// A client with the defaults: 120 s timeout, 4 retries from 0.5 s, 1024 tokens.
     #[must_use]
     pub fn new(url: &str, model: &str, api_key: Option<String>) -> Self {
+        let server = ServerUrl::parse(url);
         Self {
-            url: url.trim_end_matches('/').to_string(),
+            url: server.shown(),
+            server,
             model: model.to_string(),
             api_key,
             timeout: Duration::from_mins(2),
@@ -66,11 +86,28 @@ impl OpenAiClient {
         }
     }
 
+    /// A failure of this server, its text with every secret hidden: the key and password in
+    /// use, and any credential a server echoes.
     pub(crate) fn error(&self, detail: impl Into<String>) -> InferError {
+        let mut secrets = self.server.secrets();
+        secrets.extend(self.api_key.iter().cloned());
         InferError::Server {
             url: self.url.clone(),
-            detail: detail.into(),
+            detail: redact_known(&detail.into(), &secrets),
         }
+    }
+
+    /// The `Authorization` header: the API key as a bearer token, else the URL's user-info.
+    fn authorization(&self) -> Option<String> {
+        if let Some(key) = &self.api_key {
+            return Some(format!("Bearer {key}"));
+        }
+        self.server.user().map(|(user, password)| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+            )
+        })
     }
 
     /// The request body of one user turn of `parts`: greedy, at most `max_tokens`. With a
@@ -96,18 +133,20 @@ impl OpenAiClient {
     /// Sends one user turn of `parts` and returns the answer's text.
     pub fn complete(&self, parts: &[Value]) -> Result<String, InferError> {
         let body = self.body(parts);
-        let endpoint = format!("{}/chat/completions", self.url);
+        let endpoint = self.server.request_url("/chat/completions");
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(self.timeout))
             .http_status_as_error(false)
+            // A redirect is refused, never followed (see `answer`).
+            .max_redirects(0)
             .build()
             .into();
         let mut wait = self.backoff;
         let mut attempt = 0;
         loop {
             let mut request = agent.post(&endpoint);
-            if let Some(key) = &self.api_key {
-                request = request.header("Authorization", &format!("Bearer {key}"));
+            if let Some(authorization) = self.authorization() {
+                request = request.header("Authorization", &authorization);
             }
             let outcome = request
                 .header("Content-Type", "application/json")
@@ -125,12 +164,31 @@ impl OpenAiClient {
                 Err(_) => false,
             };
             if retryable && attempt < self.retries {
-                // Retries are routine; only the final outcome is reported to the user.
-                tracing::debug!(attempt, url = %self.url, "server busy or failing; retrying");
-                std::thread::sleep(wait);
-                wait *= 2;
-                attempt += 1;
-                continue;
+                let asked = outcome.as_ref().ok().and_then(|response| {
+                    retry_after(
+                        response
+                            .headers()
+                            .get("Retry-After")
+                            .and_then(|value| value.to_str().ok()),
+                    )
+                });
+                match next_wait(wait, asked) {
+                    Ok(pause) => {
+                        // Retries are routine; only the final outcome is reported to the user.
+                        tracing::debug!(attempt, url = %self.url, ?pause, "server busy or failing; retrying");
+                        std::thread::sleep(pause);
+                        wait *= 2;
+                        attempt += 1;
+                        continue;
+                    }
+                    Err(asked) => {
+                        return Err(self.error(format!(
+                            "the server is busy and asks to be asked again in {} s (Retry-After), longer than Keyslice waits ({} s); try again later",
+                            asked.as_secs(),
+                            MAX_RETRY_AFTER.as_secs()
+                        )));
+                    }
+                }
             }
             return self.answer(outcome);
         }
@@ -154,6 +212,13 @@ impl OpenAiClient {
             Err(error) => return Err(self.error(format!("unreachable: {error}"))),
         };
         let status = response.status().as_u16();
+        if (300..400).contains(&status) {
+            let location = response
+                .headers()
+                .get("Location")
+                .and_then(|value| value.to_str().ok());
+            return Err(self.error(redirect_refused(status, location)));
+        }
         let text = response
             .body_mut()
             .read_to_string()
@@ -169,10 +234,10 @@ impl OpenAiClient {
                     first_line(&text)
                 )));
             }
-            404 if !self.url.trim_end_matches('/').ends_with("/v1") => {
+            404 if !self.server.base().ends_with("/v1") => {
                 return Err(self.error(format!(
                     "HTTP 404 Not Found for {}/chat/completions{}: the URL should be the API base, which ends in /v1 (e.g. http://localhost:8000/v1)",
-                    self.url,
+                    self.server.base(),
                     detail_suffix(&text)
                 )));
             }

@@ -10,10 +10,12 @@ pub mod atomic;
 pub mod cases;
 pub mod dicom;
 pub mod frames;
+pub mod http;
 pub mod jsonl;
 pub mod limits;
 pub mod masks;
 pub mod nifti;
+pub mod secrets;
 
 use std::path::{Path, PathBuf};
 

@@ -112,6 +112,14 @@ pub enum PlanError {
         /// The case.
         case_id: String,
     },
+    /// An accepted case whose reviewer's name cannot sign a DICOM document.
+    #[error("case {case_id}: {reason}")]
+    InvalidReviewer {
+        /// The case.
+        case_id: String,
+        /// What is wrong with the name.
+        reason: String,
+    },
     /// A document could not be written.
     #[error(transparent)]
     Document(#[from] PacsError),
@@ -124,6 +132,9 @@ impl PlanError {
         match self {
             Self::UnnamedReviewer { .. } => {
                 "pass --reviewer NAME to name who accepted it (or set KEYSLICE_REVIEWER before reviewing)"
+            }
+            Self::InvalidReviewer { .. } => {
+                "pass --reviewer NAME with the reviewer's name as it should be signed (no backslash, at most 64 characters)"
             }
             Self::Document(error) => error.hint(),
         }
@@ -162,20 +173,25 @@ pub enum Decision {
 /// Names that are no reviewer's name: what a tool fills in when it knows none.
 const PLACEHOLDER_NAMES: &[&str] = &["reviewer", "unknown", "anonymous"];
 
-/// The longest name a DICOM person name component holds (PN: 64 characters).
-const MAX_NAME_CHARS: usize = 64;
+/// What is wrong with `name` as the name a reviewer signs with, if anything (`field` says
+/// where it came from): blank, a placeholder, or not writable as one DICOM person name (a
+/// backslash, a control character, over 64 characters), said as such.
+#[must_use]
+pub fn reviewer_problem(field: &str, name: &str) -> Option<String> {
+    let name = name.trim();
+    if let Err(error) = keyslice_io::dicom::write::check_person_name(field, name) {
+        return Some(error.to_string());
+    }
+    PLACEHOLDER_NAMES
+        .iter()
+        .any(|placeholder| name.eq_ignore_ascii_case(placeholder))
+        .then(|| format!("{field} \"{name}\" is a placeholder, not a person's name"))
+}
 
-/// Whether `name` names a person: not empty, not a placeholder, no control characters, and
-/// short enough for a DICOM person name.
+/// Whether `name` names a person: see [`reviewer_problem`].
 #[must_use]
 pub fn is_named(name: &str) -> bool {
-    let name = name.trim();
-    !name.is_empty()
-        && name.chars().count() <= MAX_NAME_CHARS
-        && !name.chars().any(char::is_control)
-        && !PLACEHOLDER_NAMES
-            .iter()
-            .any(|placeholder| name.eq_ignore_ascii_case(placeholder))
+    reviewer_problem("the name", name).is_none()
 }
 
 /// The plan of one case (see the module text).
@@ -226,10 +242,16 @@ pub fn plan(input: &CaseInput<'_>) -> Result<Plan, PlanError> {
         Some(review) => {
             let reviewer = review
                 .reviewer
-                .filter(|name| is_named(name))
+                .filter(|name| !name.trim().is_empty())
                 .ok_or_else(|| PlanError::UnnamedReviewer {
                     case_id: input.case_id.to_string(),
                 })?;
+            if let Some(reason) = reviewer_problem("the reviewer's name", reviewer) {
+                return Err(PlanError::InvalidReviewer {
+                    case_id: input.case_id.to_string(),
+                    reason,
+                });
+            }
             let correction = CaseResult::correction(&ai, reviewer.trim(), review.findings);
             documents.push(Planned {
                 kind: DocumentKind::Review,
@@ -290,10 +312,21 @@ mod tests {
             "unknown",
             "anonymous",
             "\u{1b}[31mAna",
+            "Ana\\Evil^Q",
             &long,
         ] {
             assert!(!is_named(name), "{name:?}");
         }
+        // What is wrong is said, not taken for a missing name.
+        assert_eq!(
+            reviewer_problem("--reviewer", &long).unwrap(),
+            "--reviewer is 65 characters long; a DICOM person name holds at most 64 per group"
+        );
+        assert!(
+            reviewer_problem("--reviewer", "Ana\\Evil^Q")
+                .unwrap()
+                .contains("backslash")
+        );
         for name in ["Ana", "Dr. Ben Reviewer", "reviewer 2"] {
             assert!(is_named(name), "{name:?}");
         }

@@ -56,10 +56,124 @@ pub fn content_uid(seed: &str) -> String {
     format!("2.25.{}", u128::from_be_bytes(bytes))
 }
 
-/// A text element (any string VR).
+/// A text element (any string VR), its value made valid for the VR by [`clean_text`]: text
+/// from a model, a server or a user never writes a character the VR forbids.
 #[must_use]
 pub fn text(tag: dicom_core::Tag, vr: VR, value: &str) -> DataElement<InMemDicomObject> {
-    DataElement::new(tag, vr, PrimitiveValue::from(value))
+    DataElement::new(
+        tag,
+        vr,
+        PrimitiveValue::from(clean_text(vr, value).as_ref()),
+    )
+}
+
+/// The longest value, in characters, of the text VRs that have one (PS3.5 table 6.2-1; a
+/// person name's limit is per component group).
+#[must_use]
+pub fn max_chars(vr: VR) -> Option<usize> {
+    match vr {
+        VR::SH => Some(16),
+        VR::LO | VR::PN => Some(64),
+        VR::ST => Some(1024),
+        VR::LT => Some(10240),
+        _ => None,
+    }
+}
+
+/// `value` made valid for `vr`, the one place Keyslice does it:
+/// - a control character (ESC, BEL, NUL, …) becomes U+FFFD, except that the free-text VRs
+///   (ST, LT, UT) keep tab, line feed, form feed and carriage return;
+/// - in a single-valued text VR (SH, LO) a `\` (the value delimiter) becomes `/`, so one value
+///   never reads as two;
+/// - SH, LO, ST and LT are cut to their length, ending in `…` when cut.
+///
+/// Person names are checked before they get here ([`check_person_name`] names the field);
+/// a name that was not keeps its components but loses control characters.
+#[must_use]
+pub fn clean_text(vr: VR, value: &str) -> std::borrow::Cow<'_, str> {
+    let free_text = matches!(vr, VR::ST | VR::LT | VR::UT);
+    let single_valued = matches!(vr, VR::SH | VR::LO);
+    let limit = if vr == VR::PN { None } else { max_chars(vr) };
+    let bad = |c: char| {
+        (c.is_control() && !(free_text && matches!(c, '\t' | '\n' | '\r' | '\u{c}')))
+            || (single_valued && c == '\\')
+    };
+    let too_long = limit.is_some_and(|limit| value.chars().count() > limit);
+    if !too_long && !value.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let mut out: String = value
+        .chars()
+        .map(|c| match c {
+            '\\' if single_valued => '/',
+            c if bad(c) => '\u{fffd}',
+            c => c,
+        })
+        .collect();
+    if let Some(limit) = limit
+        && out.chars().count() > limit
+    {
+        out = out.chars().take(limit - 1).collect();
+        out.push('…');
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Why a person's name cannot be written as a DICOM person name (PN).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PersonNameError {
+    /// Empty or blank.
+    #[error("{field} is empty")]
+    Empty {
+        /// The field or flag that holds the name.
+        field: String,
+    },
+    /// It holds `\`, which DICOM reads as the start of a second name.
+    #[error(
+        "{field} holds a backslash (\\), which DICOM reads as a second person; write the name without it"
+    )]
+    Backslash {
+        /// The field or flag that holds the name.
+        field: String,
+    },
+    /// It holds a control character.
+    #[error("{field} holds a control character (such as a tab or an escape); type the name again")]
+    Control {
+        /// The field or flag that holds the name.
+        field: String,
+    },
+    /// A component group is longer than DICOM allows.
+    #[error("{field} is {chars} characters long; a DICOM person name holds at most 64 per group")]
+    TooLong {
+        /// The field or flag that holds the name.
+        field: String,
+        /// Its length.
+        chars: usize,
+    },
+}
+
+/// Checks that `name` can be written as one DICOM person name (PN): not blank, no `\`, no
+/// control character, at most 64 characters per component group (`=` separates the groups,
+/// `^` the components). `field` names where the name came from (`--reviewer`).
+pub fn check_person_name(field: &str, name: &str) -> Result<(), PersonNameError> {
+    let field = field.to_string();
+    if name.trim().is_empty() {
+        return Err(PersonNameError::Empty { field });
+    }
+    if name.contains('\\') {
+        return Err(PersonNameError::Backslash { field });
+    }
+    if name.chars().any(char::is_control) {
+        return Err(PersonNameError::Control { field });
+    }
+    if let Some(chars) = name
+        .split('=')
+        .map(|group| group.chars().count())
+        .find(|&chars| chars > 64)
+    {
+        return Err(PersonNameError::TooLong { field, chars });
+    }
+    Ok(())
 }
 
 fn decimals(values: &[f64]) -> String {
@@ -302,4 +416,65 @@ fn put_pixels(object: &mut InMemDicomObject, volume: &Volume, plan: &SeriesPlan,
         VR::OW,
         PrimitiveValue::from(stored),
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_values_never_carry_what_their_vr_forbids() {
+        // A model's text with ESC, BEL and NUL: free text keeps its lines, loses the rest.
+        assert_eq!(
+            clean_text(VR::UT, "Liver\u{1b}[2J lesion\u{7}\u{0}\nline two\ttab"),
+            "Liver\u{fffd}[2J lesion\u{fffd}\u{fffd}\nline two\ttab"
+        );
+        // A single value never reads as two, and never holds a line break.
+        assert_eq!(clean_text(VR::LO, "model\\v2\nx"), "model/v2\u{fffd}x");
+        // Multi-valued code strings keep their delimiter.
+        assert_eq!(
+            clean_text(VR::CS, "ORIGINAL\\PRIMARY\\AXIAL"),
+            "ORIGINAL\\PRIMARY\\AXIAL"
+        );
+        // Cut to the VR's length, and marked.
+        let long = "x".repeat(100);
+        let cut = clean_text(VR::LO, &long);
+        assert_eq!(cut.chars().count(), 64);
+        assert!(cut.ends_with('…'));
+        assert_eq!(clean_text(VR::SH, &long).chars().count(), 16);
+        // Clean text is not copied.
+        assert!(matches!(
+            clean_text(VR::LO, "Keyslice review"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn person_names_that_dicom_would_misread_are_refused_naming_the_field() {
+        assert!(check_person_name("--reviewer", "Ana^Lopez").is_ok());
+        assert!(check_person_name("--reviewer", "Ana Lopez").is_ok());
+        let error = check_person_name("--reviewer", "Ana\\Evil^Q").unwrap_err();
+        assert!(matches!(error, PersonNameError::Backslash { .. }));
+        assert!(
+            error
+                .to_string()
+                .starts_with("--reviewer holds a backslash")
+        );
+        assert!(matches!(
+            check_person_name("--reviewer", "Ana\u{1b}"),
+            Err(PersonNameError::Control { .. })
+        ));
+        assert!(matches!(
+            check_person_name("--reviewer", "  "),
+            Err(PersonNameError::Empty { .. })
+        ));
+        let error = check_person_name("--patient-name", &"A".repeat(65)).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--patient-name is 65 characters long; a DICOM person name holds at most 64 per group"
+        );
+        // Each component group has its own limit.
+        let groups = format!("{}={}", "A".repeat(60), "B".repeat(60));
+        assert!(check_person_name("--reviewer", &groups).is_ok());
+    }
 }

@@ -5,6 +5,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use super::{Auth, DicomWebUrl, PacsError};
+use keyslice_io::http::{MAX_RETRY_AFTER, next_wait, redirect_refused, retry_after};
 
 /// A DICOMweb server: its root, credentials, timeouts and retry policy.
 #[derive(Clone, Debug)]
@@ -44,6 +45,8 @@ impl Server {
             .timeout_connect(Some(timeout.min(Duration::from_secs(10))))
             .timeout_per_call(Some(timeout))
             .http_status_as_error(false)
+            // A redirect is refused, never followed (see `answer`).
+            .max_redirects(0)
             .max_idle_connections_per_host(16)
             .user_agent(concat!("keyslice/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -142,11 +145,35 @@ impl Server {
                 Err(_) => false,
             };
             if retryable && attempt < self.retries {
-                tracing::debug!(attempt, server = %self.root, what, "PACS request failed; retrying");
-                std::thread::sleep(wait);
-                wait *= 2;
-                attempt += 1;
-                continue;
+                let asked = outcome.as_ref().ok().and_then(|response| {
+                    retry_after(
+                        response
+                            .headers()
+                            .get("Retry-After")
+                            .and_then(|value| value.to_str().ok()),
+                    )
+                });
+                match next_wait(wait, asked) {
+                    Ok(pause) => {
+                        tracing::debug!(attempt, server = %self.root, what, ?pause, "PACS request failed; retrying");
+                        std::thread::sleep(pause);
+                        wait *= 2;
+                        attempt += 1;
+                        continue;
+                    }
+                    Err(asked) => {
+                        return Err(PacsError::Server {
+                            server: self.root.clone(),
+                            what: what.to_string(),
+                            status: outcome.as_ref().map_or(503, |r| r.status().as_u16()),
+                            detail: Some(format!(
+                                "busy; it asks to be asked again in {} s (Retry-After), longer than Keyslice waits ({} s): try again later",
+                                asked.as_secs(),
+                                MAX_RETRY_AFTER.as_secs()
+                            )),
+                        });
+                    }
+                }
             }
             return self.answer(outcome, what);
         }
@@ -165,6 +192,18 @@ impl Server {
             .and_then(|value| value.to_str().ok())
             .unwrap_or("")
             .to_string();
+        if (300..400).contains(&status) {
+            let location = response
+                .headers()
+                .get("Location")
+                .and_then(|value| value.to_str().ok());
+            return Err(PacsError::Server {
+                server: self.root.clone(),
+                what: what.to_string(),
+                status,
+                detail: Some(redirect_refused(status, location)),
+            });
+        }
         let mut body = response.into_body();
         if (200..300).contains(&status) {
             return Ok(Answer {

@@ -13,6 +13,8 @@
 //! without them.
 
 use super::PacsError;
+pub use keyslice_io::secrets::redact_url as redact;
+use keyslice_io::secrets::{is_host, percent_decode, redact_schemes, userinfo_end};
 
 /// How to authenticate.
 #[derive(Clone, PartialEq, Eq)]
@@ -99,45 +101,6 @@ impl Auth {
         }
         redact_schemes(&out)
     }
-}
-
-/// `text` with the word after each `Bearer` or `Basic` (any case) replaced by `***`.
-fn redact_schemes(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut words = text.split_inclusive(char::is_whitespace).peekable();
-    while let Some(word) = words.next() {
-        out.push_str(word);
-        let trimmed = word.trim_end().to_ascii_lowercase();
-        let scheme = ["bearer", "basic"].iter().any(|scheme| {
-            trimmed.strip_suffix(scheme).is_some_and(|before| {
-                before
-                    .chars()
-                    .next_back()
-                    .is_none_or(|c| !c.is_alphanumeric())
-            })
-        });
-        if scheme {
-            // Skip further blanks, then hide the credential.
-            while let Some(next) = words.peek() {
-                if next.trim().is_empty() {
-                    out.push_str(next);
-                    words.next();
-                } else {
-                    break;
-                }
-            }
-            if let Some(secret) = words.next() {
-                let kept_tail: String = secret
-                    .chars()
-                    .rev()
-                    .take_while(|c| c.is_whitespace())
-                    .collect();
-                out.push_str("***");
-                out.extend(kept_tail.chars().rev());
-            }
-        }
-    }
-    out
 }
 
 /// What a URL names on the server.
@@ -279,57 +242,6 @@ impl DicomWebUrl {
     }
 }
 
-/// `text` with any `user:password@` removed, for error messages.
-#[must_use]
-pub fn redact(text: &str) -> String {
-    let Some(scheme_end) = text.find("://") else {
-        return text.to_string();
-    };
-    let after = &text[scheme_end + 3..];
-    match userinfo_end(after) {
-        Some(at) => format!("{}://{}", &text[..scheme_end], &after[at + 1..]),
-        None => text.to_string(),
-    }
-}
-
-/// Where the `user:password` of `rest` (a URL after `scheme://`) ends: the last `@` that is
-/// followed by a host (and port) and then `/`, `?` or the end, with no `=` before it (that
-/// would be a query value holding an `@`). A password holding `/` or `?` is found whole, so
-/// no part of it is ever taken for the host, looked up or shown. When no `@` fits, the last
-/// `@` before the first `/` or `?`.
-fn userinfo_end(rest: &str) -> Option<usize> {
-    let fits = rest.rmatch_indices('@').map(|(at, _)| at).find(|&at| {
-        let after = &rest[at + 1..];
-        let host_end = after.find(['/', '?']).unwrap_or(after.len());
-        !rest[..at].contains('=') && is_host(&after[..host_end])
-    });
-    fits.or_else(|| {
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        rest[..authority_end].rfind('@')
-    })
-}
-
-/// Whether `text` reads as `HOST` or `HOST:PORT` (a name, an IPv4 address or a bracketed
-/// IPv6 address).
-fn is_host(text: &str) -> bool {
-    let (name, port) = if let Some(inner) = text.strip_prefix('[') {
-        match inner.split_once(']') {
-            Some((address, rest)) => (address, rest.strip_prefix(':')),
-            None => return false,
-        }
-    } else {
-        match text.rsplit_once(':') {
-            Some((name, port)) => (name, Some(port)),
-            None => (text, None),
-        }
-    };
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
-        && port.is_none_or(|port| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
-}
-
 fn check_uid(text: &str) -> Result<String, String> {
     let uid = percent_decode(text);
     if !super::is_uid(&uid) {
@@ -339,38 +251,6 @@ fn check_uid(text: &str) -> Result<String, String> {
         ));
     }
     Ok(uid)
-}
-
-/// Decodes `%XX` escapes and `+` (a space in a query).
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = text
-                    .get(i + 1..i + 3)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok());
-                if let Some(byte) = hex {
-                    out.push(byte);
-                    i += 3;
-                } else {
-                    out.push(b'%');
-                    i += 1;
-                }
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            byte => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Encodes a query value for a URL (everything but unreserved characters).

@@ -143,12 +143,18 @@ impl CaseResult {
         // report can (an answer written before the cap).
         findings.drop_contradictions();
         let _ = keyslice_core::findings::evidence::cap_lesions(&mut findings);
+        // A model's name and version name its server; one recorded before secrets were kept
+        // out of predictions never carries them into a document.
+        let redacted = |model: &ModelId| ModelId {
+            id: keyslice_io::secrets::redact(&model.id),
+            version: keyslice_io::secrets::redact(&model.version),
+        };
         Self {
             observer: Observer::Device {
-                model: prediction.diagnoser.clone(),
+                model: redacted(&prediction.diagnoser),
             },
-            algorithm: prediction.diagnoser.clone(),
-            verifier: prediction.verifier.clone(),
+            algorithm: redacted(&prediction.diagnoser),
+            verifier: prediction.verifier.as_ref().map(redacted),
             findings,
             report: Some(prediction.report.clone()),
             local_description: prediction.local_description.clone(),
