@@ -677,9 +677,9 @@ fn reader_lines(
                 .map_or_else(|| "–".to_string(), |v| format!("{v:.1}"))
         )?;
         lines.push(format!(
-            "\"{}\",\"{}\",{},{},{},{},{},{}",
-            row.reader,
-            row.arm,
+            "{},{},{},{},{},{},{},{}",
+            crate::text::csv_quoted(&row.reader),
+            crate::text::csv_quoted(&row.arm),
             row.reads,
             csv(row.sensitivity),
             csv(row.specificity),

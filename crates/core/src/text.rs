@@ -82,9 +82,53 @@ pub fn shown_short(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// `text` as a CSV cell a spreadsheet shows as text, never runs: a cell that starts with
+/// `=`, `+`, `-`, `@`, a tab or a carriage return (a formula, or a DDE call, to Excel and
+/// LibreOffice) gets a leading `'`; then quoted as RFC 4180 asks when it holds a comma,
+/// quote or line break.
+#[must_use]
+pub fn csv_cell(text: &str) -> String {
+    let text = defused(text);
+    if text.contains([',', '"', '\n', '\r']) {
+        csv_quoted(&text)
+    } else {
+        text.into_owned()
+    }
+}
+
+/// [`csv_cell`], always quoted (for tables whose text columns are all quoted).
+#[must_use]
+pub fn csv_quoted(text: &str) -> String {
+    format!("\"{}\"", defused(text).replace('"', "\"\""))
+}
+
+/// `text` with a leading `'` when a spreadsheet would take it for a formula.
+fn defused(text: &str) -> Cow<'_, str> {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        Cow::Owned(format!("'{text}"))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv_cells_are_shown_as_text_never_run() {
+        assert_eq!(
+            csv_cell("=HYPERLINK(\"http://x\",\"y\")"),
+            "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\""
+        );
+        assert_eq!(csv_cell("+1"), "'+1");
+        assert_eq!(csv_cell("-2+3"), "'-2+3");
+        assert_eq!(csv_cell("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(csv_cell("Dr. Ana, MD"), "\"Dr. Ana, MD\"");
+        assert_eq!(csv_cell("ana"), "ana");
+        assert_eq!(csv_quoted("=1"), "\"'=1\"");
+        assert_eq!(csv_quoted("reader \"1\""), "\"reader \"\"1\"\"\"");
+    }
 
     #[test]
     fn person_names_read_as_people_write_them() {

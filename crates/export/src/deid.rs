@@ -24,14 +24,15 @@ pub struct Pseudonyms {
 }
 
 impl Pseudonyms {
-    /// The workspace's pseudonyms, making its secret on first use.
+    /// The workspace's pseudonyms, making its secret on first use. Two processes exporting
+    /// the same workspace for the first time at once get the same secret: the new one is
+    /// published with a hard link, which fails when a secret is already there (that one is
+    /// then read), so a secret is never replaced. A secret that is there but damaged is an
+    /// error, never silently replaced (every earlier pseudonym would stop matching).
     pub fn for_workspace(root: &Path) -> std::io::Result<Self> {
         let path = root.join(SECRET_FILE);
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            let secret = text.trim().as_bytes().to_vec();
-            if secret.len() >= 32 {
-                return Ok(Self { secret });
-            }
+        if let Some(secret) = read_secret(&path)? {
+            return Ok(Self { secret });
         }
         let mut random = [0u8; 32];
         std::fs::File::open("/dev/urandom")
@@ -42,13 +43,31 @@ impl Pseudonyms {
                 random.copy_from_slice(&Sha256::digest(seed.as_bytes()));
                 Ok::<(), std::io::Error>(())
             })?;
-        let hex = hex(&random);
-        let partial = root.join(format!(".{SECRET_FILE}.partial-{}", std::process::id()));
-        std::fs::write(&partial, format!("{hex}\n"))?;
-        std::fs::rename(&partial, &path)?;
-        Ok(Self {
-            secret: hex.into_bytes(),
-        })
+        let secret = hex(&random);
+        let partial = root.join(format!(
+            ".{SECRET_FILE}.partial-{}-{}",
+            std::process::id(),
+            hex(&random[..4])
+        ));
+        {
+            let mut file = std::fs::File::create(&partial)?;
+            std::io::Write::write_all(&mut file, format!("{secret}\n").as_bytes())?;
+            file.sync_all()?;
+        }
+        let published = std::fs::hard_link(&partial, &path);
+        let _ = std::fs::remove_file(&partial);
+        match published {
+            Ok(()) => Ok(Self {
+                secret: secret.into_bytes(),
+            }),
+            // Another export made it first: use that one.
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => read_secret(&path)?
+                .map(|secret| Self { secret })
+                .ok_or_else(|| {
+                    std::io::Error::other(format!("{} vanished while it was made", path.display()))
+                }),
+            Err(error) => Err(error),
+        }
     }
 
     /// Pseudonyms from a given secret (tests, tools).
@@ -95,6 +114,32 @@ impl Pseudonyms {
     }
 }
 
+/// The secret in `path`: `None` when there is none; an error when it is there but not a
+/// secret (shorter than 32 characters: damaged), or a link (it could name any file).
+fn read_secret(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    match std::fs::symlink_metadata(path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+        Ok(meta) if !meta.file_type().is_file() => {
+            return Err(std::io::Error::other(format!(
+                "{} is not a plain file (a link or a folder); the export secret must be the workspace's own file",
+                path.display()
+            )));
+        }
+        Ok(_) => {}
+    }
+    let text = keyslice_io::limits::read_text_bounded(path, 4096)?;
+    let secret = text.trim().as_bytes().to_vec();
+    if secret.len() < 32 {
+        return Err(std::io::Error::other(format!(
+            "{} is damaged ({} characters, a secret has 64): restore it from a backup to keep the pseudonyms of earlier exports, or remove it to start new ones (they will not match earlier exports)",
+            path.display(),
+            secret.len()
+        )));
+    }
+    Ok(Some(secret))
+}
+
 /// Lower-case hex digits of `bytes`.
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
@@ -127,5 +172,53 @@ mod tests {
         let again = Pseudonyms::for_workspace(folder.path()).expect("read");
         assert_eq!(first.case("x"), again.case("x"));
         assert!(folder.path().join(SECRET_FILE).is_file());
+    }
+
+    #[test]
+    fn first_exports_at_once_share_one_secret() {
+        for _ in 0..20 {
+            let folder = tempfile::tempdir().expect("temp dir");
+            let root = folder.path();
+            let pseudonyms: Vec<String> = std::thread::scope(|scope| {
+                let runs: Vec<_> = (0..4)
+                    .map(|_| {
+                        scope.spawn(|| Pseudonyms::for_workspace(root).expect("made").case("x"))
+                    })
+                    .collect();
+                runs.into_iter()
+                    .map(|run| run.join().expect("ran"))
+                    .collect()
+            });
+            assert!(
+                pseudonyms.windows(2).all(|pair| pair[0] == pair[1]),
+                "{pseudonyms:?}"
+            );
+            // No partial file is left behind.
+            let left: Vec<_> = std::fs::read_dir(root).expect("listed").collect();
+            assert_eq!(left.len(), 1);
+        }
+    }
+
+    #[test]
+    fn a_damaged_or_linked_secret_is_refused_never_replaced() {
+        let folder = tempfile::tempdir().expect("temp dir");
+        let path = folder.path().join(SECRET_FILE);
+        std::fs::write(&path, "abc\n").expect("written");
+        let error = Pseudonyms::for_workspace(folder.path())
+            .err()
+            .expect("refused");
+        assert!(error.to_string().contains("is damaged"), "{error}");
+        assert_eq!(std::fs::read_to_string(&path).expect("kept"), "abc\n");
+        #[cfg(unix)]
+        {
+            std::fs::remove_file(&path).expect("removed");
+            let elsewhere = folder.path().join("elsewhere");
+            std::fs::write(&elsewhere, "0".repeat(64)).expect("written");
+            std::os::unix::fs::symlink(&elsewhere, &path).expect("linked");
+            let error = Pseudonyms::for_workspace(folder.path())
+                .err()
+                .expect("refused");
+            assert!(error.to_string().contains("not a plain file"), "{error}");
+        }
     }
 }

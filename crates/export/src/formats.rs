@@ -482,11 +482,7 @@ fn write_keyslices(cases: &[ExportCase], folder: &Path) -> Result<usize, ExportE
     Ok(2)
 }
 
-/// A CSV field, quoted when it holds a comma, quote or line break (RFC 4180).
+/// A CSV field: see [`keyslice_core::text::csv_cell`].
 fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
-    }
+    keyslice_core::text::csv_cell(text)
 }

@@ -252,6 +252,70 @@ fn check_case_ids(manifest: &Manifest) -> Result<(), String> {
     Ok(())
 }
 
+/// The key two case ids are compared by: NFC-normalised and lower-cased, so `Case_A` and
+/// `case_a`, or a "café" written composed and one written decomposed (as macOS names
+/// files), are one id: two rows that look the same are never two cases.
+#[must_use]
+pub fn case_id_key(id: &str) -> String {
+    use unicode_normalization::UnicodeNormalization as _;
+    id.nfc().collect::<String>().to_lowercase()
+}
+
+/// The case ids of a workspace, by [`case_id_key`], handing out new unique ones.
+struct CaseIds {
+    taken: std::collections::HashSet<String>,
+    /// Per wanted key, the next suffix to try: each is tried once, so adding n cases of one
+    /// name costs O(n), not O(n²).
+    next_suffix: std::collections::HashMap<String, usize>,
+}
+
+impl CaseIds {
+    fn of(cases: &[WorkspaceCase]) -> Self {
+        Self {
+            taken: cases
+                .iter()
+                .map(|case| case_id_key(&case.case_id))
+                .collect(),
+            next_suffix: std::collections::HashMap::new(),
+        }
+    }
+
+    /// `wanted` as a new case's id: NFC-normalised, a control character (a newline, an
+    /// escape) as `_` so an id is always one line of plain text, `_2`, `_3`, … added when the
+    /// id is taken.
+    fn unique(&mut self, wanted: &str) -> String {
+        use unicode_normalization::UnicodeNormalization as _;
+        let plain: String = wanted
+            .nfc()
+            .map(|c| {
+                if keyslice_core::text::is_control(c) {
+                    '_'
+                } else {
+                    c
+                }
+            })
+            .collect();
+        let wanted = if plain.trim().is_empty() {
+            "case".to_string()
+        } else {
+            plain
+        };
+        if self.taken.insert(case_id_key(&wanted)) {
+            return wanted;
+        }
+        let key = case_id_key(&wanted);
+        let mut suffix = self.next_suffix.get(&key).copied().unwrap_or(2);
+        loop {
+            let id = format!("{wanted}_{suffix}");
+            suffix += 1;
+            if self.taken.insert(case_id_key(&id)) {
+                self.next_suffix.insert(key, suffix);
+                return id;
+            }
+        }
+    }
+}
+
 /// What is wrong with a workspace's files, found by [`Workspace::health`].
 #[derive(Debug, Default)]
 pub struct Health {
@@ -392,56 +456,29 @@ impl Workspace {
         workspace.extend(cases)
     }
 
-    /// Adds `found` (under the caller's lock), saves the manifest, makes the database.
+    /// Adds `found` (under the caller's lock), saves the manifest, makes the database. In
+    /// time linear in the cases, however many share a name.
     fn extend(mut self, found: Vec<WorkspaceCase>) -> Result<(Self, usize), WorkspaceError> {
-        let workspace = &mut self;
+        let mut volumes: std::collections::HashSet<PathBuf> = self
+            .manifest
+            .cases
+            .iter()
+            .map(|case| case.volume.clone())
+            .collect();
+        let mut ids = CaseIds::of(&self.manifest.cases);
         let mut added = 0;
         for mut case in found {
-            if workspace
-                .manifest
-                .cases
-                .iter()
-                .any(|known| known.volume == case.volume)
-            {
+            if !volumes.insert(case.volume.clone()) {
                 continue;
             }
-            case.case_id = workspace.unique_id(&case.case_id);
-            workspace.manifest.cases.push(case);
+            case.case_id = ids.unique(&case.case_id);
+            self.manifest.cases.push(case);
             added += 1;
         }
-        workspace.save_manifest()?;
+        self.save_manifest()?;
         // The database is made with the workspace, so a reviewer finds it ready.
-        ReviewStore::open(&workspace.database_path())?;
+        ReviewStore::open(&self.database_path())?;
         Ok((self, added))
-    }
-
-    fn unique_id(&self, wanted: &str) -> String {
-        // Ids come from file and folder names: a control character (a newline, an escape)
-        // becomes `_`, so an id is always one line of plain text.
-        let plain: String = wanted
-            .chars()
-            .map(|c| {
-                if keyslice_core::text::is_control(c) {
-                    '_'
-                } else {
-                    c
-                }
-            })
-            .collect();
-        let wanted = if plain.trim().is_empty() {
-            "case"
-        } else {
-            plain.as_str()
-        };
-        let taken = |id: &str| self.manifest.cases.iter().any(|case| case.case_id == id);
-        if !taken(wanted) {
-            return wanted.to_string();
-        }
-        // One of the first len + 2 suffixes is free (each case takes at most one).
-        (2..self.manifest.cases.len() + 4)
-            .map(|n| format!("{wanted}_{n}"))
-            .find(|id| !taken(id))
-            .unwrap_or_else(|| wanted.to_string())
     }
 
     /// Writes `workspace.json` (temporary file, synced, renamed into place).
@@ -708,6 +745,33 @@ mod tests {
             patient: None,
             out_of_domain: false,
         }
+    }
+
+    #[test]
+    fn case_ids_that_look_the_same_are_one_id_and_new_ids_are_unique() {
+        let case = |id: &str| WorkspaceCase {
+            case_id: id.into(),
+            volume: PathBuf::from(format!("/data/{id}.nii.gz")),
+            masks: None,
+            truth: None,
+            origin: None,
+            patient: None,
+        };
+        let mut ids = CaseIds::of(&[case("Case_A")]);
+        assert_eq!(ids.unique("case_a"), "case_a_2");
+        // Composed and decomposed "café" are one name; the id is stored composed.
+        assert_eq!(ids.unique("caf\u{e9}"), "caf\u{e9}");
+        assert_eq!(ids.unique("cafe\u{301}"), "caf\u{e9}_2");
+        assert_eq!(ids.unique("CAF\u{c9}_2"), "CAF\u{c9}_2_2");
+        assert_eq!(ids.unique("line\nbreak"), "line_break");
+        assert_eq!(ids.unique(" "), "case");
+        // Many cases of one name: every id distinct, each found without rescanning.
+        let many: Vec<String> = (0..4000).map(|_| ids.unique("ct")).collect();
+        let distinct: std::collections::HashSet<String> =
+            many.iter().map(|id| case_id_key(id)).collect();
+        assert_eq!(distinct.len(), 4000);
+        assert_eq!(many[0], "ct");
+        assert_eq!(many[3999], "ct_4000");
     }
 
     #[test]

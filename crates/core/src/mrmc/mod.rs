@@ -562,7 +562,7 @@ fn maybe(value: Option<f64>) -> String {
 }
 
 fn quoted(text: &str) -> String {
-    format!("\"{}\"", text.replace('"', "\"\""))
+    crate::text::csv_quoted(text)
 }
 
 impl Csv for UstatRow {
