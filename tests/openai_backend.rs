@@ -351,6 +351,50 @@ fn credentials_never_leave_in_output_errors_or_predictions() {
 }
 
 #[test]
+fn an_answer_of_megabytes_is_cut_to_bounds_with_the_cut_said() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let ct = phantoms(folder.path(), 1)[0].to_string_lossy().to_string();
+    let flood: String = (1..=60_000)
+        .map(|n| format!("Liver lesion {n}:\nSize: 1.0 x 1.0 cm.\n"))
+        .chain(std::iter::repeat_n("gibberish line\n".to_string(), 1000))
+        .collect();
+    let answer = format!("{flood}Key slice: 5\n");
+    let server = Server::start(Box::new(move |_, _| (200, completion(&answer))));
+    let output = keyslice(
+        &[
+            "analyze",
+            &ct,
+            "--backend",
+            "openai",
+            "--url",
+            &server.url,
+            "--model",
+            "m",
+            "--frames",
+            "4",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let prediction: Value = serde_json::from_slice(&output.stdout).expect("a prediction");
+    let report = prediction["report"].as_str().expect("report");
+    assert!(report.len() <= 64 * 1024, "{}", report.len());
+    let lesions = prediction["findings"]["organs"]["liver"]["lesions"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert!((1..=20).contains(&lesions), "{lesions}");
+    let warnings = prediction["warnings"].as_array().expect("warnings");
+    assert!(warnings.len() <= 50, "{}", warnings.len());
+    assert!(
+        warnings[0]
+            .as_str()
+            .is_some_and(|w| w.starts_with("the model's answer is ") && w.contains("bytes")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
 fn redirects_are_refused_and_a_servers_wait_is_kept() {
     let folder = tempfile::tempdir().expect("temp dir");
     let ct = phantoms(folder.path(), 1)[0].to_string_lossy().to_string();

@@ -157,6 +157,45 @@ pub struct LesionCheck {
     pub local_description: String,
 }
 
+/// The longest model answer (a report or a local description) kept, in bytes: a report is a
+/// page (1024 tokens are about 4 KB); an answer of megabytes is a broken or hostile server,
+/// and its tail is cut before anything (the reader, the window, an SR) has to hold it.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// The most warnings a prediction keeps (an unreadable answer of thousands of lines would
+/// otherwise give one each); the last says how many more there were.
+pub const MAX_WARNINGS: usize = 50;
+
+/// `text` cut to at most [`MAX_ANSWER_BYTES`] at a line end (else a character boundary); with
+/// a sentence saying so, naming `what` and its length, when cut.
+#[must_use]
+pub fn bounded_answer(text: &mut String, what: &str) -> Option<String> {
+    if text.len() <= MAX_ANSWER_BYTES {
+        return None;
+    }
+    let length = text.len();
+    let mut end = MAX_ANSWER_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if let Some(line_end) = text[..end].rfind('\n') {
+        end = line_end + 1;
+    }
+    text.truncate(end);
+    Some(format!(
+        "{what} is {length} bytes, longer than any report; only its first {end} bytes are read"
+    ))
+}
+
+/// `warnings` cut to [`MAX_WARNINGS`], the last saying how many were left out.
+pub fn bounded_warnings(warnings: &mut Vec<String>) {
+    if warnings.len() > MAX_WARNINGS {
+        let more = warnings.len() - (MAX_WARNINGS - 1);
+        warnings.truncate(MAX_WARNINGS - 1);
+        warnings.push(format!("… and {more} more warnings"));
+    }
+}
+
 /// One case's prediction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
@@ -203,4 +242,73 @@ pub struct Prediction {
     /// `None` for a prediction made here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stored: Option<StoredResult>,
+}
+
+impl Prediction {
+    /// This prediction within bounds, however it was written (an older version, a hostile
+    /// server, a hand-edited file): answers cut to [`MAX_ANSWER_BYTES`], at most
+    /// [`crate::findings::evidence::MAX_LESIONS_PER_ORGAN`] lesions per organ and
+    /// [`MAX_LESION_CHECKS`] lesion checks, at most [`MAX_WARNINGS`] warnings. What was cut
+    /// is said in its warnings.
+    pub fn bound(&mut self) {
+        let mut said = Vec::new();
+        said.extend(bounded_answer(&mut self.report, "the report"));
+        if let Some(local) = &mut self.local_description {
+            said.extend(bounded_answer(local, "the local description"));
+        }
+        for check in &mut self.lesion_checks {
+            said.extend(bounded_answer(
+                &mut check.local_description,
+                "a lesion's local description",
+            ));
+        }
+        said.extend(crate::findings::evidence::cap_lesions(&mut self.findings));
+        if let Some(local) = &mut self.local_findings {
+            crate::findings::evidence::cap_lesions(local);
+        }
+        if self.lesion_checks.len() > MAX_LESION_CHECKS {
+            said.push(format!(
+                "{} lesion checks; the first {MAX_LESION_CHECKS} are kept",
+                self.lesion_checks.len()
+            ));
+            self.lesion_checks.truncate(MAX_LESION_CHECKS);
+        }
+        if !said.is_empty() {
+            self.warnings.splice(0..0, said);
+        }
+        bounded_warnings(&mut self.warnings);
+    }
+}
+
+/// The most lesions verified on views of their own per prediction.
+pub const MAX_LESION_CHECKS: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hostile_answer_is_cut_to_bounds_and_says_so() {
+        let lines: String = (1..=60_000)
+            .map(|n| format!("Liver lesion {n}: Size: 1.0 x 1.0 cm.\n"))
+            .collect();
+        let mut report = lines.clone();
+        let said = bounded_answer(&mut report, "the report").expect("cut");
+        assert!(report.len() <= MAX_ANSWER_BYTES && report.ends_with('\n'));
+        assert!(said.contains(&lines.len().to_string()), "{said}");
+        let mut short = "Liver: no tumor.".to_string();
+        assert_eq!(bounded_answer(&mut short, "the report"), None);
+        // A multi-byte character at the cut is never split.
+        let mut wide = "é".repeat(MAX_ANSWER_BYTES);
+        bounded_answer(&mut wide, "x");
+        assert!(wide.chars().all(|c| c == 'é'));
+
+        let mut warnings: Vec<String> = (0..1000).map(|n| format!("w{n}")).collect();
+        bounded_warnings(&mut warnings);
+        assert_eq!(warnings.len(), MAX_WARNINGS);
+        assert_eq!(
+            warnings.last().map(String::as_str),
+            Some("… and 951 more warnings")
+        );
+    }
 }

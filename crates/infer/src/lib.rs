@@ -28,6 +28,7 @@ pub use keyslice_core::prediction::{
 
 use keyslice_core::findings::evidence::{box_problem, box_too_large, cap_lesions, range_problem};
 use keyslice_core::findings::{Findings, KeySlice, Organ, SliceBox, read_report};
+use keyslice_core::prediction::bounded_answer;
 use keyslice_core::scoring::{SizeTolerance, consistency_with_views};
 use keyslice_core::volume::Volume;
 
@@ -130,7 +131,7 @@ pub struct LesionEvidence {
 
 /// Most lesions verified on slices of their own per answer (a report lists at most 20 per
 /// organ; the views beyond are not read).
-pub const MAX_LESION_VIEWS: usize = 16;
+pub const MAX_LESION_VIEWS: usize = keyslice_core::prediction::MAX_LESION_CHECKS;
 
 /// Reads a whole volume and writes a report with a key slice.
 pub trait Diagnoser {
@@ -229,9 +230,11 @@ pub fn run_pipeline(
 ) -> Result<Prediction, InferError> {
     check_analysable(volume)?;
     let started = Instant::now();
-    let diagnosis = diagnoser.diagnose(volume)?;
+    let mut diagnosis = diagnoser.diagnose(volume)?;
     let diagnose_ms = started.elapsed().as_secs_f64() * 1000.0;
     let mut warnings = diagnosis.warnings.clone();
+    // An answer of megabytes is cut before it is read.
+    warnings.extend(bounded_answer(&mut diagnosis.report, "the model's answer"));
     if let Some(unfamiliar) = &diagnosis.out_of_domain {
         warnings.insert(0, unfamiliar.sentence());
     }
@@ -309,7 +312,7 @@ pub fn run_pipeline(
         _ => Verified::default(),
     };
     let verify_ms = verify_started.elapsed().as_secs_f64() * 1000.0;
-    Ok(Prediction {
+    let mut prediction = Prediction {
         version: PREDICTION_VERSION,
         case_id: case_id.to_string(),
         diagnoser: diagnoser.model_id(),
@@ -331,7 +334,9 @@ pub fn run_pipeline(
         warnings,
         out_of_domain: diagnosis.out_of_domain,
         stored: None,
-    })
+    };
+    prediction.bound();
+    Ok(prediction)
 }
 
 /// What verifying an answer gave: the key slice's description, read, the consistency per
@@ -359,7 +364,8 @@ fn verify(
         return Verified::default();
     }
     match verifier.describe_claim(volume, index, slice_box) {
-        Ok(text) => {
+        Ok(mut text) => {
+            warnings.extend(bounded_answer(&mut text, "the verifier's answer"));
             let local = read_report(&text);
             for unread in &local.unread {
                 warnings.push(format!(
@@ -467,7 +473,10 @@ fn verify_lesions(
             asked.local_description.clone()
         } else {
             match verifier.describe_claim(volume, evidence.key_slice, own.slice_box.as_ref()) {
-                Ok(text) => text,
+                Ok(mut text) => {
+                    warnings.extend(bounded_answer(&mut text, "the verifier's answer"));
+                    text
+                }
                 Err(error) => {
                     warnings.push(format!("verifier failed on a lesion's own slice: {error}"));
                     continue;

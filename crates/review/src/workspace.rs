@@ -137,13 +137,31 @@ pub struct Predictions {
     pub by_case: Vec<Prediction>,
     /// `line N: what is wrong` for each damaged line.
     pub damaged: Vec<String>,
+    /// Where each case's prediction is in `by_case`.
+    index: std::collections::HashMap<String, usize>,
 }
 
 impl Predictions {
     /// The prediction for `case_id`.
     #[must_use]
     pub fn get(&self, case_id: &str) -> Option<&Prediction> {
-        self.by_case.iter().find(|p| p.case_id == case_id)
+        self.index
+            .get(case_id)
+            .and_then(|&at| self.by_case.get(at))
+            .filter(|prediction| prediction.case_id == case_id)
+            .or_else(|| self.by_case.iter().find(|p| p.case_id == case_id))
+    }
+
+    /// Keeps `prediction` as its case's latest.
+    fn put(&mut self, prediction: Prediction) {
+        match self.index.get(&prediction.case_id) {
+            Some(&at) => self.by_case[at] = prediction,
+            None => {
+                self.index
+                    .insert(prediction.case_id.clone(), self.by_case.len());
+                self.by_case.push(prediction);
+            }
+        }
     }
 }
 
@@ -521,15 +539,10 @@ impl Workspace {
                 continue;
             }
             match serde_json::from_str::<Prediction>(&line) {
-                Ok(prediction) => {
-                    match predictions
-                        .by_case
-                        .iter_mut()
-                        .find(|p| p.case_id == prediction.case_id)
-                    {
-                        Some(slot) => *slot = prediction,
-                        None => predictions.by_case.push(prediction),
-                    }
+                Ok(mut prediction) => {
+                    // However it was written, what the window and the exports hold is bounded.
+                    prediction.bound();
+                    predictions.put(prediction);
                 }
                 Err(error) => predictions
                     .damaged

@@ -156,7 +156,12 @@ impl CaseResult {
             algorithm: redacted(&prediction.diagnoser),
             verifier: prediction.verifier.as_ref().map(redacted),
             findings,
-            report: Some(prediction.report.clone()),
+            report: Some({
+                // A document holds a report, never megabytes of a broken answer.
+                let mut report = prediction.report.clone();
+                let _ = keyslice_core::prediction::bounded_answer(&mut report, "the report");
+                report
+            }),
             local_description: prediction.local_description.clone(),
             consistency: prediction.consistency.clone(),
             out_of_domain: prediction.out_of_domain.clone(),
