@@ -232,3 +232,130 @@ fn what_a_killed_export_left_is_cleaned_and_an_export_moved_aside_is_put_back() 
         .collect();
     assert_eq!(left, Vec::<String>::new());
 }
+
+/// Makes every file and folder under `root` read-only (or writable again), as a user
+/// protecting a finished workspace does.
+#[cfg(unix)]
+fn set_read_only(root: &Path, read_only: bool) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut paths = common::files_below(root);
+    paths.push(root.to_path_buf());
+    for path in paths {
+        let mode = if path.is_dir() {
+            if read_only { 0o555 } else { 0o755 }
+        } else if read_only {
+            0o444
+        } else {
+            0o644
+        };
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("mode");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_read_only_workspace_is_browsed_and_exported_never_changed() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let workspace = accepted_workspace(folder.path());
+    let root = workspace.root.clone();
+    // The export secret is made while it may be: a read-only workspace keeps its pseudonyms.
+    let first = export(&root, &folder.path().join("first"));
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    set_read_only(&root, true);
+    let before = files(&root);
+
+    let listed = keyslice(&["workspace", "list", s(&root)]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let exported = export(&root, &folder.path().join("second"));
+    assert!(exported.status.success(), "{}", text(&exported.stderr));
+    assert_eq!(
+        files(&folder.path().join("first")),
+        files(&folder.path().join("second")),
+        "the same export"
+    );
+    // A change is refused, saying what is true and what to do.
+    let case_id = &workspace.manifest.cases[0].case_id;
+    let mut review =
+        CaseReview::open(&workspace.database_path(), case_id, "Ana", None).expect("opened to read");
+    assert_eq!(review.status(), ReviewStatus::Done);
+    let error = review
+        .set_status(ReviewStatus::InReview)
+        .expect_err("refused");
+    assert!(
+        error.to_string().contains("the workspace is read-only"),
+        "{error}"
+    );
+    assert!(!error.hint().contains("backup"), "{}", error.hint());
+    assert_eq!(files(&root), before, "nothing in it changed");
+    set_read_only(&root, false);
+}
+
+#[cfg(unix)]
+#[test]
+fn links_in_a_workspaces_place_are_refused_never_written_through() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let workspace = accepted_workspace(folder.path());
+    let root = workspace.root.clone();
+    let outside = folder.path().join("outside");
+    std::fs::create_dir(&outside).expect("made");
+    let victim = outside.join("victim.txt");
+    std::fs::write(&victim, "someone else's file\n").expect("written");
+
+    // predictions.jsonl as a link: never appended through.
+    let predictions = root.join(PREDICTIONS_FILE);
+    std::fs::remove_file(&predictions).expect("removed");
+    std::os::unix::fs::symlink(&victim, &predictions).expect("linked");
+    let prediction = common::saved_prediction("other", "Liver: no tumor. Key slice: 3", None);
+    let error = workspace
+        .append_prediction(&prediction)
+        .expect_err("refused");
+    assert!(error.to_string().contains("is a symbolic link"), "{error}");
+
+    // review.sqlite as a link: never turned into a database, even by a listing.
+    let database = root.join(DATABASE_FILE);
+    std::fs::rename(&database, outside.join("review.sqlite")).expect("moved");
+    for journal in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{journal}", database.display()));
+    }
+    std::os::unix::fs::symlink(&victim, &database).expect("linked");
+    let listed = keyslice(&["workspace", "list", s(&root)]);
+    assert!(!listed.status.success());
+    assert!(
+        text(&listed.stderr).contains("is a symbolic link"),
+        "{}",
+        text(&listed.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("kept"),
+        "someone else's file\n"
+    );
+
+    // The lock file and an export folder as links: refused, nothing written where they point.
+    std::fs::remove_file(&database).expect("removed");
+    std::fs::rename(outside.join("review.sqlite"), &database).expect("back");
+    std::fs::remove_file(&predictions).expect("removed");
+    let lock = root.join(keyslice::review::workspace::LOCK_FILE);
+    let _ = std::fs::remove_file(&lock);
+    std::os::unix::fs::symlink(&victim, &lock).expect("linked");
+    let error =
+        keyslice::review::workspace::WorkspaceLock::acquire(&root, || {}).expect_err("refused");
+    assert!(error.to_string().contains("is a symbolic link"), "{error}");
+    std::fs::remove_file(&lock).expect("removed");
+    let target = outside.join("export-target");
+    std::fs::create_dir(&target).expect("made");
+    let out = folder.path().join("out-link");
+    std::os::unix::fs::symlink(&target, &out).expect("linked");
+    let exported = export(&root, &out);
+    assert!(!exported.status.success());
+    assert!(
+        text(&exported.stderr).contains("is a symbolic link"),
+        "{}",
+        text(&exported.stderr)
+    );
+    assert_eq!(std::fs::read_dir(&target).expect("listed").count(), 0);
+    assert_eq!(
+        std::fs::read_dir(&outside).expect("listed").count(),
+        2,
+        "no lock beside it"
+    );
+}

@@ -34,6 +34,15 @@ impl Pseudonyms {
         if let Some(secret) = read_secret(&path)? {
             return Ok(Self { secret });
         }
+        if keyslice_io::atomic::unwritable(root) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ReadOnlyFilesystem,
+                format!(
+                    "{} is read-only and holds no export secret yet (its pseudonyms are made from it): make the folder writable for its first export",
+                    root.display()
+                ),
+            ));
+        }
         let mut random = [0u8; 32];
         std::fs::File::open("/dev/urandom")
             .and_then(|mut file| file.read_exact(&mut random))

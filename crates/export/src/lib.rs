@@ -272,6 +272,8 @@ pub fn export_workspace(
     options: &ExportOptions,
     out: &Path,
 ) -> Result<ExportSummary, ExportError> {
+    // The folder itself, never where a link in its place points.
+    keyslice_io::atomic::refuse_link(out).map_err(io_error(out))?;
     let out = &resolved_out(out)?;
     let root = match &options.frames_root {
         Some(root) if root.is_absolute() => root.clone(),

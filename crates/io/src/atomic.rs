@@ -15,11 +15,78 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// needed and never truncating it (its bytes are nobody's data; the lock is the point). The
 /// lock goes with the process, so a killed holder leaves the file unlocked.
 pub fn open_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
+    open_no_follow(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true),
+        path,
+    )
+}
+
+/// Opens `path` with `options`, never through a symbolic link at `path` itself (a link in a
+/// folder above is followed: that is where the user keeps their data). A link there is
+/// refused with an error naming it: a workspace's files are its own, and a link planted in
+/// their place would make Keyslice write wherever it points.
+pub fn open_no_follow(
+    options: &mut std::fs::OpenOptions,
+    path: &Path,
+) -> std::io::Result<std::fs::File> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.custom_flags(libc::O_NOFOLLOW);
+        options.open(path).map_err(|error| {
+            if error.raw_os_error() == Some(libc::ELOOP) {
+                link_refused(path)
+            } else {
+                error
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        refuse_link(path)?;
+        options.open(path)
+    }
+}
+
+/// Whether `path` (a file or folder) has no write permission for anyone: made read-only by
+/// its owner. Read from the permission bits, which say what the owner meant even to an
+/// administrator, whom the operating system would let write anyway.
+#[must_use]
+pub fn unwritable(path: &Path) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        meta.permissions().mode() & 0o222 == 0
+    }
+    #[cfg(not(unix))]
+    {
+        meta.permissions().readonly()
+    }
+}
+
+/// An error when `path` itself is a symbolic link (see [`open_no_follow`]); `Ok` when it is
+/// anything else or does not exist.
+pub fn refuse_link(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(link_refused(path)),
+        _ => Ok(()),
+    }
+}
+
+fn link_refused(path: &Path) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "{} is a symbolic link; Keyslice writes only the file itself, never where a link points: replace the link with the file it points to",
+            path.display()
+        ),
+    )
 }
 
 /// Distinguishes temporary names of concurrent writes within one process.

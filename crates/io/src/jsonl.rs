@@ -8,11 +8,13 @@ use std::path::Path;
 
 /// Appends `line` (without its newline) to `path`, creating the file; synced to disk.
 pub fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .open(path)?;
+    let mut file = crate::atomic::open_no_follow(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true),
+        path,
+    )?;
     // Only the last byte tells whether an earlier run tore its line.
     let ends_cleanly = matches!(last_byte(&mut file)?, None | Some(b'\n'));
     let mut bytes = Vec::with_capacity(line.len() + 2);

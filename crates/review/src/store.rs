@@ -48,6 +48,15 @@ pub enum StoreError {
     /// A value does not fit its field.
     #[error("{0}")]
     Invalid(String),
+    /// The workspace is read-only (its folder or database may not be written): it is opened
+    /// to browse and export, and a change is refused.
+    #[error(
+        "{path}: the workspace is read-only; it can be browsed and exported, but no review can be saved in it"
+    )]
+    ReadOnly {
+        /// The database file.
+        path: PathBuf,
+    },
 }
 
 impl StoreError {
@@ -64,6 +73,10 @@ impl StoreError {
                 "restore review.sqlite from a backup, or move it aside to start the review afresh"
             }
             Self::Invalid(_) => "this is a bug in the caller; the database was not changed",
+            Self::ReadOnly { .. } => {
+                "to review, copy the workspace folder somewhere you may write (or make it writable); \
+                 to export, give --out a folder elsewhere. Nothing in it was changed"
+            }
         }
     }
 }
@@ -166,6 +179,8 @@ pub struct CaseState {
 pub struct ReviewStore {
     connection: Connection,
     path: PathBuf,
+    /// Opened read-only: every change is refused with [`StoreError::ReadOnly`].
+    read_only: bool,
 }
 
 const SCHEMA_V1: &str = "
@@ -218,6 +233,22 @@ impl ReviewStore {
             path: path.to_path_buf(),
             detail: error.to_string(),
         };
+        // A link in the database's place (or its journal's) would turn whatever it points to
+        // into a database.
+        for file in [
+            path.to_path_buf(),
+            sibling(path, "-wal"),
+            sibling(path, "-shm"),
+            sibling(path, "-journal"),
+        ] {
+            keyslice_io::atomic::refuse_link(&file).map_err(|error| StoreError::Sqlite {
+                path: file.clone(),
+                detail: error.to_string(),
+            })?;
+        }
+        if let Some(folder_too) = read_only_place(path) {
+            return Self::open_read_only(path, folder_too);
+        }
         let mut connection = Connection::open(path).map_err(sqlite)?;
         connection
             .busy_timeout(Duration::from_secs(10))
@@ -233,9 +264,14 @@ impl ReviewStore {
                 found: version,
             });
         }
-        connection
-            .pragma_update(None, "journal_mode", "WAL")
-            .map_err(sqlite)?;
+        if let Err(error) = connection.pragma_update(None, "journal_mode", "WAL") {
+            // A file system that refuses writes (a read-only mount, a locked share).
+            if is_read_only_error(&error) {
+                drop(connection);
+                return Self::open_read_only(path, true);
+            }
+            return Err(sqlite(error));
+        }
         connection
             .pragma_update(None, "synchronous", "FULL")
             .map_err(sqlite)?;
@@ -266,7 +302,62 @@ impl ReviewStore {
         Ok(Self {
             connection,
             path: path.to_path_buf(),
+            read_only: false,
         })
+    }
+
+    /// Opens the database at `path` to read only: SQLite writes nothing, and with
+    /// `folder_too` (no `-shm` file can be made beside it) reads it as immutable. A database
+    /// that is not there, or whose schema would need upgrading, is refused as read-only.
+    fn open_read_only(path: &Path, folder_too: bool) -> Result<Self, StoreError> {
+        use rusqlite::OpenFlags;
+        let read_only = || StoreError::ReadOnly {
+            path: path.to_path_buf(),
+        };
+        if !path.is_file() {
+            return Err(read_only());
+        }
+        let damaged = |error: rusqlite::Error| StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail: error.to_string(),
+        };
+        // Immutable reading skips the write-ahead log: only when there is none to read (a
+        // killed process may have left changes there, which must not be missed).
+        let wal_holds_changes =
+            std::fs::metadata(sibling(path, "-wal")).is_ok_and(|meta| meta.len() > 0);
+        let connection = if folder_too && !wal_holds_changes {
+            let uri = format!("file:{}?immutable=1", uri_path(path));
+            Connection::open_with_flags(
+                uri,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+            )
+        } else {
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        }
+        .map_err(damaged)?;
+        let version: i32 = connection
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .map_err(damaged)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::Newer {
+                path: path.to_path_buf(),
+                found: version,
+            });
+        }
+        if version < SCHEMA_VERSION {
+            return Err(read_only());
+        }
+        Ok(Self {
+            connection,
+            path: path.to_path_buf(),
+            read_only: true,
+        })
+    }
+
+    /// Whether this database was opened read-only (see [`StoreError::ReadOnly`]).
+    #[must_use]
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     #[expect(
@@ -274,6 +365,11 @@ impl ReviewStore {
         reason = "used as `map_err(|e| self.error(e))`"
     )]
     fn error(&self, error: rusqlite::Error) -> StoreError {
+        if self.read_only || is_read_only_error(&error) {
+            return StoreError::ReadOnly {
+                path: self.path.clone(),
+            };
+        }
         StoreError::Sqlite {
             path: self.path.clone(),
             detail: error.to_string(),
@@ -564,4 +660,44 @@ pub fn now_rfc3339() -> String {
         rest % 60,
         since.subsec_millis()
     )
+}
+
+/// `path` with `suffix` added to its file name (`review.sqlite-wal`).
+fn sibling(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    std::path::PathBuf::from(name)
+}
+
+/// Whether SQLite refused a write because the file or its folder is read-only.
+fn is_read_only_error(error: &rusqlite::Error) -> bool {
+    matches!(error, rusqlite::Error::SqliteFailure(failure, _)
+        if failure.code == rusqlite::ErrorCode::ReadOnly)
+}
+
+/// `Some(folder_too)` when the database at `path` is to be opened read-only (see
+/// [`keyslice_io::atomic::unwritable`]): its folder is (then `folder_too`), or the file is.
+fn read_only_place(path: &Path) -> Option<bool> {
+    let folder = path
+        .parent()
+        .filter(|folder| !folder.as_os_str().is_empty());
+    if folder.is_some_and(keyslice_io::atomic::unwritable) {
+        return Some(true);
+    }
+    keyslice_io::atomic::unwritable(path).then_some(false)
+}
+
+/// `path` for an SQLite `file:` URI: `%`, `?` and `#` escaped.
+fn uri_path(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '?' => out.push_str("%3f"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    out
 }
