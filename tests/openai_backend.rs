@@ -395,6 +395,61 @@ fn an_answer_of_megabytes_is_cut_to_bounds_with_the_cut_said() {
 }
 
 #[test]
+fn a_series_with_burned_in_text_is_never_sent_unless_allowed() {
+    use dicom_core::{DataElement, PrimitiveValue, VR};
+    let folder = tempfile::tempdir().expect("temp dir");
+    let ct = phantoms(folder.path(), 1)[0].to_string_lossy().to_string();
+    let series = folder.path().join("series");
+    let converted = keyslice(
+        &["convert", &ct, series.to_str().expect("utf-8"), "--dicom"],
+        &[],
+    );
+    assert!(converted.status.success(), "{}", text(&converted.stderr));
+    // One slice of the series has text drawn into it, and says so.
+    let slice = series.join("slice_0003.dcm");
+    let mut object = dicom_object::open_file(&slice).expect("a slice");
+    object.put(DataElement::new(
+        dicom_dictionary_std::tags::BURNED_IN_ANNOTATION,
+        VR::CS,
+        PrimitiveValue::from("YES"),
+    ));
+    object.write_to_file(&slice).expect("written");
+    let server = Server::start(good_model());
+    let analyze = |more: &[&str]| {
+        let mut args = vec![
+            "analyze",
+            series.to_str().expect("utf-8"),
+            "--backend",
+            "openai",
+            "--url",
+            &server.url,
+            "--model",
+            "m",
+            "--frames",
+            "4",
+            "--json",
+        ];
+        args.extend_from_slice(more);
+        keyslice(&args, &[])
+    };
+    let refused = analyze(&[]);
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("Burned In Annotation (0028,0301) YES"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--allow-burned-in"), "{stderr}");
+    assert!(server.seen().is_empty(), "nothing was sent");
+    let allowed = analyze(&["--allow-burned-in"]);
+    assert!(allowed.status.success(), "{}", text(&allowed.stderr));
+    assert!(!server.seen().is_empty());
+    // The model on this machine reads it: nothing leaves.
+    let local = keyslice(&["analyze", series.to_str().expect("utf-8"), "--json"], &[]);
+    assert!(local.status.success(), "{}", text(&local.stderr));
+}
+
+#[test]
 fn redirects_are_refused_and_a_servers_wait_is_kept() {
     let folder = tempfile::tempdir().expect("temp dir");
     let ct = phantoms(folder.path(), 1)[0].to_string_lossy().to_string();

@@ -78,6 +78,11 @@ pub struct BackendArgs {
     /// doubling; 0–20).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub retries: u32,
+    /// With `openai`: send a series whose header says Burned In Annotation YES (text drawn
+    /// into its pixels: a name, a date, an instruction) all the same; without it such a
+    /// series is refused before anything is sent.
+    #[arg(long)]
+    pub allow_burned_in: bool,
     /// With `openai`/`qwen3vl`: the diagnosis prompt file (default: `prompts/diagnose.txt`, compiled in).
     #[arg(long)]
     pub diagnose_prompt: Option<PathBuf>,
@@ -222,6 +227,7 @@ impl BackendArgs {
         let mut client = OpenAiClient::new(url, model, api_key);
         client.timeout = Duration::from_secs(self.timeout_secs.max(1));
         client.retries = self.retries;
+        client.allow_burned_in = self.allow_burned_in;
         let media = match self.media {
             MediaArg::Auto => Media::Auto,
             MediaArg::Video => Media::Video,

@@ -78,6 +78,9 @@ impl InferError {
             }
             Self::Run { .. } => "rerun with KEYSLICE_LOG=debug and report the message",
             Self::Volume(_) => "check that the input is a CT volume (info shows its geometry)",
+            Self::NotAnalysable(detail) if detail.contains("Burned In Annotation") => {
+                "analyse it with the embedded model (nothing leaves this machine), or, if the text in its pixels may go to that server, add --allow-burned-in"
+            }
             Self::NotAnalysable(_) => {
                 "open an abdominal CT series (keyslice info lists the series of a folder; pick one with --series)"
             }

@@ -54,6 +54,9 @@ pub struct OpenAiClient {
     pub backoff: Duration,
     /// `max_tokens` of each answer.
     pub max_tokens: u32,
+    /// Send images of a series marked Burned In Annotation `YES` (text drawn into its
+    /// pixels) all the same: by default such a series is refused before anything is sent.
+    pub allow_burned_in: bool,
 }
 
 impl std::fmt::Debug for OpenAiClient {
@@ -83,11 +86,25 @@ impl OpenAiClient {
             retries: 4,
             backoff: Duration::from_millis(500),
             max_tokens: 1024,
+            allow_burned_in: false,
         }
     }
 
     /// A failure of this server, its text with every secret hidden: the key and password in
     /// use, and any credential a server echoes.
+    /// Refuses `volume` when its pixels carry burned-in text and that was not allowed: what
+    /// is drawn into them (a name, a date, an instruction to the model) would leave the
+    /// machine. Checked before a request is made.
+    pub fn check_burned_in(&self, volume: &Volume) -> Result<(), InferError> {
+        if volume.info().burned_in_annotation && !self.allow_burned_in {
+            return Err(InferError::NotAnalysable(format!(
+                "the series says Burned In Annotation (0028,0301) YES: text is drawn into its pixels, and nothing of it is sent to the model server at {} without --allow-burned-in",
+                self.url
+            )));
+        }
+        Ok(())
+    }
+
     pub(crate) fn error(&self, detail: impl Into<String>) -> InferError {
         let mut secrets = self.server.secrets();
         secrets.extend(self.api_key.iter().cloned());
@@ -422,6 +439,7 @@ impl Diagnoser for OpenAiDiagnoser {
     }
 
     fn diagnose(&self, volume: &Volume) -> Result<Diagnosis, InferError> {
+        self.client.check_burned_in(volume)?;
         let diagnosis = |report, input| Diagnosis {
             report,
             key_slice: None,
@@ -481,6 +499,16 @@ impl Verifier for OpenAiVerifier {
             id: self.client.model.clone(),
             version: format!("openai {}", self.client.url),
         }
+    }
+
+    fn describe_claim(
+        &self,
+        volume: &Volume,
+        index: u32,
+        slice_box: Option<&keyslice_core::findings::SliceBox>,
+    ) -> Result<String, InferError> {
+        self.client.check_burned_in(volume)?;
+        crate::describe_key_slice(self, volume, index, slice_box)
     }
 
     fn describe(&self, slice: &KeySliceImage) -> Result<String, InferError> {

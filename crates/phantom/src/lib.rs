@@ -307,6 +307,7 @@ pub fn generate(seed: u64, index: u32, options: PhantomOptions) -> PhantomCase {
         series_description: "Keyslice synthetic phantom (not patient data)".into(),
         display_inverted: false,
         body_part: "ABDOMEN".into(),
+        burned_in_annotation: false,
         patient: None,
     };
     // The parts are built to agree: the voxel count is the product of dims, axes orthogonal.

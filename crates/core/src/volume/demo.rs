@@ -70,6 +70,7 @@ pub fn demo_abdomen() -> Volume {
         series_description: "Synthetic demo abdomen (not patient data)".into(),
         display_inverted: false,
         body_part: "ABDOMEN".into(),
+        burned_in_annotation: false,
         patient: None,
     };
     // The parts are built to agree: dims match the voxel count and the axes are orthogonal.

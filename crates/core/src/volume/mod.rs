@@ -103,6 +103,11 @@ pub struct VolumeInfo {
     /// user's machine only: never exported, never part of a case id.
     #[serde(default)]
     pub patient: Option<PatientIdentity>,
+    /// Whether a slice of the series says Burned In Annotation (0028,0301) `YES`: text (a
+    /// name, a date, an instruction) is drawn into its pixels, so its images are never sent
+    /// to a model server unless the user allows it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub burned_in_annotation: bool,
 }
 
 /// The patient and study a DICOM series belongs to, as its header gives them (empty when

@@ -56,6 +56,8 @@ pub(crate) struct FileHeader {
     pub series_description: String,
     pub series_number: Option<i64>,
     pub body_part: String,
+    /// Burned In Annotation (0028,0301) is `YES`.
+    pub burned_in_annotation: bool,
     pub image_type: Vec<String>,
     pub rows: u32,
     pub columns: u32,
@@ -295,6 +297,7 @@ fn file_header(
         series_description: text(tags::SERIES_DESCRIPTION),
         series_number: integer(object, tags::SERIES_NUMBER),
         body_part: text(tags::BODY_PART_EXAMINED),
+        burned_in_annotation: text(tags::BURNED_IN_ANNOTATION).eq_ignore_ascii_case("YES"),
         image_type: strings(object, tags::IMAGE_TYPE),
         rows: rows as u32,
         columns: columns as u32,

@@ -681,6 +681,7 @@ fn assemble(
         series_description: first_file.series_description.clone(),
         display_inverted: first_file.photometric.eq_ignore_ascii_case("MONOCHROME1"),
         body_part: first_file.body_part.clone(),
+        burned_in_annotation: files.iter().any(|file| file.burned_in_annotation),
         patient: Some(keyslice_core::volume::PatientIdentity {
             name: first_file.patient_name.clone(),
             id: first_file.patient_id.clone(),
