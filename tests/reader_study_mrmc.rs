@@ -159,18 +159,34 @@ fn bad_files_say_which_line_and_what_is_wrong() {
     .expect("reads");
     let error = ustat_table(&one).expect_err("one reader").to_string();
     assert!(error.contains("at least two"), "{error}");
-    // A file claiming more cases than one analysis holds is refused before anything is
-    // allocated for them.
+    // A study of more case pairs than any matrix would hold (5,001 × 5,001, both readers
+    // reading everything) is analysed in memory linear in the cases.
     let mut huge = String::from("BEGIN DATA:\n");
     huge.extend((0..5_001).map(|k| format!("truth,n{k},truth,0\ntruth,p{k},truth,1\n")));
-    huge.push_str("r1,n0,A,0.1\nr2,p0,A,0.9\n");
-    let error = ustat_table(&parse_imrmc(&huge).expect("parses"))
-        .expect_err("too large")
-        .to_string();
-    assert!(
-        error.contains("5001 cases without and 5001 with"),
-        "{error}"
-    );
+    for reader in ["r1", "r2"] {
+        huge.extend((0..5_001).map(|k| {
+            let score = f64::from(k % 100) / 100.0;
+            format!(
+                "{reader},n{k},A,{score}\n{reader},p{k},A,{}\n",
+                score + 0.995
+            )
+        }));
+    }
+    let rows = ustat_table(&parse_imrmc(&huge).expect("parses")).expect("analysed");
+    let csv = to_csv(&rows);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    let row: Vec<&str> = lines.next().expect("a row").split(',').collect();
+    let column = |name: &str| {
+        let at = header
+            .iter()
+            .position(|column| column.trim_matches('"') == name)
+            .expect("a column");
+        row[at].parse::<f64>().expect("a number")
+    };
+    // Every positive scored above every negative by both readers.
+    assert!((column("AUCA") - 1.0).abs() < 1e-12, "{csv}");
+    assert!(column("varAUCA").abs() < 1e-12, "{csv}");
 }
 
 /// A standard normal draw from `rng` (Box–Muller).

@@ -526,12 +526,14 @@ impl Study {
         // A line is a read of this study only if it names this reader, one of its cases and
         // one of its arms: a line torn by a kill, damaged or written by anything else is left
         // out, and no name in it ever reaches a table, a document or a path.
+        let cases: std::collections::HashSet<&str> =
+            self.definition.cases.iter().map(String::as_str).collect();
         Ok(text
             .lines()
             .filter_map(|line| serde_json::from_str::<Read>(line).ok())
             .filter(|read| {
                 read.reader == reader
-                    && self.definition.cases.contains(&read.case)
+                    && cases.contains(read.case.as_str())
                     && self.definition.arms.iter().any(|arm| arm.name == read.arm)
             })
             .collect())
@@ -543,11 +545,13 @@ impl Study {
         let reads = self.reads(reader)?;
         // An item is done when a read of it was kept: a line damaged on disk sends the reader
         // back to that item only, never shifts the rest.
+        let read_items: std::collections::HashSet<(&str, &str, usize)> = reads
+            .iter()
+            .map(|read| (read.case.as_str(), read.arm.as_str(), read.session))
+            .collect();
         let is_read = |item: &Item| {
             let arm = &self.definition.arms[item.arm].name;
-            reads.iter().any(|read| {
-                read.case == item.case && &read.arm == arm && read.session == item.session
-            })
+            read_items.contains(&(item.case.as_str(), arm.as_str(), item.session))
         };
         let done = schedule.iter().filter(|item| is_read(item)).count();
         let Some(item) = schedule.iter().find(|item| !is_read(item)).cloned() else {
@@ -614,48 +618,43 @@ impl Study {
     /// Every reader's reads as MRMC reads: one unit per (case, organ) whose truth is known,
     /// the confidence of a tumor as the score, the arm as the modality.
     pub fn mrmc_reads(&self, truth: &BTreeMap<String, Findings>) -> Result<Reads, StudyError> {
-        let mut units = Vec::new();
-        let mut rows = Vec::new();
-        let mut all = Vec::new();
-        for reader in &self.definition.readers {
-            all.extend(self.reads(reader)?);
-        }
+        let definition_error = |error: keyslice_core::mrmc::MrmcError| StudyError::Definition {
+            path: self.dir.join(STUDY_FILE),
+            reason: error.to_string(),
+        };
+        let mut reads = Reads::default();
         for case in &self.definition.cases {
             let Some(findings) = truth.get(case) else {
                 continue;
             };
             for organ in Organ::ALL {
-                units.push((
-                    format!("{case}/{}", organ.key()),
-                    findings.states_tumor(organ),
-                ));
+                reads
+                    .add_truth(
+                        &format!("{case}/{}", organ.key()),
+                        findings.states_tumor(organ),
+                    )
+                    .map_err(definition_error)?;
             }
         }
-        for read in &all {
-            for (organ, call) in &read.calls {
-                let unit = format!("{}/{}", read.case, organ.key());
-                if units.iter().any(|(name, _)| *name == unit) {
-                    rows.push((
-                        read.reader.clone(),
-                        unit,
-                        read.arm.clone(),
-                        f64::from(call.confidence),
-                    ));
+        // A reader at a time: memory holds one reader's reads, never every reader's.
+        for reader in &self.definition.readers {
+            for read in self.reads(reader)? {
+                if !truth.contains_key(&read.case) {
+                    continue;
+                }
+                for (organ, call) in &read.calls {
+                    reads
+                        .add_score(
+                            &read.reader,
+                            &format!("{}/{}", read.case, organ.key()),
+                            &read.arm,
+                            f64::from(call.confidence),
+                        )
+                        .map_err(definition_error)?;
                 }
             }
         }
-        Reads::from_rows(
-            units
-                .iter()
-                .map(|(name, positive)| (name.as_str(), *positive)),
-            rows.iter().map(|(reader, unit, arm, score)| {
-                (reader.as_str(), unit.as_str(), arm.as_str(), *score)
-            }),
-        )
-        .map_err(|error| StudyError::Definition {
-            path: self.dir.join(STUDY_FILE),
-            reason: error.to_string(),
-        })
+        Ok(reads)
     }
 }
 
@@ -812,15 +811,39 @@ impl Study {
             let threshold = skill / 2.0;
             // A simulation that was stopped resumes: the items already read are kept.
             let done = self.reads(reader)?;
-            if done.iter().any(|read| !read.simulated) && !named.contains(reader) {
+            let by_a_person = done.iter().any(|read| !read.simulated);
+            if by_a_person && !named.contains(reader) {
                 simulation.left_alone.push(reader.clone());
                 continue;
             }
+            let read_items: std::collections::HashSet<(&str, &str, usize)> = done
+                .iter()
+                .map(|read| (read.case.as_str(), read.arm.as_str(), read.session))
+                .collect();
+            // The reads go in schedule order, as `record` takes them, written a block at a
+            // time (one synced write each): time and memory linear in the reads. A reader a
+            // person has read for goes through `record`, which keeps their washout.
+            let path = self.reads_path(reader)?;
+            let mut pending: Vec<String> = Vec::new();
+            // Blocks grow from one read to [`SIMULATED_BLOCK`]: a small study is saved read
+            // by read, a large one in a few thousand writes.
+            let mut block = 1;
+            let flush = |pending: &mut Vec<String>| -> Result<(), StudyError> {
+                if pending.is_empty() {
+                    return Ok(());
+                }
+                keyslice_io::jsonl::append_line(&path, &pending.join("\n")).map_err(|source| {
+                    StudyError::Io {
+                        path: path.clone(),
+                        source,
+                    }
+                })?;
+                pending.clear();
+                Ok(())
+            };
             for item in self.definition.schedule(reader) {
                 let arm = &self.definition.arms[item.arm];
-                if done.iter().any(|read| {
-                    read.case == item.case && read.arm == arm.name && read.session == item.session
-                }) {
+                if read_items.contains(&(item.case.as_str(), arm.name.as_str(), item.session)) {
                     continue;
                 }
                 let result = ai.get(&item.case).cloned().unwrap_or_default();
@@ -899,13 +922,31 @@ impl Study {
                     at: rfc3339(now),
                     simulated: true,
                 };
-                self.record(&read, now)?;
+                if by_a_person {
+                    self.record(&read, now)?;
+                } else {
+                    pending.push(
+                        serde_json::to_string(&read).map_err(|error| StudyError::Io {
+                            path: path.clone(),
+                            source: error.into(),
+                        })?,
+                    );
+                    if pending.len() >= block {
+                        flush(&mut pending)?;
+                        block = (block * 2).min(SIMULATED_BLOCK);
+                    }
+                }
                 simulation.recorded += 1;
             }
+            flush(&mut pending)?;
         }
         Ok(simulation)
     }
 }
+
+/// The most simulated reads written per synced write: a stopped simulation loses at most
+/// this many, and resumes after the last block written.
+const SIMULATED_BLOCK: usize = 1000;
 
 /// Seconds since the epoch of an RFC 3339 UTC time (`2026-12-06T13:51:17Z`); 0 if unreadable.
 fn seconds_of(text: &str) -> u64 {

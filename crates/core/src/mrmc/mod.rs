@@ -40,6 +40,8 @@ pub struct Reads {
     pub modalities: Vec<String>,
     /// Scores by (reader, case, modality) index; cases index negatives then positives.
     scores: BTreeMap<(usize, usize, usize), f64>,
+    /// Each case's truth and place among the negatives or the positives.
+    cases: std::collections::HashMap<String, (bool, usize)>,
 }
 
 /// What is wrong with a reads file.
@@ -64,39 +66,33 @@ pub enum MrmcError {
     /// Too little to analyse.
     #[error("{0}")]
     TooFew(String),
-    /// More than the analysis holds in memory.
-    #[error(
-        "{negatives} cases without and {positives} with the condition: more than the {MAX_PAIRS} pairs of cases one analysis holds"
-    )]
-    TooLarge {
-        /// Cases without the condition.
-        negatives: usize,
-        /// Cases with it.
-        positives: usize,
-    },
 }
 
 impl Reads {
     /// Adds the truth of a case (`true`: it has the condition). A case's truth is set once.
     fn set_truth(&mut self, case: &str, positive: bool) -> Result<(), String> {
-        if self.negatives.iter().any(|c| c == case) || self.positives.iter().any(|c| c == case) {
+        if self.cases.contains_key(case) {
             return Err(format!("case `{case}` has two truth rows"));
         }
-        if positive {
+        let place = if positive {
             self.positives.push(case.to_string());
+            self.positives.len() - 1
         } else {
             self.negatives.push(case.to_string());
-        }
+            self.negatives.len() - 1
+        };
+        self.cases.insert(case.to_string(), (positive, place));
         Ok(())
     }
 
     /// The index of `case` (negatives first, then positives).
     fn case_index(&self, case: &str) -> Option<usize> {
-        self.negatives.iter().position(|c| c == case).or_else(|| {
-            self.positives
-                .iter()
-                .position(|c| c == case)
-                .map(|k| k + self.negatives.len())
+        self.cases.get(case).map(|&(positive, place)| {
+            if positive {
+                place + self.negatives.len()
+            } else {
+                place
+            }
         })
     }
 
@@ -125,6 +121,37 @@ impl Reads {
         } else {
             &self.positives[case - self.negatives.len()]
         }
+    }
+
+    /// Adds the truth of `case` (`true`: it has the condition); a case's truth is given once.
+    pub fn add_truth(&mut self, case: &str, positive: bool) -> Result<(), MrmcError> {
+        check_name(case).map_err(|reason| MrmcError::Row { line: 0, reason })?;
+        self.set_truth(case, positive)
+            .map_err(|reason| MrmcError::Row { line: 0, reason })
+    }
+
+    /// Adds `reader`'s score of `case` (whose truth was given) in `modality`: reads added a
+    /// reader at a time, without a file's text or a table of rows in between.
+    pub fn add_score(
+        &mut self,
+        reader: &str,
+        case: &str,
+        modality: &str,
+        score: f64,
+    ) -> Result<(), MrmcError> {
+        let row = |reason: String| MrmcError::Row { line: 0, reason };
+        for name in [reader, modality] {
+            check_name(name).map_err(row)?;
+        }
+        if !score.is_finite() {
+            return Err(row(format!("the score `{score}` is not a number")));
+        }
+        let case = self
+            .case_index(case)
+            .ok_or_else(|| MrmcError::NoTruth(case.to_string()))?;
+        let reader = index_of(&mut self.readers, reader);
+        let modality = index_of(&mut self.modalities, modality);
+        self.set_score(reader, case, modality, score).map_err(row)
     }
 
     /// A study from reads given in code: `(reader, case, modality, score)` and each case's
@@ -250,6 +277,21 @@ pub fn parse_imrmc(text: &str) -> Result<Reads, MrmcError> {
     Ok(reads)
 }
 
+/// A reader, case or modality name as a reads file can hold it: not empty, no control
+/// character, no comma.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("an empty reader, case or modality".into());
+    }
+    if name.chars().any(char::is_control) {
+        return Err("a control character in a reader, case or modality name".into());
+    }
+    if name.contains(',') {
+        return Err(format!("the name `{name}` holds a comma, which a reads file cannot"));
+    }
+    Ok(())
+}
+
 fn index_of(names: &mut Vec<String>, name: &str) -> usize {
     names.iter().position(|n| n == name).unwrap_or_else(|| {
         names.push(name.to_string());
@@ -339,9 +381,10 @@ fn modality_rows(reads: &Reads) -> Vec<(usize, Option<usize>)> {
 pub fn ustat_table(reads: &Reads) -> Result<Vec<UstatRow>, MrmcError> {
     check_enough(reads)?;
     let all: Vec<usize> = (0..reads.readers.len()).collect();
+    let mut cache = ustat::Cache::new(reads);
     Ok(modality_rows(reads)
         .into_iter()
-        .map(|(a, b)| ustat_row(reads, &all, a, b))
+        .map(|(a, b)| ustat_row(&mut cache, &all, a, b))
         .collect())
 }
 
@@ -367,10 +410,11 @@ pub fn reader_table(reads: &Reads) -> Result<Vec<ReaderRow>, MrmcError> {
     check_cases(reads)?;
     let readers = sorted(&reads.readers);
     let mut rows = Vec::new();
+    let mut cache = ustat::Cache::new(reads);
     for (a, b) in modality_rows(reads) {
         for &reader in &readers {
             let one = [reader];
-            let stats = ustat::analyse(reads, &one, a, b);
+            let stats = ustat::analyse(&mut cache, &one, a, b);
             // As iMRMC: the cases this reader read (in both modalities, for a pair).
             let (n0, n1) = read_counts(reads, reader, a, b);
             rows.push(ReaderRow {
@@ -402,17 +446,7 @@ fn check_enough(reads: &Reads) -> Result<(), MrmcError> {
     Ok(())
 }
 
-/// The most (negative, positive) pairs of cases analysed: each modality pair keeps a few
-/// matrices of this many values.
-pub const MAX_PAIRS: usize = 25_000_000;
-
 fn check_cases(reads: &Reads) -> Result<(), MrmcError> {
-    if reads.negatives.len().saturating_mul(reads.positives.len()) > MAX_PAIRS {
-        return Err(MrmcError::TooLarge {
-            negatives: reads.negatives.len(),
-            positives: reads.positives.len(),
-        });
-    }
     if reads.negatives.len() < 2 || reads.positives.len() < 2 {
         return Err(MrmcError::TooFew(format!(
             "{} case(s) without and {} with the condition: at least two of each are needed for a variance",
@@ -426,8 +460,14 @@ fn check_cases(reads: &Reads) -> Result<(), MrmcError> {
     Ok(())
 }
 
-fn ustat_row(reads: &Reads, readers: &[usize], a: usize, b: Option<usize>) -> UstatRow {
-    let stats = ustat::analyse(reads, readers, a, b);
+fn ustat_row(
+    cache: &mut ustat::Cache<'_>,
+    readers: &[usize],
+    a: usize,
+    b: Option<usize>,
+) -> UstatRow {
+    let reads = cache.reads();
+    let stats = ustat::analyse(cache, readers, a, b);
     let (estimate, variance, null) = match (stats.auc_b, stats.var_difference) {
         (Some(auc_b), Some(var_difference)) => (stats.auc_a - auc_b, var_difference, 0.0),
         _ => (stats.auc_a, stats.var_a, 0.5),

@@ -105,59 +105,159 @@ fn bck_of(m: &[f64; 8]) -> [f64; 7] {
 }
 
 /// One reader's scores in one modality: negatives then positives, `None` where not read.
-fn scores(reads: &Reads, reader: usize, modality: usize) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
-    let n0 = reads.negatives.len();
-    let negatives = (0..n0).map(|i| reads.score(reader, i, modality)).collect();
-    let positives = (0..reads.positives.len())
-        .map(|j| reads.score(reader, n0 + j, modality))
-        .collect();
-    (negatives, positives)
+struct Scores {
+    negatives: Vec<Option<f64>>,
+    positives: Vec<Option<f64>>,
 }
 
-/// A reader's `d·s` and `d` matrices (negatives × positives, row-major) in one modality.
-fn kernel(negatives: &[Option<f64>], positives: &[Option<f64>]) -> (Vec<f64>, Vec<f64>) {
-    let mut success = Vec::with_capacity(negatives.len() * positives.len());
-    let mut design = Vec::with_capacity(negatives.len() * positives.len());
-    for negative in negatives {
-        for positive in positives {
-            if let (Some(negative), Some(positive)) = (negative, positive) {
-                design.push(1.0);
-                success.push(match positive.partial_cmp(negative) {
-                    Some(std::cmp::Ordering::Greater) => 1.0,
-                    Some(std::cmp::Ordering::Equal) => 0.5,
-                    _ => 0.0,
-                });
-            } else {
-                design.push(0.0);
-                success.push(0.0);
-            }
+fn scores(reads: &Reads, reader: usize, modality: usize) -> Scores {
+    let n0 = reads.negatives.len();
+    Scores {
+        negatives: (0..n0).map(|i| reads.score(reader, i, modality)).collect(),
+        positives: (0..reads.positives.len())
+            .map(|j| reads.score(reader, n0 + j, modality))
+            .collect(),
+    }
+}
+
+/// What the analyses of one study share: each reading's scores and margins, and each pair of
+/// readings' products, computed once however many tables and modality pairs use them.
+pub(super) struct Cache<'a> {
+    reads: &'a Reads,
+    readings: std::collections::HashMap<(usize, usize), std::rc::Rc<Reading>>,
+    products: std::collections::HashMap<[(usize, usize); 2], (f64, f64)>,
+}
+
+/// One reader's scores in one modality, with their margins.
+struct Reading {
+    scores: Scores,
+    success: Margins,
+    design: Margins,
+}
+
+impl<'a> Cache<'a> {
+    /// The reads analysed.
+    pub(super) fn reads(&self) -> &'a Reads {
+        self.reads
+    }
+
+    pub(super) fn new(reads: &'a Reads) -> Self {
+        Self {
+            reads,
+            readings: std::collections::HashMap::new(),
+            products: std::collections::HashMap::new(),
         }
     }
-    (success, design)
+
+    fn reading(&mut self, reader: usize, modality: usize) -> std::rc::Rc<Reading> {
+        let reads = self.reads;
+        std::rc::Rc::clone(self.readings.entry((reader, modality)).or_insert_with(|| {
+            let scores = scores(reads, reader, modality);
+            std::rc::Rc::new(Reading {
+                success: Margins::success(&scores),
+                design: Margins::design(&scores),
+                scores,
+            })
+        }))
+    }
+
+    /// `(Σ s_A s_B, Σ d_A d_B)` of reader `r` in `a` and reader `q` in `b` (symmetric).
+    fn product(&mut self, (r, a): (usize, usize), (q, b): (usize, usize)) -> (f64, f64) {
+        let key = if (r, a) <= (q, b) {
+            [(r, a), (q, b)]
+        } else {
+            [(q, b), (r, a)]
+        };
+        if let Some(&known) = self.products.get(&key) {
+            return known;
+        }
+        let (first, second) = (self.reading(r, a), self.reading(q, b));
+        let product = (
+            success_product(&first.scores, &second.scores),
+            design_product(&first.scores, &second.scores),
+        );
+        self.products.insert(key, product);
+        product
+    }
 }
 
-/// Sums over a negatives × positives matrix: over negatives for each positive (columns),
-/// over positives for each negative (rows), and in all.
+/// Sums of one reader's `d·s` (or `d`) matrix, negatives × positives, without the matrix:
+/// over negatives for each positive (columns), over positives for each negative (rows), and
+/// in all. Memory is linear in the cases, never their product.
 struct Margins {
     columns: Vec<f64>,
     rows: Vec<f64>,
     total: f64,
 }
 
-fn margins(matrix: &[f64], n0: usize, n1: usize) -> Margins {
-    let mut columns = vec![0.0; n1];
-    let mut rows = vec![0.0; n0];
-    for i in 0..n0 {
-        for j in 0..n1 {
-            let value = matrix[i * n1 + j];
-            columns[j] += value;
-            rows[i] += value;
+impl Margins {
+    fn zero(n0: usize, n1: usize) -> Self {
+        Self {
+            columns: vec![0.0; n1],
+            rows: vec![0.0; n0],
+            total: 0.0,
         }
     }
-    Margins {
-        total: rows.iter().sum(),
-        columns,
-        rows,
+
+    /// The margins of `s`: a positive's column sums ½ for each read negative it ties and 1
+    /// for each it is above; a negative's row, the same from the other side. By sorting:
+    /// O(N log N).
+    fn success(scores: &Scores) -> Self {
+        let mut negatives: Vec<f64> = scores.negatives.iter().flatten().copied().collect();
+        let mut positives: Vec<f64> = scores.positives.iter().flatten().copied().collect();
+        negatives.sort_by(f64::total_cmp);
+        positives.sort_by(f64::total_cmp);
+        // ½ (#{v < x} + #{v ≤ x}) among `sorted`: the kernel summed against x.
+        let half_ranks = |sorted: &[f64], x: f64| {
+            let below = sorted.partition_point(|v| *v < x);
+            let up_to = sorted.partition_point(|v| *v <= x);
+            0.5 * (below + up_to) as f64
+        };
+        let columns: Vec<f64> = scores
+            .positives
+            .iter()
+            .map(|y| y.map_or(0.0, |y| half_ranks(&negatives, y)))
+            .collect();
+        let rows: Vec<f64> = scores
+            .negatives
+            .iter()
+            .map(|x| {
+                x.map_or(0.0, |x| {
+                    // Positives above x, and half of those equal.
+                    positives.len() as f64 - half_ranks(&positives, x)
+                })
+            })
+            .collect();
+        Self {
+            total: columns.iter().sum(),
+            columns,
+            rows,
+        }
+    }
+
+    /// The margins of `d` (1 where both cases were read).
+    fn design(scores: &Scores) -> Self {
+        let read_negatives = scores.negatives.iter().flatten().count() as f64;
+        let read_positives = scores.positives.iter().flatten().count() as f64;
+        Self {
+            columns: scores
+                .positives
+                .iter()
+                .map(|y| if y.is_some() { read_negatives } else { 0.0 })
+                .collect(),
+            rows: scores
+                .negatives
+                .iter()
+                .map(|x| if x.is_some() { read_positives } else { 0.0 })
+                .collect(),
+            total: read_negatives * read_positives,
+        }
+    }
+
+    fn add(&mut self, other: &Self) {
+        add(&mut self.columns, &other.columns);
+        add(&mut self.rows, &other.rows);
+        self.total += other.total;
     }
 }
 
@@ -171,50 +271,105 @@ fn add(into: &mut [f64], from: &[f64]) {
     }
 }
 
-/// Sums over readers of one matrix kind (`d` or `d·s`) for A and for B.
-struct Totals {
-    matrix: [Vec<f64>; 2],
-    columns: [Vec<f64>; 2],
-    rows: [Vec<f64>; 2],
-    total: [f64; 2],
+/// `Σ_ij d_A(i, j) d_B(i, j)` of two readings (a reader's in A, a reader's in B): the pairs of
+/// a negative read in both and a positive read in both.
+fn design_product(a: &Scores, b: &Scores) -> f64 {
+    let both = |x: &[Option<f64>], y: &[Option<f64>]| {
+        x.iter()
+            .zip(y)
+            .filter(|(x, y)| x.is_some() && y.is_some())
+            .count() as f64
+    };
+    both(&a.negatives, &b.negatives) * both(&a.positives, &b.positives)
 }
 
-impl Totals {
-    fn new(n0: usize, n1: usize) -> Self {
+/// `Σ_ij s_A(i, j) s_B(i, j)` of two readings, over the pairs [`design_product`] counts,
+/// without the negatives × positives matrix: `s = (1[y > x] + 1[y ≥ x]) / 2`, so the product
+/// is a quarter of four two-dimensional dominance counts (how many (negative, positive)
+/// pairs have the positive above, or not below, in both readings), each a sweep over one
+/// reading's scores with a Fenwick tree over the other's: O(N log N).
+fn success_product(a: &Scores, b: &Scores) -> f64 {
+    let pairs = |x: &[Option<f64>], y: &[Option<f64>]| -> Vec<(f64, f64)> {
+        x.iter()
+            .zip(y)
+            .filter_map(|(x, y)| Some(((*x)?, (*y)?)))
+            .collect()
+    };
+    let mut negatives = pairs(&a.negatives, &b.negatives);
+    let mut positives = pairs(&a.positives, &b.positives);
+    if negatives.is_empty() || positives.is_empty() {
+        return 0.0;
+    }
+    negatives.sort_by(|p, q| p.0.total_cmp(&q.0));
+    positives.sort_by(|p, q| p.0.total_cmp(&q.0));
+    let mut b_values: Vec<f64> = negatives.iter().map(|p| p.1).collect();
+    b_values.sort_by(f64::total_cmp);
+    b_values.dedup();
+    let rank = |value: f64| b_values.partition_point(|v| *v < value);
+    let negative_ranks: Vec<usize> = negatives.iter().map(|p| rank(p.1)).collect();
+    // For each positive: how many distinct negative B-values lie below it, and up to it.
+    let below: Vec<[usize; 2]> = positives
+        .iter()
+        .map(|p| {
+            [
+                b_values.partition_point(|v| *v < p.1),
+                b_values.partition_point(|v| *v <= p.1),
+            ]
+        })
+        .collect();
+    let mut counted: u64 = 0;
+    for strict_a in [true, false] {
+        for strict_b in [true, false] {
+            let mut tree = Fenwick::new(b_values.len());
+            let mut inserted = 0;
+            for (&(y_a, _), below) in positives.iter().zip(&below) {
+                while inserted < negatives.len()
+                    && if strict_a {
+                        negatives[inserted].0 < y_a
+                    } else {
+                        negatives[inserted].0 <= y_a
+                    }
+                {
+                    tree.add(negative_ranks[inserted]);
+                    inserted += 1;
+                }
+                counted += tree.prefix(below[usize::from(!strict_b)]);
+            }
+        }
+    }
+    counted as f64 / 4.0
+}
+
+/// A Fenwick (binary indexed) tree of counts.
+struct Fenwick {
+    counts: Vec<u64>,
+}
+
+impl Fenwick {
+    fn new(size: usize) -> Self {
         Self {
-            matrix: [vec![0.0; n0 * n1], vec![0.0; n0 * n1]],
-            columns: [vec![0.0; n1], vec![0.0; n1]],
-            rows: [vec![0.0; n0], vec![0.0; n0]],
-            total: [0.0; 2],
+            counts: vec![0; size + 1],
         }
     }
 
-    /// Adds one reader's A and B matrices; returns that reader's four within-reader sums.
-    fn add_reader(&mut self, a: &[f64], b: &[f64], n0: usize, n1: usize) -> [f64; 4] {
-        let (margin_a, margin_b) = (margins(a, n0, n1), margins(b, n0, n1));
-        let within = [
-            dot(a, b),
-            dot(&margin_a.columns, &margin_b.columns),
-            dot(&margin_a.rows, &margin_b.rows),
-            margin_a.total * margin_b.total,
-        ];
-        for (k, (matrix, margin)) in [(a, &margin_a), (b, &margin_b)].into_iter().enumerate() {
-            add(&mut self.matrix[k], matrix);
-            add(&mut self.columns[k], &margin.columns);
-            add(&mut self.rows[k], &margin.rows);
-            self.total[k] += margin.total;
+    /// Counts one at `index` (from 0).
+    fn add(&mut self, index: usize) {
+        let mut at = index + 1;
+        while at < self.counts.len() {
+            self.counts[at] += 1;
+            at += at & at.wrapping_neg();
         }
-        within
     }
 
-    /// The four across-reader sums.
-    fn across(&self) -> [f64; 4] {
-        [
-            dot(&self.matrix[0], &self.matrix[1]),
-            dot(&self.columns[0], &self.columns[1]),
-            dot(&self.rows[0], &self.rows[1]),
-            self.total[0] * self.total[1],
-        ]
+    /// The count at indices below `end`.
+    fn prefix(&self, end: usize) -> u64 {
+        let mut at = end;
+        let mut sum = 0;
+        while at > 0 {
+            sum += self.counts[at];
+            at -= at & at.wrapping_neg();
+        }
+        sum
     }
 }
 
@@ -233,26 +388,61 @@ fn unbiased(biased: &[f64; 8]) -> [f64; 8] {
     ]
 }
 
-fn moments(reads: &Reads, readers: &[usize], a: usize, b: usize) -> Moments {
-    let (n0, n1) = (reads.negatives.len(), reads.positives.len());
+fn moments(cache: &mut Cache<'_>, readers: &[usize], a: usize, b: usize) -> Moments {
+    let (n0, n1) = (cache.reads.negatives.len(), cache.reads.positives.len());
     let mut numerator = [0.0; 8];
     let mut denominator = [0.0; 8];
-    let mut success = Totals::new(n0, n1);
-    let mut design = Totals::new(n0, n1);
+    // Summed over readers, for A and for B: the margins of `d·s` and of `d`.
+    let mut success = [Margins::zero(n0, n1), Margins::zero(n0, n1)];
+    let mut design = [Margins::zero(n0, n1), Margins::zero(n0, n1)];
     for &reader in readers {
-        let (negatives_a, positives_a) = scores(reads, reader, a);
-        let (negatives_b, positives_b) = scores(reads, reader, b);
-        let (s_a, d_a) = kernel(&negatives_a, &positives_a);
-        let (s_b, d_b) = kernel(&negatives_b, &positives_b);
-        let within_s = success.add_reader(&s_a, &s_b, n0, n1);
-        let within_d = design.add_reader(&d_a, &d_b, n0, n1);
+        let (reading_a, reading_b) = (cache.reading(reader, a), cache.reading(reader, b));
+        let (s_a, s_b) = (&reading_a.success, &reading_b.success);
+        let (d_a, d_b) = (&reading_a.design, &reading_b.design);
+        let (product_s, product_d) = cache.product((reader, a), (reader, b));
+        let within_s = [
+            product_s,
+            dot(&s_a.columns, &s_b.columns),
+            dot(&s_a.rows, &s_b.rows),
+            s_a.total * s_b.total,
+        ];
+        let within_d = [
+            product_d,
+            dot(&d_a.columns, &d_b.columns),
+            dot(&d_a.rows, &d_b.rows),
+            d_a.total * d_b.total,
+        ];
         for k in 0..4 {
             numerator[k] += within_s[k];
             denominator[k] += within_d[k];
         }
+        success[0].add(s_a);
+        success[1].add(s_b);
+        design[0].add(d_a);
+        design[1].add(d_b);
     }
-    numerator[4..].copy_from_slice(&success.across());
-    denominator[4..].copy_from_slice(&design.across());
+    // Across readers: the matrices summed over readers, multiplied cell by cell, is the sum
+    // over every pair of readers (a reader with itself included) of their cell products.
+    let (mut across_s, mut across_d) = (0.0, 0.0);
+    for &first in readers {
+        for &second in readers {
+            let (product_s, product_d) = cache.product((first, a), (second, b));
+            across_s += product_s;
+            across_d += product_d;
+        }
+    }
+    numerator[4..].copy_from_slice(&[
+        across_s,
+        dot(&success[0].columns, &success[1].columns),
+        dot(&success[0].rows, &success[1].rows),
+        success[0].total * success[1].total,
+    ]);
+    denominator[4..].copy_from_slice(&[
+        across_d,
+        dot(&design[0].columns, &design[1].columns),
+        dot(&design[0].rows, &design[1].rows),
+        design[0].total * design[1].total,
+    ]);
     let mut m_biased = numerator;
     for k in 0..8 {
         if denominator[k] != 0.0 {
@@ -260,7 +450,7 @@ fn moments(reads: &Reads, readers: &[usize], a: usize, b: usize) -> Moments {
         }
     }
     let (numerator, denominator) = (unbiased(&numerator), unbiased(&denominator));
-    let pairs = design.total[0] * design.total[1];
+    let pairs = design[0].total * design[1].total;
     let mut m = [0.0; 8];
     let mut c = [0.0; 8];
     for k in 0..8 {
@@ -282,13 +472,18 @@ fn moments(reads: &Reads, readers: &[usize], a: usize, b: usize) -> Moments {
         m,
         m_biased,
         c,
-        auc_a: success.total[0] / design.total[0],
+        auc_a: success[0].total / design[0].total,
     }
 }
 
 /// AUCs, variances and BCK components of modality `a` (and `b` and the difference).
-pub(super) fn analyse(reads: &Reads, readers: &[usize], a: usize, b: Option<usize>) -> Stats {
-    let aa = moments(reads, readers, a, a);
+pub(super) fn analyse(
+    cache: &mut Cache<'_>,
+    readers: &[usize],
+    a: usize,
+    b: Option<usize>,
+) -> Stats {
+    let aa = moments(cache, readers, a, a);
     let parts_a = aa.df_parts();
     let Some(b) = b else {
         return Stats {
@@ -300,8 +495,8 @@ pub(super) fn analyse(reads: &Reads, readers: &[usize], a: usize, b: Option<usiz
             df: bdg(aa.covariance(), &parts_a),
         };
     };
-    let bb = moments(reads, readers, b, b);
-    let ab = moments(reads, readers, a, b);
+    let bb = moments(cache, readers, b, b);
+    let ab = moments(cache, readers, a, b);
     let (parts_b, parts_ab) = (bb.df_parts(), ab.df_parts());
     // The difference (iMRMC's `doDFdifference`): each degree of freedom the smaller of A's
     // and B's, each component A's and B's less twice their covariance's.
@@ -321,5 +516,61 @@ pub(super) fn analyse(reads: &Reads, readers: &[usize], a: usize, b: Option<usiz
         var_b: Some(bb.covariance()),
         var_difference: Some(var_difference),
         df: bdg(var_difference, &difference),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The matrices the sums stand for, built cell by cell.
+    fn kernel(x: Option<f64>, y: Option<f64>) -> (f64, f64) {
+        match (x, y) {
+            (Some(x), Some(y)) if y > x => (1.0, 1.0),
+            (Some(x), Some(y)) if y == x => (0.5, 1.0),
+            (Some(_), Some(_)) => (0.0, 1.0),
+            _ => (0.0, 0.0),
+        }
+    }
+
+    #[test]
+    fn the_sums_without_matrices_equal_the_sums_over_the_matrices() {
+        let mut rng = crate::rng::Rng::new(11);
+        for _ in 0..50 {
+            // Scores on a coarse grid (many ties), some not read.
+            let mut draw = |n: usize| -> Vec<Option<f64>> {
+                (0..n)
+                    .map(|_| (rng.unit() > 0.2).then(|| (rng.unit() * 6.0).floor()))
+                    .collect()
+            };
+            let (n0, n1) = (9, 7);
+            let a = Scores {
+                negatives: draw(n0),
+                positives: draw(n1),
+            };
+            let b = Scores {
+                negatives: draw(n0),
+                positives: draw(n1),
+            };
+            let mut product = (0.0, 0.0);
+            let mut columns = vec![0.0; n1];
+            let mut rows = vec![0.0; n0];
+            for i in 0..n0 {
+                for j in 0..n1 {
+                    let (s_a, d_a) = kernel(a.negatives[i], a.positives[j]);
+                    let (s_b, d_b) = kernel(b.negatives[i], b.positives[j]);
+                    product.0 += s_a * s_b;
+                    product.1 += d_a * d_b;
+                    columns[j] += s_a;
+                    rows[i] += s_a;
+                }
+            }
+            assert_eq!(success_product(&a, &b), product.0);
+            assert_eq!(design_product(&a, &b), product.1);
+            let margins = Margins::success(&a);
+            assert_eq!(margins.columns, columns);
+            assert_eq!(margins.rows, rows);
+            assert_eq!(margins.total, columns.iter().sum::<f64>());
+        }
     }
 }
