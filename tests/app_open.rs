@@ -57,3 +57,65 @@ fn the_demo_opens_without_any_file() {
     assert_eq!(study.volume.dims(), [192, 160, 80]);
     assert!(study.title.contains("not patient data"));
 }
+
+#[test]
+fn a_workspace_cases_prediction_is_shown_only_over_the_images_it_was_made_on() {
+    use keyslice::io::{LoadOptions, load_study};
+    use keyslice::prediction::ImageBinding;
+    use keyslice::review::workspace::Workspace;
+    let folder = tempfile::tempdir().expect("temp dir");
+    let case = folder.path().join("BDMAP_00000009");
+    common::write_lesion_case(&case);
+    let (workspace, _) =
+        Workspace::create_or_extend(&folder.path().join("ws"), std::slice::from_ref(&case))
+            .expect("workspace");
+    let case_id = workspace.manifest.cases[0].case_id.clone();
+    let volume = load_study(&case, &LoadOptions::default())
+        .expect("loads")
+        .volume;
+    let mut prediction = common::saved_prediction(&case_id, "Liver: no tumor. Key slice: 3", None);
+    prediction.images = Some(ImageBinding::of(&volume));
+    workspace.append_prediction(&prediction).expect("appended");
+    let source = Source::WorkspaceCase {
+        root: workspace.root.clone(),
+        case_id: case_id.clone(),
+    };
+    let Ok((study, _)) = load(&source) else {
+        panic!("the case opens");
+    };
+    assert!(study.prediction.is_some(), "{:?}", study.warnings);
+
+    // The CT is replaced by another (a voxel changed): the prediction is not drawn over it.
+    let ct = case.join("ct.nii.gz");
+    let before = keyslice::io::nifti::read_nifti(&ct).expect("reads");
+    let voxels = match before.voxels().clone() {
+        keyslice::volume::Voxels::I16(mut values) => {
+            values[0] = values[0].wrapping_add(7);
+            keyslice::volume::Voxels::I16(values)
+        }
+        keyslice::volume::Voxels::F32(mut values) => {
+            values[0] += 7.0;
+            keyslice::volume::Voxels::F32(values)
+        }
+    };
+    let other = keyslice::volume::Volume::new(
+        before.dims(),
+        *before.patient_from_voxel(),
+        voxels,
+        Vec::new(),
+        before.info().clone(),
+    )
+    .expect("a volume");
+    keyslice::io::nifti::write_nifti(&other, &ct, keyslice::io::nifti::WriteOptions::default())
+        .expect("written");
+    let Ok((study, _)) = load(&source) else {
+        panic!("the case still opens");
+    };
+    assert!(study.prediction.is_none());
+    assert!(
+        study.warnings[0].contains("other values than when it was analysed")
+            && study.warnings[0].contains("analyse it again"),
+        "{:?}",
+        study.warnings
+    );
+}

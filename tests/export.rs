@@ -760,3 +760,96 @@ fn exporting_into_the_current_folder_leaves_no_temporary_folder() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn an_export_keeps_to_the_images_a_case_was_analysed_on() {
+    use keyslice::prediction::ImageBinding;
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, series) = reviewed_workspace(&folder.path().join("workspace"));
+    let case_id = workspace.manifest.cases[0].case_id.clone();
+    let analysed = load_study(&series, &LoadOptions::default()).expect("loads");
+    let mut prediction = common::saved_prediction(
+        &case_id,
+        "Liver lesion 1: Size: 1.0 x 0.7 cm. Key slice: 3",
+        None,
+    );
+    prediction.images = Some(ImageBinding::of(&analysed.volume));
+    workspace.append_prediction(&prediction).expect("appended");
+    let export = |name: &str| {
+        export_workspace(
+            &workspace,
+            &ExportOptions {
+                volumes: true,
+                ..options(ExportFormat::Swift)
+            },
+            &folder.path().join(name),
+        )
+    };
+    export("first").expect("exported");
+
+    // A larger series of the same study lands in the case's folder: the loader alone would
+    // now take it; the export keeps to the series the case was analysed on.
+    let template = dicom_object::open_file(series.join("DOE_JANE_000.dcm")).expect("a slice");
+    for index in 0..20 {
+        let mut object = template.clone();
+        let uid = format!("1.2.826.0.1.3680043.2.1125.5555.{}", index + 1);
+        let mut text = |tag, vr, value: &str| {
+            object.put(DataElement::new(tag, vr, PrimitiveValue::from(value)));
+        };
+        text(
+            tags::SERIES_INSTANCE_UID,
+            VR::UI,
+            "1.2.826.0.1.3680043.2.1125.5555",
+        );
+        text(tags::SOP_INSTANCE_UID, VR::UI, &uid);
+        text(tags::INSTANCE_NUMBER, VR::IS, &(index + 1).to_string());
+        text(
+            tags::IMAGE_POSITION_PATIENT,
+            VR::DS,
+            &format!("-120\\-120\\{}", index as f64 * 2.5),
+        );
+        object.meta_mut().media_storage_sop_instance_uid = uid.clone();
+        object
+            .write_to_file(series.join(format!("LATER_{index:03}.dcm")))
+            .expect("written");
+    }
+    assert_eq!(
+        load_study(&series, &LoadOptions::default())
+            .expect("loads")
+            .volume
+            .dims()[2],
+        20,
+        "the folder's largest series is now the later one"
+    );
+    export("second").expect("exported on the analysed series");
+    let volumes = folder.path().join("second").join("volumes");
+    let exported = std::fs::read_dir(&volumes)
+        .expect("volumes")
+        .next()
+        .expect("one")
+        .expect("entry")
+        .path();
+    let volume = read_nifti(&exported).expect("reads");
+    assert_eq!(
+        volume.dims()[2],
+        10,
+        "the analysed series, not the later one"
+    );
+
+    // A file of the analysed series changed: the export refuses, naming the case.
+    let changed = series.join("DOE_JANE_003.dcm");
+    let mut object = dicom_object::open_file(&changed).expect("a slice");
+    object.put(DataElement::new(
+        tags::RESCALE_INTERCEPT,
+        VR::DS,
+        PrimitiveValue::from("-1000"),
+    ));
+    object.write_to_file(&changed).expect("written");
+    let error = export("third").expect_err("refused");
+    let said = error.to_string();
+    assert!(
+        said.contains(&case_id) && said.contains("other values than when it was analysed"),
+        "{said}"
+    );
+    assert!(!folder.path().join("third").exists(), "nothing written");
+}

@@ -638,6 +638,7 @@ fn reported_prediction(
         warnings: Vec::new(),
         out_of_domain: None,
         stored: None,
+        images: None,
     }
 }
 

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::findings::{Findings, Organ, SliceBox};
 use crate::scoring::Consistency;
-use crate::volume::Volume;
+use crate::volume::{Volume, Voxels};
 
 /// Version of the record's layout.
 pub const PREDICTION_VERSION: u32 = 1;
@@ -242,6 +242,112 @@ pub struct Prediction {
     /// `None` for a prediction made here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stored: Option<StoredResult>,
+    /// The images it was made on; `None` in a prediction written before they were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<ImageBinding>,
+}
+
+/// The images a prediction was made on: which series and what it held. A case's folder can
+/// change under it (a larger series lands in the same study folder, a file is replaced); a
+/// prediction, its review and its export belong to these images, and are refused with
+/// another.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageBinding {
+    /// DICOM Series Instance UID; empty for NIfTI.
+    pub series_uid: String,
+    /// Columns, rows, slices.
+    pub dims: [usize; 3],
+    /// SHA-256 (hex) of the voxel values, the patient geometry and each slice's SOP Instance
+    /// UID.
+    pub digest: String,
+}
+
+impl ImageBinding {
+    /// The binding of `volume`.
+    #[must_use]
+    pub fn of(volume: &Volume) -> Self {
+        use sha2::{Digest as _, Sha256};
+        use std::fmt::Write as _;
+        let mut hasher = Sha256::new();
+        for dim in volume.dims() {
+            hasher.update((dim as u64).to_le_bytes());
+        }
+        let affine = volume.patient_from_voxel();
+        for value in affine.linear.iter().flatten().chain(&affine.translation) {
+            hasher.update(value.to_le_bytes());
+        }
+        match volume.voxels() {
+            Voxels::I16(values) => {
+                hasher.update([0]);
+                for chunk in values.chunks(1 << 16) {
+                    let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    hasher.update(&bytes);
+                }
+            }
+            Voxels::F32(values) => {
+                hasher.update([1]);
+                for chunk in values.chunks(1 << 16) {
+                    let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    hasher.update(&bytes);
+                }
+            }
+        }
+        for slice in volume.slices() {
+            hasher.update(
+                slice
+                    .sop_instance_uid
+                    .as_deref()
+                    .unwrap_or_default()
+                    .as_bytes(),
+            );
+            hasher.update([0]);
+        }
+        let digest = hasher
+            .finalize()
+            .iter()
+            .fold(String::with_capacity(64), |mut hex, byte| {
+                let _ = write!(hex, "{byte:02x}");
+                hex
+            });
+        Self {
+            series_uid: volume.info().series_uid.clone(),
+            dims: volume.dims(),
+            digest,
+        }
+    }
+
+    /// What differs between these images and `volume`, in words; `None` when they are the
+    /// same.
+    #[must_use]
+    pub fn changed(&self, volume: &Volume) -> Option<String> {
+        let now = Self::of(volume);
+        if now == *self {
+            return None;
+        }
+        let [c, r, s] = self.dims;
+        let [c2, r2, s2] = now.dims;
+        Some(if now.series_uid != self.series_uid {
+            format!(
+                "it was analysed on series {} and the images are now series {}",
+                if self.series_uid.is_empty() {
+                    "(none)"
+                } else {
+                    &self.series_uid
+                },
+                if now.series_uid.is_empty() {
+                    "(none)"
+                } else {
+                    &now.series_uid
+                }
+            )
+        } else if now.dims != self.dims {
+            format!(
+                "it was analysed on {c} × {r} × {s} voxels and the images are now {c2} × {r2} × {s2}"
+            )
+        } else {
+            "its images hold other values than when it was analysed (a file was replaced or changed)".to_string()
+        })
+    }
 }
 
 impl Prediction {
@@ -300,7 +406,7 @@ mod tests {
         assert_eq!(bounded_answer(&mut short, "the report"), None);
         // A multi-byte character at the cut is never split.
         let mut wide = "é".repeat(MAX_ANSWER_BYTES);
-        bounded_answer(&mut wide, "x");
+        let _ = bounded_answer(&mut wide, "x");
         assert!(wide.chars().all(|c| c == 'é'));
 
         let mut warnings: Vec<String> = (0..1000).map(|n| format!("w{n}")).collect();

@@ -200,6 +200,8 @@ pub struct ExportCase {
     pub slices: Option<u32>,
     /// The CT's path (never written to an export).
     pub volume_path: PathBuf,
+    /// The images the prediction was made on, when it says (never written to an export).
+    pub images: Option<keyslice_core::prediction::ImageBinding>,
 }
 
 impl ExportCase {
@@ -620,6 +622,9 @@ fn gather(
             slice_size: None,
             slices: None,
             volume_path: entry.volume.clone(),
+            images: predictions
+                .get(&entry.case_id)
+                .and_then(|prediction| prediction.images.clone()),
         });
     }
     cases.sort_by(|a, b| a.pseudonym.cmp(&b.pseudonym));
@@ -714,13 +719,36 @@ fn write_volume(volume: &Volume, path: &Path) -> Result<(), ExportError> {
     })
 }
 
+/// The case's CT: the series its prediction was made on (not whichever series its folder
+/// holds most of now), refused when its images are not those any more. An answer is never
+/// written beside frames of other images.
 fn load_volume(case: &ExportCase) -> Result<Volume, ExportError> {
-    load_study(&case.volume_path, &LoadOptions::default())
+    let options = LoadOptions {
+        series_uid: case
+            .images
+            .as_ref()
+            .map(|images| images.series_uid.clone())
+            .filter(|uid| !uid.is_empty()),
+    };
+    let volume = load_study(&case.volume_path, &options)
         .map(|study| study.volume)
         .map_err(|error| ExportError::Volume {
             case: case.case_id.clone(),
             detail: error.to_string(),
-        })
+        })?;
+    if let Some(changed) = case
+        .images
+        .as_ref()
+        .and_then(|images| images.changed(&volume))
+    {
+        return Err(ExportError::Volume {
+            case: case.case_id.clone(),
+            detail: format!(
+                "{changed}; its prediction and review belong to the images it was analysed on: restore them, or analyse the case again (keyslice workspace analyze --force) and check its review"
+            ),
+        });
+    }
+    Ok(volume)
 }
 
 /// `export.json`: what was exported and how (no dates, no paths: deterministic and

@@ -337,6 +337,7 @@ pub fn run_pipeline(
         warnings,
         out_of_domain: diagnosis.out_of_domain,
         stored: None,
+        images: Some(keyslice_core::prediction::ImageBinding::of(volume)),
     };
     prediction.bound();
     Ok(prediction)

@@ -287,7 +287,9 @@ fn check_name(name: &str) -> Result<(), String> {
         return Err("a control character in a reader, case or modality name".into());
     }
     if name.contains(',') {
-        return Err(format!("the name `{name}` holds a comma, which a reads file cannot"));
+        return Err(format!(
+            "the name `{name}` holds a comma, which a reads file cannot"
+        ));
     }
     Ok(())
 }

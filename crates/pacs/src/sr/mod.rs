@@ -203,6 +203,7 @@ impl CaseResult {
             warnings: Vec::new(),
             out_of_domain: self.out_of_domain.clone(),
             stored: Some(stored),
+            images: None,
         }
     }
 

@@ -363,8 +363,18 @@ pub(super) fn load_workspace_case(
             "pick a case from the worklist".to_string(),
         )
     })?;
-    let (mut study, _) = load_volume(&Source::Path(case.volume.clone()))?;
     let predictions = workspace.predictions().map_err(failed)?;
+    let prediction = predictions.get(case_id).cloned();
+    // The series the prediction was made on, not whichever the folder holds most of now.
+    let bound_series = prediction
+        .as_ref()
+        .and_then(|prediction| prediction.images.as_ref())
+        .map(|images| images.series_uid.clone())
+        .filter(|uid| !uid.is_empty());
+    let (mut study, _) = match bound_series {
+        Some(series_uid) => load_series(&case.volume, series_uid)?,
+        None => load_volume(&Source::Path(case.volume.clone()))?,
+    };
     study
         .warnings
         .extend(predictions.damaged.iter().map(|line| {
@@ -373,10 +383,54 @@ pub(super) fn load_workspace_case(
                 workspace.predictions_path().display()
             )
         }));
-    study.prediction = predictions.get(case_id).cloned().map(Box::new);
+    // A prediction made on other images is not shown over these.
+    let changed = prediction
+        .as_ref()
+        .and_then(|prediction| prediction.images.as_ref())
+        .and_then(|images| images.changed(&study.volume));
+    if let Some(changed) = changed {
+        study.warnings.insert(
+            0,
+            format!(
+                "{case_id}: {changed}. Its saved prediction is not shown over these images: analyse it again (A), and check the review, which was made on the earlier images"
+            ),
+        );
+    } else {
+        study.prediction = prediction.map(Box::new);
+    }
     study.title = format!("{case_id} — {}", root.display());
     let masks = case.masks.filter(|folder| folder.is_dir());
     Ok((study, masks))
+}
+
+/// One series of a study folder, by its Series Instance UID.
+fn load_series(
+    path: &Path,
+    series_uid: String,
+) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {
+    let study: Study = load_study(
+        path,
+        &LoadOptions {
+            series_uid: Some(series_uid),
+        },
+    )
+    .map_err(|error| (error.to_string(), error.hint()))?;
+    let mut warnings = study.volume.warnings().to_vec();
+    warnings.extend(
+        study
+            .unreadable
+            .iter()
+            .map(|file| format!("skipped {}: {}", file.path.display(), file.reason)),
+    );
+    Ok((
+        LoadedStudy {
+            volume: Arc::new(study.volume),
+            title: study.path.display().to_string(),
+            warnings,
+            prediction: None,
+        },
+        None,
+    ))
 }
 
 /// Reads an AbdomenAtlas `segmentations/` folder onto the CT grid and derives the lesion
