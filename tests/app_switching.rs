@@ -1058,3 +1058,48 @@ fn a_reader_study_shows_nothing_of_the_ai_in_the_unaided_arm_and_all_of_it_with_
     // first one again.
     assert!(study.record(&reads[0], 1_796_558_400).is_err());
 }
+
+#[test]
+fn a_study_that_does_not_finish_reading_is_abandoned_and_the_next_opens() {
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let case = folder.path().join("BDMAP_00000004");
+    common::write_lesion_case(&case);
+    let mut harness = window(
+        Source::Path(case.join("ct.nii.gz")),
+        egui::vec2(900.0, 600.0),
+    );
+    step_until(
+        &mut harness,
+        Duration::from_secs(20),
+        "first opened",
+        |app| app.volume_on_screen().is_some() && !app.is_loading(),
+    );
+    // A deadline nothing can meet: the load is abandoned at the next frame, said as such.
+    let ctx = harness.ctx.clone();
+    let app_mut = harness.state_mut().app.as_mut().expect("made");
+    app_mut.set_load_deadline(Duration::ZERO);
+    app_mut.open_source(&ctx, Source::Path(case.join("ct.nii.gz")));
+    step_until(&mut harness, Duration::from_secs(5), "abandoned", |app| {
+        !app.is_loading()
+    });
+    let (error, hint) = app(&harness).error_shown().expect("an error");
+    assert!(error.contains("reading did not end within 0 s"), "{error}");
+    assert!(hint.contains("another case"), "{hint}");
+    // The next study opens as usual.
+    let app_mut = harness.state_mut().app.as_mut().expect("made");
+    app_mut.set_load_deadline(keyslice::app::LOAD_DEADLINE);
+    let ctx = harness.ctx.clone();
+    harness
+        .state_mut()
+        .app
+        .as_mut()
+        .expect("made")
+        .open_source(&ctx, Source::Path(case.join("ct.nii.gz")));
+    step_until(&mut harness, Duration::from_secs(20), "opened", |app| {
+        app.volume_on_screen().is_some() && !app.is_loading()
+    });
+    assert!(app(&harness).error_shown().is_none());
+}

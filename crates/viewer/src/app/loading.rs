@@ -1,7 +1,7 @@
 //! Opening a study in the window: the loading job's events (progress, worklist, the CT, its
 //! masks, a failure) applied as they arrive, and files dropped on the window.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::arrival::Preview;
 use super::job::{Job, Polled};
@@ -21,7 +21,15 @@ pub(super) struct Loader {
     pub(super) first_slice_logged: bool,
     /// For a study arriving from a PACS: when its first file came.
     pub(super) first_arrival: Option<std::time::SystemTime>,
+    /// The longest a study and its masks may take to read ([`LOAD_DEADLINE`]).
+    pub(super) deadline: Duration,
 }
+
+/// The longest the window waits for a study (and its masks) to be read: a file on a share
+/// that stopped answering, or anything else that never ends, is abandoned after this, said
+/// as such, and the next case opens as usual. A study arriving from a PACS and the demo
+/// workspace's first preparation have their own progress and no deadline.
+pub const LOAD_DEADLINE: Duration = Duration::from_mins(1);
 
 /// A source being loaded: its job, and whether its study has arrived (masks may follow).
 struct Loading {
@@ -38,6 +46,7 @@ impl Default for Loader {
             progress: None,
             first_slice_logged: false,
             first_arrival: None,
+            deadline: LOAD_DEADLINE,
         }
     }
 }
@@ -106,8 +115,53 @@ impl KeysliceApp {
         self.loader.first_arrival.is_some() && self.loader.is_loading()
     }
 
+    /// Opens `source` as a click in the window does (see `open`).
+    pub fn open_source(&mut self, ctx: &egui::Context, source: Source) {
+        self.open(ctx, source);
+    }
+
+    /// Sets how long a load may take before it is abandoned (tests shorten it).
+    pub fn set_load_deadline(&mut self, deadline: Duration) {
+        self.loader.deadline = deadline;
+    }
+
+    /// Stops reading the study being opened (its worker is told to stop and is no longer
+    /// waited for: a read that hangs keeps nothing else waiting); `why` is shown.
+    pub(super) fn abandon_loading(&mut self, why: &str) {
+        let Some(loading) = self.loader.current.take() else {
+            return;
+        };
+        self.loader.progress = None;
+        if loading.study_arrived {
+            self.notices.push(format!("masks not shown: {why}"));
+        } else {
+            self.error = Some((
+                format!("{} was not opened: {why}", self.title),
+                "check that its files can be read (a network share that stopped answering, a pipe or a device under a file's name), or open another case".into(),
+            ));
+        }
+    }
+
+    /// Whether the load in progress has its own progress and no deadline: a study arriving
+    /// from a PACS, the demo workspace's first preparation.
+    fn load_has_no_deadline(&self) -> bool {
+        self.loader.progress.is_some()
+            || self.loader.first_arrival.is_some()
+            || self.loader.current.as_ref().is_some_and(|loading| {
+                matches!(loading.source, Source::Arriving(_) | Source::DemoWorkspace)
+            })
+    }
+
     /// Applies the loading job's events that have arrived.
     pub(super) fn poll_loading(&mut self) {
+        if self.loader.current.is_some()
+            && !self.load_has_no_deadline()
+            && self.loader.started.elapsed() > self.loader.deadline
+        {
+            let seconds = self.loader.deadline.as_secs_f32();
+            self.abandon_loading(&format!("reading did not end within {seconds:.0} s"));
+            return;
+        }
         loop {
             let Some(loading) = &mut self.loader.current else {
                 return;

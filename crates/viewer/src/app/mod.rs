@@ -26,6 +26,7 @@ pub mod workspace;
 
 use std::sync::Arc;
 
+pub use loading::LOAD_DEADLINE;
 pub use open::Source;
 
 use analysis::AnalysisPanel;
@@ -215,6 +216,14 @@ impl KeysliceApp {
     #[must_use]
     pub fn announcement(&self) -> Option<&str> {
         self.announcement.as_ref().map(|(text, _)| text.as_str())
+    }
+
+    /// The error shown instead of a study, with its hint, if any.
+    #[must_use]
+    pub fn error_shown(&self) -> Option<(&str, &str)> {
+        self.error
+            .as_ref()
+            .map(|(error, hint)| (error.as_str(), hint.as_str()))
     }
 
     /// The notices in the top bar.

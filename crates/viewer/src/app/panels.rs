@@ -274,13 +274,21 @@ impl KeysliceApp {
                         .desired_width(480.0),
                 );
             }
-            ui.horizontal(|ui| {
-                ui.spinner();
-                ui.label(format!(
-                    "Loading… {:.1} s",
-                    self.loader.started.elapsed().as_secs_f32()
-                ));
-            });
+            let stop = ui
+                .horizontal(|ui| {
+                    ui.spinner();
+                    ui.label(format!(
+                        "Loading… {:.1} s",
+                        self.loader.started.elapsed().as_secs_f32()
+                    ));
+                    ui.button("Stop")
+                        .on_hover_text("Stop reading this study; another can be opened at once")
+                        .clicked()
+                })
+                .inner;
+            if stop {
+                self.abandon_loading("stopped");
+            }
             ui.ctx().request_repaint_after(Duration::from_millis(100));
         }
     }
