@@ -50,6 +50,11 @@ pub struct BatchArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Memory for the cases in flight, in MB (256–1048576): each case holds its CT while its
+    /// requests run; cases wait for room instead of all being loaded at once, however many
+    /// --jobs and --url there are. A case larger than the whole budget runs alone.
+    #[arg(long, default_value_t = 2048, value_name = "MB", value_parser = clap::value_parser!(u64).range(256..=1_048_576))]
+    pub memory_mb: u64,
     /// Stop the batch after this many failures of the model server in a row (errors,
     /// timeouts, refusals; a case's own bad files do not count), saying why: a server that
     /// hangs costs its timeout K times, not once per case. 0 never stops.
@@ -84,7 +89,8 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
             args.stop_after_failures
         )));
     }
-    let lanes = lanes(args)?;
+    let mut lanes = lanes(args)?;
+    let workers = cap_workers(&mut lanes, args.memory_mb, args.json);
     let mut cases = Vec::new();
     for input in &args.inputs {
         if input.join(MANIFEST_FILE).is_file() {
@@ -112,7 +118,7 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
         finished,
         failed,
         tripped,
-    } = run_cases(args, &lanes, &todo, &errors_path)?;
+    } = run_cases(args, &lanes, &todo, &errors_path, workers)?;
     let seconds = started.elapsed().as_secs_f64();
     let done = finished - failed;
     let summary = Summary {
@@ -182,6 +188,135 @@ struct Lane {
     done: AtomicUsize,
     failed: AtomicUsize,
     handed_back: AtomicUsize,
+}
+
+/// The most cases in flight at once over all servers: more would only wait, each holding
+/// a thread (and its stack) and, once loaded, a CT.
+const MAX_WORKERS: usize = 64;
+
+/// Each worker thread's stack: decoders and the model's layers recurse deeper than a spawned
+/// thread's 2 MiB default allows on large studies.
+const WORKER_STACK: usize = 16 << 20;
+
+/// What the process holds before any case: the binary, the embedded model, the allocator.
+const BASELINE_MB: u64 = 64;
+
+/// What a worker thread holds of its own while it runs cases (the allocator's per-thread
+/// heap, request and answer buffers), beside its case's CT.
+const WORKER_MB: u64 = 8;
+
+/// How many workers `memory_mb` allows: half of what is left after the baseline goes to the
+/// workers' own memory, the rest to the CTs in flight; at least one, at most
+/// [`MAX_WORKERS`].
+fn workers_within(memory_mb: u64) -> usize {
+    let room = memory_mb.saturating_sub(BASELINE_MB) / 2 / WORKER_MB;
+    usize::try_from(room).unwrap_or(MAX_WORKERS).clamp(1, MAX_WORKERS)
+}
+
+/// The bytes left for the CTs in flight when `workers` run within `memory_mb`.
+fn case_budget_bytes(memory_mb: u64, workers: usize) -> u64 {
+    memory_mb
+        .saturating_sub(BASELINE_MB)
+        .saturating_sub(WORKER_MB * workers as u64)
+        .max(WORKER_MB)
+        .saturating_mul(1 << 20)
+}
+
+/// Caps the lanes' threads at what the memory budget allows ([`workers_within`]) in all,
+/// each lane keeping a share in proportion to what it asked (at least one), with a message
+/// saying so. Returns the workers in all.
+fn cap_workers(lanes: &mut [Lane], memory_mb: u64, json: bool) -> usize {
+    let asked: usize = lanes.iter().map(|lane| lane.jobs).sum();
+    let most = workers_within(memory_mb);
+    if asked <= most {
+        return asked;
+    }
+    for lane in lanes.iter_mut() {
+        lane.jobs = (lane.jobs * most / asked).max(1);
+    }
+    let given: usize = lanes.iter().map(|lane| lane.jobs).sum();
+    let message = format!(
+        "{asked} requests in flight asked for over {} server(s); {given} run at once: --memory-mb {memory_mb} allows {most} (at most {MAX_WORKERS}; more would only wait, each holding memory)",
+        lanes.len()
+    );
+    if json {
+        eprintln!("{}", serde_json::json!({"warning": message}));
+    } else {
+        eprintln!("warning: {message}");
+    }
+    given
+}
+
+/// Memory for the cases in flight: a worker takes its case's share before the case runs and
+/// gives it back after. Loading is one case at a time, and the loader holds the gate until
+/// its case has room, so at most one CT is held outside the budget.
+struct Budget {
+    free: Mutex<u64>,
+    room: std::sync::Condvar,
+    total: u64,
+    loading: Mutex<()>,
+}
+
+impl Budget {
+    fn new(total: u64) -> Self {
+        Self {
+            free: Mutex::new(total),
+            room: std::sync::Condvar::new(),
+            total,
+            loading: Mutex::new(()),
+        }
+    }
+
+    /// Waits until `bytes` (at most the whole budget) are free and takes them, until the
+    /// share is dropped (a case that fails or panics gives its share back too).
+    fn take(&self, bytes: u64) -> Share<'_> {
+        let bytes = bytes.min(self.total);
+        let mut free = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while *free < bytes {
+            free = self
+                .room
+                .wait(free)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *free -= bytes;
+        Share {
+            budget: self,
+            bytes,
+        }
+    }
+}
+
+/// Bytes taken from a [`Budget`], given back when dropped.
+struct Share<'a> {
+    budget: &'a Budget,
+    bytes: u64,
+}
+
+impl Drop for Share<'_> {
+    fn drop(&mut self) {
+        *self
+            .budget
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) += self.bytes;
+        self.budget.room.notify_all();
+    }
+}
+
+/// What one case in flight holds, from its CT: the volume, the frames and their encodings, the
+/// request bodies; three times the voxels' bytes.
+fn case_bytes(volume: &crate::volume::Volume) -> u64 {
+    let voxels = volume.voxels();
+    let bytes_per = match voxels {
+        crate::volume::Voxels::I16(_) => 2,
+        crate::volume::Voxels::F32(_) => 4,
+    };
+    (voxels.len() as u64)
+        .saturating_mul(bytes_per)
+        .saturating_mul(3)
 }
 
 /// What one lane did, in the summary.
@@ -284,6 +419,7 @@ fn run_cases(
     lanes: &[Lane],
     todo: &[WorkspaceCase],
     errors_path: &Path,
+    workers: usize,
 ) -> Result<Ran, CliError> {
     let queue = Mutex::new((0..todo.len()).collect::<VecDeque<usize>>());
     let finished = AtomicUsize::new(0);
@@ -294,17 +430,26 @@ fn run_cases(
     let write_lock = Mutex::new(());
     let out_error = Mutex::new(None);
     let started = Instant::now();
+    let budget = Budget::new(case_budget_bytes(args.memory_mb, workers));
     let work = |backend: &Backend, case: &WorkspaceCase| -> Outcome {
         // A case that fails, even inside a third-party decoder, is one failed case.
         crate::io::limits::contain(|| {
-            let study = load_study(&case.volume, &LoadOptions::default())
-                .map_err(|e| (format!("{e} ({})", e.hint()), Fault::Case))?;
-            let mut prediction = backend
-                .run(&case.case_id, &study.volume, !args.no_verify)
-                .map_err(|e| (format!("{e} ({})", e.hint()), fault(&e)))?;
-            prediction
-                .warnings
-                .extend(study.volume.warnings().iter().cloned());
+            let (study, taken) = {
+                let _gate = budget
+                    .loading
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let study = load_study(&case.volume, &LoadOptions::default())
+                    .map_err(|e| (format!("{e} ({})", e.hint()), Fault::Case))?;
+                let taken = budget.take(case_bytes(&study.volume));
+                (study, taken)
+            };
+            let ran = backend.run(&case.case_id, &study.volume, !args.no_verify);
+            let warnings = study.volume.warnings().to_vec();
+            drop(study);
+            drop(taken);
+            let mut prediction = ran.map_err(|e| (format!("{e} ({})", e.hint()), fault(&e)))?;
+            prediction.warnings.extend(warnings);
             if let Some(unfamiliar) = &prediction.out_of_domain {
                 eprintln!(
                     "warning: {}: {}",
@@ -330,7 +475,10 @@ fn run_cases(
     std::thread::scope(|scope| {
         for lane in lanes {
             for _ in 0..lane.jobs.min(todo.len().max(1)) {
-                scope.spawn(|| {
+                let worker = std::thread::Builder::new()
+                    .name("batch".into())
+                    .stack_size(WORKER_STACK);
+                let spawned = worker.spawn_scoped(scope, || {
                     while !lane.down.load(Ordering::SeqCst) {
                         let Some(index) = take() else { break };
                         let case = &todo[index];
@@ -401,6 +549,13 @@ fn run_cases(
                         }
                     }
                 });
+                if let Err(error) = spawned {
+                    // The system gives no more threads: the ones running do the cases.
+                    eprintln!(
+                        "warning: a worker could not be started ({error}); going on with fewer"
+                    );
+                    break;
+                }
             }
         }
     });

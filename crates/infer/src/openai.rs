@@ -42,6 +42,9 @@ pub struct OpenAiClient {
     pub url: String,
     /// The URL as given, split into what is shown and what is only sent.
     server: ServerUrl,
+    /// The HTTP agent, made at the first request (after the timeout is set) and shared by
+    /// the client's clones.
+    agent: std::sync::Arc<OnceLock<ureq::Agent>>,
     /// The served model name.
     pub model: String,
     /// Bearer token, if the server wants one.
@@ -80,6 +83,7 @@ impl OpenAiClient {
         Self {
             url: server.shown(),
             server,
+            agent: std::sync::Arc::default(),
             model: model.to_string(),
             api_key,
             timeout: Duration::from_mins(2),
@@ -151,13 +155,17 @@ impl OpenAiClient {
     pub fn complete(&self, parts: &[Value]) -> Result<String, InferError> {
         let body = self.body(parts);
         let endpoint = self.server.request_url("/chat/completions");
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(self.timeout))
-            .http_status_as_error(false)
-            // A redirect is refused, never followed (see `answer`).
-            .max_redirects(0)
-            .build()
-            .into();
+        // One agent per client (and its clones): its TLS setup and connection pool are made
+        // once, not per request.
+        let agent = self.agent.get_or_init(|| {
+            ureq::Agent::config_builder()
+                .timeout_global(Some(self.timeout))
+                .http_status_as_error(false)
+                // A redirect is refused, never followed (see `answer`).
+                .max_redirects(0)
+                .build()
+                .into()
+        });
         let mut wait = self.backoff;
         let mut attempt = 0;
         loop {
