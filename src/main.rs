@@ -33,7 +33,10 @@ fn configure_allocator() {
 /// For `batch`: freed memory goes back to the OS at once. Its workers each free a case's CT
 /// and requests (tens of MB) when the case ends; kept 10 s in each worker's heap, they would
 /// hold several cases' memory apiece, past the batch's `--memory-mb`.
-#[expect(unsafe_code, reason = "mimalloc's option setter, before any worker starts")]
+#[expect(
+    unsafe_code,
+    reason = "mimalloc's option setter, before any worker starts"
+)]
 fn release_freed_memory_promptly() {
     // SAFETY: as in `configure_allocator`: one integer stored in mimalloc's option table,
     // before the batch's threads start.

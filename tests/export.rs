@@ -806,7 +806,7 @@ fn an_export_keeps_to_the_images_a_case_was_analysed_on() {
         text(
             tags::IMAGE_POSITION_PATIENT,
             VR::DS,
-            &format!("-120\\-120\\{}", index as f64 * 2.5),
+            &format!("-120\\-120\\{}", f64::from(index) * 2.5),
         );
         object.meta_mut().media_storage_sop_instance_uid = uid.clone();
         object

@@ -210,7 +210,9 @@ const WORKER_MB: u64 = 8;
 /// [`MAX_WORKERS`].
 fn workers_within(memory_mb: u64) -> usize {
     let room = memory_mb.saturating_sub(BASELINE_MB) / 2 / WORKER_MB;
-    usize::try_from(room).unwrap_or(MAX_WORKERS).clamp(1, MAX_WORKERS)
+    usize::try_from(room)
+        .unwrap_or(MAX_WORKERS)
+        .clamp(1, MAX_WORKERS)
 }
 
 /// The bytes left for the CTs in flight when `workers` run within `memory_mb`.

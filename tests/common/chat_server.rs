@@ -99,10 +99,11 @@ fn serve(stream: TcpStream, record: &Mutex<Vec<Seen>>, script: &FullScript) {
         seen.len() - 1
     };
     let (status, headers, answer) = script(n, &request);
-    let headers: String = headers
+    let headers = headers
         .iter()
         .map(|(name, value)| format!("{name}: {value}\r\n"))
-        .collect();
+        .collect::<Vec<_>>()
+        .concat();
     let mut stream = stream;
     let _ = write!(
         stream,

@@ -83,8 +83,8 @@ pub fn shown_short(text: &str, max_chars: usize) -> String {
 }
 
 /// `text` as a CSV cell a spreadsheet shows as text, never runs: a cell that starts with
-/// `=`, `+`, `-`, `@`, a tab or a carriage return (a formula, or a DDE call, to Excel and
-/// LibreOffice) gets a leading `'`; then quoted as RFC 4180 asks when it holds a comma,
+/// `=`, `+`, `-`, `@`, a tab or a carriage return (a formula, or a DDE call, to a
+/// spreadsheet) gets a leading `'`; then quoted as RFC 4180 asks when it holds a comma,
 /// quote or line break.
 #[must_use]
 pub fn csv_cell(text: &str) -> String {

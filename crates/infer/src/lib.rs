@@ -251,21 +251,7 @@ pub fn run_pipeline(
     for problem in &read.problems {
         warnings.push(format!("report evidence not used: {problem}"));
     }
-    // Each lesion's own evidence: as the model gave it, else as its report's evidence lines
-    // give it (what a vision-language model writes).
-    let lesion_evidence: Vec<LesionEvidence> = if diagnosis.lesions.is_empty() {
-        read.lesion_evidence
-            .iter()
-            .map(|line| LesionEvidence {
-                organ: line.organ,
-                lesion: line.lesion,
-                key_slice: line.key_slice,
-                slice_box: line.slice_box.clone(),
-            })
-            .collect()
-    } else {
-        diagnosis.lesions.clone()
-    };
+    let lesion_evidence = lesion_evidence(&diagnosis, &read);
     let mut findings = read.findings;
     // An answer listing lesions by the thousand is capped, the organ named, before anything
     // downstream (the window, the SR) has to hold it.
@@ -341,6 +327,27 @@ pub fn run_pipeline(
     };
     prediction.bound();
     Ok(prediction)
+}
+
+/// Each lesion's own evidence: as the model gave it, else as its report's evidence lines give
+/// it (what a vision-language model writes).
+fn lesion_evidence(
+    diagnosis: &Diagnosis,
+    read: &keyslice_core::findings::ReadReport,
+) -> Vec<LesionEvidence> {
+    if diagnosis.lesions.is_empty() {
+        read.lesion_evidence
+            .iter()
+            .map(|line| LesionEvidence {
+                organ: line.organ,
+                lesion: line.lesion,
+                key_slice: line.key_slice,
+                slice_box: line.slice_box.clone(),
+            })
+            .collect()
+    } else {
+        diagnosis.lesions.clone()
+    }
 }
 
 /// What verifying an answer gave: the key slice's description, read, the consistency per

@@ -807,8 +807,6 @@ impl Study {
     ) -> Result<Simulation, StudyError> {
         let mut simulation = Simulation::default();
         for (k, reader) in self.definition.readers.iter().enumerate() {
-            let skill = 1.5 + 0.5 * k as f64;
-            let threshold = skill / 2.0;
             // A simulation that was stopped resumes: the items already read are kept.
             let done = self.reads(reader)?;
             let by_a_person = done.iter().any(|read| !read.simulated);
@@ -847,81 +845,8 @@ impl Study {
                     continue;
                 }
                 let result = ai.get(&item.case).cloned().unwrap_or_default();
-                // Whether the reader takes the AI's call on an organ, or re-reads it.
-                let follows = |organ: Organ| match arm.shows {
-                    Shows::Images => false,
-                    Shows::Report => true,
-                    Shows::Evidence => {
-                        use keyslice_core::scoring::Standing;
-                        match result.shown.get(&organ) {
-                            Some(Standing::Agrees) => true,
-                            Some(_) => false,
-                            // A claim with no evidence shown; a clean call stands as said.
-                            None => !result.claims.contains(&organ),
-                        }
-                    }
-                };
-                let rereads = Organ::ALL
-                    .into_iter()
-                    .filter(|&organ| !follows(organ))
-                    .count();
-                let mut calls = BTreeMap::new();
-                let mut decisions = BTreeMap::new();
-                for organ in Organ::ALL {
-                    let tumor = truth
-                        .get(&item.case)
-                        .is_some_and(|findings| findings.states_tumor(organ));
-                    let noise = keyslice_core::rng::normal_at(
-                        self.definition.seed ^ mix(k as u64 + 1),
-                        mix(item.case.bytes().fold(0, |h, b| mix(h ^ u64::from(b))) ^ organ as u64),
-                    );
-                    let claimed = result.claims.contains(&organ);
-                    let mut belief = if tumor { skill } else { 0.0 } + noise;
-                    if follows(organ) {
-                        belief += if claimed { rules.pull } else { -rules.pull };
-                    }
-                    let present = belief > threshold;
-                    let confidence = (100.0 * keyslice_core::mrmc::normal_cdf(belief - threshold))
-                        .round()
-                        .clamp(0.0, 100.0) as u8;
-                    calls.insert(
-                        organ,
-                        Call {
-                            present,
-                            confidence,
-                        },
-                    );
-                    if claimed && arm.shows != Shows::Images {
-                        decisions.insert(
-                            organ,
-                            if present {
-                                Decision::Accepted
-                            } else {
-                                Decision::Rejected
-                            },
-                        );
-                    }
-                }
                 let now = start;
-                let spread = keyslice_core::rng::normal_at(
-                    self.definition.seed ^ mix(k as u64 + 101),
-                    mix(item.case.bytes().fold(0, |h, b| mix(h ^ u64::from(b))) ^ item.arm as u64),
-                );
-                let seconds = (30.0 + 15.0 * rereads as f64 / Organ::ALL.len() as f64)
-                    * (0.8 + 0.2 * k as f64)
-                    * (0.25 * spread).exp();
-                let read = Read {
-                    reader: reader.clone(),
-                    case: item.case.clone(),
-                    arm: arm.name.clone(),
-                    session: item.session,
-                    calls,
-                    key_slice: None,
-                    active_ms: (seconds * 1000.0).round() as u64,
-                    ai: decisions,
-                    at: rfc3339(now),
-                    simulated: true,
-                };
+                let read = self.simulated_read(k, reader, &item, &result, truth, rules, now);
                 if by_a_person {
                     self.record(&read, now)?;
                 } else {
@@ -941,6 +866,100 @@ impl Study {
             flush(&mut pending)?;
         }
         Ok(simulation)
+    }
+
+    /// Reader `k`'s simulated read of `item`, shown `result` (see [`Study::simulate`]).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the simulation's parameters, passed through"
+    )]
+    fn simulated_read(
+        &self,
+        k: usize,
+        reader: &str,
+        item: &Item,
+        result: &AiResult,
+        truth: &BTreeMap<String, Findings>,
+        rules: ReaderRules,
+        now: u64,
+    ) -> Read {
+        let skill = 1.5 + 0.5 * k as f64;
+        let threshold = skill / 2.0;
+        let arm = &self.definition.arms[item.arm];
+        // Whether the reader takes the AI's call on an organ, or re-reads it.
+        let follows = |organ: Organ| match arm.shows {
+            Shows::Images => false,
+            Shows::Report => true,
+            Shows::Evidence => {
+                use keyslice_core::scoring::Standing;
+                match result.shown.get(&organ) {
+                    Some(Standing::Agrees) => true,
+                    Some(_) => false,
+                    // A claim with no evidence shown; a clean call stands as said.
+                    None => !result.claims.contains(&organ),
+                }
+            }
+        };
+        let rereads = Organ::ALL
+            .into_iter()
+            .filter(|&organ| !follows(organ))
+            .count();
+        let mut calls = BTreeMap::new();
+        let mut decisions = BTreeMap::new();
+        for organ in Organ::ALL {
+            let tumor = truth
+                .get(&item.case)
+                .is_some_and(|findings| findings.states_tumor(organ));
+            let noise = keyslice_core::rng::normal_at(
+                self.definition.seed ^ mix(k as u64 + 1),
+                mix(item.case.bytes().fold(0, |h, b| mix(h ^ u64::from(b))) ^ organ as u64),
+            );
+            let claimed = result.claims.contains(&organ);
+            let mut belief = if tumor { skill } else { 0.0 } + noise;
+            if follows(organ) {
+                belief += if claimed { rules.pull } else { -rules.pull };
+            }
+            let present = belief > threshold;
+            let confidence = (100.0 * keyslice_core::mrmc::normal_cdf(belief - threshold))
+                .round()
+                .clamp(0.0, 100.0) as u8;
+            calls.insert(
+                organ,
+                Call {
+                    present,
+                    confidence,
+                },
+            );
+            if claimed && arm.shows != Shows::Images {
+                decisions.insert(
+                    organ,
+                    if present {
+                        Decision::Accepted
+                    } else {
+                        Decision::Rejected
+                    },
+                );
+            }
+        }
+        let spread = keyslice_core::rng::normal_at(
+            self.definition.seed ^ mix(k as u64 + 101),
+            mix(item.case.bytes().fold(0, |h, b| mix(h ^ u64::from(b))) ^ item.arm as u64),
+        );
+        let seconds = (30.0 + 15.0 * rereads as f64 / Organ::ALL.len() as f64)
+            * (0.8 + 0.2 * k as f64)
+            * (0.25 * spread).exp();
+        Read {
+            reader: reader.to_string(),
+            case: item.case.clone(),
+            arm: arm.name.clone(),
+            session: item.session,
+            calls,
+            key_slice: None,
+            active_ms: (seconds * 1000.0).round() as u64,
+            ai: decisions,
+            at: rfc3339(now),
+            simulated: true,
+        }
     }
 }
 

@@ -154,13 +154,12 @@ impl Predictions {
 
     /// Keeps `prediction` as its case's latest.
     fn put(&mut self, prediction: Prediction) {
-        match self.index.get(&prediction.case_id) {
-            Some(&at) => self.by_case[at] = prediction,
-            None => {
-                self.index
-                    .insert(prediction.case_id.clone(), self.by_case.len());
-                self.by_case.push(prediction);
-            }
+        if let Some(&at) = self.index.get(&prediction.case_id) {
+            self.by_case[at] = prediction;
+        } else {
+            self.index
+                .insert(prediction.case_id.clone(), self.by_case.len());
+            self.by_case.push(prediction);
         }
     }
 }
