@@ -182,10 +182,16 @@ pub fn reviewer_problem(field: &str, name: &str) -> Option<String> {
     if let Err(error) = keyslice_io::dicom::write::check_person_name(field, name) {
         return Some(error.to_string());
     }
+    is_placeholder(name)
+        .then(|| format!("{field} \"{name}\" is a placeholder, not a person's name"))
+}
+
+/// Whether `name` is what a tool fills in when it knows no reviewer.
+fn is_placeholder(name: &str) -> bool {
+    let name = name.trim();
     PLACEHOLDER_NAMES
         .iter()
         .any(|placeholder| name.eq_ignore_ascii_case(placeholder))
-        .then(|| format!("{field} \"{name}\" is a placeholder, not a person's name"))
 }
 
 /// Whether `name` names a person: see [`reviewer_problem`].
@@ -240,9 +246,10 @@ pub fn plan(input: &CaseInput<'_>) -> Result<Plan, PlanError> {
     }
     match &input.review {
         Some(review) => {
+            // Nobody, or what a tool fills in when it knows nobody: unnamed.
             let reviewer = review
                 .reviewer
-                .filter(|name| !name.trim().is_empty())
+                .filter(|name| !name.trim().is_empty() && !is_placeholder(name))
                 .ok_or_else(|| PlanError::UnnamedReviewer {
                     case_id: input.case_id.to_string(),
                 })?;

@@ -437,7 +437,7 @@ fn stream_series(
             Ok(None) => break,
             Err(error) => {
                 let _ = fs::remove_file(&temporary);
-                return match multipart_failure(server, &what, error) {
+                return match multipart_failure(server, &what, &temporary, error) {
                     Fetch::Truncated(error) => {
                         tracing::debug!(%error, stored = stored.len(), "the series answer was cut; fetching the rest");
                         Ok(stored.len())
@@ -721,11 +721,11 @@ fn fetch_once(server: &Server, place: &SeriesPlace<'_>, sop: &str) -> Result<u64
                 Ok(Some(_)) => Err(Fetch::Failed(
                     server.broken(&what, "more than one part for one instance"),
                 )),
-                Err(error) => Err(multipart_failure(server, &what, error)),
+                Err(error) => Err(multipart_failure(server, &what, &temporary, error)),
             }
         }
         Ok(None) => Err(Fetch::Failed(server.broken(&what, "no part in the answer"))),
-        Err(error) => Err(multipart_failure(server, &what, error)),
+        Err(error) => Err(multipart_failure(server, &what, &temporary, error)),
     };
     let written = sink.written;
     let flushed = sink
@@ -760,8 +760,19 @@ fn fetch_once(server: &Server, place: &SeriesPlace<'_>, sop: &str) -> Result<u64
     Ok(written)
 }
 
-fn multipart_failure(server: &Server, what: &str, error: MultipartError) -> Fetch {
+/// What a failure while receiving into `file` means: a full disk is the cache's, said as
+/// such (never the PACS's); a cut answer can be asked again; the rest is the server's.
+fn multipart_failure(server: &Server, what: &str, file: &Path, error: MultipartError) -> Fetch {
     match error {
+        MultipartError::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => {
+            Fetch::Failed(PacsError::Cache {
+                path: file.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    format!("the disk is full ({io}); nothing was wrong with the PACS's answer"),
+                ),
+            })
+        }
         MultipartError::Io(ref io) if io.kind() == std::io::ErrorKind::FileTooLarge => {
             Fetch::Failed(PacsError::TooLarge {
                 server: server.name().to_string(),
@@ -825,5 +836,35 @@ impl<W: Write> Write for CountingWriter<W> {
     }
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_said_as_such_and_never_blamed_on_the_pacs() {
+        let url = super::super::DicomWebUrl::parse("dicomweb+http://127.0.0.1:9/dicom-web")
+            .expect("a URL");
+        let server = Server::new(&url);
+        let file = Path::new("/cache/incoming/stream.1.part");
+        let full = MultipartError::Io(std::io::Error::from(std::io::ErrorKind::StorageFull));
+        let Fetch::Failed(error) = multipart_failure(&server, "the series", file, full) else {
+            panic!("a full disk is not a cut answer to ask again");
+        };
+        let said = error.to_string();
+        assert!(
+            said.starts_with("cannot write the DICOMweb cache: the disk is full"),
+            "{said}"
+        );
+        assert!(said.contains("/cache/incoming/stream.1.part"), "{said}");
+        assert!(error.hint().contains("disk has room"), "{}", error.hint());
+        // A dropped connection is still a cut answer, asked again.
+        let dropped = MultipartError::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(matches!(
+            multipart_failure(&server, "the series", file, dropped),
+            Fetch::Truncated(_)
+        ));
     }
 }
