@@ -320,6 +320,27 @@ fn credentials_never_leave_in_output_errors_or_predictions() {
         }
         assert!(stderr.contains("api-key=***"), "{stderr}");
     }
+    // A batch writes the same failure to its errors file, without the secrets.
+    let dataset = folder.path().join("dataset");
+    phantoms(&dataset, 1);
+    let out = folder.path().join("pred.jsonl");
+    let batched = batch(
+        &dataset,
+        &out,
+        std::slice::from_ref(&secret_url),
+        &["--retries", "0"],
+    );
+    assert_eq!(batched.status.code(), Some(1));
+    let errors = std::fs::read_to_string(folder.path().join("pred.errors.jsonl")).expect("errors");
+    let printed = format!("{}{}", text(&batched.stdout), text(&batched.stderr));
+    for secret in ["hunter2pw", "QKEY123", "YW5hOmh1bnRlcjJwdw"] {
+        assert!(
+            !errors.contains(secret),
+            "{secret} in the errors file: {errors}"
+        );
+        assert!(!printed.contains(secret), "{secret} printed: {printed}");
+    }
+    assert!(errors.contains("HTTP 500"), "{errors}");
     let seen = echo.seen();
     // The key stays a query parameter of the request, after the path.
     assert_eq!(seen[0].path, "/v1/chat/completions?api-key=QKEY123");
@@ -447,6 +468,76 @@ fn a_series_with_burned_in_text_is_never_sent_unless_allowed() {
     // The model on this machine reads it: nothing leaves.
     let local = keyslice(&["analyze", series.to_str().expect("utf-8"), "--json"], &[]);
     assert!(local.status.success(), "{}", text(&local.stderr));
+}
+
+#[test]
+fn another_server_can_verify_and_the_prediction_names_it() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let ct = phantoms(folder.path(), 1)[0].to_string_lossy().to_string();
+    let diagnosing = Server::start(good_model());
+    let verifying = Server::start(good_model());
+    let output = keyslice(
+        &[
+            "analyze",
+            &ct,
+            "--backend",
+            "openai",
+            "--url",
+            &diagnosing.url,
+            "--model",
+            "reporter",
+            "--verifier-url",
+            &verifying.url,
+            "--verifier-model",
+            "checker",
+            "--frames",
+            "4",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let prediction: Value = serde_json::from_slice(&output.stdout).expect("a prediction");
+    assert_eq!(prediction["diagnoser"]["id"], "reporter");
+    assert_eq!(prediction["verifier"]["id"], "checker");
+    assert!(
+        prediction["verifier"]["version"]
+            .as_str()
+            .is_some_and(|version| version.contains(&verifying.url)),
+        "{prediction}"
+    );
+    // Each server was asked only its own part.
+    assert_eq!(diagnosing.seen().len(), 1, "the diagnosis only");
+    assert!(!verifying.seen().is_empty());
+    assert!(
+        verifying
+            .seen()
+            .iter()
+            .all(|seen| seen.body["model"] == "checker" && images(&seen.body) == 1),
+        "the verifier gets the key slice alone"
+    );
+    // Half a verifier is refused, naming what is missing.
+    let half = keyslice(
+        &[
+            "analyze",
+            &ct,
+            "--backend",
+            "openai",
+            "--url",
+            &diagnosing.url,
+            "--model",
+            "m",
+            "--verifier-url",
+            &verifying.url,
+        ],
+        &[],
+    );
+    assert_eq!(half.status.code(), Some(2));
+    assert!(
+        text(&half.stderr).contains("--verifier-model"),
+        "{}",
+        text(&half.stderr)
+    );
 }
 
 #[test]

@@ -78,6 +78,17 @@ pub struct BackendArgs {
     /// doubling; 0–20).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub retries: u32,
+    /// With `openai`: another server for the verifier (base URL up to `/v1`), so the claim is
+    /// read back by another model than the one that made it; without it, the diagnosis
+    /// server verifies. Each prediction names its verifier.
+    #[arg(long, requires = "verifier_model")]
+    pub verifier_url: Option<String>,
+    /// With `--verifier-url`: the model that server serves.
+    #[arg(long, requires = "verifier_url")]
+    pub verifier_model: Option<String>,
+    /// With `--verifier-url`: the environment variable holding that server's API key.
+    #[arg(long, requires = "verifier_url")]
+    pub verifier_api_key_env: Option<String>,
     /// With `openai`: send a series whose header says Burned In Annotation YES (text drawn
     /// into its pixels: a name, a date, an instruction) all the same; without it such a
     /// series is refused before anything is sent.
@@ -239,8 +250,27 @@ impl BackendArgs {
             read_prompt(self.diagnose_prompt.as_ref(), DIAGNOSE_PROMPT)?,
             media,
         );
+        let verifier_client = match (&self.verifier_url, &self.verifier_model) {
+            (Some(url), Some(model)) => {
+                let url = endpoint(url)?.url;
+                let api_key = match &self.verifier_api_key_env {
+                    Some(name) => Some(std::env::var(name).map_err(|_| {
+                        CliError::Argument(format!(
+                            "--verifier-api-key-env {name}: the variable is not set"
+                        ))
+                    })?),
+                    None => None,
+                };
+                let mut verifier = OpenAiClient::new(&url, model, api_key);
+                verifier.timeout = client.timeout;
+                verifier.retries = client.retries;
+                verifier.allow_burned_in = client.allow_burned_in;
+                verifier
+            }
+            _ => client,
+        };
         let verifier = OpenAiVerifier {
-            client,
+            client: verifier_client,
             prompt: read_prompt(self.verify_prompt.as_ref(), VERIFY_PROMPT)?,
         };
         Ok(self.hallucinating(Backend::Openai(Box::new((diagnoser, verifier)))))
