@@ -181,21 +181,18 @@ pub fn upload_volume(
         height: texture_dims[1] as u32,
         depth_or_array_layers: texture_dims[2] as u32,
     };
-    let volume_texture = device.create_texture_with_data(
-        queue,
-        &wgpu::TextureDescriptor {
-            label: Some("keyslice volume (HU, R16Sint)"),
-            size,
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D3,
-            format: wgpu::TextureFormat::R16Sint,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-            view_formats: &[],
-        },
-        wgpu::util::TextureDataOrder::LayerMajor,
-        bytemuck::cast_slice(&hu),
-    );
+    let volume_texture = device.create_texture(&wgpu::TextureDescriptor {
+        label: Some("keyslice volume (HU, R16Sint)"),
+        size,
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D3,
+        format: wgpu::TextureFormat::R16Sint,
+        usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+        view_formats: &[],
+    });
+    upload_in_slabs(device, queue, &volume_texture, &hu, texture_dims);
+    drop(hu);
     let labels_view = labels_texture_view(device, queue, dims, step, texture_dims, labels);
     let colours = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
         label: Some("keyslice label colours"),
@@ -209,6 +206,56 @@ pub fn upload_volume(
         texture_dims,
         step,
         notices,
+    }
+}
+
+/// The most bytes staged for the GPU at once while a volume uploads.
+const UPLOAD_SLAB_BYTES: usize = 32 << 20;
+
+/// Writes `values` (`dims`, x fastest) into the 3D `texture` a slab of slices at a time, each
+/// slab submitted and its staging memory released before the next: a whole CT is never
+/// copied a second time in memory on its way to the GPU (on a software driver the texture
+/// itself lives in the process, so a whole-volume staging copy would make three).
+fn upload_in_slabs(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    texture: &wgpu::Texture,
+    values: &[i16],
+    dims: [usize; 3],
+) {
+    let slice_values = dims[0] * dims[1];
+    let slab = (UPLOAD_SLAB_BYTES / (slice_values * 2).max(1)).max(1);
+    let mut first = 0;
+    while first < dims[2] {
+        let count = slab.min(dims[2] - first);
+        let data = &values[first * slice_values..(first + count) * slice_values];
+        queue.write_texture(
+            wgpu::TexelCopyTextureInfo {
+                texture,
+                mip_level: 0,
+                origin: wgpu::Origin3d {
+                    x: 0,
+                    y: 0,
+                    z: first as u32,
+                },
+                aspect: wgpu::TextureAspect::All,
+            },
+            bytemuck::cast_slice(data),
+            wgpu::TexelCopyBufferLayout {
+                offset: 0,
+                bytes_per_row: Some(dims[0] as u32 * 2),
+                rows_per_image: Some(dims[1] as u32),
+            },
+            wgpu::Extent3d {
+                width: dims[0] as u32,
+                height: dims[1] as u32,
+                depth_or_array_layers: count as u32,
+            },
+        );
+        queue.submit(std::iter::empty());
+        // The slab's staging memory is freed once the copy is done.
+        let _ = device.poll(wgpu::PollType::wait_indefinitely());
+        first += count;
     }
 }
 
