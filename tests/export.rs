@@ -786,6 +786,14 @@ fn an_export_keeps_to_the_images_a_case_was_analysed_on() {
         )
     };
     export("first").expect("exported");
+    let attention = |workspace: &Workspace| {
+        let predictions = workspace.predictions().expect("predictions");
+        workspace.worklist(&predictions).expect("worklist")[0]
+            .attention
+            .clone()
+            .unwrap_or_default()
+    };
+    assert!(!attention(&workspace).contains("files changed"));
 
     // A larger series of the same study lands in the case's folder: the loader alone would
     // now take it; the export keeps to the series the case was analysed on.
@@ -820,6 +828,11 @@ fn an_export_keeps_to_the_images_a_case_was_analysed_on() {
             .dims()[2],
         20,
         "the folder's largest series is now the later one"
+    );
+    // The worklist says so at a glance, without reading any image.
+    assert_eq!(
+        attention(&workspace),
+        "its files changed since it was analysed: open it to check, or analyse it again"
     );
     export("second").expect("exported on the analysed series");
     let volumes = folder.path().join("second").join("volumes");

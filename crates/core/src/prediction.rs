@@ -260,6 +260,21 @@ pub struct ImageBinding {
     /// SHA-256 (hex) of the voxel values, the patient geometry and each slice's SOP Instance
     /// UID.
     pub digest: String,
+    /// What the case's files looked like when the prediction was saved in a workspace: a
+    /// cheap first look (no image read) for the worklist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<FilesStamp>,
+}
+
+/// A case's image files at a glance: how many, their bytes in all, the latest change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilesStamp {
+    /// Regular files.
+    pub count: u64,
+    /// Their sizes, summed.
+    pub bytes: u64,
+    /// The latest modification time among them, in seconds since the epoch.
+    pub modified: u64,
 }
 
 impl ImageBinding {
@@ -313,6 +328,7 @@ impl ImageBinding {
             series_uid: volume.info().series_uid.clone(),
             dims: volume.dims(),
             digest,
+            files: None,
         }
     }
 
@@ -321,7 +337,7 @@ impl ImageBinding {
     #[must_use]
     pub fn changed(&self, volume: &Volume) -> Option<String> {
         let now = Self::of(volume);
-        if now == *self {
+        if (&now.series_uid, now.dims, &now.digest) == (&self.series_uid, self.dims, &self.digest) {
             return None;
         }
         let [c, r, s] = self.dims;

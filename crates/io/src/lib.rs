@@ -25,6 +25,59 @@ pub use dicom::{DicomError, DicomOptions, SeriesSummary, SkippedFile};
 use keyslice_core::volume::Volume;
 pub use nifti::NiftiError;
 
+/// The image files of the study at `path` at a glance (a NIfTI file, a case folder's
+/// `ct.nii.gz`, or every regular file below a DICOM folder, links not followed): `None` when
+/// nothing can be read there. Reads no image: a worklist of thousands of cases checks them
+/// all in a moment.
+#[must_use]
+pub fn files_stamp(path: &Path) -> Option<keyslice_core::prediction::FilesStamp> {
+    use keyslice_core::prediction::FilesStamp;
+    let case_ct = path.join("ct.nii.gz");
+    let root = if path.is_dir() && case_ct.is_file() {
+        case_ct
+    } else {
+        path.to_path_buf()
+    };
+    let mut stamp = FilesStamp {
+        count: 0,
+        bytes: 0,
+        modified: 0,
+    };
+    let mut add = |meta: &std::fs::Metadata| {
+        stamp.count += 1;
+        stamp.bytes += meta.len();
+        let modified = meta
+            .modified()
+            .ok()
+            .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |since| since.as_secs());
+        stamp.modified = stamp.modified.max(modified);
+    };
+    let meta = std::fs::symlink_metadata(&root).ok()?;
+    if meta.is_file() {
+        add(&meta);
+        return Some(stamp);
+    }
+    let mut folders = vec![root];
+    // Bounded: a folder of more entries than any study holds is not walked further.
+    let mut visited = 0usize;
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).ok()?.flatten() {
+            visited += 1;
+            if visited > 1_000_000 {
+                return Some(stamp);
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                folders.push(entry.path());
+            } else if meta.is_file() {
+                add(&meta);
+            }
+        }
+    }
+    Some(stamp)
+}
+
 /// Any error loading or saving a volume.
 #[derive(Debug, thiserror::Error)]
 pub enum IoError {

@@ -592,7 +592,7 @@ impl Workspace {
                 consistency: prediction
                     .and_then(|p| p.consistency.as_ref())
                     .map(|c| c.score),
-                attention: attention(prediction),
+                attention: files_changed(case, prediction).or_else(|| attention(prediction)),
                 out_of_domain: prediction.is_some_and(|p| p.out_of_domain.is_some()),
                 patient: case
                     .patient
@@ -618,12 +618,31 @@ impl Workspace {
     /// by an earlier crash is closed first, so it damages only itself.
     pub fn append_prediction(&self, prediction: &Prediction) -> Result<(), WorkspaceError> {
         let path = self.predictions_path();
-        let line = serde_json::to_string(prediction).map_err(|error| WorkspaceError::Manifest {
-            path: path.clone(),
-            detail: error.to_string(),
-        })?;
+        // The case's files as they are now, for the worklist's first look.
+        let mut prediction = prediction.clone();
+        if let (Some(images), Some(case)) =
+            (prediction.images.as_mut(), self.case(&prediction.case_id))
+            && images.files.is_none()
+        {
+            images.files = keyslice_io::files_stamp(&case.volume);
+        }
+        let line =
+            serde_json::to_string(&prediction).map_err(|error| WorkspaceError::Manifest {
+                path: path.clone(),
+                detail: error.to_string(),
+            })?;
         keyslice_io::jsonl::append_line(&path, &line).map_err(io_error(&path))
     }
+}
+
+/// Why `case` needs a look because its files are not as they were when its prediction was
+/// saved (a larger series landed in its folder, a file was replaced or removed): the window
+/// and the exports then check its images themselves.
+fn files_changed(case: &WorkspaceCase, prediction: Option<&Prediction>) -> Option<String> {
+    let saved = prediction?.images.as_ref()?.files?;
+    (keyslice_io::files_stamp(&case.volume) != Some(saved)).then(|| {
+        "its files changed since it was analysed: open it to check, or analyse it again".into()
+    })
 }
 
 /// Triage order: cases the model is out of its depth on first, then those without grounded
