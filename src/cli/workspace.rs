@@ -22,6 +22,10 @@ pub struct WorkspaceArgs {
 
 /// The `workspace` subcommands.
 #[derive(Debug, Subcommand)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "parsed once per run from the command line; the backend's flags are what they are"
+)]
 pub enum WorkspaceAction {
     /// Create a workspace in DIR (or add to it) from NIfTI files, DICOM series folders, case
     /// folders, a folder of case folders, or studies on a PACS (a `dicomweb+http(s)://` URL
