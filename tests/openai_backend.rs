@@ -354,11 +354,31 @@ fn credentials_never_leave_in_output_errors_or_predictions() {
         seen[1].authorization.as_deref(),
         Some("Bearer sk-SECRET-777")
     );
+}
 
+#[test]
+fn a_prediction_records_its_server_without_secrets() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let ct = phantoms(folder.path(), 1)[0].to_string_lossy().to_string();
     // A good server behind the same kind of URL: the prediction records no secret.
     let good = Server::start(good_model());
     let good_url = good.url.replace("http://", "http://ana:hunter2pw@") + "?api-key=QKEY123";
-    let output = analyze(&good_url, &[], &[]);
+    let output = keyslice(
+        &[
+            "analyze",
+            &ct,
+            "--backend",
+            "openai",
+            "--url",
+            &good_url,
+            "--model",
+            "m",
+            "--frames",
+            "4",
+            "--json",
+        ],
+        &[],
+    );
     assert!(output.status.success(), "{}", text(&output.stderr));
     let all = format!("{}{}", text(&output.stdout), text(&output.stderr));
     assert!(
