@@ -84,7 +84,11 @@ fn main() -> ExitCode {
     }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        // Colour only on a terminal, and never when NO_COLOR is set (no-color.org).
+        .with_ansi(
+            std::io::stderr().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty()),
+        )
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KEYSLICE_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),

@@ -1130,6 +1130,19 @@ fn a_server_without_video_gets_images_and_the_choice_is_recorded() {
         .count();
     assert_eq!(videos, 1, "one refused video request");
     assert_eq!(server.seen().len(), 1 + 3 * 2);
+    // Said once on stderr, as JSON like every other line there, and in the worklist's terms.
+    let warnings: Vec<Value> = text(&output.stderr)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+        .filter(|line| line.get("warning").is_some())
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", text(&output.stderr));
+    assert!(
+        warnings[0]["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("refused the CT as a video") && w.contains("--media video")),
+        "{warnings:?}"
+    );
 
     // Told to send video only, the refusal is an error that says what to do.
     let ct = &cts[0];

@@ -68,6 +68,12 @@ fn analyze_one(args: &AnalyzeArgs, model: &Backend, path: &Path) -> Result<(), C
     prediction
         .warnings
         .extend(study.volume.warnings().iter().cloned());
+    if let Some(warning) = super::backend::video_refused_warning(
+        &prediction.diagnoser.version,
+        prediction.input.as_deref(),
+    ) {
+        eprintln!("warning: {}", crate::text::shown(&warning));
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         let text = serde_json::to_string(&prediction).unwrap_or_default();

@@ -188,6 +188,8 @@ struct Lane {
     done: AtomicUsize,
     failed: AtomicUsize,
     handed_back: AtomicUsize,
+    /// Set once its refusal of video has been said.
+    video_warned: AtomicBool,
 }
 
 /// The most cases in flight at once over all servers: more would only wait, each holding
@@ -344,6 +346,7 @@ fn lanes(args: &BatchArgs) -> Result<Vec<Lane>, CliError> {
         done: AtomicUsize::new(0),
         failed: AtomicUsize::new(0),
         handed_back: AtomicUsize::new(0),
+        video_warned: AtomicBool::new(false),
     };
     if args.backend.backend == BackendKind::Openai {
         return args
@@ -433,7 +436,8 @@ fn run_cases(
     let out_error = Mutex::new(None);
     let started = Instant::now();
     let budget = Budget::new(case_budget_bytes(args.memory_mb, workers));
-    let work = |backend: &Backend, case: &WorkspaceCase| -> Outcome {
+    let work = |lane: &Lane, case: &WorkspaceCase| -> Outcome {
+        let backend = &lane.backend;
         // A case that fails, even inside a third-party decoder, is one failed case.
         crate::io::limits::contain(|| {
             let (study, taken) = {
@@ -452,6 +456,16 @@ fn run_cases(
             drop(taken);
             let mut prediction = ran.map_err(|e| (format!("{e} ({})", e.hint()), fault(&e)))?;
             prediction.warnings.extend(warnings);
+            if let Some(warning) =
+                super::backend::video_refused_warning(&lane.name, prediction.input.as_deref())
+                && !lane.video_warned.swap(true, Ordering::SeqCst)
+            {
+                if args.json {
+                    eprintln!("{}", serde_json::json!({"warning": warning}));
+                } else {
+                    eprintln!("warning: {warning}");
+                }
+            }
             if let Some(unfamiliar) = &prediction.out_of_domain {
                 eprintln!(
                     "warning: {}: {}",
@@ -484,7 +498,7 @@ fn run_cases(
                     while !lane.down.load(Ordering::SeqCst) {
                         let Some(index) = take() else { break };
                         let case = &todo[index];
-                        let result = work(&lane.backend, case);
+                        let result = work(lane, case);
                         if let Err((message, Fault::Unreachable)) = &result
                             && others_up(lane)
                         {

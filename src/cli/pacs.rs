@@ -282,18 +282,34 @@ pub fn retrieve_with_progress(
     study: &str,
     connection: &Connection,
 ) -> Result<Retrieved, PacsError> {
+    use std::io::IsTerminal as _;
     let started = Instant::now();
     let last = std::sync::Mutex::new(None::<Instant>);
+    // On a terminal one line rewritten in place; in a log, a plain line every 5 s.
+    let terminal = std::io::stderr().is_terminal();
+    let every = if terminal {
+        Duration::from_millis(500)
+    } else {
+        Duration::from_secs(5)
+    };
     let progress = |p: Progress| {
         let Ok(mut last) = last.lock() else { return };
-        if p.done == p.total || last.is_none_or(|at| at.elapsed() >= Duration::from_millis(500)) {
+        if p.done == p.total || last.is_none_or(|at| at.elapsed() >= every) {
             *last = Some(Instant::now());
-            eprint!(
-                "\rretrieving study {study}: {}/{} instances, {:.1} MB",
+            let seconds = started.elapsed().as_secs_f64().max(1e-3);
+            let rate = p.done as f64 / seconds;
+            let eta = (p.total.saturating_sub(p.done)) as f64 / rate.max(1e-9);
+            let line = format!(
+                "retrieving study {study}: {}/{} instances, {:.1} MB, {rate:.1} instances/s, ETA {eta:.0} s",
                 p.done,
                 p.total,
                 p.bytes as f64 / 1e6
             );
+            if terminal {
+                eprint!("\r{line}");
+            } else {
+                eprintln!("{line}");
+            }
         }
     };
     let result = retrieve_ct(
@@ -303,7 +319,9 @@ pub fn retrieve_with_progress(
         usize::from(connection.parallel),
         &progress,
     );
-    eprintln!();
+    if terminal {
+        eprintln!();
+    }
     let retrieved = result?;
     eprintln!(
         "{} instance(s) of series {} ({} fetched, {} already cached) in {:.1} s",

@@ -125,6 +125,7 @@ fn analyze(dir: &std::path::Path, backend: &BackendArgs, force: bool) -> Result<
         );
     }
     let total = workspace.manifest.cases.len();
+    let started = std::time::Instant::now();
     let (mut done, mut skipped, mut failed) = (0, 0, 0);
     for (index, case) in workspace.manifest.cases.iter().enumerate() {
         if !force
@@ -135,7 +136,17 @@ fn analyze(dir: &std::path::Path, backend: &BackendArgs, force: bool) -> Result<
             skipped += 1;
             continue;
         }
-        eprintln!("[{}/{total}] {}", index + 1, shown(&case.case_id));
+        let finished = done + failed;
+        let seconds = started.elapsed().as_secs_f64();
+        let pace = if finished > 0 {
+            let rate = finished as f64 / seconds.max(1e-9);
+            // The cases left, as if none of them were analysed already (an upper bound).
+            let left = total - index;
+            format!(", {rate:.2} cases/s, ETA {:.0} s", left as f64 / rate)
+        } else {
+            String::new()
+        };
+        eprintln!("[{}/{total}] {}{pace}", index + 1, shown(&case.case_id));
         // A case that fails, even inside a third-party decoder, is one failed case; the run
         // goes on with the next.
         let result = crate::io::limits::contain(|| {

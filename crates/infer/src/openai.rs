@@ -470,6 +470,7 @@ impl Diagnoser for OpenAiDiagnoser {
                 Err(InferError::Server { detail, .. })
                     if self.media == Media::Auto && refused_content(&detail) =>
                 {
+                    // The prediction's `input` says so; the command that runs it warns.
                     tracing::info!(url = %self.client.url, reason = %detail, "video refused; sending images");
                     self.video_refused.get_or_init(|| detail);
                 }

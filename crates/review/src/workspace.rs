@@ -215,6 +215,16 @@ pub fn attention(prediction: Option<&Prediction>) -> Option<String> {
             "called negative with no evidence slice: check for a missed tumor".into()
         });
     }
+    if prediction
+        .input
+        .as_deref()
+        .is_some_and(|input| input.contains("the server refused video"))
+    {
+        return Some(
+            "the CT went to the model as images: the server refused video (see the prediction's input)"
+                .into(),
+        );
+    }
     let Some(consistency) = &prediction.consistency else {
         return Some("not verified: no local description of the key slice".into());
     };
