@@ -560,6 +560,168 @@ fn another_server_can_verify_and_the_prediction_names_it() {
     );
 }
 
+/// A chat-completions server over HTTPS whose certificate a test CA signed (made here with
+/// openssl), answering every request with `REPORT`: its port, the CA's PEM and the process.
+fn tls_server(folder: &Path) -> Option<(u16, PathBuf, std::process::Child)> {
+    let run = |args: &[&str]| {
+        Command::new("openssl")
+            .args(args)
+            .current_dir(folder)
+            .output()
+            .is_ok_and(|output| output.status.success())
+    };
+    std::fs::write(
+        folder.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .expect("written");
+    let made = run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=Keyslice Test Hospital CA",
+    ]) && run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]) && run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    if !made {
+        assert!(
+            std::env::var_os("KEYSLICE_REQUIRE_PYTHON").is_none(),
+            "openssl is needed to make the test CA"
+        );
+        return None;
+    }
+    let script = r#"
+import http.server, json, ssl, sys
+report = sys.argv[1]
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = json.dumps({"choices": [{"message": {"role": "assistant", "content": report}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain("server.pem", "server.key")
+server.socket = context.wrap_socket(server.socket, server_side=True)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", script, REPORT])
+        .current_dir(folder)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("the port");
+    let port = line.trim().parse().expect("a port number");
+    Some((port, folder.join("ca.pem"), child))
+}
+
+#[test]
+fn a_server_behind_a_hospital_ca_is_trusted_once_its_ca_is_named() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let ct = phantoms(folder.path(), 1)[0].to_string_lossy().to_string();
+    let Some((port, ca, mut server)) = tls_server(folder.path()) else {
+        return;
+    };
+    let url = format!("https://localhost:{port}/v1");
+    let analyze = |more: &[&str], envs: &[(&str, &str)]| {
+        let mut args = vec![
+            "analyze",
+            &ct,
+            "--backend",
+            "openai",
+            "--url",
+            &url,
+            "--model",
+            "m",
+            "--frames",
+            "4",
+            "--no-verify",
+            "--json",
+            "--retries",
+            "3",
+        ];
+        args.extend_from_slice(more);
+        keyslice(&args, envs)
+    };
+    // Unknown to this machine: said as a certificate problem with what to do, not retried.
+    let started = std::time::Instant::now();
+    let refused = analyze(&[], &[]);
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("certificate is not trusted"), "{stderr}");
+    assert!(stderr.contains("--ca-cert FILE"), "{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "no backoff of 0.5 + 1 + 2 s"
+    );
+    // Named with --ca-cert, or in SSL_CERT_FILE: trusted.
+    let ca = ca.to_str().expect("utf-8");
+    let trusted = analyze(&["--ca-cert", ca], &[]);
+    assert!(trusted.status.success(), "{}", text(&trusted.stderr));
+    let by_environment = analyze(&[], &[("SSL_CERT_FILE", ca)]);
+    assert!(
+        by_environment.status.success(),
+        "{}",
+        text(&by_environment.stderr)
+    );
+    // A file that is no certificate is refused, named.
+    let wrong = analyze(&["--ca-cert", &ct], &[]);
+    assert!(
+        text(&wrong.stderr).contains("--ca-cert"),
+        "{}",
+        text(&wrong.stderr)
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
 #[test]
 fn redirects_are_refused_and_a_servers_wait_is_kept() {
     let folder = tempfile::tempdir().expect("temp dir");

@@ -89,6 +89,11 @@ pub struct BackendArgs {
     /// With `--verifier-url`: the environment variable holding that server's API key.
     #[arg(long, requires = "verifier_url")]
     pub verifier_api_key_env: Option<String>,
+    /// With `openai`: a CA certificate (PEM) to trust beside the system's store, for a
+    /// server behind a hospital's own CA (repeat for several). `SSL_CERT_FILE` and
+    /// `SSL_CERT_DIR` are read too.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Vec<PathBuf>,
     /// With `openai`: send a series whose header says Burned In Annotation YES (text drawn
     /// into its pixels: a name, a date, an instruction) all the same; without it such a
     /// series is refused before anything is sent.
@@ -239,6 +244,7 @@ impl BackendArgs {
         client.timeout = Duration::from_secs(self.timeout_secs.max(1));
         client.retries = self.retries;
         client.allow_burned_in = self.allow_burned_in;
+        client.trust(&self.ca_cert).map_err(CliError::Argument)?;
         let media = match self.media {
             MediaArg::Auto => Media::Auto,
             MediaArg::Video => Media::Video,
@@ -265,6 +271,7 @@ impl BackendArgs {
                 verifier.timeout = client.timeout;
                 verifier.retries = client.retries;
                 verifier.allow_burned_in = client.allow_burned_in;
+                verifier.trust(&self.ca_cert).map_err(CliError::Argument)?;
                 verifier
             }
             _ => client,

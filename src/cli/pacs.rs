@@ -45,6 +45,10 @@ pub struct Connection {
     /// The retrieve cache (default: the user's cache folder, keyslice/dicomweb).
     #[arg(long)]
     pub cache: Option<PathBuf>,
+    /// A CA certificate (PEM) to trust beside the system's store, for a PACS behind a
+    /// hospital's own CA (repeat for several). `SSL_CERT_FILE` and `SSL_CERT_DIR` are read too.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Vec<PathBuf>,
 }
 
 impl Default for Connection {
@@ -54,17 +58,19 @@ impl Default for Connection {
             retries: 3,
             parallel: 6,
             cache: None,
+            ca_cert: Vec::new(),
         }
     }
 }
 
 impl Connection {
-    /// The server of `url` with these settings.
-    #[must_use]
-    pub fn server(&self, url: &DicomWebUrl) -> Server {
+    /// The server of `url` with these settings; a `--ca-cert` that holds no certificate is
+    /// an error naming it.
+    pub fn server(&self, url: &DicomWebUrl) -> Result<Server, CliError> {
         let mut server = Server::with_timeout(url, Duration::from_secs(self.timeout_secs));
         server.retries = self.retries;
-        server
+        server.trust(&self.ca_cert).map_err(CliError::Argument)?;
+        Ok(server)
     }
 
     fn cache(&self) -> PathBuf {
@@ -160,7 +166,7 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
         } => query(url, *json, connection),
         PacsAction::Retrieve { url, connection } => {
             let url = DicomWebUrl::parse(url)?;
-            let server = connection.server(&url);
+            let server = connection.server(&url)?;
             let Target::Study { study, .. } = &url.target else {
                 return Err(CliError::Argument(
                     "retrieve needs a URL that names one study (…/studies/STUDY_UID)".into(),
@@ -236,7 +242,7 @@ pub fn studies_of(
 
 fn query(url: &str, json: bool, connection: &Connection) -> Result<(), CliError> {
     let url = DicomWebUrl::parse(url)?;
-    let server = connection.server(&url);
+    let server = connection.server(&url)?;
     let studies = studies_of(&url, &server)?;
     let mut out = std::io::stdout().lock();
     if !json {
@@ -342,7 +348,7 @@ pub fn add_to_workspace(dir: &Path, url: &str) -> Result<(usize, usize), CliErro
         cache: Some(dir.join("dicomweb")),
         ..Connection::default()
     };
-    let server = connection.server(&url);
+    let server = connection.server(&url)?;
     let studies = studies_of(&url, &server)?;
     let mut cases = Vec::new();
     let mut failed = 0;
@@ -575,7 +581,7 @@ fn publish_case(
         }
     }
     let server = match (&case.origin, options.no_store) {
-        (Some(origin), false) => Some(connection.server(&DicomWebUrl::parse(origin)?)),
+        (Some(origin), false) => Some(connection.server(&DicomWebUrl::parse(origin)?)?),
         _ => None,
     };
     let held = server
@@ -693,7 +699,7 @@ fn results(url: &str, json: bool, connection: &Connection) -> Result<(), CliErro
             "results needs a URL that names one study (…/studies/STUDY_UID)".into(),
         ));
     };
-    let server = connection.server(&url);
+    let server = connection.server(&url)?;
     let found = study_results(
         &server,
         study,
@@ -790,7 +796,7 @@ fn agreement_of(
     connection: &Connection,
 ) -> Result<(), CliError> {
     let url = DicomWebUrl::parse(url)?;
-    let server = connection.server(&url);
+    let server = connection.server(&url)?;
     let studies = studies_of(&url, &server)?;
     let mut labels = Vec::new();
     for study in &studies {

@@ -1160,7 +1160,7 @@ fn store_batches(
 ) -> Result<(usize, usize), CliError> {
     let (mut stored, mut held) = (0, 0);
     for ((origin, study_uid), documents) in batches {
-        let server = connection.server(&crate::pacs::DicomWebUrl::parse(&origin)?);
+        let server = connection.server(&crate::pacs::DicomWebUrl::parse(&origin)?)?;
         let on_server = crate::pacs::results::held_documents(&server, &study_uid)?;
         let mut to_store = Vec::new();
         for (what, document) in documents {

@@ -98,7 +98,7 @@ fn from_pacs(url: &str) -> Result<Source, CliError> {
         std::path::PathBuf::from,
     );
     let cache = workspace_dir.join("dicomweb");
-    let server = super::pacs::Connection::default().server(&parsed);
+    let server = super::pacs::Connection::default().server(&parsed)?;
     let found = crate::pacs::results::study_results(&server, study, &cache, 6)?;
     let series = ct_series(&server, study)?;
     let folder = series_folder(&cache, &server, study, &series.series_uid);

@@ -84,6 +84,9 @@ impl InferError {
             Self::NotAnalysable(_) => {
                 "open an abdominal CT series (keyslice info lists the series of a folder; pick one with --series)"
             }
+            Self::Server { detail, .. } if detail.contains("certificate is not trusted") => {
+                keyslice_io::http::CERTIFICATE_HINT
+            }
             Self::Server { detail, .. } if detail.contains("API key") => {
                 "set the key in the variable named by --api-key-env (e.g. KEYSLICE_API_KEY)"
             }

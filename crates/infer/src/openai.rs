@@ -45,6 +45,9 @@ pub struct OpenAiClient {
     /// The HTTP agent, made at the first request (after the timeout is set) and shared by
     /// the client's clones.
     agent: std::sync::Arc<OnceLock<ureq::Agent>>,
+    /// The certificates trusted (DER): the system's store and any `--ca-cert`; `None`: the
+    /// compiled-in roots.
+    roots: Option<std::sync::Arc<Vec<Vec<u8>>>>,
     /// The served model name.
     pub model: String,
     /// Bearer token, if the server wants one.
@@ -84,6 +87,10 @@ impl OpenAiClient {
             url: server.shown(),
             server,
             agent: std::sync::Arc::default(),
+            roots: keyslice_io::http::trusted_certificates(&[])
+                .ok()
+                .flatten()
+                .map(std::sync::Arc::new),
             model: model.to_string(),
             api_key,
             timeout: Duration::from_mins(2),
@@ -96,6 +103,18 @@ impl OpenAiClient {
 
     /// A failure of this server, its text with every secret hidden: the key and password in
     /// use, and any credential a server echoes.
+    /// Trusts the CA certificates in `files` (PEM) beside the system's store: a server whose
+    /// certificate a hospital's own CA signed. A file that cannot be read or holds no
+    /// certificate is an error naming it.
+    pub fn trust(&mut self, files: &[std::path::PathBuf]) -> Result<(), String> {
+        if files.is_empty() {
+            return Ok(());
+        }
+        self.roots = keyslice_io::http::trusted_certificates(files)?.map(std::sync::Arc::new);
+        self.agent = std::sync::Arc::default();
+        Ok(())
+    }
+
     /// Refuses `volume` when its pixels carry burned-in text and that was not allowed: what
     /// is drawn into them (a name, a date, an instruction to the model) would leave the
     /// machine. Checked before a request is made.
@@ -158,13 +177,23 @@ impl OpenAiClient {
         // One agent per client (and its clones): its TLS setup and connection pool are made
         // once, not per request.
         let agent = self.agent.get_or_init(|| {
-            ureq::Agent::config_builder()
+            let mut config = ureq::Agent::config_builder()
                 .timeout_global(Some(self.timeout))
                 .http_status_as_error(false)
                 // A redirect is refused, never followed (see `answer`).
-                .max_redirects(0)
-                .build()
-                .into()
+                .max_redirects(0);
+            if let Some(roots) = &self.roots {
+                let certificates: Vec<ureq::tls::Certificate<'static>> = roots
+                    .iter()
+                    .map(|der| ureq::tls::Certificate::from_der(der).to_owned())
+                    .collect();
+                config = config.tls_config(
+                    ureq::tls::TlsConfig::builder()
+                        .root_certs(ureq::tls::RootCerts::new_with_certs(&certificates))
+                        .build(),
+                );
+            }
+            config.build().into()
         });
         let mut wait = self.backoff;
         let mut attempt = 0;
@@ -183,6 +212,8 @@ impl OpenAiClient {
                 }
                 // A dropped connection (a server restarting) is worth a retry; a refused one
                 // means nothing listens there, and is reported at once.
+                // An untrusted certificate stays untrusted: never retried.
+                Err(error) if keyslice_io::http::is_certificate_error(&error.to_string()) => false,
                 Err(ureq::Error::Io(error)) => {
                     error.kind() != std::io::ErrorKind::ConnectionRefused
                 }
@@ -233,6 +264,9 @@ impl OpenAiClient {
             {
                 return Err(self
                     .error("connection refused: no server is listening at this address and port"));
+            }
+            Err(error) if keyslice_io::http::is_certificate_error(&error.to_string()) => {
+                return Err(self.error(format!("its TLS certificate is not trusted: {error}")));
             }
             Err(error) => return Err(self.error(format!("unreachable: {error}"))),
         };

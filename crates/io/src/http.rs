@@ -73,3 +73,123 @@ mod tests {
         assert!(redirect_refused(301, None).contains("no Location"));
     }
 }
+
+/// Where the operating system keeps its trusted certificates, when `SSL_CERT_FILE` names no
+/// file (Debian and Ubuntu, Fedora and RHEL, Alpine and macOS, in that order).
+const SYSTEM_BUNDLES: [&str; 3] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+];
+
+/// The certificates to trust (DER), when there is anything beyond the compiled-in roots to
+/// trust: the operating system's store (`SSL_CERT_FILE`, else its bundle file), every
+/// certificate file in `SSL_CERT_DIR`, and `extra` (`--ca-cert`, a hospital's own CA). A
+/// hospital adds its CA to the system store, or names it; either way it is trusted. `None`
+/// when none is found (then the compiled-in roots are used). A file given in `extra` that
+/// cannot be read or holds no certificate is an error naming it.
+pub fn trusted_certificates(extra: &[std::path::PathBuf]) -> Result<Option<Vec<Vec<u8>>>, String> {
+    let mut found = Vec::new();
+    let bundle = std::env::var_os("SSL_CERT_FILE")
+        .map(std::path::PathBuf::from)
+        .filter(|path| path.is_file())
+        .or_else(|| {
+            SYSTEM_BUNDLES
+                .iter()
+                .map(std::path::PathBuf::from)
+                .find(|path| path.is_file())
+        });
+    if let Some(bundle) = bundle
+        && let Ok(text) = crate::limits::read_text_bounded(&bundle, 64 << 20)
+    {
+        found.extend(pem_certificates(&text));
+    }
+    if let Some(dir) = std::env::var_os("SSL_CERT_DIR") {
+        for folder in std::env::split_paths(&dir) {
+            let Ok(entries) = std::fs::read_dir(&folder) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if let Ok(text) = crate::limits::read_text_bounded(&entry.path(), 1 << 20) {
+                    found.extend(pem_certificates(&text));
+                }
+            }
+        }
+    }
+    for path in extra {
+        let text = crate::limits::read_text_bounded(path, 16 << 20)
+            .map_err(|error| format!("--ca-cert {}: {error}", path.display()))?;
+        let certificates = pem_certificates(&text);
+        if certificates.is_empty() {
+            return Err(format!(
+                "--ca-cert {}: no certificate in it (a PEM file with -----BEGIN CERTIFICATE----- blocks)",
+                path.display()
+            ));
+        }
+        found.extend(certificates);
+    }
+    Ok((!found.is_empty()).then_some(found))
+}
+
+/// The DER bytes of each `-----BEGIN CERTIFICATE-----` block of `text`; a block that is not
+/// base64 is skipped.
+#[must_use]
+pub fn pem_certificates(text: &str) -> Vec<Vec<u8>> {
+    use base64::Engine as _;
+    let mut certificates = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("-----BEGIN CERTIFICATE-----") {
+        let body = &rest[start + "-----BEGIN CERTIFICATE-----".len()..];
+        let Some(end) = body.find("-----END CERTIFICATE-----") else {
+            break;
+        };
+        let encoded: String = body[..end].chars().filter(|c| !c.is_whitespace()).collect();
+        if let Ok(der) = base64::engine::general_purpose::STANDARD.decode(encoded) {
+            certificates.push(der);
+        }
+        rest = &body[end..];
+    }
+    certificates
+}
+
+/// Whether `text` (a TLS failure as a client library words it) says the server's certificate
+/// was not trusted: no retry helps, and the hint names what to trust.
+#[must_use]
+pub fn is_certificate_error(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    [
+        "unknownissuer",
+        "unknown issuer",
+        "invalid peer certificate",
+        "certificate",
+    ]
+    .iter()
+    .any(|needle| lower.contains(needle))
+}
+
+/// What to do about an untrusted server certificate.
+pub const CERTIFICATE_HINT: &str = "the server's certificate is not signed by a CA this machine trusts: add your hospital's CA certificate (PEM) with --ca-cert FILE, or to the system store (update-ca-certificates), or name a bundle in SSL_CERT_FILE";
+
+#[cfg(test)]
+mod trust_tests {
+    use super::*;
+
+    #[test]
+    fn certificates_are_read_from_pem_and_a_bad_file_is_named() {
+        let pem = "junk\n-----BEGIN CERTIFICATE-----\nAAEC\nAwQ=\n-----END CERTIFICATE-----\n\
+                   -----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n";
+        assert_eq!(pem_certificates(pem), vec![vec![0, 1, 2, 3, 4]]);
+        let folder = tempfile::tempdir().expect("temp dir");
+        let empty = folder.path().join("ca.pem");
+        std::fs::write(&empty, "not a certificate").expect("written");
+        let error = trusted_certificates(&[empty]).expect_err("refused");
+        assert!(
+            error.starts_with("--ca-cert ") && error.contains("no certificate"),
+            "{error}"
+        );
+        assert!(is_certificate_error(
+            "invalid peer certificate: UnknownIssuer"
+        ));
+        assert!(!is_certificate_error("connection refused"));
+    }
+}

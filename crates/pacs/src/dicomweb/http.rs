@@ -22,6 +22,31 @@ pub struct Server {
     pub backoff: Duration,
 }
 
+/// The HTTP agent of a server: `timeout` per request, no redirect followed, `roots` (DER) as
+/// the trusted certificates when given (else the compiled-in roots).
+fn agent(timeout: Duration, roots: Option<&[Vec<u8>]>) -> ureq::Agent {
+    let mut config = ureq::Agent::config_builder()
+        .timeout_connect(Some(timeout.min(Duration::from_secs(10))))
+        .timeout_per_call(Some(timeout))
+        .http_status_as_error(false)
+        // A redirect is refused, never followed (see `answer`).
+        .max_redirects(0)
+        .max_idle_connections_per_host(16)
+        .user_agent(concat!("keyslice/", env!("CARGO_PKG_VERSION")));
+    if let Some(roots) = roots {
+        let certificates: Vec<ureq::tls::Certificate<'static>> = roots
+            .iter()
+            .map(|der| ureq::tls::Certificate::from_der(der).to_owned())
+            .collect();
+        config = config.tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::new_with_certs(&certificates))
+                .build(),
+        );
+    }
+    config.build().into()
+}
+
 /// A response whose status was 2xx.
 pub struct Answer {
     /// The `Content-Type` header.
@@ -41,16 +66,10 @@ impl Server {
     /// `timeout`.
     #[must_use]
     pub fn with_timeout(url: &DicomWebUrl, timeout: Duration) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_connect(Some(timeout.min(Duration::from_secs(10))))
-            .timeout_per_call(Some(timeout))
-            .http_status_as_error(false)
-            // A redirect is refused, never followed (see `answer`).
-            .max_redirects(0)
-            .max_idle_connections_per_host(16)
-            .user_agent(concat!("keyslice/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+        // The system's certificate store (and SSL_CERT_FILE / SSL_CERT_DIR): a PACS behind a
+        // hospital's CA that the machine trusts is trusted here too.
+        let roots = keyslice_io::http::trusted_certificates(&[]).ok().flatten();
+        let agent = agent(timeout, roots.as_deref());
         Self {
             root: url.root.clone(),
             auth: url.auth.clone(),
@@ -59,6 +78,16 @@ impl Server {
             retries: 3,
             backoff: Duration::from_millis(500),
         }
+    }
+
+    /// Trusts the CA certificates in `files` (PEM) beside the system's store (`--ca-cert`);
+    /// a file that cannot be read or holds no certificate is an error naming it.
+    pub fn trust(&mut self, files: &[std::path::PathBuf]) -> Result<(), String> {
+        if !files.is_empty() {
+            let roots = keyslice_io::http::trusted_certificates(files)?;
+            self.agent = agent(self.timeout, roots.as_deref());
+        }
+        Ok(())
     }
 
     /// The DICOMweb root as shown to people (never with credentials).
@@ -143,7 +172,10 @@ impl Server {
                 }
                 Err(ureq::Error::Timeout(_)) => true,
                 Err(_) => false,
-            };
+            } && !outcome.as_ref().is_err_and(|error| {
+                // An untrusted certificate stays untrusted: never retried.
+                keyslice_io::http::is_certificate_error(&error.to_string())
+            });
             if retryable && attempt < self.retries {
                 let asked = outcome.as_ref().ok().and_then(|response| {
                     retry_after(
@@ -251,6 +283,10 @@ impl Server {
                 "connection refused: nothing is listening at this address and port".into()
             }
             ureq::Error::HostNotFound => "the host name is not known (DNS)".into(),
+            other if keyslice_io::http::is_certificate_error(&other.to_string()) => format!(
+                "its TLS certificate is not trusted ({other}): {}",
+                keyslice_io::http::CERTIFICATE_HINT
+            ),
             other => format!("{other} (after {} retries)", self.retries),
         };
         PacsError::Unreachable {
