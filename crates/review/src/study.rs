@@ -823,9 +823,11 @@ impl Study {
             // person has read for goes through `record`, which keeps their washout.
             let path = self.reads_path(reader)?;
             let mut pending: Vec<String> = Vec::new();
-            // Blocks grow from one read to [`SIMULATED_BLOCK`]: a small study is saved read
-            // by read, a large one in a few thousand writes.
+            // A reader's first [`SINGLY_SAVED`] reads are saved one by one, then blocks grow
+            // to [`SIMULATED_BLOCK`]: a small study is saved read by read, a large one in a
+            // few thousand writes.
             let mut block = 1;
+            let mut written = 0;
             let flush = |pending: &mut Vec<String>| -> Result<(), StudyError> {
                 if pending.is_empty() {
                     return Ok(());
@@ -857,8 +859,11 @@ impl Study {
                         })?,
                     );
                     if pending.len() >= block {
+                        written += pending.len();
                         flush(&mut pending)?;
-                        block = (block * 2).min(SIMULATED_BLOCK);
+                        if written >= SINGLY_SAVED {
+                            block = (block * 2).min(SIMULATED_BLOCK);
+                        }
                     }
                 }
                 simulation.recorded += 1;
@@ -962,6 +967,9 @@ impl Study {
         }
     }
 }
+
+/// Simulated reads each reader saves one at a time before blocks grow.
+const SINGLY_SAVED: usize = 64;
 
 /// The most simulated reads written per synced write: a stopped simulation loses at most
 /// this many, and resumes after the last block written.
