@@ -26,7 +26,7 @@ use super::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
 use crate::views::{ct_frames, diagnose_prompt, verifier_view};
 use keyslice_core::volume::Volume;
 use keyslice_io::frames::{VIDEO_FPS, grey_png};
-use keyslice_io::http::{MAX_RETRY_AFTER, next_wait, redirect_refused, retry_after};
+use keyslice_io::http::{MAX_RETRY_AFTER, asked_wait, next_wait, redirect_of};
 use keyslice_io::secrets::{ServerUrl, redact_known};
 
 /// The diagnosis prompt shipped with Keyslice (`{frames}`: the frame → slice table).
@@ -45,9 +45,9 @@ pub struct OpenAiClient {
     /// The HTTP agent, made at the first request (after the timeout is set) and shared by
     /// the client's clones.
     agent: std::sync::Arc<OnceLock<ureq::Agent>>,
-    /// The certificates trusted (DER): the system's store and any `--ca-cert`; `None`: the
+    /// The certificates trusted: the system's store and any `--ca-cert`; `None`: the
     /// compiled-in roots.
-    roots: Option<std::sync::Arc<Vec<Vec<u8>>>>,
+    tls: Option<ureq::tls::TlsConfig>,
     /// The served model name.
     pub model: String,
     /// Bearer token, if the server wants one.
@@ -87,10 +87,7 @@ impl OpenAiClient {
             url: server.shown(),
             server,
             agent: std::sync::Arc::default(),
-            roots: keyslice_io::http::trusted_certificates(&[])
-                .ok()
-                .flatten()
-                .map(std::sync::Arc::new),
+            tls: keyslice_io::http::tls_config(&[]).ok().flatten(),
             model: model.to_string(),
             api_key,
             timeout: Duration::from_mins(2),
@@ -110,7 +107,7 @@ impl OpenAiClient {
         if files.is_empty() {
             return Ok(());
         }
-        self.roots = keyslice_io::http::trusted_certificates(files)?.map(std::sync::Arc::new);
+        self.tls = keyslice_io::http::tls_config(files)?;
         self.agent = std::sync::Arc::default();
         Ok(())
     }
@@ -182,16 +179,8 @@ impl OpenAiClient {
                 .http_status_as_error(false)
                 // A redirect is refused, never followed (see `answer`).
                 .max_redirects(0);
-            if let Some(roots) = &self.roots {
-                let certificates: Vec<ureq::tls::Certificate<'static>> = roots
-                    .iter()
-                    .map(|der| ureq::tls::Certificate::from_der(der).to_owned())
-                    .collect();
-                config = config.tls_config(
-                    ureq::tls::TlsConfig::builder()
-                        .root_certs(ureq::tls::RootCerts::new_with_certs(&certificates))
-                        .build(),
-                );
+            if let Some(tls) = &self.tls {
+                config = config.tls_config(tls.clone());
             }
             config.build().into()
         });
@@ -220,14 +209,7 @@ impl OpenAiClient {
                 Err(_) => false,
             };
             if retryable && attempt < self.retries {
-                let asked = outcome.as_ref().ok().and_then(|response| {
-                    retry_after(
-                        response
-                            .headers()
-                            .get("Retry-After")
-                            .and_then(|value| value.to_str().ok()),
-                    )
-                });
+                let asked = asked_wait(&outcome);
                 match next_wait(wait, asked) {
                     Ok(pause) => {
                         // Retries are routine; only the final outcome is reported to the user.
@@ -271,12 +253,8 @@ impl OpenAiClient {
             Err(error) => return Err(self.error(format!("unreachable: {error}"))),
         };
         let status = response.status().as_u16();
-        if (300..400).contains(&status) {
-            let location = response
-                .headers()
-                .get("Location")
-                .and_then(|value| value.to_str().ok());
-            return Err(self.error(redirect_refused(status, location)));
+        if let Some(refused) = redirect_of(&response) {
+            return Err(self.error(refused));
         }
         let text = response
             .body_mut()

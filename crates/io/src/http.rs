@@ -26,6 +26,48 @@ pub fn next_wait(backoff: Duration, asked: Option<Duration>) -> Result<Duration,
     }
 }
 
+/// The wait a busy server asks for in its `Retry-After` header, when `outcome` is such an
+/// answer.
+#[must_use]
+pub fn asked_wait(
+    outcome: &Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+) -> Option<Duration> {
+    let response = outcome.as_ref().ok()?;
+    retry_after(
+        response
+            .headers()
+            .get("Retry-After")
+            .and_then(|value| value.to_str().ok()),
+    )
+}
+
+/// Why `response` is not used, when it is a redirect ([`redirect_refused`]).
+#[must_use]
+pub fn redirect_of(response: &ureq::http::Response<ureq::Body>) -> Option<String> {
+    let status = response.status().as_u16();
+    (300..400).contains(&status).then(|| {
+        let location = response
+            .headers()
+            .get("Location")
+            .and_then(|value| value.to_str().ok());
+        redirect_refused(status, location)
+    })
+}
+
+/// The TLS settings that trust [`trusted_certificates`] of `extra`; `None` when the
+/// compiled-in roots are all there is to trust.
+pub fn tls_config(extra: &[std::path::PathBuf]) -> Result<Option<ureq::tls::TlsConfig>, String> {
+    Ok(trusted_certificates(extra)?.map(|roots| {
+        let certificates: Vec<ureq::tls::Certificate<'static>> = roots
+            .iter()
+            .map(|der| ureq::tls::Certificate::from_der(der).to_owned())
+            .collect();
+        ureq::tls::TlsConfig::builder()
+            .root_certs(ureq::tls::RootCerts::new_with_certs(&certificates))
+            .build()
+    }))
+}
+
 /// Why a redirect is not followed, naming where it points (its user-info and secret query
 /// values hidden): a POST would be sent again as a GET, and another host would answer in
 /// this server's name.

@@ -253,17 +253,7 @@ impl ReviewStore {
         connection
             .busy_timeout(Duration::from_secs(10))
             .map_err(sqlite)?;
-        // Reading the version is the first read of the file: a file that is not SQLite fails
-        // here.
-        let version: i32 = connection
-            .query_row("PRAGMA user_version", [], |row| row.get(0))
-            .map_err(damaged)?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::Newer {
-                path: path.to_path_buf(),
-                found: version,
-            });
-        }
+        let version = schema_version(&connection, path)?;
         if let Err(error) = connection.pragma_update(None, "journal_mode", "WAL") {
             // A file system that refuses writes (a read-only mount, a locked share).
             if is_read_only_error(&error) {
@@ -335,16 +325,7 @@ impl ReviewStore {
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
         }
         .map_err(damaged)?;
-        let version: i32 = connection
-            .query_row("PRAGMA user_version", [], |row| row.get(0))
-            .map_err(damaged)?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::Newer {
-                path: path.to_path_buf(),
-                found: version,
-            });
-        }
-        if version < SCHEMA_VERSION {
+        if schema_version(&connection, path)? < SCHEMA_VERSION {
             return Err(read_only());
         }
         Ok(Self {
@@ -667,6 +648,24 @@ fn sibling(path: &Path, suffix: &str) -> std::path::PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     std::path::PathBuf::from(name)
+}
+
+/// The schema version of the database at `path`, refused when a newer Keyslice wrote it.
+/// Reading it is the first read of the file: a file that is not SQLite fails here.
+fn schema_version(connection: &Connection, path: &Path) -> Result<i32, StoreError> {
+    let version: i32 = connection
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(|error| StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail: error.to_string(),
+        })?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::Newer {
+            path: path.to_path_buf(),
+            found: version,
+        });
+    }
+    Ok(version)
 }
 
 /// Whether SQLite refused a write because the file or its folder is read-only.

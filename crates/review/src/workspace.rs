@@ -133,7 +133,8 @@ pub struct Workspace {
 /// Predictions read from `predictions.jsonl`, with the lines that could not be used.
 #[derive(Debug, Default)]
 pub struct Predictions {
-    /// The last prediction per case, in case order of first appearance.
+    /// The last prediction per case, in case order of first appearance (read it; it is
+    /// filled by [`Workspace::predictions`], which keeps the index beside it).
     pub by_case: Vec<Prediction>,
     /// `line N: what is wrong` for each damaged line.
     pub damaged: Vec<String>,
@@ -149,7 +150,6 @@ impl Predictions {
             .get(case_id)
             .and_then(|&at| self.by_case.get(at))
             .filter(|prediction| prediction.case_id == case_id)
-            .or_else(|| self.by_case.iter().find(|p| p.case_id == case_id))
     }
 
     /// Keeps `prediction` as its case's latest.

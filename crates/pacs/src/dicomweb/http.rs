@@ -5,7 +5,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use super::{Auth, DicomWebUrl, PacsError};
-use keyslice_io::http::{MAX_RETRY_AFTER, next_wait, redirect_refused, retry_after};
+use keyslice_io::http::{MAX_RETRY_AFTER, asked_wait, next_wait, redirect_of};
 
 /// A DICOMweb server: its root, credentials, timeouts and retry policy.
 #[derive(Clone, Debug)]
@@ -22,9 +22,9 @@ pub struct Server {
     pub backoff: Duration,
 }
 
-/// The HTTP agent of a server: `timeout` per request, no redirect followed, `roots` (DER) as
-/// the trusted certificates when given (else the compiled-in roots).
-fn agent(timeout: Duration, roots: Option<&[Vec<u8>]>) -> ureq::Agent {
+/// The HTTP agent of a server: `timeout` per request, no redirect followed, `tls` trusting
+/// the system's certificates when given (else the compiled-in roots).
+fn agent(timeout: Duration, tls: Option<ureq::tls::TlsConfig>) -> ureq::Agent {
     let mut config = ureq::Agent::config_builder()
         .timeout_connect(Some(timeout.min(Duration::from_secs(10))))
         .timeout_per_call(Some(timeout))
@@ -33,16 +33,8 @@ fn agent(timeout: Duration, roots: Option<&[Vec<u8>]>) -> ureq::Agent {
         .max_redirects(0)
         .max_idle_connections_per_host(16)
         .user_agent(concat!("keyslice/", env!("CARGO_PKG_VERSION")));
-    if let Some(roots) = roots {
-        let certificates: Vec<ureq::tls::Certificate<'static>> = roots
-            .iter()
-            .map(|der| ureq::tls::Certificate::from_der(der).to_owned())
-            .collect();
-        config = config.tls_config(
-            ureq::tls::TlsConfig::builder()
-                .root_certs(ureq::tls::RootCerts::new_with_certs(&certificates))
-                .build(),
-        );
+    if let Some(tls) = tls {
+        config = config.tls_config(tls);
     }
     config.build().into()
 }
@@ -68,8 +60,8 @@ impl Server {
     pub fn with_timeout(url: &DicomWebUrl, timeout: Duration) -> Self {
         // The system's certificate store (and SSL_CERT_FILE / SSL_CERT_DIR): a PACS behind a
         // hospital's CA that the machine trusts is trusted here too.
-        let roots = keyslice_io::http::trusted_certificates(&[]).ok().flatten();
-        let agent = agent(timeout, roots.as_deref());
+        let tls = keyslice_io::http::tls_config(&[]).ok().flatten();
+        let agent = agent(timeout, tls);
         Self {
             root: url.root.clone(),
             auth: url.auth.clone(),
@@ -84,8 +76,7 @@ impl Server {
     /// a file that cannot be read or holds no certificate is an error naming it.
     pub fn trust(&mut self, files: &[std::path::PathBuf]) -> Result<(), String> {
         if !files.is_empty() {
-            let roots = keyslice_io::http::trusted_certificates(files)?;
-            self.agent = agent(self.timeout, roots.as_deref());
+            self.agent = agent(self.timeout, keyslice_io::http::tls_config(files)?);
         }
         Ok(())
     }
@@ -177,14 +168,7 @@ impl Server {
                 keyslice_io::http::is_certificate_error(&error.to_string())
             });
             if retryable && attempt < self.retries {
-                let asked = outcome.as_ref().ok().and_then(|response| {
-                    retry_after(
-                        response
-                            .headers()
-                            .get("Retry-After")
-                            .and_then(|value| value.to_str().ok()),
-                    )
-                });
+                let asked = asked_wait(&outcome);
                 match next_wait(wait, asked) {
                     Ok(pause) => {
                         tracing::debug!(attempt, server = %self.root, what, ?pause, "PACS request failed; retrying");
@@ -224,16 +208,12 @@ impl Server {
             .and_then(|value| value.to_str().ok())
             .unwrap_or("")
             .to_string();
-        if (300..400).contains(&status) {
-            let location = response
-                .headers()
-                .get("Location")
-                .and_then(|value| value.to_str().ok());
+        if let Some(refused) = redirect_of(&response) {
             return Err(PacsError::Server {
                 server: self.root.clone(),
                 what: what.to_string(),
                 status,
-                detail: Some(redirect_refused(status, location)),
+                detail: Some(refused),
             });
         }
         let mut body = response.into_body();

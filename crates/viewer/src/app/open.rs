@@ -318,36 +318,43 @@ pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (S
         Source::Path(path) if path.join(MANIFEST_FILE).is_file() => {
             load_volume(&resolve(source.clone(), &mut |_| {})?)
         }
-        Source::Path(path) => {
-            let study: Study = load_study(path, &LoadOptions::default())
-                .map_err(|error| (error.to_string(), error.hint()))?;
-            let mut warnings = study.volume.warnings().to_vec();
-            warnings.extend(
-                study
-                    .unreadable
-                    .iter()
-                    .map(|file| format!("skipped {}: {}", file.path.display(), file.reason)),
-            );
-            let mask_folder = (study.format == SourceFormat::Nifti)
-                .then(|| {
-                    study
-                        .path
-                        .parent()
-                        .map(|parent| parent.join("segmentations"))
-                })
-                .flatten()
-                .filter(|folder| folder.is_dir());
-            Ok((
-                LoadedStudy {
-                    title: study.path.display().to_string(),
-                    volume: Arc::new(study.volume),
-                    warnings,
-                    prediction: None,
-                },
-                mask_folder,
-            ))
-        }
+        Source::Path(path) => load_path(path, &LoadOptions::default()),
     }
+}
+
+/// Reads the study at `path` (one series of it when `options` names one); also returns the
+/// `segmentations/` folder beside a NIfTI file, when there is one.
+fn load_path(
+    path: &Path,
+    options: &LoadOptions,
+) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {
+    let study: Study =
+        load_study(path, options).map_err(|error| (error.to_string(), error.hint()))?;
+    let mut warnings = study.volume.warnings().to_vec();
+    warnings.extend(
+        study
+            .unreadable
+            .iter()
+            .map(|file| format!("skipped {}: {}", file.path.display(), file.reason)),
+    );
+    let mask_folder = (study.format == SourceFormat::Nifti)
+        .then(|| {
+            study
+                .path
+                .parent()
+                .map(|parent| parent.join("segmentations"))
+        })
+        .flatten()
+        .filter(|folder| folder.is_dir());
+    Ok((
+        LoadedStudy {
+            title: study.path.display().to_string(),
+            volume: Arc::new(study.volume),
+            warnings,
+            prediction: None,
+        },
+        mask_folder,
+    ))
 }
 
 /// Reads one case of a workspace: its CT, its masks folder and its saved prediction.
@@ -372,7 +379,12 @@ pub(super) fn load_workspace_case(
         .map(|images| images.series_uid.clone())
         .filter(|uid| !uid.is_empty());
     let (mut study, _) = match bound_series {
-        Some(series_uid) => load_series(&case.volume, series_uid)?,
+        Some(series_uid) => load_path(
+            &case.volume,
+            &LoadOptions {
+                series_uid: Some(series_uid),
+            },
+        )?,
         None => load_volume(&Source::Path(case.volume.clone()))?,
     };
     study
@@ -401,36 +413,6 @@ pub(super) fn load_workspace_case(
     study.title = format!("{case_id} — {}", root.display());
     let masks = case.masks.filter(|folder| folder.is_dir());
     Ok((study, masks))
-}
-
-/// One series of a study folder, by its Series Instance UID.
-fn load_series(
-    path: &Path,
-    series_uid: String,
-) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {
-    let study: Study = load_study(
-        path,
-        &LoadOptions {
-            series_uid: Some(series_uid),
-        },
-    )
-    .map_err(|error| (error.to_string(), error.hint()))?;
-    let mut warnings = study.volume.warnings().to_vec();
-    warnings.extend(
-        study
-            .unreadable
-            .iter()
-            .map(|file| format!("skipped {}: {}", file.path.display(), file.reason)),
-    );
-    Ok((
-        LoadedStudy {
-            volume: Arc::new(study.volume),
-            title: study.path.display().to_string(),
-            warnings,
-            prediction: None,
-        },
-        None,
-    ))
 }
 
 /// Reads an AbdomenAtlas `segmentations/` folder onto the CT grid and derives the lesion
