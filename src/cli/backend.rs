@@ -258,7 +258,15 @@ impl BackendArgs {
         );
         let verifier_client = match (&self.verifier_url, &self.verifier_model) {
             (Some(url), Some(model)) => {
-                let url = endpoint(url)?.url;
+                // Checked as --url is, and named as the flag it came from.
+                let url = endpoint(url)
+                    .map_err(|error| match error {
+                        CliError::Argument(message) => {
+                            CliError::Argument(message.replacen("--url", "--verifier-url", 1))
+                        }
+                        other => other,
+                    })?
+                    .url;
                 let api_key = match &self.verifier_api_key_env {
                     Some(name) => Some(std::env::var(name).map_err(|_| {
                         CliError::Argument(format!(
