@@ -15,7 +15,16 @@ out="$(cd "$out" && pwd)"
 if ! cargo deb --version >/dev/null 2>&1; then
   cargo install cargo-deb --version "^3.8" --locked
 fi
-cargo deb --output "$out/"
+# The man pages and completion scripts come from the release binary itself.
+cargo build --release --locked
+shell=target/shell
+rm -rf "$shell"
+mkdir -p "$shell"
+target/release/keyslice manpages --out "$shell/man"
+target/release/keyslice completions bash >"$shell/keyslice.bash"
+target/release/keyslice completions zsh >"$shell/_keyslice"
+target/release/keyslice completions fish >"$shell/keyslice.fish"
+cargo deb --no-build --output "$out/"
 deb="$(ls "$out"/keyslice_*.deb)"
 echo "package: $deb ($(du -h "$deb" | cut -f1))"
 dpkg-deb --info "$deb" | sed -n '/Package:/,/Description:/p'
@@ -24,12 +33,15 @@ root="$out/root"
 dpkg-deb -x "$deb" "$root"
 for file in usr/bin/keyslice usr/share/applications/keyslice.desktop \
   usr/share/icons/hicolor/scalable/apps/keyslice.svg usr/share/mime/packages/keyslice.xml \
-  usr/share/doc/keyslice/MODEL_CARD.md; do
+  usr/share/doc/keyslice/MODEL_CARD.md usr/share/bash-completion/completions/keyslice \
+  usr/share/zsh/vendor-completions/_keyslice usr/share/fish/vendor_completions.d/keyslice.fish; do
   [ -e "$root/$file" ] || { echo "missing in the package: $file" >&2; exit 1; }
 done
 if command -v desktop-file-validate >/dev/null 2>&1; then
   desktop-file-validate "$root/usr/share/applications/keyslice.desktop"
 fi
+ls "$root"/usr/share/man/man1/keyslice.1* "$root"/usr/share/man/man1/keyslice-pacs-publish.1* >/dev/null \
+  || { echo "missing in the package: the man pages" >&2; exit 1; }
 "$root/usr/bin/keyslice" --version
 
 # The installed binary, on its own (the model is inside it), to a first frame.

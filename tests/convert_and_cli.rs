@@ -450,3 +450,77 @@ fn the_command_reference_is_the_help_text() {
         );
     }
 }
+
+/// The bash completion script is valid bash and completes subcommands and flags; the zsh and
+/// fish scripts name the commands too.
+#[test]
+fn shell_completions_complete_the_commands_and_their_flags() {
+    let bash = keyslice(&["completions", "bash"]);
+    assert!(bash.status.success(), "{}", text(&bash.stderr));
+    let script = text(&bash.stdout);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("keyslice.bash");
+    std::fs::write(&path, &script).expect("script written");
+    // Source the script and ask it what follows `keyslice pacs pub` and `keyslice export --`.
+    let complete = |words: &str| {
+        let probe = format!(
+            "source '{}'; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); \
+             COMP_LINE='{words}'; COMP_POINT=${{#COMP_LINE}}; _keyslice keyslice; \
+             printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            path.display()
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &probe])
+            .output()
+            .expect("bash runs");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let commands = complete("keyslice pa");
+    assert!(commands.lines().any(|word| word == "pacs"), "{commands}");
+    let publish = complete("keyslice pacs pub");
+    assert!(publish.lines().any(|word| word == "publish"), "{publish}");
+    let flags = complete("keyslice export --fo");
+    assert!(flags.lines().any(|word| word == "--format"), "{flags}");
+    for shell in ["zsh", "fish"] {
+        let out = keyslice(&["completions", shell]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("manpages"), "{shell}");
+    }
+    let unknown = keyslice(&["completions", "cmd.exe"]);
+    assert_eq!(unknown.status.code(), Some(2));
+}
+
+/// `keyslice manpages` writes a page per command that `man` renders, with the same options
+/// as `--help`.
+#[test]
+fn man_pages_are_written_for_every_command_and_render() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("man1");
+    let result = keyslice(&["manpages", "--out", out.to_str().expect("utf-8"), "--json"]);
+    assert!(result.status.success(), "{}", text(&result.stderr));
+    let summary: serde_json::Value =
+        serde_json::from_str(text(&result.stdout).trim()).expect("one JSON line");
+    let pages = summary["pages"].as_array().expect("pages");
+    let mut help = Vec::new();
+    help_pages(&[], &mut help);
+    assert_eq!(pages.len(), help.len(), "one page per command");
+    for (line, _) in &help {
+        let page = out.join(format!("{}.1", line.replace(' ', "-")));
+        assert!(page.is_file(), "no page {}", page.display());
+    }
+    // Rendered as a reader sees it: the publish page names its flags.
+    let rendered = std::process::Command::new("man")
+        .args(["-l", "-P", "cat"])
+        .arg(out.join("keyslice-pacs-publish.1"))
+        .env("MANWIDTH", "100")
+        .output();
+    if let Some(rendered) = rendered.ok().filter(|r| r.status.success()) {
+        let page = text(&rendered.stdout);
+        assert!(page.contains("--reviewer"), "{page}");
+    } else {
+        let roff = std::fs::read_to_string(out.join("keyslice-pacs-publish.1")).expect("page");
+        assert!(roff.starts_with(".ie") || roff.contains(".TH"), "{roff}");
+        assert!(roff.contains("reviewer"), "{roff}");
+    }
+}

@@ -15,6 +15,7 @@ pub mod info;
 pub mod pacs;
 pub mod phantom;
 pub mod score;
+pub mod shell;
 pub mod study;
 pub mod train;
 pub mod view;
@@ -71,6 +72,10 @@ pub enum Command {
     /// Evaluations on case folders with truth: whether the evidence tells made-up findings
     /// from real ones.
     Eval(eval::EvalArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(shell::CompletionsArgs),
+    /// Write the man pages (`keyslice.1` and one per subcommand) into a folder.
+    Manpages(shell::ManpagesArgs),
 }
 
 /// A failed command, as a user sees it.
@@ -235,6 +240,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Pacs(args) => pacs::run(&args),
         Command::Study(args) => study::run(&args),
         Command::Eval(args) => eval::run(&args),
+        Command::Completions(args) => shell::completions(&args),
+        Command::Manpages(args) => shell::manpages(&args),
     }
 }
 
