@@ -164,6 +164,13 @@ fn run_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     command.output().expect("the binary runs")
 }
 
+/// `pacs retrieve URL --cache CACHE --json`: its one JSON line, and its stderr.
+fn retrieve_json(url: &str, cache: &Path) -> (serde_json::Value, String) {
+    let out = run(&["pacs", "retrieve", url, "--cache", s(cache), "--json"]);
+    let summary = serde_json::from_str(ok(&out).trim()).expect("--json prints one JSON line");
+    (summary, text(&out.stderr))
+}
+
 fn ok(output: &Output) -> String {
     assert!(
         output.status.success(),
@@ -373,6 +380,11 @@ fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
         again.starts_with("0 document(s); 3 already on the PACS"),
         "{again}"
     );
+    let summary: serde_json::Value =
+        serde_json::from_str(ok(&run(&["pacs", "publish", s(&ws1), "--json"])).trim())
+            .expect("--json prints one JSON line");
+    assert_eq!(summary["held"], 3, "{summary}");
+    assert_eq!(summary["documents"].as_array().map(Vec::len), Some(0));
 
     // Machine 2: the same worklist, reviewer Ben moves the key slice 12 slices; the AI's
     // result is on the PACS already and is not stored twice.
@@ -685,9 +697,13 @@ fn wrong_credentials_unknown_study_no_ct_and_a_down_server_are_named_and_retriev
     for file in &files[..5] {
         std::fs::remove_file(file).expect("removed");
     }
-    let again = run(&["pacs", "retrieve", &study_url, "--cache", s(&cache)]);
-    ok(&again);
-    let message = text(&again.stderr);
+    let (summary, message) = retrieve_json(&study_url, &cache);
+    assert_eq!(summary["instances"], total);
+    assert_eq!(summary["fetched"], 5);
+    assert_eq!(
+        summary["folder"].as_str().map(PathBuf::from),
+        Some(folder.clone())
+    );
     assert!(
         message.contains(&format!("{total} instance(s)")) && message.contains("(5 fetched,"),
         "{message}"

@@ -954,3 +954,96 @@ fn a_simulation_leaves_a_persons_reads_alone_unless_the_reader_is_named() {
         );
     }
 }
+
+/// Each step from phantoms to a study report can say what it did as one JSON line (a
+/// script's only contract), with the progress left on stderr.
+#[test]
+fn every_step_from_phantoms_to_the_report_prints_json_when_asked() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let path = |name: &str| {
+        folder
+            .path()
+            .join(name)
+            .to_str()
+            .expect("utf-8")
+            .to_string()
+    };
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = keyslice(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert_eq!(stdout.lines().count(), 1, "{args:?}: one line: {stdout}");
+        serde_json::from_str(stdout.trim()).expect("JSON")
+    };
+    let (dataset, ws, trial) = (path("dataset"), path("ws"), path("trial"));
+    let made = json(&[
+        "phantom", "--out", &dataset, "--cases", "4", "--seed", "91", "--matrix", "64", "--json",
+    ]);
+    assert_eq!(made["cases"], 4);
+    assert_eq!(made["case_ids"].as_array().map(Vec::len), Some(4));
+
+    let first = made["case_ids"][0].as_str().expect("a case id");
+    let ct = folder.path().join("dataset").join(first).join("ct.nii.gz");
+    let converted = json(&[
+        "convert",
+        ct.to_str().expect("utf-8"),
+        &path("copy.nii.gz"),
+        "--json",
+    ]);
+    assert_eq!(converted["format"], "nifti");
+    assert_eq!(converted["dims"][0], 64);
+
+    let created = json(&["workspace", "create", &ws, &dataset, "--json"]);
+    assert_eq!(
+        (created["added"].clone(), created["cases"].clone()),
+        (4.into(), 4.into())
+    );
+    let analysed = json(&["workspace", "analyze", &ws, "--json"]);
+    assert_eq!(analysed["analysed"], 4, "{analysed}");
+    assert_eq!(analysed["model"]["id"], "keyslice-tiny");
+    let again = json(&["workspace", "analyze", &ws, "--json"]);
+    assert_eq!(
+        (again["analysed"].clone(), again["skipped"].clone()),
+        (0.into(), 4.into())
+    );
+
+    let study = json(&[
+        "study",
+        "create",
+        &trial,
+        "--workspace",
+        &ws,
+        "--reader",
+        "ana",
+        "--reader",
+        "ben",
+        "--design",
+        "sequential",
+        "--json",
+    ]);
+    assert_eq!(study["cases"], 4);
+    let simulated = json(&["study", "simulate", &trial, "--truth", &dataset, "--json"]);
+    assert!(simulated["recorded"].as_u64() > Some(0), "{simulated}");
+    assert!(
+        simulated["note"]
+            .as_str()
+            .is_some_and(|note| note.contains("measure nothing about people"))
+    );
+    let report = json(&["study", "report", &trial, "--truth", &dataset, "--json"]);
+    assert_eq!(report["readers"], 2);
+    assert!(report["simulated"].is_string(), "{report}");
+    let files: Vec<&str> = report["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    for file in &files {
+        let written = Path::new(report["out"].as_str().expect("out")).join(file);
+        assert!(written.is_file(), "{}", written.display());
+    }
+    assert!(
+        files.contains(&"reads.imrmc") && files.contains(&"roc.png"),
+        "{files:?}"
+    );
+}

@@ -35,6 +35,10 @@ pub struct ConvertArgs {
     /// With `--dicom`: the Accession Number to write.
     #[arg(long, requires = "dicom", default_value = "")]
     pub accession: String,
+    /// Print what was written as one JSON line (`out`, `format`, `dims`, `files`, `dtype`,
+    /// `warnings`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[expect(
@@ -143,19 +147,52 @@ pub fn run(args: &ConvertArgs) -> Result<(), CliError> {
             },
         };
         let files = write_ct_series(&study.volume, &args.out, &identity).map_err(IoError::from)?;
-        writeln!(
-            std::io::stdout().lock(),
-            "wrote {files} DICOM file(s) to {} ({columns} × {rows} × {slices})",
-            args.out.display()
-        )?;
-        return Ok(());
+        let summary = summary(args, &study, "dicom", files);
+        return super::print_summary(args.json, &summary, || {
+            format!(
+                "wrote {files} DICOM file(s) to {} ({columns} × {rows} × {slices})",
+                args.out.display()
+            )
+        });
     }
     write_nifti(&study.volume, &args.out, WriteOptions::default()).map_err(IoError::from)?;
-    writeln!(
-        std::io::stdout().lock(),
-        "wrote {} ({columns} × {rows} × {slices}, {})",
-        args.out.display(),
-        study.volume.voxels().type_name()
-    )?;
-    Ok(())
+    let summary = summary(args, &study, "nifti", 1);
+    super::print_summary(args.json, &summary, || {
+        format!(
+            "wrote {} ({columns} × {rows} × {slices}, {})",
+            args.out.display(),
+            study.volume.voxels().type_name()
+        )
+    })
+}
+
+/// What `convert --json` prints.
+fn summary(
+    args: &ConvertArgs,
+    study: &crate::io::Study,
+    format: &str,
+    files: usize,
+) -> serde_json::Value {
+    let mut warnings: Vec<String> = study
+        .volume
+        .warnings()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    warnings.extend(study.unreadable.iter().map(|skipped| {
+        format!(
+            "skipped unreadable DICOM file {}: {}",
+            skipped.path.display(),
+            skipped.reason
+        )
+    }));
+    serde_json::json!({
+        "input": args.path,
+        "out": args.out,
+        "format": format,
+        "dims": study.volume.dims(),
+        "dtype": study.volume.voxels().type_name(),
+        "files": files,
+        "warnings": warnings,
+    })
 }

@@ -97,6 +97,10 @@ pub enum PacsAction {
     Retrieve {
         /// `dicomweb+http(s)://HOST/ROOT/studies/STUDY_UID`.
         url: String,
+        /// Print the outcome as one JSON line (`folder`, `study_uid`, `series_uid`,
+        /// `instances`, `fetched`, `bytes`); progress stays on stderr.
+        #[arg(long)]
+        json: bool,
         /// Server settings.
         #[command(flatten)]
         connection: Connection,
@@ -124,6 +128,10 @@ pub enum PacsAction {
         /// verified by its reviewer, by name; such cases are refused without it).
         #[arg(long)]
         reviewer: Option<String>,
+        /// Print the outcome as one JSON line (`documents` with each case, kind, SOP and
+        /// series UID and whether it was stored; `held`, `skipped`, `failed`).
+        #[arg(long)]
+        json: bool,
         /// Server settings.
         #[command(flatten)]
         connection: Connection,
@@ -164,7 +172,11 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
             json,
             connection,
         } => query(url, *json, connection),
-        PacsAction::Retrieve { url, connection } => {
+        PacsAction::Retrieve {
+            url,
+            json,
+            connection,
+        } => {
             let url = DicomWebUrl::parse(url)?;
             let server = connection.server(&url)?;
             let Target::Study { study, .. } = &url.target else {
@@ -173,8 +185,15 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
                 ));
             };
             let retrieved = retrieve_with_progress(&server, study, connection)?;
-            println!("{}", retrieved.folder.display());
-            Ok(())
+            let summary = serde_json::json!({
+                "folder": retrieved.folder,
+                "study_uid": retrieved.study_uid,
+                "series_uid": retrieved.series.series_uid,
+                "instances": retrieved.instances,
+                "fetched": retrieved.fetched,
+                "bytes": retrieved.bytes,
+            });
+            super::print_summary(*json, &summary, || retrieved.folder.display().to_string())
         }
         PacsAction::Publish {
             dir,
@@ -183,6 +202,7 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
             no_store,
             force,
             reviewer,
+            json,
             connection,
         } => publish(
             dir,
@@ -192,6 +212,7 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
                 no_store: *no_store,
                 force: *force,
                 reviewer: reviewer.as_deref(),
+                json: *json,
             },
             connection,
         ),
@@ -422,6 +443,8 @@ struct PublishOptions<'a> {
     force: bool,
     /// Who accepted the cases whose review names nobody.
     reviewer: Option<&'a str>,
+    /// One JSON line instead of the table.
+    json: bool,
 }
 
 fn publish(
@@ -489,8 +512,33 @@ fn publish(
             }
         }
     }
+    print_published(&documents, (held, skipped, failed), options.json)?;
+    if failed > 0 {
+        return Err(CliError::PartlyFailed {
+            failed,
+            total: documents.len() + failed,
+        });
+    }
+    Ok(())
+}
+
+/// What `pacs publish` did: a line per document and a total, or with `--json` one line.
+fn print_published(
+    documents: &[PublishedDocument],
+    (held, skipped, failed): (usize, usize, usize),
+    json: bool,
+) -> Result<(), CliError> {
+    if json {
+        let summary = serde_json::json!({
+            "documents": documents,
+            "held": held,
+            "skipped": skipped,
+            "failed": failed,
+        });
+        return super::print_summary(true, &summary, String::new);
+    }
     let mut stdout = std::io::stdout().lock();
-    for document in &documents {
+    for document in documents {
         writeln!(
             stdout,
             "{:<16} {:<10} {} {}",
@@ -509,12 +557,6 @@ fn publish(
         "{} document(s); {held} already on the PACS; {skipped} case(s) without a PACS origin or analysis skipped; {failed} failed",
         documents.len()
     )?;
-    if failed > 0 {
-        return Err(CliError::PartlyFailed {
-            failed,
-            total: documents.len() + failed,
-        });
-    }
     Ok(())
 }
 

@@ -1,7 +1,6 @@
 //! `keyslice phantom --out DIR --cases N --seed S`: synthetic abdominal CT phantoms with masks
 //! and truth in the AbdomenAtlas layout (see `phantom::write` for the files).
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -31,6 +30,10 @@ pub struct PhantomArgs {
     /// Slice spacing in mm for every case (default: drawn per case from 1–5 mm).
     #[arg(long)]
     pub slice_mm: Option<f64>,
+    /// Print what was written as one JSON line (`out`, `cases`, `lesions`, `seed`,
+    /// `case_ids`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs `phantom`.
@@ -62,19 +65,27 @@ pub fn run(args: &PhantomArgs) -> Result<(), CliError> {
         args.cases,
         options,
         |done, total, case_id| {
+            let seconds = started.elapsed().as_secs_f64();
+            let rate = f64::from(done) / seconds.max(1e-9);
             eprintln!(
-                "[{done}/{total}] {case_id} ({:.1} s)",
-                started.elapsed().as_secs_f64()
+                "[{done}/{total}] {case_id} ({seconds:.1} s, {rate:.2} cases/s, ETA {:.0} s)",
+                f64::from(total.saturating_sub(done)) / rate.max(1e-9)
             );
         },
     )?;
     let lesions: usize = manifest.cases.iter().map(|case| case.lesions).sum();
-    let mut stdout = std::io::stdout().lock();
-    writeln!(
-        stdout,
-        "{} phantom case(s), {lesions} lesion(s), written to {} (manifest.json; synthetic, not patient data)",
-        manifest.cases.len(),
-        args.out.display()
-    )?;
-    Ok(())
+    let summary = serde_json::json!({
+        "out": args.out,
+        "cases": manifest.cases.len(),
+        "lesions": lesions,
+        "seed": args.seed,
+        "case_ids": manifest.cases.iter().map(|case| case.case_id.as_str()).collect::<Vec<_>>(),
+    });
+    super::print_summary(args.json, &summary, || {
+        format!(
+            "{} phantom case(s), {lesions} lesion(s), written to {} (manifest.json; synthetic, not patient data)",
+            manifest.cases.len(),
+            args.out.display()
+        )
+    })
 }

@@ -2,6 +2,7 @@
 //! from the same argument definitions as `--help`, so they never fall behind the binary. The
 //! package installs both (see `packaging/build_deb.sh`).
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, CommandFactory as _};
@@ -43,7 +44,6 @@ pub fn completions(args: &CompletionsArgs) -> Result<(), CliError> {
     let mut command = Cli::command();
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut command, BIN, &mut script);
-    use std::io::Write as _;
     std::io::stdout().lock().write_all(&script)?;
     Ok(())
 }

@@ -57,6 +57,9 @@ pub enum StudyAction {
         /// The seed of the case orders.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Print the outcome as one JSON line.
+        #[arg(long)]
+        json: bool,
     },
     /// Reads the whole study with simulated readers following documented rules (perception
     /// with a skill per reader, belief moved by the AI's report, trusted with the evidence
@@ -75,6 +78,9 @@ pub enum StudyAction {
         /// default a reader with a person's reads is left alone.
         #[arg(long = "reader", value_name = "NAME")]
         readers: Vec<String>,
+        /// Print the outcome as one JSON line.
+        #[arg(long)]
+        json: bool,
     },
     /// Where each reader stands: items read of all, and what comes next.
     Status {
@@ -97,6 +103,11 @@ pub enum StudyAction {
         /// Also show the charts in a window.
         #[arg(long)]
         window: bool,
+        /// Print the analysis as one JSON object (`study`, `readers`, `cases`, `units`,
+        /// `simulated`, `mrmc` with iMRMC's columns, `uptake`, `out`, `files`) instead of
+        /// the text; the files are written as without it.
+        #[arg(long)]
+        json: bool,
     },
     /// Truth from a panel: each panelist's findings of the cases (a truth JSONL file or a
     /// folder of case folders each), combined per organ: unanimous or a strict majority is the
@@ -132,6 +143,9 @@ pub enum StudyAction {
         /// Write the files only; store nothing (needs --out).
         #[arg(long, requires = "out")]
         no_store: bool,
+        /// Print the outcome as one JSON line.
+        #[arg(long)]
+        json: bool,
         /// Server settings.
         #[command(flatten)]
         connection: super::pacs::Connection,
@@ -210,13 +224,14 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             groups,
             washout_days,
             seed,
+            json,
         } => create(
             dir,
             (workspace.as_deref(), pacs.as_deref()),
             readers,
             arms,
             (design, *groups, *washout_days),
-            *seed,
+            (*seed, *json),
         ),
         StudyAction::Status { dir } => status(dir),
         StudyAction::Simulate {
@@ -224,13 +239,15 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             truth,
             pull,
             readers,
-        } => simulate(dir, truth, *pull, readers),
+            json,
+        } => simulate(dir, truth, *pull, readers, *json),
         StudyAction::Report {
             dir,
             truth,
             out,
             window,
-        } => report(dir, truth, out.as_deref(), *window),
+            json,
+        } => report(dir, truth, out.as_deref(), *window, *json),
         StudyAction::Truth {
             panel,
             adjudicator,
@@ -242,12 +259,13 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             reader,
             out,
             no_store,
+            json,
             connection,
         } => publish(
             dir,
             reader.as_deref(),
             out.as_deref(),
-            *no_store,
+            (*no_store, *json),
             connection,
         ),
     }
@@ -259,7 +277,7 @@ fn create(
     readers: &[String],
     arms: &[String],
     (design, groups, washout_days): (&str, u32, u32),
-    seed: u64,
+    (seed, json): (u64, bool),
 ) -> Result<(), CliError> {
     use crate::review::study::{Design, STUDY_VERSION, Study, StudyDefinition};
     let from_pacs = dir.join("workspace");
@@ -317,21 +335,30 @@ fn create(
     };
     let study = Study::create(dir, definition).map_err(CliError::from)?;
     let definition = &study.definition;
-    println!(
-        "study {}: {} readers × {} cases × {} arms ({}), {}",
-        definition.name,
-        definition.readers.len(),
-        definition.cases.len(),
-        definition.arms.len(),
-        definition
-            .arms
-            .iter()
-            .map(|arm| arm.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        dir.join(crate::review::study::STUDY_FILE).display()
-    );
-    Ok(())
+    let arms: Vec<&str> = definition
+        .arms
+        .iter()
+        .map(|arm| arm.name.as_str())
+        .collect();
+    let file = dir.join(crate::review::study::STUDY_FILE);
+    let summary = serde_json::json!({
+        "study": definition.name,
+        "file": file,
+        "readers": definition.readers,
+        "cases": definition.cases.len(),
+        "arms": arms,
+    });
+    super::print_summary(json, &summary, || {
+        format!(
+            "study {}: {} readers × {} cases × {} arms ({}), {}",
+            definition.name,
+            definition.readers.len(),
+            definition.cases.len(),
+            definition.arms.len(),
+            arms.join(", "),
+            file.display()
+        )
+    })
 }
 
 /// `--arm NAME=SHOWS` values (default: unaided=images, evidence=evidence).
@@ -407,6 +434,7 @@ fn report(
     truth: &std::path::Path,
     out_dir: Option<&std::path::Path>,
     window: bool,
+    json: bool,
 ) -> Result<(), CliError> {
     use crate::review::study::Study;
     let study = Study::open(dir).map_err(CliError::from)?;
@@ -419,15 +447,7 @@ fn report(
             format!("{}: {error}", out_dir.display()),
         ))
     })?;
-    let write = |name: &str, text: &str| -> Result<(), CliError> {
-        let path = out_dir.join(name);
-        crate::io::atomic::write_atomically(&path, text.as_bytes()).map_err(|error| {
-            CliError::Output(std::io::Error::new(
-                error.kind(),
-                format!("{}: {error}", path.display()),
-            ))
-        })
-    };
+    let write = |name: &str, text: &str| report_file(&out_dir, name, text.as_bytes());
     write(
         "reads.imrmc",
         &reads.to_imrmc(&[
@@ -435,7 +455,13 @@ fn report(
             "unit: case/organ; score: the reader's confidence (0-100) that a tumor is present; modality: arm",
         ]),
     )?;
-    let mut stdout = std::io::stdout().lock();
+    // With --json the text goes nowhere and one JSON object is printed at the end.
+    let mut stdout: Box<dyn Write> = if json {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
+    let mut written = vec!["reads.imrmc", "readers.csv"];
     let definition = &study.definition;
     writeln!(
         stdout,
@@ -458,9 +484,10 @@ fn report(
     let lines = reader_lines(&study, &truth_by_case, &mut stdout)?;
     write("readers.csv", &(lines.join("\n") + "\n"))?;
     let uptake = uptake_lines(&study, &truth_by_case, &mut stdout)?;
-    match ustat_table(&reads) {
+    let mrmc_rows = match ustat_table(&reads) {
         Ok(rows) => {
             write("mrmc.csv", &to_csv(&rows))?;
+            written.push("mrmc.csv");
             writeln!(
                 stdout,
                 "\nMRMC (readers and cases random; U-statistics as iMRMC):"
@@ -471,32 +498,34 @@ fn report(
                 .map(|arm| arm.name.as_str())
                 .collect();
             mrmc_lines(&rows, &arms, &mut stdout)?;
+            Ok(rows)
         }
-        Err(error) => writeln!(stdout, "\nno MRMC analysis yet: {error}")?,
-    }
-    let mut charts = study.charts(&truth_by_case).map_err(CliError::from)?;
-    let mut files = crate::review::study::charts::CHART_FILES.to_vec();
-    if let Some(uptake) = uptake.filter(|arms| arms.iter().any(|arm| arm.hallucinations_read > 0)) {
-        let mut chart = crate::review::study::charts::uptake_chart(&uptake);
-        if let Some(note) = &simulated {
-            chart.caption.insert(0, note.clone());
+        Err(error) => {
+            writeln!(stdout, "\nno MRMC analysis yet: {error}")?;
+            Err(error.to_string())
         }
-        charts.push(chart);
-        files.push(crate::review::study::charts::UPTAKE_FILE);
-    }
-    for (chart, name) in charts.iter().zip(files) {
-        let png = crate::ui::chart::chart_png(chart, [720.0, 560.0], 2.0)
-            .map_err(|error| CliError::Output(std::io::Error::other(error)))?;
-        let path = out_dir.join(name);
-        crate::io::atomic::write_atomically(&path, &png).map_err(|error| {
-            CliError::Output(std::io::Error::new(
-                error.kind(),
-                format!("{}: {error}", path.display()),
-            ))
-        })?;
-    }
+    };
+    let (charts, files) = report_charts(
+        &study,
+        &truth_by_case,
+        uptake.as_deref(),
+        simulated.as_ref(),
+        &out_dir,
+    )?;
     writeln!(stdout, "written: {}", out_dir.display())?;
     drop(stdout);
+    if json {
+        written.extend(files);
+        let summary = report_summary(
+            &study,
+            &reads,
+            (simulated, uptake),
+            mrmc_rows,
+            &out_dir,
+            &written,
+        );
+        super::print_summary(true, &summary, String::new)?;
+    }
     if window {
         crate::app::results::run_charts(
             &format!("Keyslice study {}", crate::text::shown(&definition.name)),
@@ -505,6 +534,73 @@ fn report(
         .map_err(|error| CliError::Window(error.to_string()))?;
     }
     Ok(())
+}
+
+/// What `study report --json` prints.
+fn report_summary(
+    study: &crate::review::study::Study,
+    reads: &crate::mrmc::Reads,
+    (simulated, uptake): (Option<String>, Option<Vec<crate::review::study::Uptake>>),
+    mrmc_rows: Result<Vec<crate::mrmc::UstatRow>, String>,
+    out_dir: &std::path::Path,
+    written: &[&str],
+) -> serde_json::Value {
+    let definition = &study.definition;
+    let (mrmc, mrmc_error) = match mrmc_rows {
+        Ok(rows) => (serde_json::to_value(rows).ok(), None),
+        Err(error) => (None, Some(error)),
+    };
+    serde_json::json!({
+        "study": definition.name,
+        "readers": definition.readers.len(),
+        "cases": definition.cases.len(),
+        "units": reads.negatives.len() + reads.positives.len(),
+        "arms": definition.arms.iter().map(|arm| arm.name.as_str()).collect::<Vec<_>>(),
+        "simulated": simulated,
+        "mrmc": mrmc,
+        "mrmc_error": mrmc_error,
+        "uptake": uptake,
+        "out": out_dir,
+        "files": written,
+    })
+}
+
+/// Writes one file of a study's report into its folder, naming the file when it fails.
+fn report_file(out_dir: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), CliError> {
+    let path = out_dir.join(name);
+    crate::io::atomic::write_atomically(&path, bytes).map_err(|error| {
+        CliError::Output(std::io::Error::new(
+            error.kind(),
+            format!("{}: {error}", path.display()),
+        ))
+    })
+}
+
+/// The report's charts, each written as a PNG into `out_dir`; with the file names written.
+fn report_charts(
+    study: &crate::review::study::Study,
+    truth_by_case: &std::collections::BTreeMap<String, crate::findings::Findings>,
+    uptake: Option<&[crate::review::study::Uptake]>,
+    simulated: Option<&String>,
+    out_dir: &std::path::Path,
+) -> Result<(Vec<crate::chart::Chart>, Vec<&'static str>), CliError> {
+    let mut charts = study.charts(truth_by_case).map_err(CliError::from)?;
+    let mut files = crate::review::study::charts::CHART_FILES.to_vec();
+    if let Some(uptake) = uptake.filter(|arms| arms.iter().any(|arm| arm.hallucinations_read > 0)) {
+        let mut chart = crate::review::study::charts::uptake_chart(uptake);
+        if let Some(note) = simulated {
+            chart.caption.insert(0, note.clone());
+        }
+        charts.push(chart);
+        files.push(crate::review::study::charts::UPTAKE_FILE);
+    }
+    files.truncate(charts.len());
+    for (chart, name) in charts.iter().zip(&files) {
+        let png = crate::ui::chart::chart_png(chart, [720.0, 560.0], 2.0)
+            .map_err(|error| CliError::Output(std::io::Error::other(error)))?;
+        report_file(out_dir, name, &png)?;
+    }
+    Ok((charts, files))
 }
 
 /// The per-finding figures of `study hallucinations` on one line.
@@ -836,6 +932,7 @@ fn simulate(
     truth: &std::path::Path,
     pull: f64,
     named: &[String],
+    json: bool,
 ) -> Result<(), CliError> {
     use crate::review::study::{AiResult, ReaderRules, Study};
     let study = Study::open(dir).map_err(CliError::from)?;
@@ -868,19 +965,31 @@ fn simulate(
             named,
         )
         .map_err(CliError::from)?;
-    println!(
-        "{} simulated read(s); AI results for {} of {} cases (pull {pull}). Simulated readers \
-         demonstrate the workflow and measure nothing about people.",
-        simulation.recorded,
-        ai.len(),
-        study.definition.cases.len()
-    );
-    for reader in &simulation.left_alone {
-        println!(
-            "{reader} was left alone: they have reads of their own (simulate them too with --reader {reader})"
+    let summary = serde_json::json!({
+        "recorded": simulation.recorded,
+        "cases_with_ai": ai.len(),
+        "cases": study.definition.cases.len(),
+        "pull": pull,
+        "left_alone": simulation.left_alone,
+        "note": "simulated readers demonstrate the workflow and measure nothing about people",
+    });
+    super::print_summary(json, &summary, || {
+        use std::fmt::Write as _;
+        let mut text = format!(
+            "{} simulated read(s); AI results for {} of {} cases (pull {pull}). Simulated readers \
+             demonstrate the workflow and measure nothing about people.",
+            simulation.recorded,
+            ai.len(),
+            study.definition.cases.len()
         );
-    }
-    Ok(())
+        for reader in &simulation.left_alone {
+            let _ = write!(
+                text,
+                "\n{reader} was left alone: they have reads of their own (simulate them too with --reader {reader})"
+            );
+        }
+        text
+    })
 }
 
 /// The truth of each case: a JSONL file, or a folder of case folders.
@@ -916,7 +1025,7 @@ fn publish(
     dir: &std::path::Path,
     only: Option<&str>,
     out: Option<&std::path::Path>,
-    no_store: bool,
+    (no_store, json): (bool, bool),
     connection: &super::pacs::Connection,
 ) -> Result<(), CliError> {
     use crate::review::study::Study;
@@ -941,7 +1050,12 @@ fn publish(
     let mut batches = Batches::new();
     let (mut written, mut skipped) = (0, 0);
     let mut not_dicom = std::collections::BTreeSet::new();
-    let mut stdout = std::io::stdout().lock();
+    // With --json the per-document lines go nowhere and one JSON line ends the run.
+    let mut stdout: Box<dyn Write> = if json {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
     for reader in definition
         .readers
         .iter()
@@ -994,11 +1108,18 @@ fn publish(
         );
     }
     let (stored, held) = store_batches(batches, connection, &mut stdout)?;
-    writeln!(
-        stdout,
-        "{written} study read(s) as SR; {stored} stored, {held} already on the PACS; {skipped} read(s) of cases without a PACS origin or DICOM images skipped"
-    )?;
-    Ok(())
+    drop(stdout);
+    let summary = serde_json::json!({
+        "written": written,
+        "stored": stored,
+        "held": held,
+        "skipped": skipped,
+    });
+    super::print_summary(json, &summary, || {
+        format!(
+            "{written} study read(s) as SR; {stored} stored, {held} already on the PACS; {skipped} read(s) of cases without a PACS origin or DICOM images skipped"
+        )
+    })
 }
 
 /// The SR of one study read of `case`, and the identity of the study it files with.

@@ -61,6 +61,10 @@ pub struct TrainArgs {
     /// lesion finder on top of the checkpoint given by --init.
     #[arg(long, value_enum, default_value_t = Stage::Networks)]
     pub stage: Stage,
+    /// Print what was written as one JSON line (`out`, `stage`, `model`, `files`); progress
+    /// stays on stderr.
+    #[arg(long)]
+    pub json: bool,
     /// The checkpoint folder the organ and finder stages build on.
     #[arg(long)]
     pub init: Option<PathBuf>,
@@ -131,10 +135,11 @@ fn run_evidence(
         model_claims: args.model_claims,
     };
     train_evidence(init, data, &args.out, &options, |line| eprintln!("{line}"))?;
-    println!(
-        "keyslice-tiny with its evidence reader written to {} (config.json, model.safetensors)",
-        args.out.display()
-    );
+    written(
+        args,
+        "keyslice-tiny with its evidence reader",
+        "config.json, model.safetensors",
+    )?;
     Ok(())
 }
 
@@ -167,11 +172,27 @@ fn run_finder(
     train_finder(init, data, &args.out, &options, |line| {
         eprintln!("{line}");
     })?;
-    println!(
-        "keyslice-tiny with its finder written to {} (config.json, model.safetensors)",
-        args.out.display()
-    );
+    written(
+        args,
+        "keyslice-tiny with its finder",
+        "config.json, model.safetensors",
+    )?;
     Ok(())
+}
+
+/// Says what a stage wrote: a line of text, or with `--json` one JSON line (`out`, `stage`,
+/// `model`, `files`).
+fn written(args: &TrainArgs, model: &str, files: &str) -> Result<(), CliError> {
+    let summary = serde_json::json!({
+        "out": args.out,
+        "stage": clap::ValueEnum::to_possible_value(&args.stage)
+            .map(|value| value.get_name().to_string()),
+        "model": model,
+        "files": files.split(", ").collect::<Vec<_>>(),
+    });
+    super::print_summary(args.json, &summary, || {
+        format!("{model} written to {} ({files})", args.out.display())
+    })
 }
 
 /// Reward weights from `name=value` pairs separated by commas.
@@ -307,18 +328,20 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
         recalibrate(init, data, &args.out, &args.version, |line| {
             eprintln!("{line}");
         })?;
-        println!(
-            "keyslice-tiny with recalibrated finder thresholds written to {} (config.json, model.safetensors)",
-            args.out.display()
-        );
+        written(
+            args,
+            "keyslice-tiny with recalibrated finder thresholds",
+            "config.json, model.safetensors",
+        )?;
         return Ok(());
     }
     if let (Stage::Domain, Some(init)) = (args.stage, &args.init) {
         calibrate_domain(init, data, &args.out, |line| eprintln!("{line}"))?;
-        println!(
-            "keyslice-tiny with the domain check's ranges written to {} (config.json, model.safetensors)",
-            args.out.display()
-        );
+        written(
+            args,
+            "keyslice-tiny with the domain check's ranges",
+            "config.json, model.safetensors",
+        )?;
         return Ok(());
     }
     if let (Stage::Organs, Some(init)) = (args.stage, &args.init) {
@@ -338,10 +361,11 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
         train_organs(init, data, &args.out, &options, |line| {
             eprintln!("{line}");
         })?;
-        println!(
-            "keyslice-tiny with its organ network written to {} (config.json, model.safetensors)",
-            args.out.display()
-        );
+        written(
+            args,
+            "keyslice-tiny with its organ network",
+            "config.json, model.safetensors",
+        )?;
         return Ok(());
     }
     if let (Stage::Finder, Some(init)) = (args.stage, &args.init) {
@@ -365,10 +389,7 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
         version: args.version.clone(),
     };
     train(data, &args.out, &options, |line| eprintln!("{line}"))?;
-    println!(
-        "keyslice-tiny written to {} (config.json, model.safetensors)",
-        args.out.display()
-    );
+    written(args, "keyslice-tiny", "config.json, model.safetensors")?;
     Ok(())
 }
 
@@ -421,10 +442,11 @@ fn run_rl(
     train_rl(init, &data, &args.out, &options, |line| {
         eprintln!("{line}");
     })?;
-    println!(
-        "keyslice-tiny with its RL-trained finder written to {} (config.json, model.safetensors, rl_metrics.csv, rl_rewards.png)",
-        args.out.display()
-    );
+    written(
+        args,
+        "keyslice-tiny with its RL-trained finder",
+        "config.json, model.safetensors, rl_metrics.csv, rl_rewards.png",
+    )?;
     Ok(())
 }
 

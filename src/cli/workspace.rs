@@ -36,6 +36,9 @@ pub enum WorkspaceAction {
         /// What to add: paths, or `dicomweb+http://HOST/ROOT?PatientID=…&StudyDate=…`.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
+        /// Print the outcome as one JSON line (`added`, `failed`, `cases`, `dir`).
+        #[arg(long)]
+        json: bool,
     },
     /// Run a backend (default: the embedded model) on every case that has no prediction from
     /// it yet, appending to predictions.jsonl (a case that fails is reported and the others
@@ -49,6 +52,10 @@ pub enum WorkspaceAction {
         /// Analyse every case again.
         #[arg(long)]
         force: bool,
+        /// Print the outcome as one JSON line (`analysed`, `skipped`, `failed`, `model`,
+        /// `failures` with each case and its error); progress stays on stderr.
+        #[arg(long)]
+        json: bool,
     },
     /// List the cases with review status and consistency, lowest consistency first.
     List {
@@ -63,7 +70,7 @@ pub enum WorkspaceAction {
 /// Runs `workspace`.
 pub fn run(args: &WorkspaceArgs) -> Result<(), CliError> {
     match &args.action {
-        WorkspaceAction::Create { dir, inputs } => {
+        WorkspaceAction::Create { dir, inputs, json } => {
             let (urls, paths): (Vec<&PathBuf>, Vec<&PathBuf>) = inputs
                 .iter()
                 .partition(|input| crate::pacs::DicomWebUrl::is_dicomweb(&input.to_string_lossy()));
@@ -81,14 +88,22 @@ pub fn run(args: &WorkspaceArgs) -> Result<(), CliError> {
                 Workspace::create_or_extend(dir, &paths)?
             };
             let added = added + from_pacs;
-            println!(
-                "{added} case(s) added; {} in {} ({}, {}, {})",
-                workspace.manifest.cases.len(),
-                dir.display(),
-                crate::review::workspace::MANIFEST_FILE,
-                crate::review::workspace::PREDICTIONS_FILE,
-                crate::review::workspace::DATABASE_FILE,
-            );
+            let summary = serde_json::json!({
+                "dir": dir,
+                "added": added,
+                "failed": failed,
+                "cases": workspace.manifest.cases.len(),
+            });
+            super::print_summary(*json, &summary, || {
+                format!(
+                    "{added} case(s) added; {} in {} ({}, {}, {})",
+                    workspace.manifest.cases.len(),
+                    dir.display(),
+                    crate::review::workspace::MANIFEST_FILE,
+                    crate::review::workspace::PREDICTIONS_FILE,
+                    crate::review::workspace::DATABASE_FILE,
+                )
+            })?;
             if failed > 0 {
                 return Err(CliError::PartlyFailed {
                     failed,
@@ -101,12 +116,18 @@ pub fn run(args: &WorkspaceArgs) -> Result<(), CliError> {
             dir,
             backend,
             force,
-        } => analyze(dir, backend, *force),
+            json,
+        } => analyze(dir, backend, *force, *json),
         WorkspaceAction::List { dir, json } => list(dir, *json),
     }
 }
 
-fn analyze(dir: &std::path::Path, backend: &BackendArgs, force: bool) -> Result<(), CliError> {
+fn analyze(
+    dir: &std::path::Path,
+    backend: &BackendArgs,
+    force: bool,
+    json: bool,
+) -> Result<(), CliError> {
     let workspace = Workspace::open(dir)?;
     // One analysis of a workspace at a time; a second waits, then finds the cases done.
     let _lock = WorkspaceLock::acquire(dir, || {
@@ -127,6 +148,7 @@ fn analyze(dir: &std::path::Path, backend: &BackendArgs, force: bool) -> Result<
     let total = workspace.manifest.cases.len();
     let started = std::time::Instant::now();
     let (mut done, mut skipped, mut failed) = (0, 0, 0);
+    let mut failures = Vec::new();
     for (index, case) in workspace.manifest.cases.iter().enumerate() {
         if !force
             && predictions
@@ -178,14 +200,29 @@ fn analyze(dir: &std::path::Path, backend: &BackendArgs, force: bool) -> Result<
                     shown(&error.to_string()),
                     error.hint()
                 );
+                failures.push(serde_json::json!({
+                    "case": case.case_id,
+                    "error": crate::text::shown(&error.to_string()),
+                    "hint": error.hint(),
+                }));
                 failed += 1;
             }
         }
     }
-    println!(
-        "{done} analysed, {skipped} already analysed by {} {}, {failed} failed",
-        current.id, current.version
-    );
+    let summary = serde_json::json!({
+        "dir": dir,
+        "analysed": done,
+        "skipped": skipped,
+        "failed": failed,
+        "model": {"id": current.id, "version": current.version},
+        "failures": failures,
+    });
+    super::print_summary(json, &summary, || {
+        format!(
+            "{done} analysed, {skipped} already analysed by {} {}, {failed} failed",
+            current.id, current.version
+        )
+    })?;
     if failed > 0 {
         return Err(CliError::PartlyFailed {
             failed,
