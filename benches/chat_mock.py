@@ -2,7 +2,9 @@
 fixed latency, with a report for a diagnosis (many frames) and a local description for a
 verification (one image). Standard library only."""
 
+import base64
 import json
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,12 +17,18 @@ REPORT = (
 LOCAL = "Liver lesion 1: Location: hepatic segment 7. Size: 3.1 x 2.4 cm."
 
 
+def avi_frame_count(url):
+    """The frame count in the main header of a Motion-JPEG AVI data URL
+    (`data:video/x-msvideo;base64,…`)."""
+    head = base64.b64decode(url.split(";base64,", 1)[1][:96])
+    return struct.unpack_from("<I", head, 48)[0] if head[:4] == b"RIFF" else 0
+
+
 def frames_in(parts):
-    """Frames in a request: image parts, and the frames of a video part
-    (`data:video/jpeg;base64,F0,F1,…`)."""
+    """Frames in a request: image parts, and the frames of a video part."""
     return sum(
         1 if p.get("type") == "image_url"
-        else p["video_url"]["url"].count(",") if p.get("type") == "video_url"
+        else avi_frame_count(p["video_url"]["url"]) if p.get("type") == "video_url"
         else 0
         for p in parts
     )

@@ -143,11 +143,14 @@ fn analyze_sends_frames_and_the_key_slice_to_the_server_and_reads_its_answers() 
     let frames = chat_server::video_frames(&diagnosis.body);
     assert_eq!(frames.len(), 8);
     assert!(frames.iter().all(|(w, h, _)| (*w, *h) == (48, 48)));
-    // The server is asked to keep every frame the prompt's table names, at the frame rate
-    // the exports train at (vLLM keeps 32 at 1 per second otherwise).
-    assert_eq!(
-        diagnosis.body["media_io_kwargs"],
-        serde_json::json!({"video": {"num_frames": 8, "fps": 2.0}})
+    // The video states the frame rate the exports train at, so a stock server stamps the
+    // frames right; 8 frames are fewer than vLLM keeps by default, so nothing else is asked.
+    let video = &parts[0];
+    assert!((chat_server::avi_video(video).1 - 2.0).abs() < 1e-9);
+    assert!(
+        diagnosis.body.get("media_io_kwargs").is_none(),
+        "{}",
+        diagnosis.body
     );
     // The verifier sees the key slice alone.
     assert_eq!(images(&seen[1].body), 1);
@@ -1329,4 +1332,90 @@ fn a_server_without_video_gets_images_and_the_choice_is_recorded() {
         stderr.contains("At most 0 video(s)") && stderr.contains("--media images"),
         "{stderr}"
     );
+}
+
+/// The video a server receives is read by `OpenCV`'s stream reader, called as vLLM calls it
+/// (the first stream-buffered backend, a `BytesIO`): every frame, at the frame rate the
+/// exports train at, each within a few grey levels of the slice. Needs python3 with
+/// `opencv-python-headless` (CI installs it); skipped without unless `KEYSLICE_REQUIRE_PYTHON`.
+#[test]
+fn the_video_sent_is_read_by_opencv_as_vllm_reads_it_at_the_training_frame_rate() {
+    use keyslice::infer::openai::{DIAGNOSE_PROMPT, Media, OpenAiClient, OpenAiDiagnoser};
+    let has_cv2 = Command::new("python3")
+        .args(["-c", "import cv2, cv2.videoio_registry"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !has_cv2 {
+        assert!(
+            std::env::var_os("KEYSLICE_REQUIRE_PYTHON").is_none(),
+            "python3 with opencv-python-headless is required (KEYSLICE_REQUIRE_PYTHON is set)"
+        );
+        return;
+    }
+    let volume =
+        keyslice::phantom::generate(31, 0, keyslice::phantom::PhantomOptions::default()).volume;
+    let client = OpenAiClient::new("http://127.0.0.1:9/v1", "m", None);
+    let diagnoser = OpenAiDiagnoser::new(client, 12, DIAGNOSE_PROMPT.to_string(), Media::Video);
+    let parts = diagnoser.request_parts(&volume, true).expect("parts");
+    let (jpegs, fps) = chat_server::avi_video(&parts[0]);
+    assert_eq!((jpegs.len(), fps), (12, 2.0));
+    let url = parts[0]["video_url"]["url"].as_str().expect("url");
+    let avi = base64::engine::general_purpose::STANDARD
+        .decode(url.split_once(";base64,").expect("data URL").1)
+        .expect("base64");
+    let folder = tempfile::tempdir().expect("temp dir");
+    let path = folder.path().join("ct.avi");
+    std::fs::write(&path, &avi).expect("written");
+    let script = r#"
+import io, json, sys
+import cv2, cv2.videoio_registry as vr
+data = open(sys.argv[1], "rb").read()
+api = next(b for b in vr.getStreamBufferedBackends() if vr.hasBackend(b))
+cap = cv2.VideoCapture(io.BytesIO(data), api, [])
+assert cap.isOpened(), "not opened"
+count, fps = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)), cap.get(cv2.CAP_PROP_FPS)
+means = []
+while True:
+    ok, frame = cap.read()
+    if not ok:
+        break
+    means.append(float(cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY).mean()))
+print(json.dumps({"count": count, "fps": fps, "read": len(means), "means": means,
+                  "size": [int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))]}))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        (read["count"].as_u64(), read["read"].as_u64()),
+        (Some(12), Some(12))
+    );
+    assert_eq!(read["fps"].as_f64(), Some(2.0));
+    // Each frame OpenCV decodes is the slice Keyslice encoded (mean grey within a level).
+    let frames = keyslice::infer::views::ct_frames(&volume, 12).expect("frames");
+    assert_eq!(
+        read["size"],
+        serde_json::json!([frames.columns, frames.rows])
+    );
+    for (index, (grey, mean)) in frames
+        .grey
+        .iter()
+        .zip(read["means"].as_array().expect("means"))
+        .enumerate()
+    {
+        let ours = grey.iter().map(|&g| f64::from(g)).sum::<f64>() / grey.len() as f64;
+        let theirs = mean.as_f64().expect("a number");
+        assert!(
+            (ours - theirs).abs() < 1.0,
+            "frame {index}: {ours:.2} against {theirs:.2}"
+        );
+    }
 }

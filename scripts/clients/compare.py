@@ -28,6 +28,12 @@ for client, result in sorted(results.items()):
         "" if client != "vllm" else "; without the request's media_io_kwargs: %d frames, %s"
         % (result["without_request_kwargs"]["frames_kept"],
            result["without_request_kwargs"]["timestamps"][:3])))
+# A stock vLLM (no request settings) must stamp the frames as the exports do: the video states
+# its own frame rate.
+stock = results.get("vllm", {}).get("without_request_kwargs")
+if stock is not None and stock["timestamps"] != expected[:len(stock["timestamps"])]:
+    print("vllm          a stock server stamps the frames DIFFERENTLY: %s" % stock["timestamps"][:6])
+    ok = False
 missing = set(clients) - set(results)
 if missing:
     print("no result from: %s" % ", ".join(sorted(missing)))

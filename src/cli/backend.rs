@@ -359,7 +359,7 @@ pub fn video_refused_warning(server: &str, input: Option<&str>) -> Option<String
         .iter()
         .any(|needle| reason.contains(needle))
     {
-        " (vLLM refuses per-request media settings unless started with --trust-request-mm-kwargs; or give them server-wide: --media-io-kwargs '{\"video\": {\"num_frames\": -1, \"fps\": 2}}')"
+        " (vLLM refuses per-request media settings unless started with --trust-request-mm-kwargs; or give them server-wide: --media-io-kwargs '{\"video\": {\"num_frames\": -1}}')"
     } else {
         ""
     };

@@ -124,8 +124,8 @@ pub fn completion(text: &str) -> String {
     .to_string()
 }
 
-/// Frames in a request's user turn: image parts, and the frames of a video part
-/// (`data:video/jpeg;base64,F0,F1,…`).
+/// Frames in a request's user turn: image parts, and the frames of a video part (a
+/// Motion-JPEG AVI).
 pub fn images(body: &Value) -> usize {
     body["messages"][0]["content"]
         .as_array()
@@ -134,38 +134,75 @@ pub fn images(body: &Value) -> usize {
                 .iter()
                 .map(|p| match p["type"].as_str() {
                     Some("image_url") => 1,
-                    Some("video_url") => p["video_url"]["url"]
-                        .as_str()
-                        .map_or(0, |url| url.split(',').count() - 1),
+                    Some("video_url") => avi_frames(p).len(),
                     _ => 0,
                 })
                 .sum()
         })
 }
 
+/// The JPEG frames of a `video_url` part holding a Motion-JPEG AVI data URL, read by walking
+/// its RIFF chunks (the `00dc` chunks of its `movi` list); the frame rate its stream header
+/// states.
+pub fn avi_video(part: &Value) -> (Vec<Vec<u8>>, f64) {
+    use base64::Engine as _;
+    let url = part["video_url"]["url"].as_str().expect("a video URL");
+    let data = url
+        .strip_prefix("data:video/x-msvideo;base64,")
+        .expect("a Motion-JPEG AVI data URL");
+    let avi = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .expect("base64");
+    assert_eq!((&avi[0..4], &avi[8..12]), (&b"RIFF"[..], &b"AVI "[..]));
+    let word = |bytes: &[u8], at: usize| {
+        u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes")) as usize
+    };
+    // (code, body) of each chunk of a list body.
+    let chunks = |mut body: &[u8]| {
+        let mut out = Vec::new();
+        while body.len() >= 8 {
+            let size = word(body, 4);
+            out.push((body[0..4].to_vec(), body[8..8 + size].to_vec()));
+            body = &body[(8 + size + size % 2).min(body.len())..];
+        }
+        out
+    };
+    let top = chunks(&avi[12..]);
+    let list = |kind: &[u8]| {
+        top.iter()
+            .find(|(id, body)| id == b"LIST" && &body[0..4] == kind)
+            .map(|(_, body)| body[4..].to_vec())
+            .expect("the list")
+    };
+    let hdrl = chunks(&list(b"hdrl"));
+    let strl = chunks(&hdrl.iter().find(|(id, _)| id == b"LIST").expect("strl").1[4..]);
+    let strh = &strl[0].1;
+    let fps = word(strh, 24) as f64 / word(strh, 20) as f64;
+    let frames = chunks(&list(b"movi"))
+        .into_iter()
+        .filter(|(id, _)| id == b"00dc")
+        .map(|(_, body)| body)
+        .collect();
+    (frames, fps)
+}
+
+fn avi_frames(part: &Value) -> Vec<Vec<u8>> {
+    avi_video(part).0
+}
+
 /// The frames of the video part of a request, decoded to grey pixels.
 pub fn video_frames(body: &Value) -> Vec<(u32, u32, Vec<u8>)> {
-    use base64::Engine as _;
     let parts = body["messages"][0]["content"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let Some(url) = parts
-        .iter()
-        .find(|p| p["type"] == "video_url")
-        .and_then(|p| p["video_url"]["url"].as_str().map(str::to_string))
-    else {
+    let Some(part) = parts.iter().find(|p| p["type"] == "video_url") else {
         return Vec::new();
     };
-    let data = url
-        .strip_prefix("data:video/jpeg;base64,")
-        .expect("vLLM's frame-by-frame video form");
-    data.split(',')
-        .map(|frame| {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(frame)
-                .expect("base64");
-            let image = image::load_from_memory(&bytes).expect("a JPEG").to_luma8();
+    avi_frames(part)
+        .iter()
+        .map(|bytes| {
+            let image = image::load_from_memory(bytes).expect("a JPEG").to_luma8();
             (image.width(), image.height(), image.into_raw())
         })
         .collect()

@@ -189,8 +189,8 @@ fn training_guide(
         "# Training on this export\n\nEach case is one video of up to {frames} frames (axial \
          slices, inferior to superior), referenced by absolute paths under `{root}`: move the \
          export there, or export again with `--frames-root`. The frames are a video at \
-         {VIDEO_FPS} frames per second, the rate `keyslice analyze --url` asks vLLM to serve \
-         them at (`media_io_kwargs`), so the timestamps the model is trained on (`<0.2 \
+         {VIDEO_FPS} frames per second, the rate written into the video `keyslice analyze --url` \
+         sends a server, so the timestamps the model is trained on (`<0.2 \
          seconds>`, `<1.2 seconds>`, ...) are the ones it is served with. Serve with the same \
          `--frames {frames}`.\n\n"
     );

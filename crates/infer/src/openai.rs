@@ -3,11 +3,12 @@
 //! Keyslice at one URL.
 //!
 //! The diagnoser sends the CT as `frames` axial slices ([`crate::views::ct_frames`]: evenly
-//! sampled, soft-tissue window) as one video content part (`video_url` with
-//! `data:video/jpeg;base64,` and the frames comma-separated, as vLLM takes a video frame by
-//! frame), or as base64 PNG `image_url` parts ([`Media`]: by default video, falling back to
-//! images when the server refuses video; what was sent is recorded; a video request asks for
-//! every frame at [`VIDEO_FPS`] through `media_io_kwargs`), then the prompt
+//! sampled, soft-tissue window) as one video content part (`video_url` with a Motion-JPEG AVI
+//! at [`VIDEO_FPS`] as `data:video/x-msvideo;base64,…`: the server's own video reader takes
+//! the frame rate from the file), or as base64 PNG `image_url` parts ([`Media`]: by default
+//! video, falling back to images when the server refuses video; what was sent is recorded; a
+//! video of more than [`VLLM_DEFAULT_FRAMES`] frames asks for all of them through
+//! `media_io_kwargs`), then the prompt
 //! (`prompts/diagnose.txt`, with the frame → slice table and the frame size filled in); the
 //! verifier sends the key slice alone with its box drawn ([`crate::views::verifier_view`]) and
 //! `prompts/verify.txt`. Both prompts can be replaced by files. Requests are greedy
@@ -147,12 +148,12 @@ impl OpenAiClient {
         })
     }
 
-    /// The request body of one user turn of `parts`: greedy, at most `max_tokens`. With a
-    /// video part, `media_io_kwargs` asks the server to keep every frame sent at
-    /// [`VIDEO_FPS`]: vLLM otherwise keeps its default 32 frames of a longer video (the
-    /// prompt's frame table would name slices the model never saw) and stamps them at one
-    /// frame per second, unlike the training frameworks. Servers without the field ignore
-    /// it.
+    /// The request body of one user turn of `parts`: greedy, at most `max_tokens`. The video
+    /// carries its frame rate itself, so a stock vLLM reads it at [`VIDEO_FPS`] without any
+    /// request setting. Only a video of more frames than vLLM keeps by default
+    /// ([`VLLM_DEFAULT_FRAMES`]) asks for every frame through `media_io_kwargs`, which a
+    /// vLLM server accepts when started with `--trust-request-mm-kwargs` (else it answers
+    /// HTTP 400, and the CT goes as images or the case fails, as `--media` says).
     #[must_use]
     pub fn body(&self, parts: &[Value]) -> Value {
         let mut body = json!({
@@ -161,8 +162,12 @@ impl OpenAiClient {
             "temperature": 0,
             "max_tokens": self.max_tokens,
         });
-        if let Some(frames) = parts.iter().find_map(video_frames) {
-            body["media_io_kwargs"] = json!({"video": {"num_frames": frames, "fps": VIDEO_FPS}});
+        if let Some(frames) = parts
+            .iter()
+            .find_map(video_frames)
+            .filter(|&frames| frames > VLLM_DEFAULT_FRAMES)
+        {
+            body["media_io_kwargs"] = json!({"video": {"num_frames": frames}});
         }
         body
     }
@@ -338,12 +343,25 @@ fn image_part(png: &[u8]) -> Value {
     png_part(&base64::engine::general_purpose::STANDARD.encode(png))
 }
 
-/// The number of frames of a `video_url` part given frame by frame
-/// (`data:video/jpeg;base64,F0,F1,…`).
+/// The frames vLLM keeps of a video when nothing asks for more (its `num_frames` default):
+/// evenly sampled, each stamped at its own time, so the prompt's frame table would name frames
+/// the model never saw.
+pub const VLLM_DEFAULT_FRAMES: usize = 32;
+
+/// The media type of the video Keyslice sends: Motion-JPEG in AVI ([`keyslice_io::avi`]).
+pub const VIDEO_MEDIA_TYPE: &str = "video/x-msvideo";
+
+/// The number of frames of a `video_url` part, read from the AVI's main header (the first
+/// bytes of its base64).
 fn video_frames(part: &Value) -> Option<usize> {
     let url = part.get("video_url")?.get("url")?.as_str()?;
-    let (_, frames) = url.split_once(";base64,")?;
-    Some(frames.split(',').count())
+    let (_, data) = url.split_once(";base64,")?;
+    // 96 base64 characters are the first 72 bytes: the RIFF and main headers.
+    let head = base64::engine::general_purpose::STANDARD
+        .decode(data.get(..96)?)
+        .ok()?;
+    let (frames, _) = keyslice_io::avi::avi_header(&head)?;
+    usize::try_from(frames).ok()
 }
 
 /// An `image_url` part of base64 PNG data.
@@ -395,34 +413,42 @@ impl OpenAiDiagnoser {
     }
 
     /// The content parts of the diagnosis request for `volume`: the frames (encoded in
-    /// parallel) as one `video_url` part (`data:video/jpeg;base64,F0,F1,…`, vLLM's form of a
-    /// video given frame by frame) or as one PNG `image_url` part each, then the prompt. All
-    /// of Keyslice's own work per request.
+    /// parallel) as one `video_url` part (a Motion-JPEG AVI at [`VIDEO_FPS`] as a base64 data
+    /// URL, which vLLM decodes with its own video reader and stamps at the rate the file
+    /// states) or as one PNG `image_url` part each, then the prompt. All of Keyslice's own work
+    /// per request.
     pub fn request_parts(&self, volume: &Volume, video: bool) -> Result<Vec<Value>, InferError> {
         let frames = ct_frames(volume, self.frames)?;
         let encode = |(grey, slice): (&Vec<u8>, &usize)| {
-            let encoded = if video {
+            if video {
                 jpeg(grey, frames.columns, frames.rows)
             } else {
                 grey_png(grey, frames.columns, frames.rows)
-            };
-            encoded
-                .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
-                .map_err(|e| InferError::Volume(format!("slice {slice}: {e}")))
+            }
+            .map_err(|e| InferError::Volume(format!("slice {slice}: {e}")))
         };
         let encoded = frames
             .grey
             .par_iter()
             .zip(&frames.slices)
             .map(encode)
-            .collect::<Result<Vec<String>, InferError>>()?;
+            .collect::<Result<Vec<Vec<u8>>, InferError>>()?;
+        let base64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
         let mut parts = if video {
+            let size = |n: usize| u32::try_from(n).map_err(|e| InferError::Volume(e.to_string()));
+            let avi = keyslice_io::avi::mjpeg_avi(
+                &encoded,
+                size(frames.columns)?,
+                size(frames.rows)?,
+                VIDEO_FPS,
+            )
+            .map_err(|e| InferError::Volume(e.to_string()))?;
             vec![json!({
                 "type": "video_url",
-                "video_url": {"url": format!("data:video/jpeg;base64,{}", encoded.join(","))}
+                "video_url": {"url": format!("data:{VIDEO_MEDIA_TYPE};base64,{}", base64(&avi))}
             })]
         } else {
-            encoded.into_iter().map(|data| png_part(&data)).collect()
+            encoded.iter().map(|png| png_part(&base64(png))).collect()
         };
         let prompt = diagnose_prompt(&self.prompt, &frames);
         parts.push(json!({"type": "text", "text": prompt}));
@@ -540,5 +566,39 @@ impl Verifier for OpenAiVerifier {
             image_part(&png),
             json!({"type": "text", "text": view.prompt}),
         ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `video_url` part of `frames` one-pixel JPEGs in an AVI, as `request_parts` makes it.
+    fn video_part(frames: usize) -> Value {
+        let pixel = jpeg(&[128], 1, 1).expect("a JPEG");
+        let avi =
+            keyslice_io::avi::mjpeg_avi(&vec![pixel; frames], 1, 1, VIDEO_FPS).expect("an AVI");
+        let data = base64::engine::general_purpose::STANDARD.encode(avi);
+        json!({"type": "video_url", "video_url": {"url": format!("data:{VIDEO_MEDIA_TYPE};base64,{data}")}})
+    }
+
+    #[test]
+    fn only_a_video_longer_than_vllm_keeps_asks_for_more_frames() {
+        let client = OpenAiClient::new("http://127.0.0.1:9/v1", "m", None);
+        for frames in [1, 8, VLLM_DEFAULT_FRAMES] {
+            let body = client.body(&[video_part(frames)]);
+            assert!(body.get("media_io_kwargs").is_none(), "{frames} frames");
+        }
+        for frames in [VLLM_DEFAULT_FRAMES + 1, 48, 200] {
+            assert_eq!(video_frames(&video_part(frames)), Some(frames));
+            let body = client.body(&[video_part(frames)]);
+            assert_eq!(
+                body["media_io_kwargs"],
+                json!({"video": {"num_frames": frames}})
+            );
+        }
+        // Images never ask for media settings.
+        let body = client.body(&[png_part("AAAA")]);
+        assert!(body.get("media_io_kwargs").is_none());
     }
 }

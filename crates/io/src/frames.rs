@@ -14,8 +14,8 @@ use std::sync::LazyLock;
 use keyslice_core::volume::{Volume, Voxels};
 
 /// The frame rate at which a CT's frames are a video, everywhere a video-language model
-/// sees them: the in-process Qwen3-VL, the OpenAI-compatible request (`media_io_kwargs`, so
-/// vLLM keeps every frame at this rate), and the exports (verl's and ms-swift's
+/// sees them: the in-process Qwen3-VL, the OpenAI-compatible request (written into its
+/// Motion-JPEG AVI, [`crate::avi`], so a server's video reader stamps the frames at this rate), and the exports (verl's and ms-swift's
 /// `sample_fps`, LLaMA-Factory's `video_fps`). It is the default of `qwen_vl_utils` and
 /// LLaMA-Factory, so a model trained with them sees the timestamps it is served with:
 /// frames 0 and 1 are `<0.2 seconds>`, 2 and 3 `<1.2 seconds>`, …

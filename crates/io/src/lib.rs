@@ -7,6 +7,7 @@
 //! Depends on `volume`; knows nothing of rendering, inference or the UI.
 
 pub mod atomic;
+pub mod avi;
 pub mod cases;
 pub mod dicom;
 pub mod frames;
