@@ -286,13 +286,17 @@ fn each_format_reads_back_with_frames_key_slice_and_answer() {
     assert_eq!(user.matches("<video>").count(), 1);
     assert!(row.get("images").is_none());
     // The ground truth the reward reads: findings and the slice size.
-    let truth = TruthRecord::from_value(row["truth"].clone()).expect("a truth record");
+    let truth_text = row["truth"].as_str().expect("the truth as JSON text");
+    let truth = TruthRecord::from_value(serde_json::from_str(truth_text).expect("JSON"))
+        .expect("a truth record");
     assert_eq!(truth.slice_size, Some([48, 48]));
     assert_eq!(truth.case_id, row["case"]);
     assert_eq!(row["organs"]["liver"], "yes");
     assert_eq!(row["organs"]["pancreas"], "not_mentioned");
+    let findings: serde_json::Value =
+        serde_json::from_str(row["findings"].as_str().expect("JSON text")).expect("JSON");
     assert_eq!(
-        row["findings"]["organs"]["liver"]["lesions"][0]["attenuation"],
+        findings["organs"]["liver"]["lesions"][0]["attenuation"],
         "hypo"
     );
     assert!(
@@ -865,4 +869,157 @@ fn an_export_keeps_to_the_images_a_case_was_analysed_on() {
         "{said}"
     );
     assert!(!folder.path().join("third").exists(), "nothing written");
+}
+
+/// The shape of a JSON value (object keys, array element shapes, scalar kinds), merged over
+/// rows: a null takes any shape, an empty array any element shape. `Err` names where two rows
+/// disagree, which is what makes ms-swift refuse to join two `--dataset` files.
+fn merge_shape(
+    into: &serde_json::Value,
+    row: &serde_json::Value,
+    at: &str,
+) -> Result<serde_json::Value, String> {
+    use serde_json::Value;
+    Ok(match (into, row) {
+        (Value::Null, other) | (other, Value::Null) => other.clone(),
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            let mut merged = serde_json::Map::new();
+            for key in keys {
+                let (Some(x), Some(y)) = (a.get(key), b.get(key)) else {
+                    return Err(format!("{at}.{key} is in some rows only"));
+                };
+                merged.insert(key.clone(), merge_shape(x, y, &format!("{at}.{key}"))?);
+            }
+            Value::Object(merged)
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            let mut element = Value::Null;
+            for item in a.iter().chain(b) {
+                element = merge_shape(&element, item, &format!("{at}[]"))?;
+            }
+            Value::Array(vec![element])
+        }
+        (Value::String(_), Value::String(_)) => json!(""),
+        (Value::Bool(_), Value::Bool(_)) => json!(false),
+        (Value::Number(a), Value::Number(b)) if a.is_f64() == b.is_f64() => {
+            Value::Number(a.clone())
+        }
+        (a, b) => return Err(format!("{at} is {a} in one row and {b} in another")),
+    })
+}
+
+/// Train and validation splits that differ (tumor-free cases on one side only is what broke
+/// ms-swift) still have one schema: every row of every file has the same nested fields.
+#[test]
+fn every_row_of_every_split_has_one_schema() {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let path = |name: &str| {
+        folder
+            .path()
+            .join(name)
+            .to_str()
+            .expect("utf-8")
+            .to_string()
+    };
+    for args in [
+        vec![
+            "phantom",
+            "--out",
+            &path("ph"),
+            "--cases",
+            "10",
+            "--seed",
+            "12",
+            "--matrix",
+            "64",
+        ],
+        vec!["workspace", "create", &path("ws"), &path("ph")],
+        vec!["workspace", "analyze", &path("ws")],
+    ] {
+        let out = common::keyslice(&args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            common::text(&out.stderr)
+        );
+    }
+    // A reviewer finds no tumor in three cases: their answers have no lesion, box or range.
+    let workspace = Workspace::open(Path::new(&path("ws"))).expect("workspace");
+    for case in workspace.manifest.cases.iter().take(3) {
+        let mut review = CaseReview::open(
+            &workspace.database_path(),
+            &case.case_id,
+            "dr. reviewer",
+            None,
+        )
+        .expect("review");
+        for organ in Organ::ALL {
+            review
+                .set(&format!("{}.tumor", organ.key()), json!("no"))
+                .expect("no tumor");
+        }
+        review.set_status(ReviewStatus::Done).expect("accepted");
+    }
+    for format in ["swift", "llamafactory"] {
+        let out = path(format);
+        let exported = common::keyslice(&[
+            "export",
+            &path("ws"),
+            "--format",
+            format,
+            "--out",
+            &out,
+            "--include-unreviewed",
+            "--frames",
+            "4",
+            "--split",
+            "0.5",
+            "--seed",
+            "3",
+        ]);
+        assert!(
+            exported.status.success(),
+            "{}",
+            common::text(&exported.stderr)
+        );
+        let mut rows: Vec<serde_json::Value> = Vec::new();
+        for split in ["train", "val"] {
+            let jsonl = Path::new(&out).join(format!("{split}.jsonl"));
+            let json = Path::new(&out).join(format!("{split}.json"));
+            if let Ok(text) = std::fs::read_to_string(&jsonl) {
+                rows.extend(
+                    text.lines()
+                        .map(|l| serde_json::from_str(l).expect("a JSON row")),
+                );
+            } else if let Ok(text) = std::fs::read_to_string(&json) {
+                let list: Vec<serde_json::Value> = serde_json::from_str(&text).expect("rows");
+                rows.extend(list);
+            } else {
+                panic!("{format}: no {split} split");
+            }
+        }
+        assert!(rows.len() >= 8, "{format}: {} rows", rows.len());
+        if format == "swift" {
+            // Findings without any lesion beside findings with lesions: nested fields differ.
+            let free = rows
+                .iter()
+                .filter(|row| !row["findings"].as_str().unwrap_or("").contains("lesions"))
+                .count();
+            let all: Vec<String> = rows.iter().map(|row| row["findings"].to_string()).collect();
+            assert!(free > 0 && free < rows.len(), "{free} tumor-free: {all:?}");
+        }
+        // The validation split evaluates and never trains.
+        let guide = std::fs::read_to_string(Path::new(&out).join("TRAINING.md")).expect("guide");
+        let expected = if format == "swift" {
+            format!("--dataset {out}/train.jsonl --val_dataset {out}/val.jsonl")
+        } else {
+            "dataset: keyslice_train\neval_dataset: keyslice_val\n".to_string()
+        };
+        assert!(guide.contains(&expected), "{guide}");
+        let mut shape = serde_json::Value::Null;
+        for row in &rows {
+            shape = merge_shape(&shape, row, format).unwrap_or_else(|why| panic!("{why}"));
+        }
+    }
 }

@@ -8,7 +8,8 @@
 # What it does:
 #   1. builds the keyslice binary and the keyslice-reward wheel;
 #   2. makes a workspace of phantoms (tumor and tumor-free), analyses it with the embedded
-#      model, and exports it for verl, ms-swift and LLaMA-Factory with 48 frames a case;
+#      model, and exports it for verl, ms-swift and LLaMA-Factory with 48 frames a case, with
+#      train and validation splits of different cases (tumor and tumor-free);
 #   3. records the request `keyslice analyze --url` sends (48 frames) with a recording server;
 #   4. runs, from a working folder other than the export's, each client's check
 #      (scripts/clients/check_<client>.py); each prints the timestamps its model input carries
@@ -33,7 +34,9 @@ python3 -m maturin build --release --quiet --manifest-path "$ROOT/crates/python/
 WHEEL="$(ls "$WORK"/wheel/keyslice_reward-*.whl | head -1)"
 
 if [ ! -d "$WORK/workspace" ]; then
-    "$KEYSLICE" phantom --out "$WORK/phantoms" --cases 4 --seed 7 --matrix 128 >/dev/null
+    # Eight cases, three of them tumor-free by the model's answer, so the two splits hold
+    # cases of different kinds (the split follows the workspace's pseudonyms).
+    "$KEYSLICE" phantom --out "$WORK/phantoms" --cases 8 --seed 7 --matrix 128 >/dev/null
     "$KEYSLICE" workspace create "$WORK/workspace" "$WORK/phantoms" >/dev/null
     "$KEYSLICE" workspace analyze "$WORK/workspace" >/dev/null
 fi

@@ -1,5 +1,6 @@
 """ms-swift 3.x and 4.x: the reward plugin registered by swift's own --external_plugins
-loader, the export read by swift's load_dataset (which fills keys a row lacks with nulls), the
+loader, the export's train and validation splits read by swift's load_dataset as TRAINING.md
+gives them and joined (splits of different cases: tumor-free ones on one side only), the
 reward called as the GRPO trainer calls it (every column a keyword list), and the first row
 encoded by swift's Qwen3-VL template, from a working folder other than the export's.
 
@@ -33,10 +34,17 @@ assert "keyslice" in orms, "the plugin did not register in swift's reward functi
 reward = orms["keyslice"]()
 
 export = os.path.join(work, "export-swift")
+train_file, val_file = os.path.join(export, "train.jsonl"), os.path.join(export, "val.jsonl")
 # GRPO keeps the columns reward functions read (swift rlhf sets remove_unused_columns=False).
-train = load_dataset([os.path.join(export, "train.jsonl"), os.path.join(export, "val.jsonl")],
-                     split_dataset_ratio=0.0, num_proc=1, remove_unused_columns=False)[0]
-rows = list(train)
+# As TRAINING.md runs it (--dataset train --val_dataset val), and both files joined into one
+# dataset, which is where splits with different nested fields used to fail to align.
+loaded = {}
+for name, files in (("train", [train_file]), ("val", [val_file]), ("joined", [train_file, val_file])):
+    loaded[name] = load_dataset(files, split_dataset_ratio=0.0, num_proc=1,
+                                remove_unused_columns=False)[0]
+rows = list(loaded["joined"])
+def tumor_free(row):
+    return "lesions" not in row["findings"]
 def count_nulls(value):
     if value is None:
         return 1
@@ -91,7 +99,9 @@ video_pad = processor.tokenizer.convert_tokens_to_ids("<|video_pad|>")
 
 emit({
     "client": "ms-swift", "version": swift.__version__, "working_folder": os.getcwd(),
-    "rows": len(rows), "nulls_filled_by_swift": nulls, "video_grid_thw": grid,
+    "rows": len(rows), "nulls_filled_by_swift": nulls,
+    "tumor_free_rows": {name: "%d of %d" % (sum(map(tumor_free, data)), len(data))
+                        for name, data in loaded.items()}, "video_grid_thw": grid,
     "video_pads_from_processor": calls[-1].count(video_pad) if calls else 0,
     "video_pads_in_encoded_row": list(encoded["input_ids"]).count(video_pad),
     "frames_in_model_input": grid[0] * 2, "frames_exported": len(row["videos"][0]),

@@ -32,6 +32,10 @@ config = OmegaConf.create({
 dataset = RLHFDataset(data_files=[parquet], tokenizer=processor.tokenizer, config=config,
                       processor=processor)
 assert len(dataset) == len(rows), "verl kept %d of %d rows" % (len(dataset), len(rows))
+# The validation split as TRAINING.md gives it (data.val_files), read the same way.
+val_parquet = os.path.join(work, "export-verl", "val.parquet")
+val_rows = len(RLHFDataset(data_files=[val_parquet], tokenizer=processor.tokenizer,
+                           config=config, processor=processor)) if os.path.exists(val_parquet) else 0
 
 # The model input of the first row, as verl's length filter and rollout build it.
 row = dict(dataset.dataframe[0])
@@ -69,7 +73,7 @@ for record in rows:
 
 emit({
     "client": "verl", "version": verl.__version__, "working_folder": os.getcwd(),
-    "rows": len(rows), "kept": len(dataset), "video_grid_thw": grid,
+    "rows": len(rows), "kept": len(dataset), "val_rows": val_rows, "video_grid_thw": grid,
     "frames_in_model_input": grid[0] * 2, "frames_exported": len(row["videos"][0]["video"]),
     "sample_fps": row["videos"][0].get("sample_fps"), "prompt_tokens": prompt_tokens,
     "timestamps": timestamps(decoded), "rewards": rewards,

@@ -3,12 +3,12 @@
 //! | format | files | rows |
 //! |---|---|---|
 //! | `llamafactory` | `train.json` (`val.json`), `dataset_info.json` | `ShareGPT`: `messages` (user: `<video>` + prompt; assistant: corrected report), `videos` (one list of frame paths) |
-//! | `swift` | `train.jsonl` (`val.jsonl`) | `messages` (user: `<video>` + prompt; assistant: corrected report), `videos` (one list of frame paths), and for reward functions `truth` (the ground truth the reward reads), `solution`, `key_slice`, `key_frame`, `organs`, `findings`, `hard` |
+//! | `swift` | `train.jsonl` (`val.jsonl`) | `messages` (user: `<video>` + prompt; assistant: corrected report), `videos` (one list of frame paths), and for reward functions `truth` (the ground truth the reward reads, as JSON text), `solution`, `key_slice`, `key_frame`, `organs`, `findings` (JSON text), `hard` |
 //! | `verl` | `train.parquet` (`val.parquet`) | `data_source`, `prompt`, `videos` (`[{video: [frames], sample_fps}]`), `ability`, `reward_model {style, ground_truth}` (the ground truth the reward reads), `extra_info {split, index, case, key_slice, key_frame, hard}` |
 //! | `keyslices` | `keyslices.csv`, `keyslices.json` | case, slice index, z (mm), pseudonymous SOP Instance UID, box, lesion slice range, reviewer, time |
 //!
-//! Every format gives the CT as one video of frames at [`VIDEO_FPS`] (the rate vLLM is asked
-//! to serve them at), so training and serving show the model the same timestamps. Frame
+//! Every format gives the CT as one video of frames at [`VIDEO_FPS`] (the rate the video sent
+//! to model servers states), so training and serving show the model the same timestamps. Frame
 //! paths are absolute, under the export folder or `--frames-root` (where the export will be
 //! on the training machine): a framework finds them from any working folder. JSON is written
 //! with sorted keys where maps are involved and a fixed field order elsewhere, so exports are
@@ -179,12 +179,10 @@ fn training_guide(
         .max()
         .unwrap_or(0);
     let tokens = prompt_tokens_at_least(cases);
-    let files = |extension: &str| -> Vec<String> {
-        splits
-            .iter()
-            .map(|split| format!("{root}/{split}.{extension}"))
-            .collect()
-    };
+    // The train split trains; the validation split, when there is one, only evaluates.
+    let has_val = splits.contains(&"val");
+    let train = |extension: &str| format!("{root}/train.{extension}");
+    let val = |extension: &str| format!("{root}/val.{extension}");
     let mut text = format!(
         "# Training on this export\n\nEach case is one video of up to {frames} frames (axial \
          slices, inferior to superior), referenced by absolute paths under `{root}`: move the \
@@ -200,7 +198,7 @@ fn training_guide(
         ExportFormat::Verl => {
             let _ = write!(
                 text,
-                "## verl\n\n```\ndata.train_files={} data.video_key=videos \\\n  \
+                "## verl\n\n```\ndata.train_files={}{} data.video_key=videos \\\n  \
                  data.max_prompt_length={} data.filter_overlong_prompts=True \\\n  \
                  custom_reward_function.path=$(python -c 'import keyslice_reward.verl_reward as v; print(v.__file__)') \\\n  \
                  custom_reward_function.name=compute_score\n```\n\nEach video carries \
@@ -209,7 +207,12 @@ fn training_guide(
                  tokens): verl drops every row longer than `data.max_prompt_length` (512 by \
                  default) when the filter is on; the value above leaves room. \
                  `reward_model.ground_truth` is the ground truth the reward reads. {reward}\n",
-                files("parquet").join(","),
+                train("parquet"),
+                if has_val {
+                    format!(" data.val_files={}", val("parquet"))
+                } else {
+                    String::new()
+                },
                 (tokens * 2).next_power_of_two()
             );
         }
@@ -217,24 +220,29 @@ fn training_guide(
             let _ = write!(
                 text,
                 "## ms-swift (3.x and 4.x)\n\n```\nswift rlhf --rlhf_type grpo --model <Qwen3-VL> \\\n  \
-                 --dataset {} \\\n  \
+                 --dataset {}{} \\\n  \
                  --external_plugins $(python -c 'import keyslice_reward.swift_plugin as p; print(p.__file__)') \\\n  \
                  --reward_funcs keyslice\n```\n\nms-swift's Qwen3-VL template reads a list of \
                  frames at {VIDEO_FPS} frames per second. The `truth` column is the ground truth \
                  the reward reads. {reward}\n",
-                files("jsonl").join(" ")
+                train("jsonl"),
+                if has_val {
+                    format!(" --val_dataset {}", val("jsonl"))
+                } else {
+                    String::new()
+                }
             );
         }
         ExportFormat::Llamafactory => {
             let _ = write!(
                 text,
-                "## LLaMA-Factory\n\n```yaml\ndataset_dir: {root}\ndataset: {}\n\
+                "## LLaMA-Factory\n\n```yaml\ndataset_dir: {root}\ndataset: keyslice_train\n{}\
                  template: qwen3_vl\nvideo_fps: {VIDEO_FPS}\nvideo_maxlen: {frames}\n```\n",
-                splits
-                    .iter()
-                    .map(|split| format!("keyslice_{split}"))
-                    .collect::<Vec<_>>()
-                    .join(",")
+                if has_val {
+                    "eval_dataset: keyslice_val\n"
+                } else {
+                    ""
+                }
             );
         }
         ExportFormat::Keyslices => return String::new(),
@@ -284,16 +292,21 @@ fn truth_json(case: &ExportCase) -> Value {
     serde_json::to_value(case.truth()).unwrap_or(Value::Null)
 }
 
+/// One ms-swift row. Every row of every split has the same columns of the same types
+/// (`key_slice` and `key_frame` are null without a tumor): the ground truth and the findings,
+/// whose nested fields differ from case to case (a tumor-free case has no lesions, box or
+/// range), are JSON text, as verl's `ground_truth` is. ms-swift loads each `--dataset` file
+/// on its own and joins them only when their nested fields agree.
 fn swift_row(case: &ExportCase, root: &Path) -> Value {
     json!({
         "messages": messages(case),
         "videos": [case.frame_paths(root)],
-        "truth": truth_json(case),
+        "truth": truth_json(case).to_string(),
         "solution": answer_text(&case.findings),
         "key_slice": case.key_slice(),
         "key_frame": case.key_frame(),
         "organs": organ_labels(case),
-        "findings": findings_json(case),
+        "findings": findings_json(case).to_string(),
         "hard": case.hard,
         "case": case.pseudonym,
     })

@@ -118,8 +118,12 @@ fn read_swift(path: &Path) -> Result<Vec<Row>, ReadError> {
                 .as_str()
                 .ok_or_else(|| at("no \"case\"".into()))?
                 .to_string();
-            let findings: Findings = serde_json::from_value(row["findings"].clone())
-                .map_err(|e| at(format!("\"findings\": {e}")))?;
+            // JSON text; an object in exports written before the findings were text.
+            let findings = match &row["findings"] {
+                Value::String(text) => serde_json::from_str::<Findings>(text),
+                other => serde_json::from_value::<Findings>(other.clone()),
+            }
+            .map_err(|e| at(format!("\"findings\": {e}")))?;
             Ok((case, findings, row["hard"].as_bool().unwrap_or(false)))
         })
         .collect()

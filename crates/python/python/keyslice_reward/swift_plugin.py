@@ -3,7 +3,7 @@
     swift rlhf --rlhf_type grpo --external_plugins <site-packages>/keyslice_reward/swift_plugin.py \
         --reward_funcs keyslice --dataset <export>/train.jsonl ...
 
-Keyslice's ms-swift export has, per row, ``truth`` (the ground truth as the reward reads it:
+Keyslice's ms-swift export has, per row, ``truth`` (JSON text of the ground truth as the reward reads it:
 the corrected findings and the slice size), ``findings`` and optionally ``local_description``;
 ms-swift passes dataset columns to the reward function as keyword lists, one entry per
 completion. ms-swift 4 keeps reward functions in ``swift.rewards``, ms-swift 3 in
