@@ -909,6 +909,25 @@ fn merge_shape(
     })
 }
 
+/// The rows of an export's train and val files (JSON lines, or a JSON list).
+fn split_rows(out: &Path, format: &str) -> Vec<serde_json::Value> {
+    let mut rows = Vec::new();
+    for split in ["train", "val"] {
+        if let Ok(text) = std::fs::read_to_string(out.join(format!("{split}.jsonl"))) {
+            rows.extend(
+                text.lines()
+                    .map(|line| serde_json::from_str(line).expect("a JSON row")),
+            );
+        } else if let Ok(text) = std::fs::read_to_string(out.join(format!("{split}.json"))) {
+            let list: Vec<serde_json::Value> = serde_json::from_str(&text).expect("rows");
+            rows.extend(list);
+        } else {
+            panic!("{format}: no {split} split");
+        }
+    }
+    rows
+}
+
 /// Train and validation splits that differ (tumor-free cases on one side only is what broke
 /// ms-swift) still have one schema: every row of every file has the same nested fields.
 #[test]
@@ -983,22 +1002,7 @@ fn every_row_of_every_split_has_one_schema() {
             "{}",
             common::text(&exported.stderr)
         );
-        let mut rows: Vec<serde_json::Value> = Vec::new();
-        for split in ["train", "val"] {
-            let jsonl = Path::new(&out).join(format!("{split}.jsonl"));
-            let json = Path::new(&out).join(format!("{split}.json"));
-            if let Ok(text) = std::fs::read_to_string(&jsonl) {
-                rows.extend(
-                    text.lines()
-                        .map(|l| serde_json::from_str(l).expect("a JSON row")),
-                );
-            } else if let Ok(text) = std::fs::read_to_string(&json) {
-                let list: Vec<serde_json::Value> = serde_json::from_str(&text).expect("rows");
-                rows.extend(list);
-            } else {
-                panic!("{format}: no {split} split");
-            }
-        }
+        let rows = split_rows(Path::new(&out), format);
         assert!(rows.len() >= 8, "{format}: {} rows", rows.len());
         if format == "swift" {
             // Findings without any lesion beside findings with lesions: nested fields differ.
