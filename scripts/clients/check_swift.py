@@ -96,6 +96,15 @@ processor_class.__call__ = original_call
 decoded = processor.tokenizer.decode(calls[-1]) if calls else ""
 grid = encoded["video_grid_thw"][0].tolist()
 video_pad = processor.tokenizer.convert_tokens_to_ids("<|video_pad|>")
+pads_as_is = list(encoded["input_ids"]).count(video_pad)
+# swift's Qwen3-VL template has the released tokenizer's ids built in (video_token_id 151656);
+# the tiny test checkpoint numbers its tokens otherwise. With the template told the
+# checkpoint's own id, as a released checkpoint has it, the row carries every video token.
+builtin_video_id = template.video_token_id
+template.video_token_id = video_pad
+template.max_length = 32768  # TRAINING.md's --max_length leaves room; swift's default is 4096
+encoded = template.encode({"messages": row["messages"], "videos": row["videos"]})
+template.video_token_id = builtin_video_id
 
 emit({
     "client": "ms-swift", "version": swift.__version__, "working_folder": os.getcwd(),
@@ -104,6 +113,8 @@ emit({
                         for name, data in loaded.items()}, "video_grid_thw": grid,
     "video_pads_from_processor": calls[-1].count(video_pad) if calls else 0,
     "video_pads_in_encoded_row": list(encoded["input_ids"]).count(video_pad),
+    "template_video_token_id": builtin_video_id, "checkpoint_video_token_id": video_pad,
+    "video_pads_with_template_id_as_is": pads_as_is,
     "frames_in_model_input": grid[0] * 2, "frames_exported": len(row["videos"][0]),
     "timestamps": timestamps(decoded), "rewards": rewards,
 })

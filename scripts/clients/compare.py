@@ -34,6 +34,14 @@ stock = results.get("vllm", {}).get("without_request_kwargs")
 if stock is not None and stock["timestamps"] != expected[:len(stock["timestamps"])]:
     print("vllm          a stock server stamps the frames DIFFERENTLY: %s" % stock["timestamps"][:6])
     ok = False
+# ms-swift's encoded row carries every video token its processor made (with the template's
+# video token id as the checkpoint numbers it, as a released checkpoint does).
+for client in ("swift4", "swift3"):
+    result = results.get(client)
+    if result and result.get("video_pads_in_encoded_row") != result.get("video_pads_from_processor"):
+        print("%-13s its row keeps %s of %s video tokens" % (
+            client, result.get("video_pads_in_encoded_row"), result.get("video_pads_from_processor")))
+        ok = False
 missing = set(clients) - set(results)
 if missing:
     print("no result from: %s" % ", ".join(sorted(missing)))

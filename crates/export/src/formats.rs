@@ -220,17 +220,22 @@ fn training_guide(
             let _ = write!(
                 text,
                 "## ms-swift (3.x and 4.x)\n\n```\nswift rlhf --rlhf_type grpo --model <Qwen3-VL> \\\n  \
-                 --dataset {}{} \\\n  \
+                 --dataset {}{} --max_length {} \\\n  \
                  --external_plugins $(python -c 'import keyslice_reward.swift_plugin as p; print(p.__file__)') \\\n  \
                  --reward_funcs keyslice\n```\n\nms-swift's Qwen3-VL template reads a list of \
-                 frames at {VIDEO_FPS} frames per second. The `truth` column is the ground truth \
-                 the reward reads. {reward}\n",
+                 frames at {VIDEO_FPS} frames per second. The prompts are {tokens} tokens or \
+                 more with Qwen3-VL: a row longer than `--max_length` (4096 by default) is \
+                 refused, so the value above leaves room. Its template numbers the video token \
+                 as the released Qwen3-VL tokenizers do (151656): a checkpoint whose tokenizer \
+                 numbers `<|video_pad|>` otherwise is shown one video token per video. The \
+                 `truth` column is the ground truth the reward reads. {reward}\n",
                 train("jsonl"),
                 if has_val {
                     format!(" --val_dataset {}", val("jsonl"))
                 } else {
                     String::new()
-                }
+                },
+                (tokens * 2).next_power_of_two()
             );
         }
         ExportFormat::Llamafactory => {
