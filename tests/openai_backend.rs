@@ -6,6 +6,7 @@
 
 #[path = "common/chat_server.rs"]
 mod chat_server;
+mod common;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -566,65 +567,7 @@ fn another_server_can_verify_and_the_prediction_names_it() {
 /// A chat-completions server over HTTPS whose certificate a test CA signed (made here with
 /// openssl), answering every request with `REPORT`: its port, the CA's PEM and the process.
 fn tls_server(folder: &Path) -> Option<(u16, PathBuf, std::process::Child)> {
-    let run = |args: &[&str]| {
-        Command::new("openssl")
-            .args(args)
-            .current_dir(folder)
-            .output()
-            .is_ok_and(|output| output.status.success())
-    };
-    std::fs::write(
-        folder.join("ext.cnf"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    )
-    .expect("written");
-    let made = run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=Keyslice Test Hospital CA",
-    ]) && run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=localhost",
-    ]) && run(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
-    if !made {
-        assert!(
-            std::env::var_os("KEYSLICE_REQUIRE_PYTHON").is_none(),
-            "openssl is needed to make the test CA"
-        );
+    if !common::test_ca(folder) {
         return None;
     }
     let script = r#"

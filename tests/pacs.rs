@@ -164,9 +164,11 @@ fn run_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     command.output().expect("the binary runs")
 }
 
-/// `pacs retrieve URL --cache CACHE --json`: its one JSON line, and its stderr.
-fn retrieve_json(url: &str, cache: &Path) -> (serde_json::Value, String) {
-    let out = run(&["pacs", "retrieve", url, "--cache", s(cache), "--json"]);
+/// `pacs retrieve URL --cache CACHE --json [MORE]`: its one JSON line, and its stderr.
+fn retrieve_json(url: &str, cache: &Path, more: &[&str]) -> (serde_json::Value, String) {
+    let mut args = vec!["pacs", "retrieve", url, "--cache", s(cache), "--json"];
+    args.extend_from_slice(more);
+    let out = run(&args);
     let summary = serde_json::from_str(ok(&out).trim()).expect("--json prints one JSON line");
     (summary, text(&out.stderr))
 }
@@ -697,7 +699,7 @@ fn wrong_credentials_unknown_study_no_ct_and_a_down_server_are_named_and_retriev
     for file in &files[..5] {
         std::fs::remove_file(file).expect("removed");
     }
-    let (summary, message) = retrieve_json(&study_url, &cache);
+    let (summary, message) = retrieve_json(&study_url, &cache, &[]);
     assert_eq!(summary["instances"], total);
     assert_eq!(summary["fetched"], 5);
     assert_eq!(
@@ -977,4 +979,126 @@ fn model_text_and_server_names_reach_a_document_valid_and_without_secrets() {
     }
     assert!(!holds(&[0x1b]) && !holds(&[0x07]), "no control character");
     assert!(holds("\u{fffd}[2J".as_bytes()), "each shown as U+FFFD");
+}
+
+/// A TLS front for Orthanc, as a hospital puts a reverse proxy before its PACS: HTTPS on a
+/// free port with a certificate the test CA signed, each connection piped to Orthanc's plain
+/// HTTP port. Its port, the CA's PEM and the process.
+fn tls_front(folder: &Path, target: u16) -> Option<(u16, PathBuf, Child)> {
+    if !common::test_ca(folder) {
+        return None;
+    }
+    let script = r#"
+import socket, ssl, sys, threading
+target = int(sys.argv[1])
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain("server.pem", "server.key")
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(32)
+print(listener.getsockname()[1], flush=True)
+def pipe(source, sink):
+    try:
+        while True:
+            data = source.recv(65536)
+            if not data:
+                break
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for end in (source, sink):
+            try:
+                end.close()
+            except OSError:
+                pass
+def serve(client):
+    try:
+        secure = context.wrap_socket(client, server_side=True)
+    except (ssl.SSLError, OSError):
+        client.close()
+        return
+    upstream = socket.create_connection(("127.0.0.1", target))
+    threading.Thread(target=pipe, args=(secure, upstream), daemon=True).start()
+    pipe(upstream, secure)
+while True:
+    client, _ = listener.accept()
+    threading.Thread(target=serve, args=(client,), daemon=True).start()
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", script, &target.to_string()])
+        .current_dir(folder)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("the port");
+    Some((
+        line.trim().parse().expect("a port number"),
+        folder.join("ca.pem"),
+        child,
+    ))
+}
+
+/// A PACS behind a hospital's own CA: refused at once as a certificate problem with what to
+/// do, then reached once the CA is named, by `--ca-cert` or by `SSL_CERT_FILE`, for a query
+/// and a retrieve.
+#[test]
+fn a_pacs_behind_a_hospital_ca_is_trusted_once_its_ca_is_named() {
+    let Some(orthanc) = Orthanc::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let series = phantom_series(dir.path(), "3", "PH3");
+    let study_uid = orthanc.store_folder(&series);
+    let tls = dir.path().join("tls");
+    std::fs::create_dir_all(&tls).expect("folder");
+    let Some((port, ca, mut front)) = tls_front(&tls, orthanc.port) else {
+        return;
+    };
+    let url = format!("dicomweb+https://localhost:{port}/dicom-web");
+    let started = Instant::now();
+    let refused = run(&["pacs", "query", &url, "--retries", "3"]);
+    let message = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains("certificate") && message.contains("--ca-cert"),
+        "{message}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "a certificate error is not retried"
+    );
+    let listed = ok(&run(&[
+        "pacs",
+        "query",
+        &url,
+        "--ca-cert",
+        s(&ca),
+        "--json",
+    ]));
+    assert!(listed.contains(&study_uid), "{listed}");
+    let from_env = run_with(
+        &["pacs", "query", &url],
+        &[
+            ("KEYSLICE_DICOMWEB_USER", USER),
+            ("KEYSLICE_DICOMWEB_PASSWORD", PASSWORD),
+            ("SSL_CERT_FILE", s(&ca)),
+        ],
+    );
+    assert!(ok(&from_env).contains(&study_uid));
+    let cache = dir.path().join("cache");
+    let (summary, _) = retrieve_json(
+        &format!("{url}/studies/{study_uid}"),
+        &cache,
+        &["--ca-cert", s(&ca)],
+    );
+    assert!(summary["instances"].as_u64() > Some(0), "{summary}");
+    let _ = front.kill();
+    let _ = front.wait();
 }

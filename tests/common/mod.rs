@@ -519,3 +519,70 @@ pub fn study_definition(
         pacs_query: None,
     }
 }
+
+/// A test hospital CA and a server certificate it signed for `localhost` and 127.0.0.1, made
+/// with openssl in `folder`: `ca.pem`, `server.pem`, `server.key`. False without openssl
+/// (a failure when `KEYSLICE_REQUIRE_PYTHON` is set).
+pub fn test_ca(folder: &Path) -> bool {
+    let run = |args: &[&str]| {
+        std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(folder)
+            .output()
+            .is_ok_and(|output| output.status.success())
+    };
+    std::fs::write(
+        folder.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .expect("written");
+    let made = run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=Keyslice Test Hospital CA",
+    ]) && run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]) && run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    if !made {
+        assert!(
+            std::env::var_os("KEYSLICE_REQUIRE_PYTHON").is_none(),
+            "openssl is needed to make the test CA"
+        );
+    }
+    made
+}
