@@ -909,6 +909,33 @@ fn merge_shape(
     })
 }
 
+/// A swift row's answer is well-formed and scores 1.0 against the row's own ground truth.
+fn assert_best_answer(row: &serde_json::Value) {
+    let truth = TruthRecord::from_value(
+        serde_json::from_str(row["truth"].as_str().expect("text")).expect("JSON"),
+    )
+    .expect("a truth record");
+    let findings = truth.truth_findings().expect("findings");
+    let scored = keyslice::scoring::score_answer(
+        row["solution"].as_str().expect("the answer"),
+        None,
+        &keyslice::scoring::Reference {
+            findings: &findings,
+            lesion_extents: &truth.lesion_extents,
+        },
+        &keyslice::scoring::RewardWeights::default(),
+        keyslice::scoring::SizeTolerance::default(),
+        truth.volume_size(),
+    );
+    assert!(
+        scored.faults.is_empty(),
+        "{}: {:?}",
+        row["case"],
+        scored.faults
+    );
+    assert!((scored.rewards.total - 1.0).abs() < 1e-9, "{}", row["case"]);
+}
+
 /// The rows of an export's train and val files (JSON lines, or a JSON list).
 fn split_rows(out: &Path, format: &str) -> Vec<serde_json::Value> {
     let mut rows = Vec::new();
@@ -1005,6 +1032,9 @@ fn every_row_of_every_split_has_one_schema() {
         let rows = split_rows(Path::new(&out), format);
         assert!(rows.len() >= 8, "{format}: {} rows", rows.len());
         if format == "swift" {
+            // Every exported answer, tumor-free ones included, is well-formed and is the best
+            // answer to its own ground truth.
+            rows.iter().for_each(assert_best_answer);
             // Findings without any lesion beside findings with lesions: nested fields differ.
             let free = rows
                 .iter()

@@ -137,7 +137,7 @@ pub fn prompt_tokens_at_least(cases: &[ExportCase]) -> usize {
 #[must_use]
 pub fn notes(options: &ExportOptions, cases: &[ExportCase]) -> Vec<String> {
     let tokens = prompt_tokens_at_least(cases);
-    let mut notes = match options.format {
+    match options.format {
         ExportFormat::Verl => vec![format!(
             "verl drops every prompt longer than data.max_prompt_length (512 by default) when \
              data.filter_overlong_prompts is on: these prompts are {tokens} tokens or more with \
@@ -148,20 +148,7 @@ pub fn notes(options: &ExportOptions, cases: &[ExportCase]) -> Vec<String> {
              (ms-swift) or cutoff_len (LLaMA-Factory) above that, or rows are cut or dropped"
         )],
         ExportFormat::Keyslices => Vec::new(),
-    };
-    let without_key = cases
-        .iter()
-        .filter(|case| case.key_slice().is_none())
-        .count();
-    if without_key > 0 && options.format != ExportFormat::Keyslices {
-        notes.push(format!(
-            "{without_key} case(s) name no key slice (tumor-free, none given in review): the \
-             training reward takes an answer without one as malformed (at most 0.1), so a model \
-             trained on these answers unlearns the key slice; give each a key slice in review \
-             (the slice the organs are best seen on)"
-        ));
     }
-    notes
 }
 
 /// `TRAINING.md`: the settings under which a framework reads this export as Keyslice serves
