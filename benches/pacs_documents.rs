@@ -67,6 +67,7 @@ fn result() -> CaseResult {
             findings: Vec::new(),
         }),
         out_of_domain: None,
+        lesion_images: Vec::new(),
     }
 }
 

@@ -1163,6 +1163,8 @@ fn read_document(
         local_description: None,
         consistency: None,
         out_of_domain: None,
+        // A read says presence per organ; it draws no lesion.
+        lesion_images: Vec::new(),
     };
     let mark = StudyReadMark {
         study: definition.name.clone(),

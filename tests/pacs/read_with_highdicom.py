@@ -1,6 +1,8 @@
 """Reads a Keyslice TID 1500 SR with highdicom and prints what an independent parser finds,
 as JSON: the measurement groups (tracking identifier, finding site, measurements with units,
-qualitative evaluations) and the planar ROI (graphic type, points, referenced image).
+qualitative evaluations), the planar ROI groups (tracking identifier, finding site, graphic
+type, points, referenced image, measurements, qualitative evaluations) and the document's own
+qualitative evaluations (concept, value, finding site).
 
     python3 tests/pacs/read_with_highdicom.py SR.dcm
 """
@@ -46,6 +48,11 @@ def main(path):
         rois.append(
             {
                 "tracking_identifier": group.tracking_identifier,
+                "finding_sites": site_of(group),
+                "qualitative": sorted(
+                    [q.name.meaning, q.value.meaning]
+                    for q in group.get_qualitative_evaluations()
+                ),
                 "graphic_type": roi.GraphicType,
                 "points": [float(v) for v in roi.GraphicData],
                 "image": roi.ContentSequence[0].ReferencedSOPSequence[0].ReferencedSOPInstanceUID,
@@ -54,7 +61,35 @@ def main(path):
                 },
             }
         )
-    print(json.dumps({"class": type(report).__name__, "groups": groups, "rois": rois}))
+    evaluations = []
+    for item in report.ContentSequence:
+        if item.ConceptNameCodeSequence[0].CodeMeaning != "Qualitative Evaluations":
+            continue
+        for child in getattr(item, "ContentSequence", []):
+            if child.ValueType != "CODE":
+                continue
+            sites = [
+                grand.ConceptCodeSequence[0].CodeMeaning
+                for grand in getattr(child, "ContentSequence", [])
+                if grand.ConceptNameCodeSequence[0].CodeMeaning == "Finding Site"
+            ]
+            evaluations.append(
+                [
+                    child.ConceptNameCodeSequence[0].CodeMeaning,
+                    child.ConceptCodeSequence[0].CodeMeaning,
+                    sites[0] if sites else None,
+                ]
+            )
+    print(
+        json.dumps(
+            {
+                "class": type(report).__name__,
+                "groups": groups,
+                "rois": rois,
+                "evaluations": evaluations,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

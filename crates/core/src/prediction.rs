@@ -153,6 +153,10 @@ pub struct LesionCheck {
     /// Its box on that slice, when it has a usable one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slice_box: Option<SliceBox>,
+    /// The DICOM instance of that slice, when the volume came from DICOM (so a document can
+    /// draw the lesion on its own image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sop_instance_uid: Option<String>,
     /// The verifier's description of that slice.
     pub local_description: String,
 }

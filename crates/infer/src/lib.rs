@@ -476,6 +476,8 @@ fn verify_lesions(
                 lesion: evidence.lesion,
                 key_slice: evidence.key_slice,
                 slice_box: own.slice_box,
+                sop_instance_uid: PredictionKeySlice::of(volume, evidence.key_slice)
+                    .sop_instance_uid,
                 local_description: main_text.to_string(),
             });
             continue;
@@ -502,6 +504,7 @@ fn verify_lesions(
             lesion: evidence.lesion,
             key_slice: evidence.key_slice,
             slice_box: own.slice_box,
+            sop_instance_uid: PredictionKeySlice::of(volume, evidence.key_slice).sop_instance_uid,
             local_description: text,
         });
     }

@@ -15,7 +15,7 @@ use keyslice_core::prediction::ModelId;
 use keyslice_core::scoring::{Consistency, FindingConsistency, Standing};
 use keyslice_pacs::sr::read::{Document, read_bytes};
 use keyslice_pacs::sr::write::{key_object_selection, result_sr};
-use keyslice_pacs::sr::{CaseResult, Observer, StudyContext};
+use keyslice_pacs::sr::{CaseResult, LesionImage, Observer, StudyContext};
 
 fn source_ct() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/dicom/CT_small.dcm")
@@ -102,6 +102,17 @@ fn ai_result(sop: &str) -> CaseResult {
             ],
         }),
         out_of_domain: None,
+        // The liver lesion is drawn on its own image; the pancreatic one has none.
+        lesion_images: vec![LesionImage {
+            organ: Organ::Liver,
+            lesion: 0,
+            slice: 57,
+            sop_instance_uid: sop.to_string(),
+            slice_box: SliceBox {
+                voxels: [34, 44, 55, 62],
+                mm: None,
+            },
+        }],
     }
 }
 
@@ -185,6 +196,8 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
     assert_eq!(read.content.algorithm, ai.algorithm);
     assert_eq!(read.content.verifier, ai.verifier);
     assert_eq!(read.content.observer, ai.observer);
+    assert_eq!(read.content.lesion_images, ai.lesion_images);
+    assert_eq!(read.content, ai, "the whole result reads back");
     let Document::Result(read_review) = read_bytes(&review_sr.bytes).unwrap() else {
         panic!("the review SR reads as a result")
     };
@@ -195,6 +208,8 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
         }
     );
     assert_eq!(read_review.content.findings, review.findings);
+    // The liver lesion the reviewer kept is still drawn on its image.
+    assert_eq!(read_review.content.lesion_images, ai.lesion_images);
     // The reviewer's document cites the AI result it started from once, not in every
     // finding group as a device's result does.
     assert_eq!(read_review.content.algorithm, ai.algorithm);
@@ -259,28 +274,36 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
         );
         let parsed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(parsed["class"], "Comprehensive3DSR");
-        let group = |id: &str| {
-            parsed["groups"]
+        // Every measurement group is drawn on an image: no group without a region.
+        assert_eq!(parsed["groups"], serde_json::json!([]), "{parsed}");
+        // Presence per organ, and the lesion without an image, are qualitative evaluations.
+        assert_eq!(
+            parsed["evaluations"],
+            serde_json::json!([
+                ["Tumor presence", "Present", "Liver"],
+                ["Tumor presence", "Equivocal", "Pancreas"],
+                ["Finding", "Neoplasm", "Pancreas"],
+                ["Tumor presence", "Absent", "Kidney"],
+            ]),
+            "{parsed}"
+        );
+        let roi_of = |id: &str| {
+            parsed["rois"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .find(|g| g["tracking_identifier"] == id)
-                .unwrap_or_else(|| panic!("no group {id}: {parsed}"))
+                .unwrap_or_else(|| panic!("no region group {id}: {parsed}"))
                 .clone()
         };
+        // The liver lesion on its own image, labelled as a reader says it.
+        let lesion = roi_of("liver lesion 1, 3.2 cm");
+        assert_eq!(lesion["image"], sop);
         assert_eq!(
-            group("liver")["qualitative"],
-            serde_json::json!([["Tumor presence", "Present"]])
+            lesion["points"],
+            serde_json::json!([34.0, 44.0, 56.0, 44.0, 56.0, 63.0, 34.0, 63.0, 34.0, 44.0])
         );
-        assert_eq!(
-            group("pancreas")["qualitative"],
-            serde_json::json!([["Tumor presence", "Equivocal"]])
-        );
-        assert_eq!(
-            group("kidney_left")["finding_sites"],
-            serde_json::json!(["Left Kidney"])
-        );
-        let lesion = group("liver lesion 1");
+        assert_eq!(lesion["finding_sites"], serde_json::json!(["Liver"]));
         assert_eq!(
             lesion["measurements"]["Long Axis"],
             serde_json::json!([3.2, "cm"])
@@ -297,7 +320,7 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
                 ["Location in organ", "Couinaud segment 8"]
             ])
         );
-        let roi = &parsed["rois"][0];
+        let roi = roi_of("key evidence (the slice the report rests on)");
         assert_eq!(roi["image"], sop);
         assert_eq!(roi["graphic_type"], "POLYLINE");
         assert_eq!(

@@ -28,7 +28,7 @@ pub mod write;
 use std::path::Path;
 
 use dicom_dictionary_std::{tags, uids};
-use keyslice_core::findings::{Findings, SliceBox};
+use keyslice_core::findings::{Findings, Organ, SliceBox};
 use keyslice_core::prediction::{ModelId, OutOfDomain, Prediction, StoredResult};
 use keyslice_core::scoring::Consistency;
 
@@ -89,6 +89,45 @@ pub struct CaseResult {
     /// Set when the model said the CT is unlike what it was trained on: the result means
     /// nothing for this CT, and every document and view of it says so.
     pub out_of_domain: Option<OutOfDomain>,
+    /// The lesions that have an image of their own (the slice their evidence names, with a
+    /// box): each is drawn there in the SR, as its own planar measurement group.
+    pub lesion_images: Vec<LesionImage>,
+}
+
+/// One lesion's own image: the slice its evidence names and its box there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LesionImage {
+    /// The organ.
+    pub organ: Organ,
+    /// The lesion's index among the organ's lesions.
+    pub lesion: usize,
+    /// The slice index.
+    pub slice: u32,
+    /// The slice's SOP Instance UID.
+    pub sop_instance_uid: String,
+    /// The box on it, pixel corners (inclusive).
+    pub slice_box: SliceBox,
+}
+
+impl LesionImage {
+    /// The images of `findings`' lesions among `images`: one per lesion that still exists,
+    /// in organ and lesion order.
+    fn kept(images: &[Self], findings: &Findings) -> Vec<Self> {
+        let mut kept: Vec<Self> = Vec::new();
+        for image in images {
+            let organ = findings.organ(image.organ);
+            if organ.tumor.as_positive()
+                && image.lesion < organ.lesions.len()
+                && !kept
+                    .iter()
+                    .any(|k| (k.organ, k.lesion) == (image.organ, image.lesion))
+            {
+                kept.push(image.clone());
+            }
+        }
+        kept.sort_by_key(|image| (image.organ, image.lesion));
+        kept
+    }
 }
 
 impl Observer {
@@ -110,12 +149,27 @@ impl CaseResult {
     pub fn content_key(&self) -> String {
         // Findings and ModelId serialise to JSON without fail (plain structs and enums).
         let findings = serde_json::to_string(&self.findings).unwrap_or_default();
+        let images: Vec<String> = self
+            .lesion_images
+            .iter()
+            .map(|image| {
+                format!(
+                    "{}:{}:{}:{}:{:?}",
+                    image.organ.key(),
+                    image.lesion,
+                    image.slice,
+                    image.sop_instance_uid,
+                    image.slice_box.voxels
+                )
+            })
+            .collect();
         format!(
-            "{}|{} {}|{findings}|{}",
+            "{}|{} {}|{findings}|{}|{}",
             self.observer.key(),
             self.algorithm.id,
             self.algorithm.version,
-            self.report.as_deref().unwrap_or("")
+            self.report.as_deref().unwrap_or(""),
+            images.join(",")
         )
     }
 
@@ -143,6 +197,23 @@ impl CaseResult {
         // report can (an answer written before the cap).
         findings.drop_contradictions();
         let _ = keyslice_core::findings::evidence::cap_lesions(&mut findings);
+        let images: Vec<LesionImage> = prediction
+            .lesion_checks
+            .iter()
+            .filter_map(|check| {
+                Some(LesionImage {
+                    organ: check.organ,
+                    lesion: check.lesion,
+                    slice: check.key_slice,
+                    sop_instance_uid: check.sop_instance_uid.clone()?,
+                    slice_box: SliceBox {
+                        voxels: check.slice_box.as_ref()?.voxels,
+                        mm: None,
+                    },
+                })
+            })
+            .collect();
+        let lesion_images = LesionImage::kept(&images, &findings);
         // A model's name and version name its server; one recorded before secrets were kept
         // out of predictions never carries them into a document.
         let redacted = |model: &ModelId| ModelId {
@@ -165,6 +236,7 @@ impl CaseResult {
             local_description: prediction.local_description.clone(),
             consistency: prediction.consistency.clone(),
             out_of_domain: prediction.out_of_domain.clone(),
+            lesion_images,
         }
     }
 
@@ -249,6 +321,8 @@ impl CaseResult {
         }
         // What the reviewer signs never says "no tumor" beside a lesion.
         findings.drop_contradictions();
+        // A lesion the reviewer kept keeps the image its evidence named.
+        let lesion_images = LesionImage::kept(&ai.lesion_images, &findings);
         Self {
             observer: Observer::Person {
                 name: reviewer.to_string(),
@@ -260,6 +334,7 @@ impl CaseResult {
             local_description: None,
             out_of_domain: None,
             consistency: None,
+            lesion_images,
         }
     }
 }

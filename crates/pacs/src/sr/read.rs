@@ -13,7 +13,9 @@ use keyslice_core::scoring::{Consistency, FindingConsistency, Standing};
 
 use super::codes;
 use super::tree::{Node, Value, read_item, string};
-use super::{COMPREHENSIVE_3D_SR, CaseResult, KEY_OBJECT_SELECTION, Observer, StudyReadMark};
+use super::{
+    COMPREHENSIVE_3D_SR, CaseResult, KEY_OBJECT_SELECTION, LesionImage, Observer, StudyReadMark,
+};
 use crate::PacsError;
 
 /// A document read back.
@@ -221,54 +223,38 @@ fn observer(root: &Node) -> Observer {
 fn case_result(root: &Node) -> Result<CaseResult, String> {
     let observer = observer(root);
     let mut findings = Findings::default();
-    let mut algorithm = None;
     let mut verifier = None;
     let mut local_description = None;
     let mut consistency = None;
-    let mut standings = Vec::new();
     let groups = root
         .child(&codes::imaging_measurements())
         .map(|node| node.children.as_slice())
         .unwrap_or_default();
-    for group in groups {
-        if algorithm.is_none() {
-            algorithm = model_of(group);
-        }
-        let label = group
-            .child(&codes::tracking_identifier())
+    let evaluations = root.child(&codes::qualitative_evaluations());
+    let parts = parts(groups, evaluations)?;
+    let algorithm = parts.algorithm.clone();
+    if let Some(group) = parts.evidence {
+        evidence(
+            group,
+            &mut findings,
+            &mut local_description,
+            &mut consistency,
+        )?;
+        verifier = group
+            .child(&codes::verifier_name())
             .and_then(Node::text)
-            .unwrap_or_default();
-        let organ = organ_of(group);
-        if label == "key evidence" {
-            evidence(
-                group,
-                &mut findings,
-                &mut local_description,
-                &mut consistency,
-            )?;
-            verifier = group
-                .child(&codes::verifier_name())
-                .and_then(Node::text)
-                .map(|text| {
-                    let (id, version) = text.rsplit_once(' ').unwrap_or((text, ""));
-                    ModelId {
-                        id: id.to_string(),
-                        version: version.to_string(),
-                    }
-                });
-            continue;
-        }
-        let Some(organ) = organ else {
-            return Err(format!(
-                "measurement group `{label}` names no organ Keyslice knows"
-            ));
-        };
-        organ_group(group, organ, &mut findings, &mut standings)?;
+            .map(|text| {
+                let (id, version) = text.rsplit_once(' ').unwrap_or((text, ""));
+                ModelId {
+                    id: id.to_string(),
+                    version: version.to_string(),
+                }
+            });
     }
+    let (standings, lesion_images) = organ_findings(&parts, &mut findings)?;
     if let Some(consistency) = &mut consistency {
         consistency.findings = standings;
     }
-    let evaluations = root.child(&codes::qualitative_evaluations());
     let report = evaluations
         .and_then(|node| node.child(&codes::findings_text()))
         .and_then(Node::text)
@@ -310,7 +296,195 @@ fn case_result(root: &Node) -> Result<CaseResult, String> {
         local_description,
         consistency,
         out_of_domain,
+        lesion_images,
     })
+}
+
+/// A result's content items sorted by what they say: presence per organ (a qualitative
+/// evaluation, or an older document's group), each lesion (a group drawn on its own image, or
+/// an evaluation) with the number its label gives it, and the key evidence group.
+struct Parts<'a> {
+    presence: Vec<(Organ, &'a Node)>,
+    lesions: Vec<(Organ, Option<usize>, &'a Node)>,
+    evidence: Option<&'a Node>,
+    algorithm: Option<ModelId>,
+}
+
+fn parts<'a>(groups: &'a [Node], evaluations: Option<&'a Node>) -> Result<Parts<'a>, String> {
+    let mut parts = Parts {
+        presence: Vec::new(),
+        lesions: Vec::new(),
+        evidence: None,
+        algorithm: None,
+    };
+    for group in groups {
+        if parts.algorithm.is_none() {
+            parts.algorithm = model_of(group);
+        }
+        let label = group
+            .child(&codes::tracking_identifier())
+            .and_then(Node::text)
+            .unwrap_or_default();
+        if label.starts_with("key evidence") {
+            parts.evidence = Some(group);
+            continue;
+        }
+        let Some(organ) = organ_of(group) else {
+            return Err(format!(
+                "measurement group `{label}` names no organ Keyslice knows"
+            ));
+        };
+        if group.child(&codes::tumor_presence()).is_some() {
+            parts.presence.push((organ, group));
+        } else {
+            parts.lesions.push((organ, label_number(label), group));
+        }
+    }
+    let named = |node: &Node, code: &codes::Code| node.name.is(&code.value, &code.scheme);
+    for item in evaluations
+        .map(|node| node.children.as_slice())
+        .unwrap_or_default()
+    {
+        let is_lesion = named(item, &codes::finding())
+            && item
+                .code()
+                .is_some_and(|code| code.is(&codes::neoplasm().value, &codes::neoplasm().scheme));
+        let is_presence = named(item, &codes::tumor_presence());
+        if !is_lesion && !is_presence {
+            continue;
+        }
+        let Some(organ) = organ_of(item) else {
+            return Err(format!(
+                "the qualitative evaluation `{}` names no organ Keyslice knows",
+                item.name.meaning
+            ));
+        };
+        if is_presence {
+            parts.presence.push((organ, item));
+        } else {
+            let label = item
+                .child(&codes::tracking_identifier())
+                .and_then(Node::text)
+                .unwrap_or_default();
+            parts.lesions.push((organ, label_number(label), item));
+        }
+    }
+    Ok(parts)
+}
+
+/// Presence and lesions per organ into `findings`, lesions in the order of their numbers;
+/// each finding's standing and each lesion's own image.
+fn organ_findings(
+    parts: &Parts<'_>,
+    findings: &mut Findings,
+) -> Result<(Vec<FindingConsistency>, Vec<LesionImage>), String> {
+    let mut standings = Vec::new();
+    let mut images = Vec::new();
+    for organ in Organ::ALL {
+        for (_, node) in parts.presence.iter().filter(|(o, _)| *o == organ) {
+            // An evaluation is the presence itself; an older document's group holds it.
+            let own = node.name.is(
+                &codes::tumor_presence().value,
+                &codes::tumor_presence().scheme,
+            );
+            let presence = node
+                .code()
+                .filter(|_| own)
+                .or_else(|| node.child(&codes::tumor_presence()).and_then(Node::code))
+                .and_then(codes::presence_of);
+            if let Some(presence) = presence {
+                findings.organ_mut(organ).tumor = presence;
+            }
+            if let Some(standing) = finding_standing(node, organ, None)? {
+                standings.push(standing);
+            }
+        }
+        let mut mine: Vec<&(Organ, Option<usize>, &Node)> = parts
+            .lesions
+            .iter()
+            .filter(|(o, _, _)| *o == organ)
+            .collect();
+        // A lesion without a number keeps its place after the numbered ones.
+        mine.sort_by_key(|(_, number, _)| number.unwrap_or(usize::MAX));
+        for (_, _, node) in mine {
+            let lesions = &mut findings.organ_mut(organ).lesions;
+            lesions.push(lesion(node)?);
+            let index = lesions.len() - 1;
+            if let Some(standing) = finding_standing(node, organ, Some(index))? {
+                standings.push(standing);
+            }
+            if let Some(image) = lesion_image(node, organ, index)? {
+                images.push(image);
+            }
+        }
+    }
+    Ok((standings, images))
+}
+
+/// The number a label gives a lesion ("liver lesion 2, 3.1 cm" is 2), counted from 1; as an
+/// index from 0.
+fn label_number(label: &str) -> Option<usize> {
+    let (_, rest) = label.split_once("lesion ")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse::<usize>().ok()?.checked_sub(1)
+}
+
+/// A lesion's own image, when its group draws it: the region's box on the image it is
+/// selected from, and the slice index.
+fn lesion_image(node: &Node, organ: Organ, lesion: usize) -> Result<Option<LesionImage>, String> {
+    let Some(region) = node.child(&codes::image_region()) else {
+        return Ok(None);
+    };
+    let Value::Scoord(_, points) = &region.value else {
+        return Ok(None);
+    };
+    let Some(sop) = region.children.iter().find_map(|child| match &child.value {
+        Value::Image(_, sop) => Some(sop.clone()),
+        _ => None,
+    }) else {
+        return Ok(None);
+    };
+    let Some(slice) = checked_slice(node, &codes::key_slice_index(), "a lesion's slice index")?
+    else {
+        return Ok(None);
+    };
+    let slice_box = box_of(points)
+        .map_err(|error| format!("the box of {} lesion {} {error}", organ.key(), lesion + 1))?;
+    Ok(slice_box.map(|slice_box| LesionImage {
+        organ,
+        lesion,
+        slice,
+        sop_instance_uid: sop,
+        slice_box,
+    }))
+}
+
+/// The box a closed POLYLINE of pixel edges outlines (pixel corners, inclusive); `None` for
+/// fewer than four points.
+fn box_of(points: &[f32]) -> Result<Option<SliceBox>, String> {
+    if points.len() < 8 {
+        return Ok(None);
+    }
+    if let Some(bad) = points
+        .iter()
+        .find(|&&point| !point.is_finite() || !(0.0..=65_536.0).contains(&point))
+    {
+        return Err(format!("has the coordinate {bad}, outside any image"));
+    }
+    let xs = points.iter().step_by(2).copied();
+    let ys = points.iter().skip(1).step_by(2).copied();
+    let (c0, c1) = xs.fold((f32::MAX, f32::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    let (r0, r1) = ys.fold((f32::MAX, f32::MIN), |(lo, hi), y| (lo.min(y), hi.max(y)));
+    // Within 0..=65 536 (checked above): exact as u32 once rounded.
+    Ok(Some(SliceBox {
+        voxels: [
+            c0.round().max(0.0) as u32,
+            r0.round().max(0.0) as u32,
+            (c1.round() - 1.0).max(0.0) as u32,
+            (r1.round() - 1.0).max(0.0) as u32,
+        ],
+        mm: None,
+    }))
 }
 
 /// The algorithm a node names (its Algorithm Name and Version modifiers), if any.
@@ -425,32 +599,6 @@ fn lesion(group: &Node) -> Result<Lesion, String> {
     })
 }
 
-/// One organ's measurement group (its presence, or one of its lesions) into `findings`, and
-/// the finding's standing, when the group carries one, into `standings`.
-fn organ_group(
-    group: &Node,
-    organ: Organ,
-    findings: &mut Findings,
-    standings: &mut Vec<FindingConsistency>,
-) -> Result<(), String> {
-    let lesion_number = if let Some(presence) = group
-        .child(&codes::tumor_presence())
-        .and_then(Node::code)
-        .and_then(codes::presence_of)
-    {
-        findings.organ_mut(organ).tumor = presence;
-        None
-    } else {
-        let lesions = &mut findings.organ_mut(organ).lesions;
-        lesions.push(lesion(group)?);
-        Some(lesions.len() - 1)
-    };
-    if let Some(standing) = finding_standing(group, organ, lesion_number)? {
-        standings.push(standing);
-    }
-    Ok(())
-}
-
 /// A finding's standing and consistency as its measurement group gives them; `None` when the
 /// group carries none (a result never verified, or written before findings had their own).
 fn finding_standing(
@@ -536,29 +684,10 @@ fn evidence(
         findings.lesion_slices = Some(SliceRange { first, last });
     }
     if let Some(Value::Scoord(_, points)) = group.child(&codes::image_region()).map(|n| &n.value)
-        && points.len() >= 8
+        && let Some(slice_box) =
+            box_of(points).map_err(|error| format!("the evidence box {error}"))?
     {
-        if let Some(bad) = points
-            .iter()
-            .find(|&&point| !point.is_finite() || !(0.0..=65_536.0).contains(&point))
-        {
-            return Err(format!(
-                "the evidence box has the coordinate {bad}, outside any image"
-            ));
-        }
-        let xs = points.iter().step_by(2).copied();
-        let ys = points.iter().skip(1).step_by(2).copied();
-        let (c0, c1) = xs.fold((f32::MAX, f32::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
-        let (r0, r1) = ys.fold((f32::MAX, f32::MIN), |(lo, hi), y| (lo.min(y), hi.max(y)));
-        findings.slice_box = Some(SliceBox {
-            voxels: [
-                c0.round().max(0.0) as u32,
-                r0.round().max(0.0) as u32,
-                (c1.round() - 1.0).max(0.0) as u32,
-                (r1.round() - 1.0).max(0.0) as u32,
-            ],
-            mm: None,
-        });
+        findings.slice_box = Some(slice_box);
     }
     *local_description = group
         .child(&codes::verifier_description())

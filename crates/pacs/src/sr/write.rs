@@ -5,7 +5,7 @@ use dicom_core::{DataElement, VR};
 use dicom_dictionary_std::{tags, uids};
 use dicom_object::InMemDicomObject;
 use dicom_object::meta::FileMetaTableBuilder;
-use keyslice_core::findings::{KeySlice, Lesion, Organ, SliceRange, TumorPresence};
+use keyslice_core::findings::{KeySlice, Lesion, Organ, SliceBox, SliceRange, TumorPresence};
 use keyslice_core::prediction::ModelId;
 
 use super::codes::{self, Code};
@@ -42,6 +42,7 @@ pub const STUDY_READ_SERIES_NUMBER: i32 = 9904;
 const CONTAINS: &str = "CONTAINS";
 const CONCEPT_MOD: &str = "HAS CONCEPT MOD";
 const OBS_CONTEXT: &str = "HAS OBS CONTEXT";
+const HAS_PROPERTIES: &str = "HAS PROPERTIES";
 
 /// The TID 1500 SR of `result` in `study`, its content dated now.
 pub fn result_sr(study: &StudyContext, result: &CaseResult) -> Result<Written, PacsError> {
@@ -172,8 +173,9 @@ fn measurement_report(
         tags::PERFORMED_PROCEDURE_CODE_SEQUENCE,
         Vec::new(),
     ));
-    if let Some(sop) = &key_sop {
-        object.put(evidence(study, image_class, &[sop.as_str()]));
+    let images = referenced_images(result, key_sop.as_ref());
+    if !images.is_empty() {
+        object.put(evidence(study, image_class, &images));
     }
     put_item(&mut object, &root);
     document.finish(object)
@@ -244,51 +246,40 @@ fn measurement_groups(
         Observer::Device { .. } => algorithm_items(&result.algorithm),
         Observer::Person { .. } => Vec::new(),
     };
+    // Only what is drawn is a measurement group, each on its own image (a viewer draws every
+    // group's region); presence per organ, and lesions without an image of their own, are
+    // the document's qualitative evaluations (`qualitative_findings`).
     for organ in Organ::ALL {
-        let organ_findings = result.findings.organ(organ);
-        let Some(presence) = codes::presence_code(organ_findings.tumor) else {
-            continue;
-        };
-        let mut items = group_head(organ.key(), tracking_seed, Some(organ), &algorithm);
-        items.push(Node::new(
-            CONTAINS,
-            codes::tumor_presence(),
-            Value::Code(presence),
-        ));
-        items.extend(standing_items(result, organ, None));
-        groups.push(group(Some("1501"), items));
-        for (number, lesion) in organ_findings.lesions.iter().enumerate() {
-            let label = format!("{} lesion {}", organ.key(), number + 1);
+        for (number, lesion) in result.findings.organ(organ).lesions.iter().enumerate() {
+            let Some(image) = lesion_image(result, organ, number) else {
+                continue;
+            };
+            let label = lesion_label(organ, number, lesion);
             let mut items = group_head(&label, tracking_seed, Some(organ), &algorithm);
+            items.push(region(
+                &image.slice_box,
+                image_class,
+                &image.sop_instance_uid,
+            ));
             items.extend(lesion_items(lesion));
+            items.push(Node::new(
+                CONTAINS,
+                codes::key_slice_index(),
+                Value::Num(f64::from(image.slice), codes::no_units()),
+            ));
             items.extend(standing_items(result, organ, Some(number)));
-            groups.push(group(Some("1501"), items));
+            groups.push(group(Some("1410"), items));
         }
     }
     if let Some(key) = &result.findings.key_slice {
         let evidence_organ = Organ::ALL
             .into_iter()
             .find(|&organ| result.findings.organ(organ).tumor == TumorPresence::Yes);
-        let mut items = group_head("key evidence", tracking_seed, evidence_organ, &algorithm);
+        let mut items = group_head(KEY_EVIDENCE, tracking_seed, evidence_organ, &algorithm);
         let mut template = "1501";
         if let Some(sop) = key_sop {
             if let Some(slice_box) = &result.findings.slice_box {
-                let [c0, r0, c1, r1] = slice_box.voxels.map(|v| v as f32);
-                // Pixel edges: the box covers voxels c0..=c1, r0..=r1.
-                let (c1, r1) = (c1 + 1.0, r1 + 1.0);
-                let points = vec![c0, r0, c1, r0, c1, r1, c0, r1, c0, r0];
-                items.push(
-                    Node::new(
-                        CONTAINS,
-                        codes::image_region(),
-                        Value::Scoord("POLYLINE".into(), points),
-                    )
-                    .with(vec![Node::new(
-                        "SELECTED FROM",
-                        codes::source(),
-                        Value::Image(image_class.to_string(), sop.clone()),
-                    )]),
-                );
+                items.push(region(slice_box, image_class, sop));
                 template = "1410";
             }
             items.push(Node::new(
@@ -354,7 +345,8 @@ fn root_items(
         codes::procedure_reported(),
         Value::Code(codes::ct_procedure()),
     ));
-    if let Some(sop) = key_sop {
+    let images = referenced_images(result, key_sop);
+    if !images.is_empty() {
         root.push(
             Node::new(CONTAINS, codes::image_library(), Value::Container(None)).with(vec![
                 Node::new(
@@ -362,22 +354,31 @@ fn root_items(
                     codes::image_library_group(),
                     Value::Container(None),
                 )
-                .with(vec![Node::new(
-                    CONTAINS,
-                    Code::new("", "", ""),
-                    Value::Image(image_class.to_string(), sop.clone()),
-                )]),
+                .with(
+                    images
+                        .iter()
+                        .map(|sop| {
+                            Node::new(
+                                CONTAINS,
+                                Code::new("", "", ""),
+                                Value::Image(image_class.to_string(), (*sop).to_string()),
+                            )
+                        })
+                        .collect(),
+                ),
             ]),
         );
     }
-    root.push(
-        Node::new(
-            CONTAINS,
-            codes::imaging_measurements(),
-            Value::Container(None),
-        )
-        .with(groups),
-    );
+    if !groups.is_empty() {
+        root.push(
+            Node::new(
+                CONTAINS,
+                codes::imaging_measurements(),
+                Value::Container(None),
+            )
+            .with(groups),
+        );
+    }
     // The result's standing travels with it: a result the model itself called meaningless
     // for this CT says so in the document, first among the qualitative evaluations.
     let mut evaluations = Vec::new();
@@ -401,6 +402,7 @@ fn root_items(
             Value::Text(unfamiliar.sentence()),
         ));
     }
+    evaluations.extend(qualitative_findings(result));
     if let Some(report) = result.report.as_ref().filter(|r| !r.trim().is_empty()) {
         evaluations.push(Node::new(
             CONTAINS,
@@ -779,19 +781,129 @@ fn group_head(label: &str, seed: &str, organ: Option<Organ>, algorithm: &[Node])
         Node::new(CONTAINS, codes::finding(), Value::Code(codes::neoplasm())),
     ];
     if let Some(organ) = organ {
-        let (site, laterality) = codes::organ_site(organ);
-        let mut node = Node::new(CONCEPT_MOD, codes::finding_site(), Value::Code(site));
-        if let Some(laterality) = laterality {
-            node.children.push(Node::new(
-                CONCEPT_MOD,
-                codes::laterality(),
-                Value::Code(laterality),
-            ));
-        }
-        items.push(node);
+        items.push(site(organ));
     }
     items.extend(algorithm.iter().cloned());
     items
+}
+
+/// Every image the document draws on: the key slice, then each lesion's own, once each.
+fn referenced_images<'a>(result: &'a CaseResult, key_sop: Option<&'a String>) -> Vec<&'a str> {
+    let mut images: Vec<&str> = key_sop.map(String::as_str).into_iter().collect();
+    for image in &result.lesion_images {
+        if !images.contains(&image.sop_instance_uid.as_str()) {
+            images.push(&image.sop_instance_uid);
+        }
+    }
+    images
+}
+
+/// The tracking identifier of the key evidence group: what it is, as a reader sees it.
+pub const KEY_EVIDENCE: &str = "key evidence (the slice the report rests on)";
+
+/// A lesion's label as a reader sees it: "liver lesion 1, 4.9 cm".
+fn lesion_label(organ: Organ, number: usize, lesion: &Lesion) -> String {
+    let size = lesion
+        .size
+        .map_or_else(String::new, |size| format!(", {:.1} cm", size.long_cm));
+    format!("{} lesion {}{size}", organ_words(organ), number + 1)
+}
+
+/// An organ in words ("left kidney").
+fn organ_words(organ: Organ) -> &'static str {
+    match organ {
+        Organ::Liver => "liver",
+        Organ::Pancreas => "pancreas",
+        Organ::KidneyLeft => "left kidney",
+        Organ::KidneyRight => "right kidney",
+    }
+}
+
+/// The image of lesion `number` of `organ`, when it has one.
+fn lesion_image(result: &CaseResult, organ: Organ, number: usize) -> Option<&super::LesionImage> {
+    result
+        .lesion_images
+        .iter()
+        .find(|image| (image.organ, image.lesion) == (organ, number))
+}
+
+/// A box on an image as an image region: a closed POLYLINE of pixel edges (the box covers
+/// pixels c0..=c1, r0..=r1), selected from the image.
+fn region(slice_box: &SliceBox, image_class: &str, sop: &str) -> Node {
+    let [c0, r0, c1, r1] = slice_box.voxels.map(|v| v as f32);
+    let (c1, r1) = (c1 + 1.0, r1 + 1.0);
+    let points = vec![c0, r0, c1, r0, c1, r1, c0, r1, c0, r0];
+    Node::new(
+        CONTAINS,
+        codes::image_region(),
+        Value::Scoord("POLYLINE".into(), points),
+    )
+    .with(vec![Node::new(
+        "SELECTED FROM",
+        codes::source(),
+        Value::Image(image_class.to_string(), sop.to_string()),
+    )])
+}
+
+/// Presence per organ, with each organ's standing, and the lesions without an image of their
+/// own, as qualitative evaluations: a CODE each, its organ as the finding site, its
+/// measurements and standing as properties.
+fn qualitative_findings(result: &CaseResult) -> Vec<Node> {
+    let properties = |nodes: Vec<Node>| -> Vec<Node> {
+        nodes
+            .into_iter()
+            .map(|mut node| {
+                node.relationship = HAS_PROPERTIES;
+                node
+            })
+            .collect()
+    };
+    let mut items = Vec::new();
+    for organ in Organ::ALL {
+        let organ_findings = result.findings.organ(organ);
+        let Some(presence) = codes::presence_code(organ_findings.tumor) else {
+            continue;
+        };
+        let mut children = vec![site(organ)];
+        children.extend(properties(standing_items(result, organ, None)));
+        items.push(
+            Node::new(CONTAINS, codes::tumor_presence(), Value::Code(presence)).with(children),
+        );
+        for (number, lesion) in organ_findings.lesions.iter().enumerate() {
+            if lesion_image(result, organ, number).is_some() {
+                continue;
+            }
+            let mut children = vec![
+                site(organ),
+                Node::new(
+                    HAS_PROPERTIES,
+                    codes::tracking_identifier(),
+                    Value::Text(lesion_label(organ, number, lesion)),
+                ),
+            ];
+            children.extend(properties(lesion_items(lesion)));
+            children.extend(properties(standing_items(result, organ, Some(number))));
+            items.push(
+                Node::new(CONTAINS, codes::finding(), Value::Code(codes::neoplasm()))
+                    .with(children),
+            );
+        }
+    }
+    items
+}
+
+/// An organ as a finding site (with its laterality).
+fn site(organ: Organ) -> Node {
+    let (site, laterality) = codes::organ_site(organ);
+    let mut node = Node::new(CONCEPT_MOD, codes::finding_site(), Value::Code(site));
+    if let Some(laterality) = laterality {
+        node.children.push(Node::new(
+            CONCEPT_MOD,
+            codes::laterality(),
+            Value::Code(laterality),
+        ));
+    }
+    node
 }
 
 fn group(template: Option<&'static str>, items: Vec<Node>) -> Node {
