@@ -307,11 +307,20 @@ fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
     let published = ok(&run(&["pacs", "publish", s(&ws1), "--out", s(&files)]));
     assert!(published.contains("ai-result  stored"), "{published}");
     assert!(published.contains("key-images stored"), "{published}");
+    let mut lesions_drawn = 0;
     for entry in std::fs::read_dir(&files).expect("files") {
         let path = entry.expect("entry").path();
         let errors = dciodvfy_errors(&path);
         assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+        lesions_drawn += drawn_groups(&path)
+            .iter()
+            .filter(|label| label.contains(" lesion "))
+            .count();
     }
+    assert!(
+        lesions_drawn > 0,
+        "the model's lesions are drawn on their images"
+    );
     // Nothing new: nothing sent again.
     let again = ok(&run(&["pacs", "publish", s(&ws1)]));
     assert!(again.starts_with("0 document(s)"), "{again}");
@@ -892,6 +901,43 @@ fn read_every_item(study: &keyslice::review::study::Study) {
     }
 }
 
+/// The tracking identifiers of an SR's measurement groups, after checking that each has an
+/// image region selected from an image (a viewer such as OHIF draws every group's region, and
+/// fails on a group without one). Empty for a document without groups (a KOS).
+fn drawn_groups(path: &Path) -> Vec<String> {
+    use keyslice::pacs::sr::codes;
+    use keyslice::pacs::sr::tree::{Node, Value, read_item};
+    let object = dicom_object::open_file(path).expect("DICOM");
+    let root = read_item(&object).expect("a content tree");
+    let Some(measurements) = root.child(&codes::imaging_measurements()) else {
+        return Vec::new();
+    };
+    measurements
+        .children
+        .iter()
+        .map(|group| {
+            let label = group
+                .child(&codes::tracking_identifier())
+                .and_then(Node::text)
+                .unwrap_or_default()
+                .to_string();
+            let drawn = group.children.iter().any(|item| {
+                matches!(item.value, Value::Scoord(..))
+                    && item
+                        .children
+                        .iter()
+                        .any(|source| matches!(source.value, Value::Image(..)))
+            });
+            assert!(
+                drawn,
+                "{}: group `{label}` has no image region",
+                path.display()
+            );
+            label
+        })
+        .collect()
+}
+
 /// Checks one study read's file (valid, marked as research by its reader, never verified, as
 /// [`read_every_item`] read it): its (reader, arm, session) and its Study Instance UID.
 fn check_study_read(path: &Path) -> ((String, String, usize), String) {
@@ -900,6 +946,12 @@ fn check_study_read(path: &Path) -> ((String, String, usize), String) {
     use keyslice::pacs::sr::{CaseResult, Observer};
     let errors = dciodvfy_errors(path);
     assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+    assert!(
+        drawn_groups(path)
+            .iter()
+            .any(|label| label.starts_with("key evidence")),
+        "the reader's key slice is marked on its image"
+    );
     let object = dicom_object::open_file(path).expect("DICOM");
     let get = |tag| {
         object

@@ -1050,6 +1050,7 @@ fn publish(
     let mut batches = Batches::new();
     let (mut written, mut skipped) = (0, 0);
     let mut not_dicom = std::collections::BTreeSet::new();
+    let mut slice_sops = SliceSops::new();
     // With --json the per-document lines go nowhere and one JSON line ends the run.
     let mut stdout: Box<dyn Write> = if json {
         Box::new(std::io::sink())
@@ -1076,7 +1077,8 @@ fn publish(
                 skipped += 1;
                 continue;
             }
-            let (context, document) = read_document(definition, case, &predictions, &read)?;
+            let (context, document) =
+                read_document(definition, case, (&predictions, &mut slice_sops), &read)?;
             if let Some(out) = out {
                 let path = out.join(format!(
                     "{}-{}-{}-{}.dcm",
@@ -1123,10 +1125,47 @@ fn publish(
 }
 
 /// The SR of one study read of `case`, and the identity of the study it files with.
+/// The SOP Instance UID of each slice of a case's series, by case, read once per case.
+type SliceSops = std::collections::HashMap<String, Vec<Option<String>>>;
+
+/// The SOP Instance UID of slice `index` of a case: the prediction's key slice when it is that
+/// slice, else read from the case's series (its images loaded once, then kept in `known`).
+fn slice_sop(
+    case: &crate::review::workspace::WorkspaceCase,
+    prediction: Option<&crate::prediction::Prediction>,
+    index: u32,
+    known: &mut SliceSops,
+) -> Option<String> {
+    if let Some(sop) = prediction
+        .and_then(|p| p.key_slice.as_ref())
+        .filter(|key| key.index == index)
+        .and_then(|key| key.sop_instance_uid.clone())
+    {
+        return Some(sop);
+    }
+    let sops = known.entry(case.case_id.clone()).or_insert_with(|| {
+        let series_uid = prediction
+            .and_then(|p| p.images.as_ref())
+            .map(|images| images.series_uid.clone())
+            .filter(|uid| !uid.is_empty());
+        crate::io::load_study(&case.volume, &crate::io::LoadOptions { series_uid })
+            .map(|study| {
+                study
+                    .volume
+                    .slices()
+                    .iter()
+                    .map(|slice| slice.sop_instance_uid.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    sops.get(index as usize).cloned().flatten()
+}
+
 fn read_document(
     definition: &crate::review::study::StudyDefinition,
     case: &crate::review::workspace::WorkspaceCase,
-    predictions: &crate::review::workspace::Predictions,
+    (predictions, slice_sops): (&crate::review::workspace::Predictions, &mut SliceSops),
     read: &crate::review::study::Read,
 ) -> Result<
     (
@@ -1152,13 +1191,19 @@ fn read_document(
         (_, Some(prediction)) => prediction.diagnoser.clone(),
     };
     let context = StudyContext::from_folder(&case.volume)?;
+    let mut findings = read.findings();
+    // The reader's key slice as its image, so the document marks it there.
+    if let Some(key) = &mut findings.key_slice {
+        key.sop_instance_uid =
+            slice_sop(case, predictions.get(&case.case_id), key.index, slice_sops);
+    }
     let result = CaseResult {
         observer: Observer::Person {
             name: read.reader.clone(),
         },
         algorithm,
         verifier: None,
-        findings: read.findings(),
+        findings,
         report: Some(read.summary(&definition.name)),
         local_description: None,
         consistency: None,

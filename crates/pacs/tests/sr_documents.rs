@@ -609,3 +609,52 @@ fn a_result_out_of_the_models_depth_carries_its_standing_into_both_documents() {
         }
     }
 }
+
+/// A key slice without a box is still drawn (a point at the slice's centre, selected from
+/// it): no measurement group without an image region, and the document stays valid and reads
+/// back the same.
+#[test]
+fn a_key_slice_without_a_box_is_marked_on_its_image() {
+    let study = StudyContext::from_file(&source_ct()).unwrap();
+    assert!(study.image_size.is_some(), "the CT states its size");
+    let sop = "1.3.6.1.4.1.5962.1.1.1.1.1.20040119072730.12322";
+    let mut ai = ai_result(sop);
+    ai.findings.slice_box = None;
+    ai.lesion_images.clear();
+    let sr = result_sr(&study, &ai).unwrap();
+    let Document::Result(read) = read_bytes(&sr.bytes).unwrap() else {
+        panic!("the SR reads as a result")
+    };
+    assert_eq!(read.content, ai);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no_box.dcm");
+    std::fs::write(&path, &sr.bytes).unwrap();
+    if tool("dciodvfy") {
+        let (errors, text) = dciodvfy_errors(&path);
+        assert!(errors.is_empty(), "{text}");
+    }
+    if highdicom() {
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pacs/read_with_highdicom.py");
+        let output = Command::new("python3")
+            .arg(&script)
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let parsed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let groups = parsed["groups"].as_array().unwrap();
+        assert_eq!(groups.len(), 1, "{parsed}");
+        assert_eq!(
+            groups[0]["tracking_identifier"],
+            "key evidence (the slice the report rests on)"
+        );
+    }
+    // Every group has a region selected from an image.
+    let text = String::from_utf8_lossy(&sr.bytes);
+    assert!(text.contains("POINT"), "the slice is marked");
+}

@@ -366,6 +366,9 @@ pub struct StudyContext {
     pub series_uid: String,
     /// SOP Class UID of its images.
     pub image_class_uid: String,
+    /// Columns and rows of its images, when the file states them (where a document marks a
+    /// slice it has no box on).
+    pub image_size: Option<[u32; 2]>,
 }
 
 impl StudyContext {
@@ -392,6 +395,12 @@ impl StudyContext {
             referring_physician: get(tags::REFERRING_PHYSICIAN_NAME),
             series_uid: get(tags::SERIES_INSTANCE_UID),
             image_class_uid: get(tags::SOP_CLASS_UID),
+            image_size: {
+                let size = |tag| get(tag).trim().parse::<u32>().ok().filter(|&n| n > 0);
+                size(tags::COLUMNS)
+                    .zip(size(tags::ROWS))
+                    .map(|(c, r)| [c, r])
+            },
         };
         if context.study_uid.is_empty() {
             return Err(PacsError::NoStudyUid(path.to_path_buf()));

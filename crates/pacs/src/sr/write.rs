@@ -104,7 +104,12 @@ fn measurement_report(
         .as_ref()
         .and_then(|key| key.sop_instance_uid.clone());
 
-    let groups = measurement_groups(result, &tracking_seed, image_class, key_sop.as_ref());
+    let groups = measurement_groups(
+        result,
+        &tracking_seed,
+        (image_class, study.image_size),
+        key_sop.as_ref(),
+    );
 
     let root = root_items(result, &seed, image_class, key_sop.as_ref(), groups);
     let root = Node::new(
@@ -236,7 +241,7 @@ fn standing_items(result: &CaseResult, organ: Organ, lesion: Option<usize>) -> V
 fn measurement_groups(
     result: &CaseResult,
     tracking_seed: &str,
-    image_class: &str,
+    (image_class, image_size): (&str, Option<[u32; 2]>),
     key_sop: Option<&String>,
 ) -> Vec<Node> {
     let mut groups = Vec::new();
@@ -281,6 +286,24 @@ fn measurement_groups(
             if let Some(slice_box) = &result.findings.slice_box {
                 items.push(region(slice_box, image_class, sop));
                 template = "1410";
+            } else if let Some([columns, rows]) = image_size {
+                // No box: the slice itself is the evidence, marked by a point at its centre
+                // (a viewer draws every group's region, and needs one).
+                items.push(
+                    Node::new(
+                        CONTAINS,
+                        codes::image_region(),
+                        Value::Scoord(
+                            "POINT".into(),
+                            vec![columns as f32 / 2.0, rows as f32 / 2.0],
+                        ),
+                    )
+                    .with(vec![Node::new(
+                        "SELECTED FROM",
+                        codes::source(),
+                        Value::Image(image_class.to_string(), sop.clone()),
+                    )]),
+                );
             }
             items.push(Node::new(
                 CONTAINS,
