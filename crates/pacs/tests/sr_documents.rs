@@ -658,3 +658,132 @@ fn a_key_slice_without_a_box_is_marked_on_its_image() {
     let text = String::from_utf8_lossy(&sr.bytes);
     assert!(text.contains("POINT"), "the slice is marked");
 }
+
+/// Whether OHIF's SR extension is installed for `scripts/ohif/check_sr.js` (required with
+/// `KEYSLICE_REQUIRE_DICOM_TOOLS`: `npm ci --prefix scripts/ohif --legacy-peer-deps`).
+fn ohif() -> bool {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ohif");
+    let found = root
+        .join("node_modules/@ohif/extension-cornerstone-dicom-sr")
+        .is_dir()
+        && Command::new("node").arg("--version").output().is_ok();
+    assert!(
+        found || std::env::var_os("KEYSLICE_REQUIRE_DICOM_TOOLS").is_none(),
+        "OHIF's SR extension is required (KEYSLICE_REQUIRE_DICOM_TOOLS is set): npm ci --prefix scripts/ohif --legacy-peer-deps"
+    );
+    found
+}
+
+/// Every SR Keyslice writes (the AI's, a reviewer's, a reader study's read, one whose key
+/// slice has no box) loads in OHIF v3's own SR loader, and each lesion with an image of its
+/// own and the key evidence are drawn on their images with their labels.
+#[test]
+fn ohif_loads_every_sr_and_draws_each_lesion_on_its_image() {
+    use keyslice_pacs::sr::StudyReadMark;
+    use keyslice_pacs::sr::write::study_read_sr;
+    if !ohif() {
+        return;
+    }
+    let study = StudyContext::from_file(&source_ct()).unwrap();
+    let sop = "1.3.6.1.4.1.5962.1.1.1.1.1.20040119072730.12322";
+    let ai = ai_result(sop);
+    let mut corrected = ai.findings.clone();
+    corrected.organ_mut(Organ::Pancreas).tumor = TumorPresence::No;
+    corrected.organ_mut(Organ::Pancreas).lesions.clear();
+    let review = CaseResult::correction(&ai, "Reviewer^Ana", &corrected);
+    let mut no_box = ai.clone();
+    no_box.findings.slice_box = None;
+    let mut read = CaseResult::correction(&ai, "Reader^Ben", &ai.findings);
+    read.lesion_images.clear();
+    read.findings.slice_box = None;
+    for organ in [Organ::Liver, Organ::Pancreas] {
+        read.findings.organ_mut(organ).lesions.clear();
+    }
+    let mark = StudyReadMark {
+        study: "trial".into(),
+        arm: "evidence".into(),
+        session: 0,
+        case: "case0".into(),
+    };
+    let documents = [
+        ("ai", result_sr(&study, &ai).unwrap()),
+        ("review", result_sr(&study, &review).unwrap()),
+        ("no-box", result_sr(&study, &no_box).unwrap()),
+        (
+            "read",
+            study_read_sr(&study, &read, &mark, ("20261207".into(), "101500".into())).unwrap(),
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let ct = dir.path().join("ct");
+    std::fs::create_dir_all(&ct).unwrap();
+    std::fs::copy(source_ct(), ct.join("CT_small.dcm")).unwrap();
+    let mut command = Command::new("node");
+    command
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ohif/check_sr.js"))
+        .arg(&ct);
+    for (name, written) in &documents {
+        let path = dir.path().join(format!("{name}.dcm"));
+        std::fs::write(&path, &written.bytes).unwrap();
+        command.arg(path);
+    }
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let results: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(results.len(), documents.len());
+    let drawn = |result: &serde_json::Value, label: &str| {
+        result["drawn"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["label"] == label && d["image"] == sop)
+    };
+    for result in &results {
+        assert!(result.get("error").is_none(), "{result}");
+        let measurements = result["measurements"].as_array().unwrap();
+        assert!(!measurements.is_empty(), "{result}");
+        // Every measurement OHIF found is drawn on the image it names.
+        assert_eq!(
+            result["drawn"].as_array().unwrap().len(),
+            measurements.len(),
+            "{result}"
+        );
+        assert!(
+            measurements
+                .iter()
+                .any(|m| m["tracking"] == "key evidence (the slice the report rests on)"),
+            "{result}"
+        );
+    }
+    // The liver lesion, labelled with its size, on its own image, in the AI's and the
+    // reviewer's documents; the key evidence box on the key slice.
+    for result in &results[..2] {
+        assert!(drawn(result, "3.20 cm"), "{result}");
+        assert!(
+            result["measurements"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["tracking"] == "liver lesion 1, 3.2 cm" && m["image"] == sop),
+            "{result}"
+        );
+    }
+    // A key slice without a box, and a reader's key slice, are marked by a point.
+    for result in &results[2..] {
+        assert!(
+            result["drawn"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["graphicType"] == "POINT" && d["image"] == sop),
+            "{result}"
+        );
+    }
+}
