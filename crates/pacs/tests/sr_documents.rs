@@ -674,6 +674,33 @@ fn ohif() -> bool {
     found
 }
 
+/// What `scripts/ohif/check_sr.js` says of each document, beside the source CT.
+fn ohif_results(documents: &[(&str, keyslice_pacs::sr::write::Written)]) -> Vec<serde_json::Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let ct = dir.path().join("ct");
+    std::fs::create_dir_all(&ct).unwrap();
+    std::fs::copy(source_ct(), ct.join("CT_small.dcm")).unwrap();
+    let mut command = Command::new("node");
+    command
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ohif/check_sr.js"))
+        .arg(&ct);
+    for (name, written) in documents {
+        let path = dir.path().join(format!("{name}.dcm"));
+        std::fs::write(&path, &written.bytes).unwrap();
+        command.arg(path);
+    }
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
 /// Every SR Keyslice writes (the AI's, a reviewer's, a reader study's read, one whose key
 /// slice has no box) loads in OHIF v3's own SR loader, and each lesion with an image of its
 /// own and the key evidence are drawn on their images with their labels.
@@ -714,29 +741,7 @@ fn ohif_loads_every_sr_and_draws_each_lesion_on_its_image() {
             study_read_sr(&study, &read, &mark, ("20261207".into(), "101500".into())).unwrap(),
         ),
     ];
-    let dir = tempfile::tempdir().unwrap();
-    let ct = dir.path().join("ct");
-    std::fs::create_dir_all(&ct).unwrap();
-    std::fs::copy(source_ct(), ct.join("CT_small.dcm")).unwrap();
-    let mut command = Command::new("node");
-    command
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ohif/check_sr.js"))
-        .arg(&ct);
-    for (name, written) in &documents {
-        let path = dir.path().join(format!("{name}.dcm"));
-        std::fs::write(&path, &written.bytes).unwrap();
-        command.arg(path);
-    }
-    let output = command.output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let results: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let results = ohif_results(&documents);
     assert_eq!(results.len(), documents.len());
     let drawn = |result: &serde_json::Value, label: &str| {
         result["drawn"]
