@@ -427,6 +427,7 @@ fn each_lesion_is_verified_on_its_own_key_slice() {
         lesion,
         key_slice,
         slice_box: None,
+        axes: None,
     };
     let answer = Scripted(
         "Liver lesion 1: Size: 2.0 x 1.5 cm.\nLiver lesion 2: Size: 1.0 x 0.8 cm.\n\
@@ -533,5 +534,67 @@ fn the_evidence_evaluation_refuses_what_is_not_a_case_folder() {
             !stderr.contains('\u{1b}'),
             "an escape code reached the terminal: {stderr}"
         );
+    }
+}
+
+/// Every lesion the embedded model finds carries its long and short axes on its own key
+/// slice: at right angles, as long as the sizes its report gives, inside the lesion's box.
+#[test]
+fn each_lesion_the_embedded_model_finds_is_drawn_as_it_was_measured() {
+    use keyslice::infer::embedded::TinyDiagnoser;
+    let model = TinyModel::embedded().expect("the embedded model loads");
+    let volume = demo_abdomen();
+    let diagnosis = TinyDiagnoser(&model)
+        .diagnose(&volume)
+        .expect("the demo case is read");
+    let findings = keyslice::findings::read_report(&diagnosis.report).findings;
+    assert!(!diagnosis.lesions.is_empty(), "the demo case has lesions");
+    let [sx, sy, _] = volume.spacing_mm();
+    let [columns, rows, _] = volume.dims();
+    for evidence in &diagnosis.lesions {
+        let axes = evidence.axes.expect("measured on its slice");
+        assert!(axes.fits(columns, rows), "{axes:?}");
+        let size = findings.organ(evidence.organ).lesions[evidence.lesion]
+            .size
+            .expect("a size");
+        let mm = |[a, b]: [[f64; 2]; 2]| ((a[0] - b[0]) * sx).hypot((a[1] - b[1]) * sy);
+        // The report rounds to whole millimetres; the axes are kept to a hundredth of a voxel.
+        assert!(
+            (mm(axes.long) - size.long_cm * 10.0).abs() <= 0.6,
+            "{:?} lesion {}: long axis {:.2} mm, report {} cm",
+            evidence.organ,
+            evidence.lesion,
+            mm(axes.long),
+            size.long_cm
+        );
+        let short_cm = size.short_cm.expect("a short axis");
+        assert!(
+            (mm(axes.short) - short_cm * 10.0).abs() <= 0.6,
+            "short axis {:.2} mm, report {short_cm} cm",
+            mm(axes.short)
+        );
+        let direction = |[a, b]: [[f64; 2]; 2]| ((b[0] - a[0]) * sx, (b[1] - a[1]) * sy);
+        let (long, short) = (direction(axes.long), direction(axes.short));
+        let cosine = (long.0 * short.0 + long.1 * short.1) / (mm(axes.long) * mm(axes.short));
+        assert!(cosine.abs() < 0.05, "at right angles: cos {cosine}");
+        // The long axis lies in the lesion's box; the short one crosses it inside the box
+        // (it spans the lesion's width at right angles, which a tilted lesion's box may be
+        // narrower than).
+        let slice_box = evidence.slice_box.as_ref().expect("a box").voxels;
+        let inside = |[column, row]: [f64; 2]| {
+            (f64::from(slice_box[0]) - 1.0..=f64::from(slice_box[2]) + 1.0).contains(&column)
+                && (f64::from(slice_box[1]) - 1.0..=f64::from(slice_box[3]) + 1.0).contains(&row)
+        };
+        let middle = |[a, b]: [[f64; 2]; 2]| [f64::midpoint(a[0], b[0]), f64::midpoint(a[1], b[1])];
+        assert!(
+            axes.long.into_iter().all(inside) && inside(middle(axes.short)),
+            "{axes:?} against the box {slice_box:?}"
+        );
+        // The two lines cross: the short one's ends lie on either side of the long one.
+        let side = |[column, row]: [f64; 2]| {
+            let [a, b] = axes.long;
+            (b[0] - a[0]) * (row - a[1]) - (b[1] - a[1]) * (column - a[0])
+        };
+        assert!(side(axes.short[0]) * side(axes.short[1]) < 0.0, "{axes:?}");
     }
 }

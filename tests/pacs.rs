@@ -921,12 +921,17 @@ fn drawn_groups(path: &Path) -> Vec<String> {
                 .and_then(Node::text)
                 .unwrap_or_default()
                 .to_string();
-            let drawn = group.children.iter().any(|item| {
+            // A region of the group's own, or lines its measurements are measured on.
+            let on_image = |item: &Node| {
                 matches!(item.value, Value::Scoord(..))
                     && item
                         .children
                         .iter()
                         .any(|source| matches!(source.value, Value::Image(..)))
+            };
+            let drawn = group.children.iter().any(|item| {
+                on_image(item)
+                    || (matches!(item.value, Value::Num(..)) && item.children.iter().any(on_image))
             });
             assert!(
                 drawn,

@@ -7,7 +7,8 @@
 //   node scripts/ohif/check_sr.js CT_FOLDER SR_FILE...
 //
 // Prints one JSON object per SR: the measurements OHIF found (tracking identifier, graphic
-// type, image) and the annotations it drew (label, image), or the error that stopped it.
+// type, image) and the annotations it drew (label, image, shapes), or the error that stopped
+// it.
 // Install first: npm install --prefix scripts/ohif --legacy-peer-deps (see README.md there).
 "use strict";
 
@@ -195,6 +196,14 @@ async function main() {
             ? annotation.metadata.referencedImageId.split(":")[1]
             : null,
           graphicType: annotation.metadata.graphicType,
+          // How many shapes of each graphic type it draws (a lesion's axes and box: three
+          // polylines).
+          shapes: Object.fromEntries(
+            Object.entries(annotation.data.renderableData || {}).map(([type, list]) => [
+              type,
+              list.length,
+            ])
+          ),
         }));
       }
     } catch (error) {

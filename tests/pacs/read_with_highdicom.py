@@ -1,8 +1,9 @@
 """Reads a Keyslice TID 1500 SR with highdicom and prints what an independent parser finds,
-as JSON: the measurement groups (tracking identifier, finding site, measurements with units,
-qualitative evaluations), the planar ROI groups (tracking identifier, finding site, graphic
-type, points, referenced image, measurements, qualitative evaluations) and the document's own
-qualitative evaluations (concept, value, finding site).
+as JSON: the measurement groups (tracking identifier, finding site, measurements with units
+and the lines they were measured along, qualitative evaluations), the planar ROI groups
+(tracking identifier, finding site, graphic type, points, referenced image, measurements,
+qualitative evaluations) and the document's own qualitative evaluations (concept, value,
+finding site).
 
     python3 tests/pacs/read_with_highdicom.py SR.dcm
 """
@@ -24,6 +25,19 @@ def site_of(group):
     return sites
 
 
+def drawn(measurement):
+    """The SCOORDs highdicom finds a measurement made on (its source of measurement):
+    graphic type, points and image."""
+    return [
+        [
+            coordinates.GraphicType,
+            [float(v) for v in coordinates.GraphicData],
+            coordinates.ContentSequence[0].ReferencedSOPSequence[0].ReferencedSOPInstanceUID,
+        ]
+        for coordinates in measurement.referenced_coordinates
+    ]
+
+
 def main(path):
     report = hd.sr.srread(path)
     content = report.content
@@ -35,6 +49,12 @@ def main(path):
                 "finding_sites": site_of(group),
                 "measurements": {
                     m.name.meaning: [m.value, m.unit.value] for m in group.get_measurements()
+                },
+                # Where each measurement was made: its lines on their images.
+                "drawn": {
+                    m.name.meaning: drawn(m)
+                    for m in group.get_measurements()
+                    if drawn(m)
                 },
                 "qualitative": sorted(
                     [q.name.meaning, q.value.meaning]

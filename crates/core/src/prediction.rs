@@ -20,7 +20,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::findings::{Findings, Organ, SliceBox};
+use crate::findings::{Findings, LesionAxes, Organ, SliceBox};
 use crate::scoring::Consistency;
 use crate::volume::{Volume, Voxels};
 
@@ -157,6 +157,9 @@ pub struct LesionCheck {
     /// draw the lesion on its own image).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sop_instance_uid: Option<String>,
+    /// Its long and short axes on that slice, when the diagnoser measured them there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub axes: Option<LesionAxes>,
     /// The verifier's description of that slice.
     pub local_description: String,
 }
@@ -387,6 +390,18 @@ impl Prediction {
                 &mut check.local_description,
                 "a lesion's local description",
             ));
+            // Axes that are not numbers on any image are not drawn anywhere.
+            if check
+                .axes
+                .is_some_and(|axes| !axes.fits(MAX_IMAGE_PIXELS, MAX_IMAGE_PIXELS))
+            {
+                said.push(format!(
+                    "{} lesion {}: its axes lie outside any image and are left out",
+                    check.organ,
+                    check.lesion + 1
+                ));
+                check.axes = None;
+            }
         }
         said.extend(crate::findings::evidence::cap_lesions(&mut self.findings));
         if let Some(local) = &mut self.local_findings {
@@ -405,6 +420,9 @@ impl Prediction {
         bounded_warnings(&mut self.warnings);
     }
 }
+
+/// The most pixels a DICOM image has along a side (Rows and Columns are 16-bit).
+const MAX_IMAGE_PIXELS: usize = 65_535;
 
 /// The most lesions verified on views of their own per prediction.
 pub const MAX_LESION_CHECKS: usize = 16;

@@ -27,7 +27,7 @@ pub use keyslice_core::prediction::{
 };
 
 use keyslice_core::findings::evidence::{box_problem, box_too_large, cap_lesions, range_problem};
-use keyslice_core::findings::{Findings, KeySlice, Organ, SliceBox, read_report};
+use keyslice_core::findings::{Findings, KeySlice, LesionAxes, Organ, SliceBox, read_report};
 use keyslice_core::prediction::bounded_answer;
 use keyslice_core::scoring::{SizeTolerance, consistency_with_views};
 use keyslice_core::volume::Volume;
@@ -133,6 +133,8 @@ pub struct LesionEvidence {
     pub key_slice: u32,
     /// Its box on that slice.
     pub slice_box: Option<SliceBox>,
+    /// Its long and short axes on that slice, when the diagnoser measured them there.
+    pub axes: Option<LesionAxes>,
 }
 
 /// Most lesions verified on slices of their own per answer (a report lists at most 20 per
@@ -346,6 +348,7 @@ fn lesion_evidence(
                 lesion: line.lesion,
                 key_slice: line.key_slice,
                 slice_box: line.slice_box.clone(),
+                axes: None,
             })
             .collect()
     } else {
@@ -469,6 +472,8 @@ fn verify_lesions(
             ));
             own.slice_box = None;
         }
+        // Axes are drawn only where they lie on the slice.
+        let axes = evidence.axes.filter(|axes| axes.fits(dims[0], dims[1]));
         // The answer's own key slice and box, already read, is this lesion's evidence.
         if (evidence.key_slice, own.slice_box.as_ref()) == main {
             checks.push(LesionCheck {
@@ -478,6 +483,7 @@ fn verify_lesions(
                 slice_box: own.slice_box,
                 sop_instance_uid: PredictionKeySlice::of(volume, evidence.key_slice)
                     .sop_instance_uid,
+                axes,
                 local_description: main_text.to_string(),
             });
             continue;
@@ -505,6 +511,7 @@ fn verify_lesions(
             key_slice: evidence.key_slice,
             slice_box: own.slice_box,
             sop_instance_uid: PredictionKeySlice::of(volume, evidence.key_slice).sop_instance_uid,
+            axes,
             local_description: text,
         });
     }

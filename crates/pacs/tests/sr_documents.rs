@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use keyslice_core::findings::{
-    Attenuation, Findings, KeySlice, Lesion, LesionSize, LesionSpans, Location, Organ,
+    Attenuation, Findings, KeySlice, Lesion, LesionAxes, LesionSize, LesionSpans, Location, Organ,
     PancreasPart, SliceBox, TumorPresence,
 };
 use keyslice_core::prediction::ModelId;
@@ -112,6 +112,10 @@ fn ai_result(sop: &str) -> CaseResult {
                 voxels: [34, 44, 55, 62],
                 mm: None,
             },
+            axes: Some(LesionAxes {
+                long: [[35.5, 45.25], [53.75, 61.5]],
+                short: [[49.5, 47.75], [40.25, 58.5]],
+            }),
         }],
     }
 }
@@ -260,22 +264,37 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
         }
     }
     if highdicom() {
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pacs/read_with_highdicom.py");
-        let output = Command::new("python3")
-            .arg(&script)
-            .arg(&paths[0])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let parsed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let parsed = read_with_highdicom(&paths[0]);
         assert_eq!(parsed["class"], "Comprehensive3DSR");
-        // Every measurement group is drawn on an image: no group without a region.
-        assert_eq!(parsed["groups"], serde_json::json!([]), "{parsed}");
+        // The liver lesion measured as a reader measures it, on its own image: each axis a
+        // length with the line it was measured along, the box its slice index comes from.
+        let on_image = |points: serde_json::Value| serde_json::json!([["POLYLINE", points, sop]]);
+        assert_eq!(
+            parsed["groups"],
+            serde_json::json!([{
+                "tracking_identifier": "liver lesion 1, 3.2 cm",
+                "finding_sites": ["Liver"],
+                "measurements": {
+                    "Long Axis": [3.2, "cm"],
+                    "Short Axis": [2.1, "cm"],
+                    "Key evidence slice index": [57.0, "1"],
+                    "Report-evidence consistency": [0.75, "1"],
+                },
+                "drawn": {
+                    "Long Axis": on_image(serde_json::json!([36.0, 45.75, 54.25, 62.0])),
+                    "Short Axis": on_image(serde_json::json!([50.0, 48.25, 40.75, 59.0])),
+                    "Key evidence slice index": on_image(serde_json::json!(
+                        [34.0, 44.0, 56.0, 44.0, 56.0, 63.0, 34.0, 63.0, 34.0, 44.0]
+                    )),
+                },
+                "qualitative": [
+                    ["Attenuation", "Hypoattenuating"],
+                    ["Location in organ", "Couinaud segment 7"],
+                    ["Location in organ", "Couinaud segment 8"]
+                ],
+            }]),
+            "{parsed}"
+        );
         // Presence per organ, and the lesion without an image, are qualitative evaluations.
         assert_eq!(
             parsed["evaluations"],
@@ -296,30 +315,6 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
                 .unwrap_or_else(|| panic!("no region group {id}: {parsed}"))
                 .clone()
         };
-        // The liver lesion on its own image, labelled as a reader says it.
-        let lesion = roi_of("liver lesion 1, 3.2 cm");
-        assert_eq!(lesion["image"], sop);
-        assert_eq!(
-            lesion["points"],
-            serde_json::json!([34.0, 44.0, 56.0, 44.0, 56.0, 63.0, 34.0, 63.0, 34.0, 44.0])
-        );
-        assert_eq!(lesion["finding_sites"], serde_json::json!(["Liver"]));
-        assert_eq!(
-            lesion["measurements"]["Long Axis"],
-            serde_json::json!([3.2, "cm"])
-        );
-        assert_eq!(
-            lesion["measurements"]["Short Axis"],
-            serde_json::json!([2.1, "cm"])
-        );
-        assert_eq!(
-            lesion["qualitative"],
-            serde_json::json!([
-                ["Attenuation", "Hypoattenuating"],
-                ["Location in organ", "Couinaud segment 7"],
-                ["Location in organ", "Couinaud segment 8"]
-            ])
-        );
         let roi = roi_of("key evidence (the slice the report rests on)");
         assert_eq!(roi["image"], sop);
         assert_eq!(roi["graphic_type"], "POLYLINE");
@@ -332,6 +327,23 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
             serde_json::json!([0.75, "1"])
         );
     }
+}
+
+/// What highdicom reads in the SR at `path` (`tests/pacs/read_with_highdicom.py`).
+fn read_with_highdicom(path: &Path) -> serde_json::Value {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pacs/read_with_highdicom.py");
+    let output = Command::new("python3")
+        .arg(&script)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 /// Whether python3 with highdicom is there (required with `KEYSLICE_REQUIRE_DICOM_TOOLS`).
@@ -610,6 +622,66 @@ fn a_result_out_of_the_models_depth_carries_its_standing_into_both_documents() {
     }
 }
 
+/// A lesion whose axes were not measured on its image (a vision-language model's evidence),
+/// or whose size a reviewer changed, is drawn by its box alone as the group's image region;
+/// the axes of a lesion whose size the reviewer kept stay.
+#[test]
+fn a_lesion_without_axes_is_drawn_by_its_box() {
+    let study = StudyContext::from_file(&source_ct()).unwrap();
+    let sop = "1.3.6.1.4.1.5962.1.1.1.1.1.20040119072730.12322";
+    let ai = ai_result(sop);
+    let mut resized = ai.findings.clone();
+    if let Some(size) = &mut resized.organ_mut(Organ::Liver).lesions[0].size {
+        size.long_cm = 3.6;
+    }
+    let review = CaseResult::correction(&ai, "Reviewer^Ana", &resized);
+    assert_eq!(
+        review.lesion_images[0].axes, None,
+        "the axes no longer measure it"
+    );
+    let kept = CaseResult::correction(&ai, "Reviewer^Ana", &ai.findings);
+    assert_eq!(kept.lesion_images, ai.lesion_images);
+    let mut no_axes = ai.clone();
+    no_axes.lesion_images[0].axes = None;
+    let dir = tempfile::tempdir().unwrap();
+    for (name, result, label) in [
+        ("review", &review, "liver lesion 1, 3.6 cm"),
+        ("no_axes", &no_axes, "liver lesion 1, 3.2 cm"),
+    ] {
+        let sr = result_sr(&study, result).unwrap();
+        let Document::Result(read) = read_bytes(&sr.bytes).unwrap() else {
+            panic!("the SR reads as a result")
+        };
+        assert_eq!(read.content.lesion_images, result.lesion_images);
+        let path = dir.path().join(format!("{name}.dcm"));
+        std::fs::write(&path, &sr.bytes).unwrap();
+        if tool("dciodvfy") {
+            let (errors, text) = dciodvfy_errors(&path);
+            assert!(errors.is_empty(), "{text}");
+        }
+        if highdicom() {
+            let parsed = read_with_highdicom(&path);
+            assert_eq!(parsed["groups"], serde_json::json!([]), "{parsed}");
+            let lesion = parsed["rois"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|group| group["tracking_identifier"] == label)
+                .unwrap_or_else(|| panic!("no region group {label}: {parsed}"));
+            assert_eq!(lesion["image"], sop);
+            assert_eq!(
+                lesion["points"],
+                serde_json::json!([34.0, 44.0, 56.0, 44.0, 56.0, 63.0, 34.0, 63.0, 34.0, 44.0])
+            );
+            assert_eq!(lesion["finding_sites"], serde_json::json!(["Liver"]));
+            assert_eq!(
+                lesion["measurements"]["Short Axis"],
+                serde_json::json!([2.1, "cm"])
+            );
+        }
+    }
+}
+
 /// A key slice without a box is still drawn (a point at the slice's centre, selected from
 /// it): no measurement group without an image region, and the document stays valid and reads
 /// back the same.
@@ -634,19 +706,7 @@ fn a_key_slice_without_a_box_is_marked_on_its_image() {
         assert!(errors.is_empty(), "{text}");
     }
     if highdicom() {
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pacs/read_with_highdicom.py");
-        let output = Command::new("python3")
-            .arg(&script)
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let parsed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let parsed = read_with_highdicom(&path);
         let groups = parsed["groups"].as_array().unwrap();
         assert_eq!(groups.len(), 1, "{parsed}");
         assert_eq!(
@@ -768,9 +828,18 @@ fn ohif_loads_every_sr_and_draws_each_lesion_on_its_image() {
         );
     }
     // The liver lesion, labelled with its size, on its own image, in the AI's and the
-    // reviewer's documents; the key evidence box on the key slice.
+    // reviewer's documents: its long and short axes and its box, three lines.
     for result in &results[..2] {
         assert!(drawn(result, "3.20 cm"), "{result}");
+        assert!(
+            result["drawn"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["label"] == "3.20 cm"
+                    && d["shapes"] == serde_json::json!({"POLYLINE": 3})),
+            "{result}"
+        );
         assert!(
             result["measurements"]
                 .as_array()

@@ -321,6 +321,38 @@ impl SliceBox {
     }
 }
 
+/// A lesion's long and short axes on its slice, as a reader draws them with a ruler: each a
+/// segment between two points, `[column, row]` in voxels of the slice (the first pixel's
+/// centre is `[0, 0]`), reaching the outer edges of its end pixels, so that each segment is
+/// as long as the diameter it stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LesionAxes {
+    /// The longest diameter.
+    pub long: [[f64; 2]; 2],
+    /// The widest extent at right angles to it.
+    pub short: [[f64; 2]; 2],
+}
+
+impl LesionAxes {
+    /// Whether every point is a number on a slice of `columns` × `rows` pixels (its pixels'
+    /// outer edges included).
+    #[must_use]
+    pub fn fits(&self, columns: usize, rows: usize) -> bool {
+        let inside = |[column, row]: [f64; 2]| {
+            (-0.5..=columns as f64 - 0.5).contains(&column)
+                && (-0.5..=rows as f64 - 0.5).contains(&row)
+        };
+        self.long.into_iter().chain(self.short).all(inside)
+    }
+
+    /// The two segments' lengths in voxels (long, short).
+    #[must_use]
+    pub fn lengths(&self) -> (f64, f64) {
+        let length = |[a, b]: [[f64; 2]; 2]| (a[0] - b[0]).hypot(a[1] - b[1]);
+        (length(self.long), length(self.short))
+    }
+}
+
 /// Everything Keyslice extracts from a report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Findings {

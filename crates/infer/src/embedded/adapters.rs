@@ -10,8 +10,8 @@ use super::lesions::finder_probabilities;
 use super::model::TinyModel;
 
 use super::decode::{
-    FINDER_RULE, FoundLesion, Probabilities, find_lesions, findings_of, key_slab, slab_box,
-    visible_organs,
+    FINDER_RULE, FoundLesion, Probabilities, SectionAxes, find_lesions, findings_of, key_slab,
+    slab_box, visible_organs,
 };
 use super::finder::FinderConfig;
 use super::grid::{GridSpec, ModelGrid};
@@ -20,7 +20,8 @@ use crate::{
     Diagnoser, Diagnosis, InferError, KeySliceImage, LesionEvidence, ModelId, OutOfDomain, Verifier,
 };
 use keyslice_core::findings::{
-    Findings, Organ, SliceBox, SliceRange, TumorPresence, write_local_description, write_report,
+    Findings, LesionAxes, Organ, SliceBox, SliceRange, TumorPresence, write_local_description,
+    write_report,
 };
 use keyslice_core::volume::Volume;
 
@@ -109,29 +110,7 @@ impl Diagnoser for TinyDiagnoser<'_> {
             span: None,
         });
         findings.slice_box.clone_from(&slice_box);
-        // Every lesion's own evidence: the slab it is largest on, its box there.
-        let mut counted = std::collections::BTreeMap::new();
-        let evidence = Organ::ALL
-            .into_iter()
-            .flat_map(|organ| lesions.iter().filter(move |found| found.organ == organ))
-            .map(|found| {
-                let count = counted.entry(found.organ).or_insert(0usize);
-                let lesion = *count;
-                *count += 1;
-                let index = grid.centre_slice[found.largest_slab];
-                LesionEvidence {
-                    organ: found.organ,
-                    lesion,
-                    key_slice: index,
-                    slice_box: slab_box(
-                        std::slice::from_ref(found),
-                        found.largest_slab,
-                        grid.spec.size,
-                    )
-                    .map(|bounds| ct_box(volume, &grid, bounds, index)),
-                }
-            })
-            .collect();
+        let evidence = own_evidence(volume, &grid, &lesions);
         Ok(Diagnosis {
             report: write_report(&findings),
             key_slice,
@@ -217,6 +196,49 @@ pub(super) fn ct_box(
     SliceBox {
         voxels: voxels.map(|value| value as u32),
         mm: Some([round(low[0]), round(low[1]), round(high[0]), round(high[1])]),
+    }
+}
+
+/// Every lesion's own evidence: the slab it is largest on, its box and axes there.
+fn own_evidence(volume: &Volume, grid: &ModelGrid, lesions: &[FoundLesion]) -> Vec<LesionEvidence> {
+    let mut counted = std::collections::BTreeMap::new();
+    Organ::ALL
+        .into_iter()
+        .flat_map(|organ| lesions.iter().filter(move |found| found.organ == organ))
+        .map(|found| {
+            let count = counted.entry(found.organ).or_insert(0usize);
+            let lesion = *count;
+            *count += 1;
+            let index = grid.centre_slice[found.largest_slab];
+            LesionEvidence {
+                organ: found.organ,
+                lesion,
+                key_slice: index,
+                slice_box: slab_box(
+                    std::slice::from_ref(found),
+                    found.largest_slab,
+                    grid.spec.size,
+                )
+                .map(|bounds| ct_box(volume, grid, bounds, index)),
+                axes: Some(ct_axes(grid, found.axes)),
+            }
+        })
+        .collect()
+}
+
+/// A lesion's axes in model pixels as CT voxel positions on its slice, rounded to a
+/// hundredth of a voxel.
+fn ct_axes(grid: &ModelGrid, axes: SectionAxes) -> LesionAxes {
+    let point = |(column, row): (f64, f64)| {
+        let (column, row) = grid.ct_point(column, row);
+        [
+            (column * 100.0).round() / 100.0,
+            (row * 100.0).round() / 100.0,
+        ]
+    };
+    LesionAxes {
+        long: axes.long.map(point),
+        short: axes.short.map(point),
     }
 }
 
@@ -411,6 +433,10 @@ mod tests {
             organ: keyslice_core::findings::Organ::KidneyLeft,
             voxels,
             largest_slab: 4,
+            axes: decode::SectionAxes {
+                long: [(0.0, 0.0); 2],
+                short: [(0.0, 0.0); 2],
+            },
             lesion: keyslice_core::findings::Lesion::default(),
         };
         let thresholds = [0.5; 4];

@@ -33,6 +33,8 @@ pub struct FoundLesion {
     pub voxels: Vec<(usize, usize)>,
     /// The slab with the most of its voxels.
     pub largest_slab: usize,
+    /// Its long and short axes on that slab.
+    pub axes: SectionAxes,
     /// Findings-style description.
     pub lesion: Lesion,
 }
@@ -210,15 +212,28 @@ pub fn find_lesions(probabilities: &Probabilities, rule: DecodeRule) -> Vec<Foun
     found
 }
 
+/// A lesion's long and short axes on its largest section, in model pixels (column, row),
+/// each reaching the outer edges of its end pixels (as long as the diameter it stands for).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SectionAxes {
+    /// The longest diameter's two ends.
+    pub long: [(f64, f64); 2],
+    /// The widest extent at right angles to it, across the section's middle along the long
+    /// diameter.
+    pub short: [(f64, f64); 2],
+}
+
 /// Long and short diameters of a lesion's largest section, mm, as a reader measures them
 /// with a ruler: the longest distance across the section, and its widest extent at right
-/// angles to that line. Pixel centres are measured and one pixel added to each (a section
-/// of one pixel is one pixel across). The short diameter of an ellipse of the section's area
-/// reads 4 mm too short on the seed-13 phantoms (the grown region misses the tumor's partial-volume edge, which
-/// costs area in both directions; the extent loses it once).
-fn section_diameters(section: &[(f64, f64)], pixel_mm: f64) -> (f64, f64) {
+/// angles to that line; with the two lines as a reader draws them. Pixel centres are
+/// measured and one pixel added to each (a section of one pixel is one pixel across). The
+/// short diameter of an ellipse of the section's area reads 4 mm too short on the seed-13
+/// phantoms (the grown region misses the tumor's partial-volume edge, which costs area in
+/// both directions; the extent loses it once).
+fn section_diameters(section: &[(f64, f64)], pixel_mm: f64) -> (f64, f64, SectionAxes) {
     let mut longest = 0.0f64;
-    let mut ends = ((0.0, 0.0), (0.0, 0.0));
+    let first = section.first().copied().unwrap_or((0.0, 0.0));
+    let mut ends = (first, first);
     // Each pair once; the first of equally long pairs is the one the full square meets first.
     for (i, a) in section.iter().enumerate() {
         for b in &section[i + 1..] {
@@ -229,23 +244,56 @@ fn section_diameters(section: &[(f64, f64)], pixel_mm: f64) -> (f64, f64) {
             }
         }
     }
-    let width = if longest > 0.0 {
-        // Unit vector at right angles to the long diameter.
-        let across = (
-            -(ends.1.1 - ends.0.1) / longest,
+    // Unit vectors along the long diameter and at right angles to it (a one-pixel section
+    // lies along the rows).
+    let along = if longest > 0.0 {
+        (
             (ends.1.0 - ends.0.0) / longest,
-        );
-        let projections = section.iter().map(|p| p.0 * across.0 + p.1 * across.1);
-        let (low, high) = projections.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (ends.1.1 - ends.0.1) / longest,
+        )
+    } else {
+        (1.0, 0.0)
+    };
+    let across = (-along.1, along.0);
+    let offset =
+        |p: &(f64, f64), axis: (f64, f64)| (p.0 - ends.0.0) * axis.0 + (p.1 - ends.0.1) * axis.1;
+    let (low, high) = section
+        .iter()
+        .map(|p| offset(p, across))
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
             (lo.min(v), hi.max(v))
         });
-        high - low
+    let (low, high) = if low.is_finite() {
+        (low, high)
     } else {
-        0.0
+        (0.0, 0.0)
     };
-    let long_mm = (longest + 1.0) * pixel_mm;
-    let short_mm = ((width + 1.0) * pixel_mm).min(long_mm);
-    (long_mm, short_mm)
+    let width = high - low;
+    let long_px = longest + 1.0;
+    let short_px = (width + 1.0).min(long_px);
+    // The short axis is drawn across the band the section fills at right angles to the
+    // long one (a caliper's width, which may be wider than any one chord of a tilted
+    // section), crossing the long axis at the section's middle along it.
+    let middle = if section.is_empty() {
+        0.0
+    } else {
+        section.iter().map(|p| offset(p, along)).sum::<f64>() / section.len() as f64
+    };
+    let centre = f64::midpoint(low, high);
+    let point = |t: f64, s: f64| {
+        (
+            ends.0.0 + t * along.0 + s * across.0,
+            ends.0.1 + t * along.1 + s * across.1,
+        )
+    };
+    let axes = SectionAxes {
+        long: [point(-0.5, 0.0), point(longest + 0.5, 0.0)],
+        short: [
+            point(middle, centre - short_px / 2.0),
+            point(middle, centre + short_px / 2.0),
+        ],
+    };
+    (long_px * pixel_mm, short_px * pixel_mm, axes)
 }
 
 /// A channel's value at `pixel` (0 in an empty channel).
@@ -270,7 +318,7 @@ fn describe(
         .filter(|(slab, _)| *slab == largest_slab)
         .map(|(_, pixel)| ((pixel % size) as f64, (pixel / size) as f64))
         .collect();
-    let (long_mm, short_mm) = section_diameters(&section, probabilities.pixel_mm);
+    let (long_mm, short_mm, axes) = section_diameters(&section, probabilities.pixel_mm);
     let mut attenuation = [0f64; 3];
     let locations = organ_locations(organ);
     let mut location = vec![0f64; locations.len()];
@@ -297,6 +345,7 @@ fn describe(
     FoundLesion {
         organ,
         largest_slab,
+        axes,
         lesion: Lesion {
             size: Some(LesionSize {
                 long_cm: round(long_mm),
@@ -473,9 +522,22 @@ mod tests {
                 }
             }
         }
-        let (long_mm, short_mm) = section_diameters(&section, 2.0);
+        let (long_mm, short_mm, axes) = section_diameters(&section, 2.0);
         assert!((long_mm - 24.0).abs() <= 2.0, "long {long_mm} mm");
         assert!((short_mm - 12.0).abs() <= 2.0, "short {short_mm} mm");
+        // The lines drawn are as long as the diameters, at right angles, the long one along
+        // the ellipse's own axis and the short one crossing it inside the section.
+        let length = |[a, b]: [(f64, f64); 2]| (a.0 - b.0).hypot(a.1 - b.1);
+        assert!((length(axes.long) * 2.0 - long_mm).abs() < 1e-9);
+        assert!((length(axes.short) * 2.0 - short_mm).abs() < 1e-9);
+        let direction = |[a, b]: [(f64, f64); 2]| (b.0 - a.0, b.1 - a.1);
+        let (long, short) = (direction(axes.long), direction(axes.short));
+        assert!((long.0 * short.0 + long.1 * short.1).abs() < 1e-9);
+        let tilt = long.1.atan2(long.0).to_degrees().rem_euclid(180.0);
+        assert!((tilt - 30.0).abs() < 8.0, "long axis at {tilt}°");
+        let middle = |[a, b]: [(f64, f64); 2]| (f64::midpoint(a.0, b.0), f64::midpoint(a.1, b.1));
+        let (m, n) = (middle(axes.long), middle(axes.short));
+        assert!(m.0.hypot(m.1) < 1.0 && n.0.hypot(n.1) < 1.0, "{m:?} {n:?}");
         // The ellipse of the same area across the same long diameter reads the short side
         // a pixel or more short.
         let area_short = 4.0 * section.len() as f64 * 4.0 / (std::f64::consts::PI * long_mm);
@@ -483,10 +545,17 @@ mod tests {
             short_mm - area_short >= 1.5,
             "{short_mm} against {area_short}"
         );
-        assert_eq!(section_diameters(&[(3.0, 4.0)], 2.5), (2.5, 2.5));
+        // One pixel: one pixel across both ways, its edges the ends.
+        let (long_mm, short_mm, axes) = section_diameters(&[(3.0, 4.0)], 2.5);
+        assert_eq!((long_mm, short_mm), (2.5, 2.5));
+        assert_eq!(axes.long, [(2.5, 4.0), (3.5, 4.0)]);
+        assert_eq!(axes.short, [(3.0, 3.5), (3.0, 4.5)]);
         // A straight line of 5 pixels: 5 long, 1 across.
         let line: Vec<(f64, f64)> = (0..5).map(|x| (f64::from(x), 2.0)).collect();
-        assert_eq!(section_diameters(&line, 1.0), (5.0, 1.0));
+        let (long_mm, short_mm, axes) = section_diameters(&line, 1.0);
+        assert_eq!((long_mm, short_mm), (5.0, 1.0));
+        assert_eq!(axes.long, [(-0.5, 2.0), (4.5, 2.0)]);
+        assert_eq!(axes.short, [(2.0, 1.5), (2.0, 2.5)]);
     }
 
     #[test]

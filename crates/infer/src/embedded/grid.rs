@@ -208,8 +208,13 @@ impl ModelGrid {
                 let k = self.centre_slice[s] as usize;
                 for row in 0..n {
                     for column in 0..n {
-                        let (ci, cj) =
-                            ct_position(column, row, self.spec, self.ct_spacing_mm, self.ct_dims);
+                        let (ci, cj) = ct_position(
+                            column as f64,
+                            row as f64,
+                            self.spec,
+                            self.ct_spacing_mm,
+                            self.ct_dims,
+                        );
                         let (i, j) = (ci.round(), cj.round());
                         if i >= 0.0 && j >= 0.0 && (i as usize) < dims[0] && (j as usize) < dims[1]
                         {
@@ -225,6 +230,13 @@ impl ModelGrid {
     /// The CT voxel (column, row) at the centre of model pixel (`column`, `row`).
     #[must_use]
     pub fn ct_pixel(&self, column: usize, row: usize) -> (f64, f64) {
+        self.ct_point(column as f64, row as f64)
+    }
+
+    /// The CT voxel position (column, row) of model position (`column`, `row`), both in
+    /// pixels with the first pixel's centre at 0.
+    #[must_use]
+    pub fn ct_point(&self, column: f64, row: f64) -> (f64, f64) {
         ct_position(column, row, self.spec, self.ct_spacing_mm, self.ct_dims)
     }
 
@@ -258,7 +270,7 @@ impl AxisTaps {
         let mut weights = Vec::with_capacity(spec.size);
         let mut inside = Vec::with_capacity(spec.size);
         for index in 0..spec.size {
-            let (ci, cj) = ct_position(index, index, spec, spacing, dims);
+            let (ci, cj) = ct_position(index as f64, index as f64, spec, spacing, dims);
             let centre = if axis == 0 { ci } else { cj };
             let mut list: Vec<(usize, f32)> = Vec::new();
             let mut add = |at: usize, weight: f32| match list.iter_mut().find(|(i, _)| *i == at) {
@@ -327,15 +339,15 @@ fn harmonising_weight(ct_pixel_mm: f64, grid_pixel_mm: f64, training_pixel_mm: f
 
 /// CT (column, row), continuous, of the centre of model pixel (`column`, `row`).
 fn ct_position(
-    column: usize,
-    row: usize,
+    column: f64,
+    row: f64,
     spec: GridSpec,
     spacing: [f64; 3],
     dims: [usize; 3],
 ) -> (f64, f64) {
     let half_model = (spec.size as f64 - 1.0) / 2.0;
-    let x_mm = (column as f64 - half_model) * spec.pixel_mm;
-    let y_mm = (row as f64 - half_model) * spec.pixel_mm;
+    let x_mm = (column - half_model) * spec.pixel_mm;
+    let y_mm = (row - half_model) * spec.pixel_mm;
     (
         (dims[0] as f64 - 1.0) / 2.0 + x_mm / spacing[0],
         (dims[1] as f64 - 1.0) / 2.0 + y_mm / spacing[1],
@@ -420,7 +432,7 @@ mod tests {
             for k in first..=last {
                 for row in 0..n {
                     for column in 0..n {
-                        let (ci, cj) = ct_position(column, row, spec, spacing, dims);
+                        let (ci, cj) = ct_position(column as f64, row as f64, spec, spacing, dims);
                         let mut sum = 0.0;
                         for dj in &offsets_j {
                             for di in &offsets_i {

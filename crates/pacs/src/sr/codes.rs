@@ -122,6 +122,12 @@ code!(left, "7771000", "SCT", "Left");
 code!(right, "24028007", "SCT", "Right");
 code!(image_region, "111030", "DCM", "Image Region");
 code!(source, "260753009", "SCT", "Source");
+code!(
+    source_of_measurement,
+    "121112",
+    "DCM",
+    "Source of Measurement"
+);
 code!(algorithm_name, "111001", "DCM", "Algorithm Name");
 code!(algorithm_version, "111003", "DCM", "Algorithm Version");
 code!(long_axis, "103339001", "SCT", "Long Axis");

@@ -28,7 +28,7 @@ pub mod write;
 use std::path::Path;
 
 use dicom_dictionary_std::{tags, uids};
-use keyslice_core::findings::{Findings, Organ, SliceBox};
+use keyslice_core::findings::{Findings, LesionAxes, Organ, SliceBox};
 use keyslice_core::prediction::{ModelId, OutOfDomain, Prediction, StoredResult};
 use keyslice_core::scoring::Consistency;
 
@@ -107,6 +107,9 @@ pub struct LesionImage {
     pub sop_instance_uid: String,
     /// The box on it, pixel corners (inclusive).
     pub slice_box: SliceBox,
+    /// The lesion's long and short axes on it, when they were measured there and still
+    /// stand for the lesion's size.
+    pub axes: Option<LesionAxes>,
 }
 
 impl LesionImage {
@@ -154,12 +157,13 @@ impl CaseResult {
             .iter()
             .map(|image| {
                 format!(
-                    "{}:{}:{}:{}:{:?}",
+                    "{}:{}:{}:{}:{:?}:{:?}",
                     image.organ.key(),
                     image.lesion,
                     image.slice,
                     image.sop_instance_uid,
-                    image.slice_box.voxels
+                    image.slice_box.voxels,
+                    image.axes.map(|axes| [axes.long, axes.short])
                 )
             })
             .collect();
@@ -210,6 +214,7 @@ impl CaseResult {
                         voxels: check.slice_box.as_ref()?.voxels,
                         mm: None,
                     },
+                    axes: check.axes,
                 })
             })
             .collect();
@@ -321,8 +326,21 @@ impl CaseResult {
         }
         // What the reviewer signs never says "no tumor" beside a lesion.
         findings.drop_contradictions();
-        // A lesion the reviewer kept keeps the image its evidence named.
-        let lesion_images = LesionImage::kept(&ai.lesion_images, &findings);
+        // A lesion the reviewer kept keeps the image its evidence named; its axes only while
+        // its size is the one they measured.
+        let mut lesion_images = LesionImage::kept(&ai.lesion_images, &findings);
+        for image in &mut lesion_images {
+            let size = |findings: &Findings| {
+                findings
+                    .organ(image.organ)
+                    .lesions
+                    .get(image.lesion)
+                    .and_then(|lesion| lesion.size)
+            };
+            if size(&findings) != size(&ai.findings) {
+                image.axes = None;
+            }
+        }
         Self {
             observer: Observer::Person {
                 name: reviewer.to_string(),

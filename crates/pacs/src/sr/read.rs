@@ -6,12 +6,12 @@ use std::path::Path;
 use dicom_dictionary_std::{tags, uids};
 use dicom_object::InMemDicomObject;
 use keyslice_core::findings::{
-    Findings, KeySlice, Lesion, LesionSize, Organ, SliceBox, SliceRange,
+    Findings, KeySlice, Lesion, LesionAxes, LesionSize, Organ, SliceBox, SliceRange,
 };
 use keyslice_core::prediction::{ModelId, OutOfDomain};
 use keyslice_core::scoring::{Consistency, FindingConsistency, Standing};
 
-use super::codes;
+use super::codes::{self, Code};
 use super::tree::{Node, Value, read_item, string};
 use super::{
     COMPREHENSIVE_3D_SR, CaseResult, KEY_OBJECT_SELECTION, LesionImage, Observer, StudyReadMark,
@@ -429,10 +429,15 @@ fn label_number(label: &str) -> Option<usize> {
     digits.parse::<usize>().ok()?.checked_sub(1)
 }
 
-/// A lesion's own image, when its group draws it: the region's box on the image it is
-/// selected from, and the slice index.
+/// A lesion's own image, when its group draws it: the box on the image it is selected from
+/// (the group's image region, or the outline the slice index is measured on), the slice
+/// index, and the axes where they are drawn on the same image.
 fn lesion_image(node: &Node, organ: Organ, lesion: usize) -> Result<Option<LesionImage>, String> {
-    let Some(region) = node.child(&codes::image_region()) else {
+    let region = node.child(&codes::image_region()).or_else(|| {
+        node.child(&codes::key_slice_index())
+            .and_then(|index| index.child(&codes::source_of_measurement()))
+    });
+    let Some(region) = region else {
         return Ok(None);
     };
     let Value::Scoord(_, points) = &region.value else {
@@ -450,13 +455,43 @@ fn lesion_image(node: &Node, organ: Organ, lesion: usize) -> Result<Option<Lesio
     };
     let slice_box = box_of(points)
         .map_err(|error| format!("the box of {} lesion {} {error}", organ.key(), lesion + 1))?;
+    let axes = axes_of(node, &sop);
     Ok(slice_box.map(|slice_box| LesionImage {
         organ,
         lesion,
         slice,
         sop_instance_uid: sop,
         slice_box,
+        axes,
     }))
+}
+
+/// The long and short axes a lesion group draws on image `sop`: each axis measurement's
+/// line of two points, as voxel positions (to a hundredth of a voxel); `None` unless both
+/// are there, on that image, and on an image at all.
+fn axes_of(node: &Node, sop: &str) -> Option<LesionAxes> {
+    let ends = |name: Code| -> Option<[[f64; 2]; 2]> {
+        let line = node.child(&name)?.child(&codes::source_of_measurement())?;
+        let on_image = line
+            .children
+            .iter()
+            .any(|child| matches!(&child.value, Value::Image(_, image) if image.as_str() == sop));
+        let Value::Scoord(kind, points) = &line.value else {
+            return None;
+        };
+        if !on_image || kind != "POLYLINE" || points.len() != 4 {
+            return None;
+        }
+        let voxel = |value: f32| (f64::from(value) - 0.5) * 100.0;
+        let at = |i: usize| voxel(points[i]).round() / 100.0;
+        Some([[at(0), at(1)], [at(2), at(3)]])
+    };
+    let axes = LesionAxes {
+        long: ends(codes::long_axis())?,
+        short: ends(codes::short_axis())?,
+    };
+    axes.fits(usize::from(u16::MAX), usize::from(u16::MAX))
+        .then_some(axes)
 }
 
 /// The box a closed POLYLINE of pixel edges outlines (pixel corners, inclusive); `None` for

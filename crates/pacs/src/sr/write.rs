@@ -5,7 +5,9 @@ use dicom_core::{DataElement, VR};
 use dicom_dictionary_std::{tags, uids};
 use dicom_object::InMemDicomObject;
 use dicom_object::meta::FileMetaTableBuilder;
-use keyslice_core::findings::{KeySlice, Lesion, Organ, SliceBox, SliceRange, TumorPresence};
+use keyslice_core::findings::{
+    KeySlice, Lesion, LesionAxes, Organ, SliceBox, SliceRange, TumorPresence,
+};
 use keyslice_core::prediction::ModelId;
 
 use super::codes::{self, Code};
@@ -259,21 +261,17 @@ fn measurement_groups(
             let Some(image) = lesion_image(result, organ, number) else {
                 continue;
             };
-            let label = lesion_label(organ, number, lesion);
-            let mut items = group_head(&label, tracking_seed, Some(organ), &algorithm);
-            items.push(region(
-                &image.slice_box,
-                image_class,
-                &image.sop_instance_uid,
-            ));
-            items.extend(lesion_items(lesion));
-            items.push(Node::new(
-                CONTAINS,
-                codes::key_slice_index(),
-                Value::Num(f64::from(image.slice), codes::no_units()),
-            ));
-            items.extend(standing_items(result, organ, Some(number)));
-            groups.push(group(Some("1410"), items));
+            let head = group_head(
+                &lesion_label(organ, number, lesion),
+                tracking_seed,
+                Some(organ),
+                &algorithm,
+            );
+            let mut group = lesion_group(head, lesion, image, (image_class, image_size));
+            group
+                .children
+                .extend(standing_items(result, organ, Some(number)));
+            groups.push(group);
         }
     }
     if let Some(key) = &result.findings.key_slice {
@@ -347,6 +345,61 @@ fn measurement_groups(
     }
 
     groups
+}
+
+/// A lesion's measurement group on its own image, after its `head` items: measured as a
+/// reader measures (TID 1501) where its axes can be drawn, else its box as the image region
+/// (TID 1410).
+fn lesion_group(
+    mut items: Vec<Node>,
+    lesion: &Lesion,
+    image: &super::LesionImage,
+    (image_class, image_size): (&str, Option<[u32; 2]>),
+) -> Node {
+    let slice_index = Node::new(
+        CONTAINS,
+        codes::key_slice_index(),
+        Value::Num(f64::from(image.slice), codes::no_units()),
+    );
+    let sop = image.sop_instance_uid.as_str();
+    let template = if let Some((size, axes)) = lesion.size.zip(drawn_axes(image, image_size)) {
+        // Each axis a length drawn on the image as the line it was measured along, the box
+        // as where the slice index comes from.
+        items.push(
+            Node::new(
+                CONTAINS,
+                codes::long_axis(),
+                Value::Num(size.long_cm, codes::centimeter()),
+            )
+            .with(vec![measured_on(line(axes.long), image_class, sop)]),
+        );
+        if let Some(short_cm) = size.short_cm {
+            items.push(
+                Node::new(
+                    CONTAINS,
+                    codes::short_axis(),
+                    Value::Num(short_cm, codes::centimeter()),
+                )
+                .with(vec![measured_on(line(axes.short), image_class, sop)]),
+            );
+        }
+        items.extend(lesion_items(&Lesion {
+            size: None,
+            ..lesion.clone()
+        }));
+        items.push(slice_index.with(vec![measured_on(
+            box_outline(&image.slice_box),
+            image_class,
+            sop,
+        )]));
+        "1501"
+    } else {
+        items.push(region(&image.slice_box, image_class, sop));
+        items.extend(lesion_items(lesion));
+        items.push(slice_index);
+        "1410"
+    };
+    group(Some(template), items)
 }
 
 /// The document's top-level content items around the measurement `groups`.
@@ -850,22 +903,65 @@ fn lesion_image(result: &CaseResult, organ: Organ, number: usize) -> Option<&sup
         .find(|image| (image.organ, image.lesion) == (organ, number))
 }
 
-/// A box on an image as an image region: a closed POLYLINE of pixel edges (the box covers
-/// pixels c0..=c1, r0..=r1), selected from the image.
-fn region(slice_box: &SliceBox, image_class: &str, sop: &str) -> Node {
+/// A box as a closed POLYLINE of pixel edges (the box covers pixels c0..=c1, r0..=r1).
+fn box_outline(slice_box: &SliceBox) -> Vec<f32> {
     let [c0, r0, c1, r1] = slice_box.voxels.map(|v| v as f32);
     let (c1, r1) = (c1 + 1.0, r1 + 1.0);
-    let points = vec![c0, r0, c1, r0, c1, r1, c0, r1, c0, r0];
-    Node::new(
-        CONTAINS,
-        codes::image_region(),
-        Value::Scoord("POLYLINE".into(), points),
-    )
-    .with(vec![Node::new(
+    vec![c0, r0, c1, r0, c1, r1, c0, r1, c0, r0]
+}
+
+/// A segment between two voxel positions (the first pixel's centre at 0, 0) as a POLYLINE in
+/// image coordinates (the first pixel's top left corner at 0, 0).
+fn line(ends: [[f64; 2]; 2]) -> Vec<f32> {
+    ends.iter()
+        .flat_map(|[column, row]| [(column + 0.5) as f32, (row + 0.5) as f32])
+        .collect()
+}
+
+/// `points` as a POLYLINE selected from the image.
+fn polyline(
+    name: Code,
+    relationship: &'static str,
+    points: Vec<f32>,
+    image_class: &str,
+    sop: &str,
+) -> Node {
+    Node::new(relationship, name, Value::Scoord("POLYLINE".into(), points)).with(vec![Node::new(
         "SELECTED FROM",
         codes::source(),
         Value::Image(image_class.to_string(), sop.to_string()),
     )])
+}
+
+/// A box on an image as the group's image region.
+fn region(slice_box: &SliceBox, image_class: &str, sop: &str) -> Node {
+    polyline(
+        codes::image_region(),
+        CONTAINS,
+        box_outline(slice_box),
+        image_class,
+        sop,
+    )
+}
+
+/// `points` on an image as the source of a measurement (TID 300, TID 320).
+fn measured_on(points: Vec<f32>, image_class: &str, sop: &str) -> Node {
+    polyline(
+        codes::source_of_measurement(),
+        "INFERRED FROM",
+        points,
+        image_class,
+        sop,
+    )
+}
+
+/// A lesion's axes when they can be drawn on its image: every point on the image (of
+/// `image_size` columns and rows, when known).
+fn drawn_axes(image: &super::LesionImage, image_size: Option<[u32; 2]>) -> Option<LesionAxes> {
+    let [columns, rows] = image_size.unwrap_or([u32::from(u16::MAX); 2]);
+    image
+        .axes
+        .filter(|axes| axes.fits(columns as usize, rows as usize))
 }
 
 /// Presence per organ, with each organ's standing, and the lesions without an image of their
