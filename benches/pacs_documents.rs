@@ -31,6 +31,7 @@ fn result() -> CaseResult {
             location: (organ == Organ::Liver).then(|| Location::LiverSegments(vec![6, 7])),
             attenuation: Some(Attenuation::Hypo),
             count: None,
+            evidence: None,
             spans: LesionSpans::default(),
         });
     }

@@ -558,14 +558,36 @@ fn each_lesions_evidence_line_is_kept_for_that_lesion_and_adds_nothing_else() {
             (Organ::KidneyLeft, 0, 30, None, None),
         ]
     );
-    // An evidence line says nothing of the findings: without it the same findings are read.
+    // An evidence line says nothing else of the findings: without it the same findings are
+    // read, less that lesion's own evidence.
     let without = answer
         .lines()
         .filter(|line| !line.to_ascii_lowercase().contains("evidence:"))
         .collect::<Vec<_>>()
         .join("\n");
+    let mut bare = read.findings.without_spans();
+    for organ in Organ::ALL {
+        for lesion in &mut bare.organ_mut(organ).lesions {
+            assert!(
+                lesion.evidence.take().is_some(),
+                "{organ}: its own evidence"
+            );
+        }
+    }
+    assert_eq!(read_report(&without).findings.without_spans(), bare);
+    // Each lesion keeps its line, and the report written from the findings gives it back.
+    let liver = read.findings.organ(Organ::Liver);
     assert_eq!(
-        read_report(&without).findings.without_spans(),
+        liver.lesions[1].evidence.as_ref().map(|e| e.key_slice),
+        Some(12)
+    );
+    let written = keyslice::findings::write_report(&read.findings);
+    assert!(
+        written.contains("Liver lesion 2 evidence: slice 12, columns 70-77, rows 20-26."),
+        "{written}"
+    );
+    assert_eq!(
+        read_report(&written).findings.without_spans(),
         read.findings.without_spans()
     );
     // Lesion 0 does not exist: the line is not evidence (and is read as a sentence).

@@ -40,6 +40,14 @@ fn well_formed(tumor: bool) -> Vec<(&'static str, String)> {
                     tumor_report("1.0 x 0.9 cm", 5, 102)
                 ),
             ),
+            (
+                "right, with its box and the lesion's own evidence line",
+                format!(
+                    "{}\nBox on key slice: columns 95-99, rows 93-97.\n\
+                     Liver lesion 1 evidence: slice 102, columns 95-99, rows 93-97, slices 99-105.",
+                    tumor_report("1.0 x 0.9 cm", 5, 102)
+                ),
+            ),
             ("right, no box", tumor_report("1.0 x 0.9 cm", 5, 102)),
             (
                 "narrative, right",
@@ -132,40 +140,67 @@ fn adversarial(tumor: bool) -> Vec<(&'static str, String)> {
         ),
     ];
     if tumor {
-        // Evidence the verifier cannot read: each would skip the consistency term.
-        answers.extend([
-            (
-                "a key slice outside the volume",
-                tumor_report("1.0 x 0.9 cm", 5, 400),
-            ),
-            (
-                "a lesion range that misses the key slice",
-                format!("{right}\nLesion slices: 10-20."),
-            ),
-            (
-                "a box outside the slice",
-                format!("{right}\nBox on key slice: columns 250-300, rows 93-97."),
-            ),
-            (
-                "a box with its corners out of order",
-                format!("{right}\nBox on key slice: columns 99-95, rows 93-97."),
-            ),
-            (
-                "fifty lesions in the liver",
-                (1..=50).fold(String::new(), |mut text, k| {
-                    let _ = writeln!(text, "Liver lesion {k}: Size: 1.0 x 0.9 cm.");
-                    text
-                }) + "Pancreas: no tumor.\nLeft kidney: no tumor.\nRight kidney: no tumor.\nKey slice: 102.",
-            ),
-        ]);
+        answers.extend(unreadable_evidence(&right));
     } else {
         // Evidence of a lesion the answer does not claim.
-        answers.push((
-            "a tumor-free answer with a box",
-            format!("{right}\nBox on key slice: columns 95-99, rows 93-97."),
-        ));
+        answers.extend([
+            (
+                "a tumor-free answer with a box",
+                format!("{right}\nBox on key slice: columns 95-99, rows 93-97."),
+            ),
+            (
+                "a tumor-free answer with a lesion's evidence line",
+                format!("{right}\nLiver lesion 1 evidence: slice 80, columns 95-99, rows 93-97."),
+            ),
+        ]);
     }
     answers
+}
+
+/// Evidence the verifier cannot read, in an answer that is otherwise `right`: each would
+/// skip the consistency term.
+fn unreadable_evidence(right: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "a key slice outside the volume",
+            tumor_report("1.0 x 0.9 cm", 5, 400),
+        ),
+        (
+            "a lesion range that misses the key slice",
+            format!("{right}\nLesion slices: 10-20."),
+        ),
+        (
+            "a box outside the slice",
+            format!("{right}\nBox on key slice: columns 250-300, rows 93-97."),
+        ),
+        (
+            "a box with its corners out of order",
+            format!("{right}\nBox on key slice: columns 99-95, rows 93-97."),
+        ),
+        (
+            "a lesion's own evidence outside the volume",
+            format!("{right}\nLiver lesion 1 evidence: slice 400, columns 95-99, rows 93-97."),
+        ),
+        (
+            "a lesion's own box over the whole slice",
+            format!("{right}\nLiver lesion 1 evidence: slice 102, columns 0-255, rows 0-255."),
+        ),
+        (
+            "a lesion's own range that misses its slice",
+            format!("{right}\nLiver lesion 1 evidence: slice 102, slices 10-20."),
+        ),
+        (
+            "a lesion's evidence in an organ called tumor-free",
+            format!("{right}\nPancreatic lesion 1 evidence: slice 102, columns 95-99, rows 93-97."),
+        ),
+        (
+            "fifty lesions in the liver",
+            (1..=50).fold(String::new(), |mut text, k| {
+                let _ = writeln!(text, "Liver lesion {k}: Size: 1.0 x 0.9 cm.");
+                text
+            }) + "Pancreas: no tumor.\nLeft kidney: no tumor.\nRight kidney: no tumor.\nKey slice: 102.",
+        ),
+    ]
 }
 
 /// Hedging: "possible tumor" in every organ, with a key slice.

@@ -769,7 +769,7 @@ fn editor_harness(
     use keyslice::review::CaseReview;
     use keyslice::ui::editor::{EditCommand, FindingsEditor, key_slice_here};
     Harness::builder()
-        .with_size(egui::Vec2::new(330.0, 430.0))
+        .with_size(egui::Vec2::new(330.0, 500.0))
         .wgpu()
         .build_ui_state(
             |ui, review: &mut CaseReview| {
@@ -807,6 +807,8 @@ fn editor_harness(
                             review.redo().expect("redone");
                         }
                         EditCommand::KeySliceHere => unreachable!("resolved above"),
+                        // Moves the viewer, not the review.
+                        EditCommand::ShowSlice(_) => {}
                     }
                 }
             },
@@ -922,6 +924,85 @@ fn findings_editor_records_size_key_slice_lesions_and_undo() {
         keyslice::findings::TumorPresence::Yes
     );
     harness.snapshot("findings_editor");
+}
+
+/// A lesion's own evidence is made from the key evidence on screen (the slice, box and
+/// slices drawn with the box tool), shown as a button that goes to its slice, and cleared;
+/// each change one correction.
+#[test]
+fn findings_editor_gives_a_lesion_its_own_evidence() {
+    use keyslice::findings::{Evidence, Organ, SliceBox, SliceRange, read_report};
+    use keyslice::review::CaseReview;
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let mut base = read_report(
+        "Liver: a 3.0 x 2.5 cm hypoattenuating lesion in segment 7. Kidneys: no focal lesion.",
+    )
+    .findings
+    .without_spans();
+    base.key_slice = Some(keyslice::findings::KeySlice {
+        index: 40,
+        z_mm: Some(100.0),
+        sop_instance_uid: None,
+        span: None,
+    });
+    base.slice_box = Some(SliceBox {
+        voxels: [20, 30, 34, 41],
+        mm: None,
+    });
+    base.lesion_slices = Some(SliceRange {
+        first: 36,
+        last: 44,
+    });
+    let review = CaseReview::open(
+        &folder.path().join("review.sqlite"),
+        "case",
+        "dr. kittest",
+        Some(base),
+    )
+    .expect("review opens");
+    let mut harness = editor_harness(review);
+    harness.run();
+    harness.get_by_label("none");
+    harness.get_by_label("= key evidence").click();
+    harness.run();
+    let evidence = |review: &CaseReview| {
+        review.case().findings.organ(Organ::Liver).lesions[0]
+            .evidence
+            .clone()
+    };
+    assert_eq!(
+        evidence(harness.state()),
+        Some(Evidence {
+            key_slice: 40,
+            slice_box: Some(SliceBox {
+                voxels: [20, 30, 34, 41],
+                mm: None,
+            }),
+            slices: Some(SliceRange {
+                first: 36,
+                last: 44
+            }),
+        })
+    );
+    assert_eq!(
+        harness
+            .state()
+            .log()
+            .last()
+            .map(|entry| entry.field.as_str()),
+        Some("liver.lesions.0.evidence")
+    );
+    harness.get_by_label("slice 40");
+    harness.snapshot("findings_editor_lesion_evidence");
+    harness.get_by_label("clear").click();
+    harness.run();
+    assert_eq!(evidence(harness.state()), None);
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, Key::Z);
+    harness.run();
+    assert!(evidence(harness.state()).is_some(), "undone");
 }
 
 #[test]

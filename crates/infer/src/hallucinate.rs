@@ -170,6 +170,7 @@ fn made_up_lesion(rng: &mut Rng) -> Lesion {
         location: None,
         attenuation: Some(Attenuation::Hypo),
         count: None,
+        evidence: None,
         spans: keyslice_core::findings::LesionSpans::default(),
     }
 }

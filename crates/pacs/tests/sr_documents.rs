@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::Command;
 
 use keyslice_core::findings::{
-    Attenuation, Findings, KeySlice, Lesion, LesionAxes, LesionSize, LesionSpans, Location, Organ,
-    PancreasPart, SliceBox, TumorPresence,
+    Attenuation, Evidence, Findings, KeySlice, Lesion, LesionAxes, LesionSize, LesionSpans,
+    Location, Organ, PancreasPart, SliceBox, SliceRange, TumorPresence,
 };
 use keyslice_core::prediction::ModelId;
 use keyslice_core::scoring::{Consistency, FindingConsistency, Standing};
@@ -21,7 +21,9 @@ fn source_ct() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/dicom/CT_small.dcm")
 }
 
-fn ai_result(sop: &str) -> CaseResult {
+/// A liver lesion drawn on its own image, a hedged pancreatic one without an image, and
+/// the key evidence on slice 57 (`sop`).
+fn ai_findings(sop: &str) -> Findings {
     let mut findings = Findings::default();
     let liver = findings.organ_mut(Organ::Liver);
     liver.tumor = TumorPresence::Yes;
@@ -33,6 +35,18 @@ fn ai_result(sop: &str) -> CaseResult {
         location: Some(Location::LiverSegments(vec![7, 8])),
         attenuation: Some(Attenuation::Hypo),
         count: None,
+        // Its own evidence is the image it is drawn on.
+        evidence: Some(Evidence {
+            key_slice: 57,
+            slice_box: Some(SliceBox {
+                voxels: [34, 44, 55, 62],
+                mm: None,
+            }),
+            slices: Some(SliceRange {
+                first: 54,
+                last: 60,
+            }),
+        }),
         spans: LesionSpans::default(),
     });
     findings.organ_mut(Organ::Pancreas).tumor = TumorPresence::Uncertain;
@@ -44,6 +58,12 @@ fn ai_result(sop: &str) -> CaseResult {
         location: Some(Location::Pancreas(PancreasPart::Tail)),
         attenuation: None,
         count: Some(2),
+        // A slice without a box: no image of its own.
+        evidence: Some(Evidence {
+            key_slice: 60,
+            slice_box: None,
+            slices: None,
+        }),
         spans: LesionSpans::default(),
     });
     findings.organ_mut(Organ::KidneyLeft).tumor = TumorPresence::No;
@@ -61,6 +81,11 @@ fn ai_result(sop: &str) -> CaseResult {
         first: 52,
         last: 61,
     });
+    findings
+}
+
+fn ai_result(sop: &str) -> CaseResult {
+    let findings = ai_findings(sop);
     let model = ModelId {
         id: "keyslice-tiny".into(),
         version: "3".into(),
@@ -278,6 +303,8 @@ fn result_sr_and_key_images_pass_dciodvfy_dsrdump_and_read_back_to_the_same_find
                     "Long Axis": [3.2, "cm"],
                     "Short Axis": [2.1, "cm"],
                     "Key evidence slice index": [57.0, "1"],
+                    "First slice index of the lesion": [54.0, "1"],
+                    "Last slice index of the lesion": [60.0, "1"],
                     "Report-evidence consistency": [0.75, "1"],
                 },
                 "drawn": {
@@ -692,7 +719,13 @@ fn a_key_slice_without_a_box_is_marked_on_its_image() {
     let sop = "1.3.6.1.4.1.5962.1.1.1.1.1.20040119072730.12322";
     let mut ai = ai_result(sop);
     ai.findings.slice_box = None;
+    // No box anywhere: the lesion's evidence is its slice and slices alone.
     ai.lesion_images.clear();
+    for lesion in &mut ai.findings.organ_mut(Organ::Liver).lesions {
+        if let Some(evidence) = &mut lesion.evidence {
+            evidence.slice_box = None;
+        }
+    }
     let sr = result_sr(&study, &ai).unwrap();
     let Document::Result(read) = read_bytes(&sr.bytes).unwrap() else {
         panic!("the SR reads as a result")

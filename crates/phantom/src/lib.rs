@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use anatomy::{Anatomy, Ellipsoid, Tissue, tissue_hu};
 use keyslice_core::findings::{
-    Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionExtent, LesionSize, Location, Organ,
-    PancreasPart, SliceBox, TumorPresence, write_report,
+    Attenuation, Evidence, Findings, KeySlice, KidneyPole, Lesion, LesionExtent, LesionSize,
+    Location, Organ, PancreasPart, SliceBox, SliceRange, TumorPresence, write_report,
 };
 use keyslice_core::rng::{self, Rng, normal_at};
 use keyslice_core::volume::{Affine, LabelVolume, Volume, VolumeInfo, Voxels};
@@ -565,12 +565,14 @@ fn measure_truth(
         }
     }
     let mut lesions = Vec::new();
-    for (lesion, counts) in placed.iter().zip(&per_slice) {
+    let mut ids = Vec::new();
+    for ((lesion, counts), id) in placed.iter().zip(&per_slice).zip(1u8..) {
         let Some((first, last)) = keyslice_core::volume::label::extent_of(counts) else {
             continue; // too small to reach a voxel centre: not visible, not in the truth
         };
         let largest = largest_index(counts);
         let shape = lesion.shape;
+        ids.push(id);
         lesions.push(PhantomLesion {
             organ: lesion.organ,
             location: lesion.location.clone(),
@@ -591,26 +593,18 @@ fn measure_truth(
         });
     }
     // Largest first within each organ, as reports list them.
-    lesions.sort_by(|a, b| {
+    let mut order: Vec<usize> = (0..lesions.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&lesions[a], &lesions[b]);
         a.organ
             .cmp(&b.organ)
             .then(b.size.long_cm.total_cmp(&a.size.long_cm))
     });
-    let mut findings = Findings::default();
-    for organ in Organ::ALL {
-        let entry = findings.organ_mut(organ);
-        entry.tumor = TumorPresence::No;
-        for lesion in lesions.iter().filter(|lesion| lesion.organ == organ) {
-            entry.tumor = TumorPresence::Yes;
-            entry.lesions.push(Lesion {
-                size: Some(lesion.size),
-                location: Some(lesion.location.clone()),
-                attenuation: Some(lesion.attenuation),
-                count: None,
-                spans: keyslice_core::findings::LesionSpans::default(),
-            });
-        }
-    }
+    let (lesions, ids): (Vec<PhantomLesion>, Vec<u8>) = order
+        .into_iter()
+        .map(|at| (lesions[at].clone(), ids[at]))
+        .unzip();
+    let mut findings = truth_findings(volume, lesion_ids, &lesions, &ids);
     // Key slice: the axial slice where all lesions together cover the largest area.
     let total: Vec<usize> = (0..nz)
         .map(|k| per_slice.iter().map(|counts| counts[k]).sum())
@@ -624,7 +618,7 @@ fn measure_truth(
             sop_instance_uid: None,
             span: None,
         });
-        findings.slice_box = key_slice_box(volume, lesion_ids, key);
+        findings.slice_box = slice_box_of(volume, lesion_ids, key, |id| id != 0);
     }
     let lesion_extents = lesions
         .iter()
@@ -649,6 +643,47 @@ fn measure_truth(
     }
 }
 
+/// The findings of `lesions` (with their lesion ids in `ids`): every organ stated, each
+/// lesion with its size, location, attenuation and its own evidence (the slice it is largest
+/// on, its box there, its slices).
+fn truth_findings(
+    volume: &Volume,
+    lesion_ids: &[u8],
+    lesions: &[PhantomLesion],
+    ids: &[u8],
+) -> Findings {
+    let mut findings = Findings::default();
+    for organ in Organ::ALL {
+        let entry = findings.organ_mut(organ);
+        entry.tumor = TumorPresence::No;
+        for (lesion, &id) in lesions
+            .iter()
+            .zip(ids)
+            .filter(|(lesion, _)| lesion.organ == organ)
+        {
+            entry.tumor = TumorPresence::Yes;
+            // Its own evidence: the slice it is largest on, its box there, its slices.
+            let key = lesion.largest_slice as usize;
+            entry.lesions.push(Lesion {
+                size: Some(lesion.size),
+                location: Some(lesion.location.clone()),
+                attenuation: Some(lesion.attenuation),
+                count: None,
+                evidence: Some(Evidence {
+                    key_slice: lesion.largest_slice,
+                    slice_box: slice_box_of(volume, lesion_ids, key, |at| at == id),
+                    slices: Some(SliceRange {
+                        first: lesion.first_slice,
+                        last: lesion.last_slice,
+                    }),
+                }),
+                spans: keyslice_core::findings::LesionSpans::default(),
+            });
+        }
+    }
+    findings
+}
+
 fn round_mm_to_cm(mm: f64) -> f64 {
     (mm).round() / 10.0
 }
@@ -658,13 +693,19 @@ fn largest_index(counts: &[usize]) -> usize {
     keyslice_core::volume::label::first_largest(counts).unwrap_or(0)
 }
 
-/// Bounding box of every lesion voxel on slice `key`, in voxels and millimetres.
-fn key_slice_box(volume: &Volume, lesion_ids: &[u8], key: usize) -> Option<SliceBox> {
+/// Bounding box of the lesion voxels on slice `key` whose lesion id is `wanted`, in voxels
+/// and millimetres.
+fn slice_box_of(
+    volume: &Volume,
+    lesion_ids: &[u8],
+    key: usize,
+    wanted: impl Fn(u8) -> bool,
+) -> Option<SliceBox> {
     let [nx, ny, _] = volume.dims();
     let slice = &lesion_ids[key * nx * ny..(key + 1) * nx * ny];
     let mut bounds: Option<[usize; 4]> = None;
     for (at, &id) in slice.iter().enumerate() {
-        if id == 0 {
+        if !wanted(id) {
             continue;
         }
         let (i, j) = (at % nx, at / nx);

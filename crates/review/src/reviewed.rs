@@ -43,6 +43,8 @@ pub enum LesionPart {
     Location,
     /// Its attenuation.
     Attenuation,
+    /// Its own evidence (`Evidence`: slice, box, slices).
+    Evidence,
 }
 
 /// A field a reviewer edits: the typed form of a correction's dotted path (the path is what
@@ -79,6 +81,7 @@ impl Field {
                     LesionPart::Size => "size",
                     LesionPart::Location => "location",
                     LesionPart::Attenuation => "attenuation",
+                    LesionPart::Evidence => "evidence",
                 };
                 format!("{}.lesions.{index}.{part}", organ.key())
             }
@@ -167,6 +170,17 @@ pub fn value_words(value: &Value) -> String {
                     "columns {}–{}, rows {}–{}",
                     voxels[0], voxels[2], voxels[1], voxels[3]
                 );
+            }
+            // A lesion's own evidence: its slice is a number, not a key slice's object.
+            if let Some(slice) = map.get(KEY_SLICE_FIELD).and_then(Value::as_u64) {
+                let mut words = vec![format!("slice {slice}")];
+                if let Some(slice_box) = map.get("box") {
+                    words.push(value_words(slice_box));
+                }
+                if let Some(slices) = map.get("slices").filter(|slices| !slices.is_null()) {
+                    words.push(format!("slices {}", value_words(slices)));
+                }
+                return words.join(", ");
             }
             if map.contains_key(KEY_SLICE_FIELD) {
                 return format!(

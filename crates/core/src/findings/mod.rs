@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub use evidence::{SliceRange, evidence_problems};
 pub use reader::{LesionEvidenceLine, ReadReport, UnreadSentence, read_report};
-pub use writer::{write_local_description, write_report};
+pub use writer::{evidence_words, write_local_description, write_report};
 
 /// Version of the Findings JSON layout.
 pub const FINDINGS_VERSION: u32 = 1;
@@ -249,9 +249,26 @@ pub struct Lesion {
     /// Number of lesions this entry stands for, when the report gives one ("multiple (3)").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub count: Option<u32>,
+    /// Its own evidence, when the report gives it one (`Liver lesion 1 evidence: …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
     /// Source spans (empty for findings that were not read from text).
     #[serde(default, skip_serializing_if = "is_default")]
     pub spans: LesionSpans,
+}
+
+/// One lesion's own evidence: the slice that shows it best, its box there and the slices it
+/// is seen on (`Liver lesion 2 evidence: slice K, columns C0-C1, rows R0-R1, slices A-B`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The slice that shows it best.
+    pub key_slice: u32,
+    /// Its box on that slice (voxel corners, inclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "box")]
+    pub slice_box: Option<SliceBox>,
+    /// The slices it is seen on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slices: Option<SliceRange>,
 }
 
 /// What a report says about one organ.

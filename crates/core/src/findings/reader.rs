@@ -40,8 +40,8 @@ use regex::Regex;
 use serde::Serialize;
 
 use super::{
-    Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ, PancreasPart,
-    SliceBox, SliceRange, Span, TumorPresence,
+    Attenuation, Evidence, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ,
+    PancreasPart, SliceBox, SliceRange, Span, TumorPresence,
 };
 
 /// A sentence the reader could not turn into findings.
@@ -288,6 +288,21 @@ pub fn read_report(text: &str) -> ReadReport {
             state.findings.slice_box = None;
         }
     }
+    // Each lesion keeps its own evidence (the first line naming it).
+    for line in lesion_evidence.iter().rev() {
+        if let Some(lesion) = state
+            .findings
+            .organ_mut(line.organ)
+            .lesions
+            .get_mut(line.lesion)
+        {
+            lesion.evidence = Some(Evidence {
+                key_slice: line.key_slice,
+                slice_box: line.slice_box.clone(),
+                slices: line.slices,
+            });
+        }
+    }
     let contradictions = Organ::ALL
         .into_iter()
         .filter(|&organ| state.definite[organ_index(organ)] == [true, true])
@@ -477,6 +492,7 @@ fn read_segment(text: &str, span: Span, state: &mut State) {
         state.definite[organ_index(organ)][0] = true;
         let entry = state.findings.organ_mut(organ);
         entry.lesions.push(Lesion {
+            evidence: None,
             spans: super::LesionSpans {
                 lesion: Some(span),
                 ..super::LesionSpans::default()

@@ -8,7 +8,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    Attenuation, Findings, KidneyPole, Lesion, Location, Organ, PancreasPart, TumorPresence,
+    Attenuation, Evidence, Findings, KidneyPole, Lesion, Location, Organ, PancreasPart,
+    TumorPresence,
 };
 
 fn capitalised(text: &str) -> String {
@@ -180,6 +181,34 @@ fn write_key_slice_lines(findings: &Findings, text: &mut String) {
     if let Some(range) = findings.lesion_slices {
         let _ = writeln!(text, "Lesion slices: {range}.");
     }
+    // Each lesion's own evidence, named as its findings are.
+    for organ in Organ::ALL {
+        for (number, lesion) in findings.organ(organ).lesions.iter().enumerate() {
+            if let Some(evidence) = &lesion.evidence {
+                let _ = writeln!(
+                    text,
+                    "{} lesion {} evidence: {}.",
+                    lesion_prefix(organ),
+                    number + 1,
+                    evidence_words(evidence)
+                );
+            }
+        }
+    }
+}
+
+/// A lesion's evidence as its line says it: `slice K, columns C0-C1, rows R0-R1, slices A-B`.
+#[must_use]
+pub fn evidence_words(evidence: &Evidence) -> String {
+    let mut words = format!("slice {}", evidence.key_slice);
+    if let Some(slice_box) = &evidence.slice_box {
+        let [c0, r0, c1, r1] = slice_box.voxels;
+        let _ = write!(words, ", columns {c0}-{c1}, rows {r0}-{r1}");
+    }
+    if let Some(range) = evidence.slices {
+        let _ = write!(words, ", slices {}-{}", range.first, range.last);
+    }
+    words
 }
 
 /// Renders what one slice shows: one sentence per lesion, or which organs show none.

@@ -18,7 +18,8 @@
 //! - every key slice, box and slice range lies inside the volume (when its size is known),
 //!   the range holds the key slice, and no box covers more than [`MAX_BOX_FRACTION`] of the
 //!   slice: evidence the verifier cannot read is a fault, never a way to skip the
-//!   verifier.
+//!   verifier. Each lesion's own evidence line is held to the same rules, and one for a
+//!   lesion in an organ the answer calls tumor-free is evidence without a lesion.
 //!
 //! A well-formed answer earns the E-MRL terms (format 1). An answer with any fault earns at
 //! most [`MALFORMED_CAP`]: `MALFORMED_CAP × (organs stated + [one key slice]) ÷ 5`, so
@@ -29,7 +30,9 @@ use serde::Serialize;
 
 use super::{Prediction, Reference, RewardWeights, Rewards, SizeTolerance, rewards};
 use crate::findings::evidence::{MAX_LESIONS_PER_ORGAN, box_problem, evidence_problems};
-use crate::findings::{Organ, ReadReport, TumorPresence, read_report};
+use crate::findings::{
+    Findings, KeySlice, Organ, ReadReport, SliceBox, TumorPresence, read_report,
+};
 
 /// Longest answer scored as a report: a report of four organs with several lesions each is
 /// under 2,000 characters.
@@ -78,8 +81,8 @@ pub enum FormFault {
         /// Share of the slice it covers.
         fraction: f64,
     },
-    /// A tumor-free answer gives a box or a lesion slice range: evidence of a lesion it does
-    /// not claim.
+    /// A tumor-free answer gives a box or a lesion slice range, or an organ called tumor-free
+    /// is given a lesion's evidence line: evidence of a lesion it does not claim.
     EvidenceWithoutLesion,
     /// An organ lists more lesions than a report can ([`MAX_LESIONS_PER_ORGAN`]).
     TooManyLesions {
@@ -123,7 +126,7 @@ impl std::fmt::Display for FormFault {
             ),
             Self::EvidenceWithoutLesion => write!(
                 f,
-                "no organ is given a tumor, yet a box or lesion slice range is"
+                "evidence of a lesion no organ is given: a box, a lesion slice range or a lesion's evidence line"
             ),
             Self::Evidence { problem } => f.write_str(problem),
         }
@@ -163,7 +166,15 @@ pub fn form_faults(answer: &str, read: &ReadReport, size: VolumeSize) -> Vec<For
             .filter(|(_, count)| *count > MAX_LESIONS_PER_ORGAN)
             .map(|(organ, count)| FormFault::TooManyLesions { organ, count }),
     );
-    if !claims_tumor && (read.findings.slice_box.is_some() || read.findings.lesion_slices.is_some())
+    // Evidence of a lesion the answer does not claim: a box or range in a tumor-free answer,
+    // a lesion's evidence line in an organ it calls tumor-free.
+    let unclaimed_line = read
+        .lesion_evidence
+        .iter()
+        .any(|line| !read.findings.organ(line.organ).tumor.as_positive());
+    if unclaimed_line
+        || (!claims_tumor
+            && (read.findings.slice_box.is_some() || read.findings.lesion_slices.is_some()))
     {
         faults.push(FormFault::EvidenceWithoutLesion);
     }
@@ -203,16 +214,68 @@ pub fn form_faults(answer: &str, read: &ReadReport, size: VolumeSize) -> Vec<For
             faults.push(FormFault::MostlyUnread { fraction });
         }
     }
-    if let (Some([columns, rows]), Some(slice_box)) = (size.slice_size, &read.findings.slice_box) {
-        let [c0, r0, c1, r1] = slice_box.voxels;
-        let span = |a: u32, b: u32, limit: u32| {
-            f64::from(b.min(limit.saturating_sub(1)).saturating_sub(a) + 1)
-        };
-        if columns > 0 && rows > 0 && c1 >= c0 && r1 >= r0 {
-            let fraction =
-                span(c0, c1, columns) * span(r0, r1, rows) / (f64::from(columns) * f64::from(rows));
-            if fraction > MAX_BOX_FRACTION {
-                faults.push(FormFault::BoxTooLarge { fraction });
+    if let Some(fraction) = read
+        .findings
+        .slice_box
+        .as_ref()
+        .and_then(|slice_box| box_fraction(slice_box, size))
+        .filter(|&fraction| fraction > MAX_BOX_FRACTION)
+    {
+        faults.push(FormFault::BoxTooLarge { fraction });
+    }
+    faults.extend(lesion_evidence_faults(read, dims, size));
+    faults
+}
+
+/// The share of a slice of `size` that `slice_box` covers, when the slice size is known and
+/// the box's corners are in order.
+fn box_fraction(slice_box: &SliceBox, size: VolumeSize) -> Option<f64> {
+    let [columns, rows] = size.slice_size?;
+    let [c0, r0, c1, r1] = slice_box.voxels;
+    let span = |a: u32, b: u32, limit: u32| {
+        f64::from(b.min(limit.saturating_sub(1)).saturating_sub(a) + 1)
+    };
+    (columns > 0 && rows > 0 && c1 >= c0 && r1 >= r0).then(|| {
+        span(c0, c1, columns) * span(r0, r1, rows) / (f64::from(columns) * f64::from(rows))
+    })
+}
+
+/// Each claimed lesion's own evidence read as the key evidence is: inside the volume, its box
+/// in order and not most of the slice, its range holding its slice; and no evidence line for
+/// a lesion in an organ the answer calls tumor-free.
+fn lesion_evidence_faults(read: &ReadReport, dims: [usize; 3], size: VolumeSize) -> Vec<FormFault> {
+    let mut faults = Vec::new();
+    for organ in Organ::ALL {
+        for (number, lesion) in read.findings.organ(organ).lesions.iter().enumerate() {
+            let Some(evidence) = &lesion.evidence else {
+                continue;
+            };
+            let name = format!("{organ} lesion {}", number + 1);
+            let own = Findings {
+                key_slice: Some(KeySlice {
+                    index: evidence.key_slice,
+                    z_mm: None,
+                    sop_instance_uid: None,
+                    span: None,
+                }),
+                slice_box: evidence.slice_box.clone(),
+                lesion_slices: evidence.slices,
+                ..Findings::default()
+            };
+            faults.extend(evidence_problems(&own, dims).into_iter().map(|problem| {
+                FormFault::Evidence {
+                    problem: format!("{name}'s evidence: {problem}"),
+                }
+            }));
+            if let Some(fraction) = evidence
+                .slice_box
+                .as_ref()
+                .and_then(|slice_box| box_fraction(slice_box, size))
+                .filter(|&fraction| fraction > MAX_BOX_FRACTION)
+            {
+                faults.push(FormFault::Evidence {
+                    problem: format!("{name}'s box covers {:.0}% of the slice", 100.0 * fraction),
+                });
             }
         }
     }

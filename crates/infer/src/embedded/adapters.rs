@@ -20,8 +20,8 @@ use crate::{
     Diagnoser, Diagnosis, InferError, KeySliceImage, LesionEvidence, ModelId, OutOfDomain, Verifier,
 };
 use keyslice_core::findings::{
-    Findings, LesionAxes, Organ, SliceBox, SliceRange, TumorPresence, write_local_description,
-    write_report,
+    Evidence, Findings, LesionAxes, Organ, SliceBox, SliceRange, TumorPresence,
+    write_local_description, write_report,
 };
 use keyslice_core::volume::Volume;
 
@@ -111,6 +111,16 @@ impl Diagnoser for TinyDiagnoser<'_> {
         });
         findings.slice_box.clone_from(&slice_box);
         let evidence = own_evidence(volume, &grid, &lesions);
+        // The report gives each lesion its own evidence line.
+        for (own, found) in evidence.iter().zip(ordered(&lesions)) {
+            if let Some(lesion) = findings.organ_mut(own.organ).lesions.get_mut(own.lesion) {
+                lesion.evidence = Some(Evidence {
+                    key_slice: own.key_slice,
+                    slice_box: own.slice_box.clone(),
+                    slices: own_slices(found, &grid),
+                });
+            }
+        }
         Ok(Diagnosis {
             report: write_report(&findings),
             key_slice,
@@ -199,12 +209,29 @@ pub(super) fn ct_box(
     }
 }
 
-/// Every lesion's own evidence: the slab it is largest on, its box and axes there.
-fn own_evidence(volume: &Volume, grid: &ModelGrid, lesions: &[FoundLesion]) -> Vec<LesionEvidence> {
-    let mut counted = std::collections::BTreeMap::new();
+/// The found lesions in report order: by organ, then as found (largest first).
+fn ordered(lesions: &[FoundLesion]) -> impl Iterator<Item = &FoundLesion> {
     Organ::ALL
         .into_iter()
         .flat_map(|organ| lesions.iter().filter(move |found| found.organ == organ))
+}
+
+/// The CT slices a found lesion covers: from the first slice of its lowest slab to the last
+/// of its highest.
+fn own_slices(found: &FoundLesion, grid: &ModelGrid) -> Option<SliceRange> {
+    let low = found.voxels.iter().map(|(slab, _)| *slab).min()?;
+    let high = found.voxels.iter().map(|(slab, _)| *slab).max()?;
+    Some(SliceRange {
+        first: u32::try_from(grid.slab_slices(low).0).ok()?,
+        last: u32::try_from(grid.slab_slices(high).1).ok()?,
+    })
+}
+
+/// Every lesion's own evidence, in report order: the slab it is largest on, its box and
+/// axes there.
+fn own_evidence(volume: &Volume, grid: &ModelGrid, lesions: &[FoundLesion]) -> Vec<LesionEvidence> {
+    let mut counted = std::collections::BTreeMap::new();
+    ordered(lesions)
         .map(|found| {
             let count = counted.entry(found.organ).or_insert(0usize);
             let lesion = *count;

@@ -354,6 +354,7 @@ fn describe(
             location: Some(location_class(locations.start + best(&location))),
             attenuation: Some(ATTENUATIONS[best(&attenuation)]),
             count: None,
+            evidence: None,
             spans: LesionSpans::default(),
         },
         voxels,

@@ -326,9 +326,24 @@ impl CaseResult {
         }
         // What the reviewer signs never says "no tumor" beside a lesion.
         findings.drop_contradictions();
-        // A lesion the reviewer kept keeps the image its evidence named; its axes only while
-        // its size is the one they measured.
+        // A lesion the reviewer kept keeps the image its evidence named while that is still
+        // its evidence; its axes only while its size is the one they measured.
         let mut lesion_images = LesionImage::kept(&ai.lesion_images, &findings);
+        // An image whose slice or box is no longer the lesion's evidence is not its image.
+        lesion_images.retain(|image| {
+            findings
+                .organ(image.organ)
+                .lesions
+                .get(image.lesion)
+                .and_then(|lesion| lesion.evidence.as_ref())
+                .is_none_or(|evidence| {
+                    evidence.key_slice == image.slice
+                        && evidence
+                            .slice_box
+                            .as_ref()
+                            .is_none_or(|slice_box| slice_box.voxels == image.slice_box.voxels)
+                })
+        });
         for image in &mut lesion_images {
             let size = |findings: &Findings| {
                 findings

@@ -6,7 +6,7 @@ use std::path::Path;
 use dicom_dictionary_std::{tags, uids};
 use dicom_object::InMemDicomObject;
 use keyslice_core::findings::{
-    Findings, KeySlice, Lesion, LesionAxes, LesionSize, Organ, SliceBox, SliceRange,
+    Evidence, Findings, KeySlice, Lesion, LesionAxes, LesionSize, Organ, SliceBox, SliceRange,
 };
 use keyslice_core::prediction::{ModelId, OutOfDomain};
 use keyslice_core::scoring::{Consistency, FindingConsistency, Standing};
@@ -414,6 +414,11 @@ fn organ_findings(
                 standings.push(standing);
             }
             if let Some(image) = lesion_image(node, organ, index)? {
+                if let Some(evidence) = &mut lesions[index].evidence
+                    && evidence.key_slice == image.slice
+                {
+                    evidence.slice_box = Some(image.slice_box.clone());
+                }
                 images.push(image);
             }
         }
@@ -630,6 +635,25 @@ fn lesion(group: &Node) -> Result<Lesion, String> {
             .and_then(codes::attenuation_of),
         // Within 1..=1000: exact as u32 once rounded.
         count: count.map(|n| n.round() as u32),
+        // Its own evidence: its slice and range here, its box where its group draws it.
+        evidence: checked_slice(group, &codes::key_slice_index(), "a lesion's slice index")?
+            .map(|key_slice| -> Result<Evidence, String> {
+                let first = checked_slice(
+                    group,
+                    &codes::lesion_first_slice(),
+                    "a lesion's first slice",
+                )?;
+                let last =
+                    checked_slice(group, &codes::lesion_last_slice(), "a lesion's last slice")?;
+                Ok(Evidence {
+                    key_slice,
+                    slice_box: None,
+                    slices: first
+                        .zip(last)
+                        .map(|(first, last)| SliceRange { first, last }),
+                })
+            })
+            .transpose()?,
         spans: keyslice_core::findings::LesionSpans::default(),
     })
 }

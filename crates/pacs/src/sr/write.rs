@@ -214,6 +214,30 @@ fn slice_positions(key: &KeySlice, range: Option<SliceRange>) -> Vec<Node> {
     items
 }
 
+/// A lesion's own evidence as slice indices: its slice (unless the group draws it on that
+/// image, which states it) and the first and last slices it is seen on.
+fn evidence_items(lesion: &Lesion, with_slice: bool) -> Vec<Node> {
+    let Some(evidence) = &lesion.evidence else {
+        return Vec::new();
+    };
+    let index = |name: Code, value: u32| {
+        Node::new(
+            CONTAINS,
+            name,
+            Value::Num(f64::from(value), codes::no_units()),
+        )
+    };
+    let mut items = Vec::new();
+    if with_slice {
+        items.push(index(codes::key_slice_index(), evidence.key_slice));
+    }
+    if let Some(range) = evidence.slices {
+        items.push(index(codes::lesion_first_slice(), range.first));
+        items.push(index(codes::lesion_last_slice(), range.last));
+    }
+    items
+}
+
 /// The verifier's standing on one finding (an organ's presence when `lesion` is `None`, else
 /// one lesion) and its consistency, when the result was verified: every finding carries its
 /// own, so a reader sees which claim the evidence denies, not only the case's weakest score.
@@ -399,6 +423,7 @@ fn lesion_group(
         items.push(slice_index);
         "1410"
     };
+    items.extend(evidence_items(lesion, false));
     group(Some(template), items)
 }
 
@@ -1001,6 +1026,7 @@ fn qualitative_findings(result: &CaseResult) -> Vec<Node> {
                 ),
             ];
             children.extend(properties(lesion_items(lesion)));
+            children.extend(properties(evidence_items(lesion, true)));
             children.extend(properties(standing_items(result, organ, Some(number))));
             items.push(
                 Node::new(CONTAINS, codes::finding(), Value::Code(codes::neoplasm()))

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::Shown;
 use super::{KeysliceApp, Source};
 use crate::ui::editor::{EditCommand, key_slice_here, key_slice_note, set_key_slice};
-use crate::ui::viewport::Evidence;
+use crate::ui::viewport::{Evidence, ViewerCommand};
 use crate::ui::worklist::WorklistCommand;
 use keyslice_core::findings::Findings;
 use keyslice_core::findings::{KeySlice, SliceRange};
@@ -110,8 +110,8 @@ impl Cases {
                     .map(|saved| saved.then(|| field.path())),
                 EditCommand::Undo => review.undo(),
                 EditCommand::Redo => review.redo(),
-                // Resolved to a `Set` by the app, which knows the slice on screen.
-                EditCommand::KeySliceHere => Ok(None),
+                // Resolved by the app, which knows the slice on screen and moves the viewer.
+                EditCommand::KeySliceHere | EditCommand::ShowSlice(_) => Ok(None),
             };
             match result {
                 Ok(Some(field)) => {
@@ -350,9 +350,17 @@ impl KeysliceApp {
             .review
             .as_ref()
             .map(|review| review.case().findings.clone());
+        let mut show = Vec::new();
         let commands = commands
             .into_iter()
             .flat_map(|command| match command {
+                EditCommand::ShowSlice(slice) => {
+                    show.push(ViewerCommand::SetSlice {
+                        plane: crate::render::view::Plane::Axial,
+                        slice: f64::from(slice),
+                    });
+                    Vec::new()
+                }
                 EditCommand::KeySliceHere => here
                     .as_ref()
                     .zip(findings.as_ref())
@@ -371,6 +379,9 @@ impl KeysliceApp {
             self.announcement = Some((last, std::time::Instant::now()));
         }
         self.sync_key_slice();
+        if !show.is_empty() {
+            self.apply_viewer_commands(show);
+        }
     }
 
     /// Opens a case, moves along the worklist, or records the open case's status. A status

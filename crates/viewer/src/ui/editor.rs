@@ -1,7 +1,9 @@
 //! The findings editor: the open case's findings as corrected so far, editable per organ
 //! (tumor presence; each lesion's size, location and attenuation; add or remove a lesion),
-//! the key slice ("= current slice", `S`), a free-text note, and undo/redo (Ctrl+Z /
-//! Ctrl+Y) over all of them and over accept/flag. A size is typed ("3.1 x 2.4", cm; "31 mm"
+//! the key slice ("= current slice", `S`), each lesion's own evidence (shown, with a button
+//! that shows its slice; "= key evidence" makes the key slice, box and slices drawn with the
+//! box tool that lesion's), a free-text note, and undo/redo (Ctrl+Z / Ctrl+Y) over all of
+//! them and over accept/flag. A size is typed ("3.1 x 2.4", cm; "31 mm"
 //! also reads) or filled from the latest ruler measurements on the axial plane: the lesion's
 //! "ruler" button, or `L` for the selected lesion (click its name to select it; the first
 //! lesion is selected until then; with no lesion yet, `L` adds one to the first organ the
@@ -15,8 +17,8 @@ use serde_json::{Value, json};
 
 use keyslice_core::findings::summary::location_label;
 use keyslice_core::findings::{
-    Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ, PancreasPart,
-    TumorPresence,
+    Attenuation, Evidence, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ,
+    PancreasPart, TumorPresence, evidence_words,
 };
 use keyslice_review::reviewed::{Field, LesionPart};
 use keyslice_review::{History, ReviewedCase};
@@ -38,6 +40,8 @@ pub enum EditCommand {
     /// Make the axial slice on screen the key slice, read once the frame's viewer commands
     /// are applied (K then S in one frame marks the model's slice).
     KeySliceHere,
+    /// Show an axial slice (a lesion's evidence); changes nothing in the review.
+    ShowSlice(u32),
 }
 
 /// What the editor shows.
@@ -269,6 +273,69 @@ impl FindingsEditor<'_> {
                 commands.push(EditCommand::Set {
                     field: part(LesionPart::Attenuation),
                     value: attenuation.map_or(Value::Null, |a| json!(a)),
+                });
+            }
+        });
+        self.lesion_evidence_ui(ui, index, lesion, part(LesionPart::Evidence), commands);
+    }
+
+    /// A lesion's own evidence: where it is (a button that shows its slice), made from the
+    /// key evidence on screen (the slice, box and range drawn with the box tool), or cleared.
+    fn lesion_evidence_ui(
+        &self,
+        ui: &mut egui::Ui,
+        index: usize,
+        lesion: &Lesion,
+        field: Field,
+        commands: &mut Vec<EditCommand>,
+    ) {
+        // Wrapped: a narrow panel keeps every button of the row on screen.
+        ui.horizontal_wrapped(|ui| {
+            ui.add_space(24.0);
+            ui.label("evidence");
+            match &lesion.evidence {
+                Some(evidence) => {
+                    let go = ui
+                        .small_button(format!("slice {}", evidence.key_slice))
+                        .on_hover_text(format!("{}: show it", evidence_words(evidence)));
+                    if go.clicked() {
+                        commands.push(EditCommand::ShowSlice(evidence.key_slice));
+                    }
+                }
+                None => {
+                    ui.label(RichText::new("none").weak());
+                }
+            }
+            let findings = &self.case.findings;
+            let key = findings.key_slice.as_ref().map(|key| Evidence {
+                key_slice: key.index,
+                slice_box: findings.slice_box.clone(),
+                slices: findings.lesion_slices,
+            });
+            let differs = key.is_some() && key != lesion.evidence;
+            let take = ui
+                .add_enabled(differs, egui::Button::new("= key evidence").small())
+                .on_hover_text(
+                    "make the key slice, box and slices (draw them with B) this lesion's evidence",
+                )
+                .on_disabled_hover_text("no key slice, or it is this lesion's evidence already");
+            if take.clicked()
+                && let Some(key) = key
+            {
+                commands.push(EditCommand::Set {
+                    field,
+                    value: json!(key),
+                });
+            }
+            if lesion.evidence.is_some()
+                && ui
+                    .small_button("clear")
+                    .on_hover_text(format!("lesion {}: no evidence of its own", index + 1))
+                    .clicked()
+            {
+                commands.push(EditCommand::Set {
+                    field,
+                    value: Value::Null,
                 });
             }
         });
