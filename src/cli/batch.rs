@@ -22,8 +22,9 @@ use serde::Serialize;
 
 use super::CliError;
 use super::backend::{BackendArgs, BackendKind};
-use crate::infer::InferError;
 use crate::infer::backend::Backend;
+use crate::infer::{InferError, ServerFault};
+use crate::io::http::NetFault;
 use crate::io::jsonl::append_line;
 use crate::io::{LoadOptions, load_study};
 use crate::review::workspace::{MANIFEST_FILE, Workspace, WorkspaceCase, discover_cases};
@@ -397,13 +398,10 @@ struct Ran {
 /// reads.
 fn fault(error: &InferError) -> Fault {
     match error {
-        InferError::Server { detail, .. }
-            if detail.starts_with("connection refused")
-                || detail.starts_with("unreachable")
-                || detail.starts_with("no answer within") =>
-        {
-            Fault::Unreachable
-        }
+        InferError::Server {
+            fault: ServerFault::Net(net),
+            ..
+        } if *net != NetFault::Certificate => Fault::Unreachable,
         InferError::Volume(_) | InferError::NotAnalysable(_) => Fault::Case,
         InferError::Server { .. } | InferError::Model { .. } | InferError::Run { .. } => {
             Fault::Server

@@ -65,7 +65,22 @@ pub enum InferError {
         url: String,
         /// What failed.
         detail: String,
+        /// What kind of failure it is, for code that decides what to do next.
+        fault: ServerFault,
     },
+}
+
+/// What kind of failure a model server's error is: read from the failure itself, so that no
+/// code decides by the error's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerFault {
+    /// The network failed before an answer (timeout, refused, DNS, certificate, dropped).
+    Net(keyslice_io::http::NetFault),
+    /// The server answered with this HTTP status (not a success).
+    Status(u16),
+    /// The server answered, but not with what was asked (no chat completion, a redirect, a
+    /// wait longer than Keyslice waits, an unreadable body).
+    Answer,
 }
 
 impl InferError {

@@ -23,11 +23,11 @@ use base64::Engine as _;
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
-use super::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, Verifier};
+use super::{Diagnoser, Diagnosis, InferError, KeySliceImage, ModelId, ServerFault, Verifier};
 use crate::views::{ct_frames, diagnose_prompt, verifier_view};
 use keyslice_core::volume::Volume;
 use keyslice_io::frames::{VIDEO_FPS, grey_png};
-use keyslice_io::http::{MAX_RETRY_AFTER, asked_wait, next_wait, redirect_of};
+use keyslice_io::http::{MAX_RETRY_AFTER, NetFault, asked_wait, net_fault, next_wait, redirect_of};
 use keyslice_io::secrets::{ServerUrl, redact_known};
 
 /// The diagnosis prompt shipped with Keyslice (`{frames}`: the frame → slice table).
@@ -126,12 +126,19 @@ impl OpenAiClient {
         Ok(())
     }
 
+    /// An error of this server whose answer was not what was asked.
     pub(crate) fn error(&self, detail: impl Into<String>) -> InferError {
+        self.error_of(ServerFault::Answer, detail)
+    }
+
+    /// An error of this server of the kind `fault`.
+    pub(crate) fn error_of(&self, fault: ServerFault, detail: impl Into<String>) -> InferError {
         let mut secrets = self.server.secrets();
         secrets.extend(self.api_key.iter().cloned());
         InferError::Server {
             url: self.url.clone(),
             detail: redact_known(&detail.into(), &secrets),
+            fault,
         }
     }
 
@@ -207,7 +214,7 @@ impl OpenAiClient {
                 // A dropped connection (a server restarting) is worth a retry; a refused one
                 // means nothing listens there, and is reported at once.
                 // An untrusted certificate stays untrusted: never retried.
-                Err(error) if keyslice_io::http::is_certificate_error(&error.to_string()) => false,
+                Err(error) if net_fault(error) == NetFault::Certificate => false,
                 Err(ureq::Error::Io(error)) => {
                     error.kind() != std::io::ErrorKind::ConnectionRefused
                 }
@@ -243,19 +250,20 @@ impl OpenAiClient {
     ) -> Result<String, InferError> {
         let mut response = match outcome {
             Ok(response) => response,
-            Err(ureq::Error::Timeout(_)) => {
-                return Err(self.error(format!("no answer within {} s", self.timeout.as_secs())));
+            Err(error) => {
+                let fault = net_fault(&error);
+                let detail = match fault {
+                    NetFault::Timeout => format!("no answer within {} s", self.timeout.as_secs()),
+                    NetFault::Refused => {
+                        "connection refused: no server is listening at this address and port".into()
+                    }
+                    NetFault::Certificate => {
+                        format!("its TLS certificate is not trusted: {error}")
+                    }
+                    NetFault::Dns | NetFault::Other => format!("unreachable: {error}"),
+                };
+                return Err(self.error_of(ServerFault::Net(fault), detail));
             }
-            Err(ureq::Error::Io(error))
-                if error.kind() == std::io::ErrorKind::ConnectionRefused =>
-            {
-                return Err(self
-                    .error("connection refused: no server is listening at this address and port"));
-            }
-            Err(error) if keyslice_io::http::is_certificate_error(&error.to_string()) => {
-                return Err(self.error(format!("its TLS certificate is not trusted: {error}")));
-            }
-            Err(error) => return Err(self.error(format!("unreachable: {error}"))),
         };
         let status = response.status().as_u16();
         if let Some(refused) = redirect_of(&response) {
@@ -268,23 +276,32 @@ impl OpenAiClient {
         match status {
             200..=299 => {}
             401 | 403 => {
-                return Err(self.error(format!("the server refused the API key (HTTP {status})")));
+                return Err(self.error_of(
+                    ServerFault::Status(status),
+                    format!("the server refused the API key (HTTP {status})"),
+                ));
             }
             400 | 413 if is_context_error(&text) => {
-                return Err(self.error(format!(
-                    "the request is longer than the model's context: {}",
-                    first_line(&text)
-                )));
+                return Err(self.error_of(
+                    ServerFault::Status(status),
+                    format!(
+                        "the request is longer than the model's context: {}",
+                        first_line(&text)
+                    ),
+                ));
             }
             404 if !self.server.base().ends_with("/v1") => {
-                return Err(self.error(format!(
+                return Err(self.error_of(ServerFault::Status(status), format!(
                     "HTTP 404 Not Found for {}/chat/completions{}: the URL should be the API base, which ends in /v1 (e.g. http://localhost:8000/v1)",
                     self.server.base(),
                     detail_suffix(&text)
                 )));
             }
             _ => {
-                return Err(self.error(format!("HTTP {status}{}", detail_suffix(&text))));
+                return Err(self.error_of(
+                    ServerFault::Status(status),
+                    format!("HTTP {status}{}", detail_suffix(&text)),
+                ));
             }
         }
         let value: Value = serde_json::from_str(&text).map_err(|e| {
@@ -470,10 +487,8 @@ fn jpeg(pixels: &[u8], columns: usize, rows: usize) -> std::io::Result<Vec<u8>> 
 /// Whether a server's failure `detail` is a refusal of the request's content (a 4xx that no
 /// retry or credential fixes, and not a context-length error), as from a server without
 /// video input.
-fn refused_content(detail: &str) -> bool {
-    ["HTTP 400", "HTTP 415", "HTTP 422", "HTTP 501"]
-        .iter()
-        .any(|status| detail.starts_with(status))
+fn refused_content(fault: ServerFault) -> bool {
+    matches!(fault, ServerFault::Status(400 | 415 | 422 | 501))
 }
 
 impl Diagnoser for OpenAiDiagnoser {
@@ -505,15 +520,15 @@ impl Diagnoser for OpenAiDiagnoser {
                 Ok(report) => {
                     return Ok(diagnosis(report, format!("video ({} frames)", self.frames)));
                 }
-                Err(InferError::Server { detail, .. })
-                    if self.media == Media::Auto && refused_content(&detail) =>
+                Err(InferError::Server { detail, fault, .. })
+                    if self.media == Media::Auto && refused_content(fault) =>
                 {
                     // The prediction's `input` says so; the command that runs it warns.
                     tracing::info!(url = %self.client.url, reason = %detail, "video refused; sending images");
                     self.video_refused.get_or_init(|| detail);
                 }
-                Err(InferError::Server { detail, .. }) if refused_content(&detail) => {
-                    return Err(self.client.error(format!(
+                Err(InferError::Server { detail, fault, .. }) if refused_content(fault) => {
+                    return Err(self.client.error_of(fault, format!(
                         "{detail}; the server does not take this video input (--media images sends the frames as images)"
                     )));
                 }

@@ -194,19 +194,49 @@ pub fn pem_certificates(text: &str) -> Vec<Vec<u8>> {
     certificates
 }
 
-/// Whether `text` (a TLS failure as a client library words it) says the server's certificate
-/// was not trusted: no retry helps, and the hint names what to trust.
+/// What kind of network failure a request met, read from the error's type (never from its
+/// words), so that code can decide what to do: retry, try another server, or stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetFault {
+    /// No answer within the timeout.
+    Timeout,
+    /// Nothing listens at the address and port.
+    Refused,
+    /// The host name is not known.
+    Dns,
+    /// The server's certificate is not one this machine trusts (or not valid for its name).
+    Certificate,
+    /// Another failure to connect or to exchange the request (a dropped connection).
+    Other,
+}
+
+/// The kind of `error`.
 #[must_use]
-pub fn is_certificate_error(text: &str) -> bool {
-    let lower = text.to_ascii_lowercase();
-    [
-        "unknownissuer",
-        "unknown issuer",
-        "invalid peer certificate",
-        "certificate",
-    ]
-    .iter()
-    .any(|needle| lower.contains(needle))
+pub fn net_fault(error: &ureq::Error) -> NetFault {
+    let certificate = |error: &rustls::Error| {
+        matches!(
+            error,
+            rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
+        )
+    };
+    match error {
+        ureq::Error::Timeout(_) => NetFault::Timeout,
+        ureq::Error::HostNotFound => NetFault::Dns,
+        ureq::Error::Rustls(tls) if certificate(tls) => NetFault::Certificate,
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            NetFault::Refused
+        }
+        // rustls reports a failed handshake inside the I/O error of the read or write.
+        ureq::Error::Io(io)
+            if io
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+                .is_some_and(certificate) =>
+        {
+            NetFault::Certificate
+        }
+        _ => NetFault::Other,
+    }
 }
 
 /// What to do about an untrusted server certificate.
@@ -229,9 +259,33 @@ mod trust_tests {
             error.starts_with("--ca-cert ") && error.contains("no certificate"),
             "{error}"
         );
-        assert!(is_certificate_error(
-            "invalid peer certificate: UnknownIssuer"
-        ));
-        assert!(!is_certificate_error("connection refused"));
+    }
+
+    #[test]
+    fn network_failures_are_told_apart_by_type() {
+        use std::io::{Error, ErrorKind};
+        let unknown_issuer =
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        assert_eq!(
+            net_fault(&ureq::Error::Io(Error::new(
+                ErrorKind::InvalidData,
+                unknown_issuer.clone()
+            ))),
+            NetFault::Certificate
+        );
+        assert_eq!(
+            net_fault(&ureq::Error::Rustls(unknown_issuer)),
+            NetFault::Certificate
+        );
+        assert_eq!(
+            net_fault(&ureq::Error::Io(Error::from(ErrorKind::ConnectionRefused))),
+            NetFault::Refused
+        );
+        assert_eq!(net_fault(&ureq::Error::HostNotFound), NetFault::Dns);
+        // Words about certificates in another error do not make it one.
+        assert_eq!(
+            net_fault(&ureq::Error::Io(Error::other("certificate"))),
+            NetFault::Other
+        );
     }
 }

@@ -5,7 +5,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use super::{Auth, DicomWebUrl, PacsError};
-use keyslice_io::http::{MAX_RETRY_AFTER, asked_wait, next_wait, redirect_of};
+use keyslice_io::http::{MAX_RETRY_AFTER, NetFault, asked_wait, net_fault, next_wait, redirect_of};
 
 /// A DICOMweb server: its root, credentials, timeouts and retry policy.
 #[derive(Clone, Debug)]
@@ -165,7 +165,7 @@ impl Server {
                 Err(_) => false,
             } && !outcome.as_ref().is_err_and(|error| {
                 // An untrusted certificate stays untrusted: never retried.
-                keyslice_io::http::is_certificate_error(&error.to_string())
+                net_fault(error) == NetFault::Certificate
             });
             if retryable && attempt < self.retries {
                 let asked = asked_wait(&outcome);
@@ -253,21 +253,21 @@ impl Server {
     }
 
     fn unreachable(&self, error: &ureq::Error) -> PacsError {
-        let detail = match error {
-            ureq::Error::Timeout(_) => format!(
+        let detail = match net_fault(error) {
+            NetFault::Timeout => format!(
                 "no answer within {} s (after {} retries)",
                 self.timeout.as_secs_f64(),
                 self.retries
             ),
-            ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            NetFault::Refused => {
                 "connection refused: nothing is listening at this address and port".into()
             }
-            ureq::Error::HostNotFound => "the host name is not known (DNS)".into(),
-            other if keyslice_io::http::is_certificate_error(&other.to_string()) => format!(
-                "its TLS certificate is not trusted ({other}): {}",
+            NetFault::Dns => "the host name is not known (DNS)".into(),
+            NetFault::Certificate => format!(
+                "its TLS certificate is not trusted ({error}): {}",
                 keyslice_io::http::CERTIFICATE_HINT
             ),
-            other => format!("{other} (after {} retries)", self.retries),
+            NetFault::Other => format!("{error} (after {} retries)", self.retries),
         };
         PacsError::Unreachable {
             server: self.root.clone(),
