@@ -181,19 +181,12 @@ impl CliError {
     }
 }
 
-/// Model text made safe for a terminal: control characters other than newline and tab
-/// (escape sequences that recolour, move the cursor or retitle the window) become `�`.
+/// Model text made safe for a terminal: its lines, every control character other than
+/// newline and tab (escape sequences that recolour, move the cursor or retitle the window;
+/// bidirectional controls that reorder a line) shown as `�`.
 #[must_use]
 pub fn terminal_text(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                '\u{FFFD}'
-            } else {
-                c
-            }
-        })
-        .collect()
+    keyslice_core::text::shown_lines(text)
 }
 
 /// Prints a command's summary: `summary` as one JSON line with `--json`, else `text`.
@@ -260,5 +253,10 @@ mod tests {
         );
         assert_eq!(shown.lines().count(), 2, "newlines stay");
         assert!(shown.starts_with("Liver: no tumor.\u{FFFD}]0;pwned\u{FFFD}"));
+        // A bidirectional override cannot reorder what follows it on screen.
+        assert_eq!(
+            terminal_text("Liver: \u{202e}romut on"),
+            "Liver: \u{FFFD}romut on"
+        );
     }
 }

@@ -70,6 +70,21 @@ pub fn person_name(name: &str) -> String {
     shown(&written).into_owned()
 }
 
+/// `text` as lines for a terminal (a model's report): its line breaks and tabs kept, every
+/// other control character ([`is_control`], bidirectional controls included) shown as `�`.
+#[must_use]
+pub fn shown_lines(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if is_control(c) && c != '\n' && c != '\t' {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 /// [`shown`], cut to at most `max_chars` characters (with `…` when cut).
 #[must_use]
 pub fn shown_short(text: &str, max_chars: usize) -> String {

@@ -341,7 +341,7 @@ fn first_line(text: &str) -> String {
         .next()
         .unwrap_or("")
         .chars()
-        .filter(|c| !c.is_control())
+        .filter(|&c| !keyslice_core::text::is_control(c))
         .take(200)
         .collect()
 }

@@ -389,7 +389,7 @@ fn first_line(text: &str) -> String {
         .find(|line| !line.is_empty())
         .unwrap_or("")
         .chars()
-        .filter(|c| !c.is_control())
+        .filter(|&c| !keyslice_core::text::is_control(c))
         .take(200)
         .collect()
 }
