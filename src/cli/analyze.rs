@@ -151,13 +151,14 @@ fn analyze_one(args: &AnalyzeArgs, model: &Backend, path: &Path) -> Result<(), C
 /// `BDMAP_0001` for `…/BDMAP_0001/ct.nii.gz`, else the file or folder name.
 #[must_use]
 pub fn case_name(path: &Path) -> String {
+    use crate::io::cases::CaseFolder;
     let name = |p: &Path| {
         p.file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default()
     };
     let file = name(path);
-    if file.starts_with("ct.nii")
+    if (file == CaseFolder::CT || file == CaseFolder::CT_UNCOMPRESSED)
         && let Some(parent) = path.parent()
     {
         return name(parent);

@@ -23,6 +23,62 @@ use keyslice_core::findings::{
 use keyslice_core::volume::label::first_largest;
 use keyslice_core::volume::{Affine, LabelVolume, resample_nearest};
 
+/// The layout of a case folder, as phantoms are written and AbdomenAtlas cases come: the CT
+/// as `ct.nii.gz` (or `ct.nii`), organ and lesion masks in `segmentations/`, and the truth in
+/// `truth.json`. The one place these names are spelled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaseFolder(PathBuf);
+
+impl CaseFolder {
+    /// The CT's file name as written.
+    pub const CT: &'static str = "ct.nii.gz";
+    /// The CT's file name, uncompressed, as also read.
+    pub const CT_UNCOMPRESSED: &'static str = "ct.nii";
+    /// The masks' folder.
+    pub const MASKS: &'static str = "segmentations";
+    /// The truth's file name.
+    pub const TRUTH: &'static str = "truth.json";
+
+    /// The case folder at `root`.
+    #[must_use]
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self(root.into())
+    }
+
+    /// The folder itself.
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.0
+    }
+
+    /// Where the CT is written (`ct.nii.gz`).
+    #[must_use]
+    pub fn ct(&self) -> PathBuf {
+        self.0.join(Self::CT)
+    }
+
+    /// The CT that is there: `ct.nii.gz`, else `ct.nii`.
+    #[must_use]
+    pub fn ct_found(&self) -> Option<PathBuf> {
+        [Self::CT, Self::CT_UNCOMPRESSED]
+            .iter()
+            .map(|name| self.0.join(name))
+            .find(|path| path.is_file())
+    }
+
+    /// The masks' folder.
+    #[must_use]
+    pub fn masks(&self) -> PathBuf {
+        self.0.join(Self::MASKS)
+    }
+
+    /// The truth file.
+    #[must_use]
+    pub fn truth(&self) -> PathBuf {
+        self.0.join(Self::TRUTH)
+    }
+}
+
 /// Errors reading case files; each names the file and, for JSONL, the line.
 #[derive(Debug, thiserror::Error)]
 pub enum CasesError {
@@ -204,7 +260,8 @@ fn truth_from_folder(folder: &Path) -> Result<TruthRecord, CasesError> {
         .file_name()
         .map(|name| name.to_string_lossy().to_string())
         .unwrap_or_default();
-    let truth_file = folder.join("truth.json");
+    let case = CaseFolder::new(folder);
+    let truth_file = case.truth();
     if truth_file.is_file() {
         let text = std::fs::read_to_string(&truth_file).map_err(|source| CasesError::Io {
             path: truth_file.clone(),
@@ -225,11 +282,8 @@ fn truth_from_folder(folder: &Path) -> Result<TruthRecord, CasesError> {
         }
         return Ok(record);
     }
-    let ct = ["ct.nii.gz", "ct.nii"]
-        .iter()
-        .map(|name| folder.join(name))
-        .find(|p| p.is_file());
-    let segmentations = folder.join("segmentations");
+    let ct = case.ct_found();
+    let segmentations = case.masks();
     match ct {
         Some(ct) if segmentations.is_dir() => truth_from_masks(case_id, &ct, &segmentations),
         _ => Err(CasesError::NoTruth {

@@ -33,7 +33,7 @@ pub use nifti::NiftiError;
 #[must_use]
 pub fn files_stamp(path: &Path) -> Option<keyslice_core::prediction::FilesStamp> {
     use keyslice_core::prediction::FilesStamp;
-    let case_ct = path.join("ct.nii.gz");
+    let case_ct = cases::CaseFolder::new(path).ct();
     let root = if path.is_dir() && case_ct.is_file() {
         case_ct
     } else {
@@ -160,10 +160,7 @@ pub fn load_study(path: &Path, options: &LoadOptions) -> Result<Study, IoError> 
     let nifti_path = if nifti::is_nifti_path(path) && path.is_file() {
         Some(path.to_path_buf())
     } else if path.is_dir() {
-        ["ct.nii.gz", "ct.nii"]
-            .iter()
-            .map(|name| path.join(name))
-            .find(|candidate| candidate.is_file())
+        cases::CaseFolder::new(path).ct_found()
     } else {
         None
     };

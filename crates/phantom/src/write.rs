@@ -197,17 +197,18 @@ pub fn write_case(out: &Path, case: &PhantomCase) -> Result<ManifestCase, Phanto
             let path = path.to_path_buf();
             move |source| PhantomError::Io { path, source }
         };
-        let segmentations = temporary.join("segmentations");
+        let layout = keyslice_io::cases::CaseFolder::new(&temporary);
+        let segmentations = layout.masks();
         std::fs::create_dir_all(&segmentations).map_err(io_error(&segmentations))?;
         let options = WriteOptions::default();
-        write_nifti(&case.volume, &temporary.join("ct.nii.gz"), options)?;
+        write_nifti(&case.volume, &layout.ct(), options)?;
         for name in PhantomCase::mask_names() {
             if let Some(mask) = case.mask(name) {
                 let path = segmentations.join(format!("{name}.nii.gz"));
                 write_label_nifti(&mask, &path, options)?;
             }
         }
-        let truth = temporary.join("truth.json");
+        let truth = layout.truth();
         let text = serde_json::to_string_pretty(&case.truth).unwrap_or_default();
         std::fs::write(&truth, text).map_err(io_error(&truth))?;
         if folder.exists() {

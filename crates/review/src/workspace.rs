@@ -752,12 +752,10 @@ pub fn discover_cases(input: &Path) -> Result<Vec<WorkspaceCase>, WorkspaceError
 
 /// A folder in the AbdomenAtlas layout as a case.
 fn case_folder(folder: &Path) -> Option<WorkspaceCase> {
-    let ct = ["ct.nii.gz", "ct.nii"]
-        .iter()
-        .map(|name| folder.join(name))
-        .find(|path| path.is_file())?;
-    let masks = folder.join("segmentations");
-    let truth = folder.join("truth.json");
+    let case = keyslice_io::cases::CaseFolder::new(folder);
+    let ct = case.ct_found()?;
+    let masks = case.masks();
+    let truth = case.truth();
     Some(WorkspaceCase {
         case_id: folder
             .file_name()

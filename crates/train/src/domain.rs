@@ -33,7 +33,7 @@ pub fn calibrate_domain(
     let figures: Vec<Vec<f64>> = folders
         .par_iter()
         .map(|folder| {
-            let path = folder.join("ct.nii.gz");
+            let path = keyslice_io::cases::CaseFolder::new(folder).ct();
             let volume = read_nifti(&path).map_err(|error| TrainError::Case {
                 path: path.clone(),
                 detail: error.to_string(),

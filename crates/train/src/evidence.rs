@@ -110,9 +110,10 @@ fn load_case(folder: &Path) -> Result<EvidenceCase, TrainError> {
         path: path.to_path_buf(),
         detail,
     };
-    let ct_path = folder.join("ct.nii.gz");
+    let case = keyslice_io::cases::CaseFolder::new(folder);
+    let ct_path = case.ct();
     let volume = read_nifti(&ct_path).map_err(|e| case_error(&ct_path, e.to_string()))?;
-    let truth_path = folder.join("truth.json");
+    let truth_path = case.truth();
     let truth: PhantomTruth = std::fs::read_to_string(&truth_path)
         .map_err(|e| e.to_string())
         .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
@@ -122,7 +123,7 @@ fn load_case(folder: &Path) -> Result<EvidenceCase, TrainError> {
                 format!("{detail}; the evidence stage needs each lesion's truth (phantoms of `keyslice phantom`)"),
             )
         })?;
-    let segmentations = folder.join("segmentations");
+    let segmentations = case.masks();
     let mask = |name: &str| -> Result<Option<Vec<u8>>, TrainError> {
         let path = segmentations.join(format!("{name}.nii.gz"));
         if !path.is_file() {

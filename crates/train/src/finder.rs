@@ -638,7 +638,7 @@ fn calibration_scores(
     let mut scores: [Vec<(f32, bool)>; 4] = Default::default();
     for (done, folder) in folders.iter().enumerate() {
         let case = load_case(folder, fine_config)?;
-        let ct_path = folder.join("ct.nii.gz");
+        let ct_path = keyslice_io::cases::CaseFolder::new(folder).ct();
         let volume = read_nifti(&ct_path).map_err(|error| TrainError::Case {
             path: ct_path.clone(),
             detail: error.to_string(),

@@ -9,6 +9,7 @@
 //! the masks (lesions weighted up, they are rare), cross-entropy on the class groups over
 //! lesion pixels. AdamW; everything seeded.
 
+use keyslice_io::cases::CaseFolder;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -151,7 +152,10 @@ pub fn case_folders(data: &Path) -> Result<Vec<PathBuf>, TrainError> {
     let mut folders: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|entry| entry.path())
-        .filter(|path| path.join("ct.nii.gz").is_file() && path.join("segmentations").is_dir())
+        .filter(|path| {
+            let case = CaseFolder::new(path);
+            case.ct().is_file() && case.masks().is_dir()
+        })
         .collect();
     folders.sort();
     if folders.is_empty() {
@@ -166,7 +170,8 @@ pub fn load_case(folder: &Path, config: &TinyConfig) -> Result<CaseTargets, Trai
         path: path.to_path_buf(),
         detail,
     };
-    let ct_path = folder.join("ct.nii.gz");
+    let case = CaseFolder::new(folder);
+    let ct_path = case.ct();
     let volume = read_nifti(&ct_path).map_err(|e| case_error(&ct_path, e.to_string()))?;
     // A finder that reads detail on this grid gets it with the case.
     let detail = config
@@ -175,7 +180,7 @@ pub fn load_case(folder: &Path, config: &TinyConfig) -> Result<CaseTargets, Trai
         .filter(|finder| finder.grid == config.grid)
         .map_or(1, FinderConfig::detail_factor);
     let grid = ModelGrid::from_volume(&volume, config.grid).with_detail(&volume, detail);
-    let segmentations = folder.join("segmentations");
+    let segmentations = case.masks();
     let sampled = |name: &str| -> Result<Option<Vec<u8>>, TrainError> {
         let path = segmentations.join(format!("{name}.nii.gz"));
         if !path.is_file() {
@@ -252,7 +257,7 @@ fn lesion_classes(
     let count = lesion.len();
     let mut attenuation = vec![255u8; count];
     let mut location = vec![255u8; count];
-    let truth_path = folder.join("truth.json");
+    let truth_path = CaseFolder::new(folder).truth();
     if let Ok(text) = std::fs::read_to_string(&truth_path)
         && let Ok(truth) = serde_json::from_str::<PhantomTruth>(&text)
     {

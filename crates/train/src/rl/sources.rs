@@ -1,6 +1,7 @@
 //! Training cases: phantom folders or a reviewed export, read into the finder's jobs, the
 //! truth with each lesion's slice extent, and the frozen verifier's reading of every slab.
 
+use keyslice_io::cases::CaseFolder;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -221,7 +222,7 @@ pub(super) fn case_sources(data: &RlData) -> Result<Vec<CaseSource>, TrainError>
         RlData::Phantoms(folder) => case_folders(folder)?
             .into_iter()
             .map(|folder| {
-                let truth_path = folder.join("truth.json");
+                let truth_path = CaseFolder::new(&folder).truth();
                 let needs = "the RL stage needs phantom truth (findings and lesion extents), or \
                              a reviewed export through --from-export";
                 let truth: PhantomTruth = std::fs::read_to_string(&truth_path)
@@ -232,7 +233,7 @@ pub(super) fn case_sources(data: &RlData) -> Result<Vec<CaseSource>, TrainError>
                         detail: format!("{error} ({needs})"),
                     })?;
                 Ok(CaseSource {
-                    ct: folder.join("ct.nii.gz"),
+                    ct: CaseFolder::new(&folder).ct(),
                     path: folder,
                     truth: truth.findings,
                     extents: Some(truth.lesion_extents),

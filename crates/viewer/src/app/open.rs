@@ -342,7 +342,7 @@ fn load_path(
             study
                 .path
                 .parent()
-                .map(|parent| parent.join("segmentations"))
+                .map(|parent| keyslice_io::cases::CaseFolder::new(parent).masks())
         })
         .flatten()
         .filter(|folder| folder.is_dir());

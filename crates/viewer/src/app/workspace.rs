@@ -127,14 +127,14 @@ pub fn prepare_demo(
     for index in 0..DEMO_CASES {
         let id = case_id(DEMO_SEED, index);
         let case = cases_folder.join(&id);
-        if !case.join("ct.nii.gz").is_file() {
+        if !keyslice_io::cases::CaseFolder::new(&case).ct().is_file() {
             progress(
                 &format!("generating demo case {} of {DEMO_CASES} ({id})", index + 1),
                 index as f32 / total,
             );
             let phantom = generate(DEMO_SEED, index, options);
             if let Err(error) = write_case(&cases_folder, &phantom)
-                && !case.join("ct.nii.gz").is_file()
+                && !keyslice_io::cases::CaseFolder::new(&case).ct().is_file()
             {
                 return Err((error.to_string(), writable_hint()));
             }
