@@ -693,7 +693,7 @@ fn accepted_review(
         .iter()
         .rev()
         .find(|entry| entry.field == "status" && entry.new_value == "done")
-        .and_then(|entry| dicom_date_time(&entry.at));
+        .and_then(|entry| keyslice_core::date::dicom_from_rfc3339(&entry.at));
     // The record holds what the reviewer set or accepted: the model's box and range leave
     // it when they no longer describe the reviewer's key slice, as in every export.
     let mut findings = review.case().findings.clone();
@@ -919,19 +919,6 @@ fn agreement_of(
         }
     }
     Ok(())
-}
-
-/// An RFC 3339 UTC time (`2026-12-06T06:05:03.273Z`, as the review log writes it) as DICOM
-/// `YYYYMMDD` and `HHMMSS`.
-fn dicom_date_time(rfc3339: &str) -> Option<(String, String)> {
-    let digits = |text: &str| {
-        text.chars()
-            .filter(char::is_ascii_digit)
-            .collect::<String>()
-    };
-    let (date, time) = rfc3339.split_once('T')?;
-    let (date, time) = (digits(date), digits(time.get(..8)?));
-    (date.len() == 8 && time.len() == 6).then_some((date, time))
 }
 
 /// Bytes as lower-case hex digits.

@@ -1007,18 +1007,6 @@ fn truth_map(
         .collect()
 }
 
-/// `YYYY-MM-DDTHH:MM:SS…` as DICOM date and time (`YYYYMMDD`, `HHMMSS`).
-fn dicom_date_time(at: &str) -> Option<(String, String)> {
-    let digits = |range: std::ops::Range<usize>| {
-        at.get(range)
-            .filter(|part| part.bytes().all(|byte| byte.is_ascii_digit()))
-    };
-    Some((
-        format!("{}{}{}", digits(0..4)?, digits(5..7)?, digits(8..10)?),
-        format!("{}{}{}", digits(11..13)?, digits(14..16)?, digits(17..19)?),
-    ))
-}
-
 /// `study publish`: each read as the reader's SR, marked as a study read, into the PACS its
 /// case came from (and `out`).
 fn publish(
@@ -1217,7 +1205,8 @@ fn read_document(
         session: read.session,
         case: read.case.clone(),
     };
-    let at = dicom_date_time(&read.at).unwrap_or_else(crate::pacs::sr::now_date_time);
+    let at = keyslice_core::date::dicom_from_rfc3339(&read.at)
+        .unwrap_or_else(crate::pacs::sr::now_date_time);
     let document = study_read_sr(&context, &result, &mark, at)?;
     Ok((context, document))
 }

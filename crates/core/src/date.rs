@@ -47,9 +47,129 @@ pub fn now_seconds() -> u64 {
         .map_or(0, |since| since.as_secs())
 }
 
+/// Seconds since the epoch, with `millis` milliseconds, as RFC 3339 UTC:
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` (what the review log and reader studies write).
+#[must_use]
+pub fn rfc3339(seconds: u64, millis: u32) -> String {
+    let (year, month, day, hour, minute, second) = utc_from_seconds(seconds);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{:03}Z",
+        millis.min(999)
+    )
+}
+
+/// The time now as [`rfc3339`], to the millisecond.
+#[must_use]
+pub fn now_rfc3339() -> String {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339(since.as_secs(), since.subsec_millis())
+}
+
+/// The date and time fields of `YYYY-MM-DDTHH:MM:SS…` (RFC 3339 UTC, the fraction and zone
+/// ignored): year, month, day, hour, minute, second; `None` unless each is digits.
+fn rfc3339_fields(text: &str) -> Option<[&str; 6]> {
+    let field = |range: std::ops::Range<usize>| {
+        text.get(range)
+            .filter(|part| part.bytes().all(|byte| byte.is_ascii_digit()))
+    };
+    Some([
+        field(0..4)?,
+        field(5..7)?,
+        field(8..10)?,
+        field(11..13)?,
+        field(14..16)?,
+        field(17..19)?,
+    ])
+}
+
+/// Seconds since the epoch of an RFC 3339 UTC time (`2026-12-06T13:51:17Z`); `None` when it
+/// is not one.
+#[must_use]
+pub fn seconds_from_rfc3339(text: &str) -> Option<u64> {
+    let [year, month, day, hour, minute, second] = rfc3339_fields(text)?;
+    let number = |digits: &str| digits.parse::<u32>().ok();
+    let (month, day) = (number(month)?, number(day)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let days = days_from_civil(i64::from(number(year)?), month, day);
+    let seconds = days * 86_400
+        + i64::from(number(hour)?) * 3600
+        + i64::from(number(minute)?) * 60
+        + i64::from(number(second)?);
+    u64::try_from(seconds).ok()
+}
+
+/// Seconds since the epoch as DICOM date and time (`YYYYMMDD`, `HHMMSS`), UTC.
+#[must_use]
+pub fn dicom_date_time(seconds: u64) -> (String, String) {
+    let (year, month, day, hour, minute, second) = utc_from_seconds(seconds);
+    (
+        format!("{year:04}{month:02}{day:02}"),
+        format!("{hour:02}{minute:02}{second:02}"),
+    )
+}
+
+/// An RFC 3339 UTC time (`2026-12-06T06:05:03.273Z`) as DICOM date and time (`YYYYMMDD`,
+/// `HHMMSS`).
+#[must_use]
+pub fn dicom_from_rfc3339(text: &str) -> Option<(String, String)> {
+    let [year, month, day, hour, minute, second] = rfc3339_fields(text)?;
+    Some((
+        format!("{year}{month}{day}"),
+        format!("{hour}{minute}{second}"),
+    ))
+}
+
+/// A DICOM date and time (`YYYYMMDDHHMM…`) as `YYYY-MM-DD HH:MM UTC`; anything else as it
+/// is.
+#[must_use]
+pub fn readable_dicom(text: &str) -> String {
+    match text.get(..12) {
+        Some(head) if head.bytes().all(|c| c.is_ascii_digit()) => format!(
+            "{}-{}-{} {}:{} UTC",
+            &head[0..4],
+            &head[4..6],
+            &head[6..8],
+            &head[8..10],
+            &head[10..12]
+        ),
+        _ => text.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_written_and_read_in_each_form() {
+        assert_eq!(rfc3339(1_796_565_077, 273), "2026-12-06T13:51:17.273Z");
+        assert_eq!(seconds_from_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            seconds_from_rfc3339("2026-12-06T13:51:17Z"),
+            Some(1_796_565_077)
+        );
+        assert_eq!(
+            seconds_from_rfc3339(&rfc3339(951_782_400, 0)),
+            Some(951_782_400)
+        ); // 2000-02-29
+        assert_eq!(seconds_from_rfc3339("garbage"), None);
+        assert_eq!(seconds_from_rfc3339("2026-13-06T13:51:17Z"), None);
+        assert_eq!(
+            dicom_date_time(1_796_565_077),
+            ("20261206".into(), "135117".into())
+        );
+        assert_eq!(
+            dicom_from_rfc3339("2026-12-06T06:05:03.273Z"),
+            Some(("20261206".into(), "060503".into()))
+        );
+        assert_eq!(dicom_from_rfc3339("2026-12-06"), None);
+        assert_eq!(readable_dicom("20261205111825"), "2026-12-05 11:18 UTC");
+        assert_eq!(readable_dicom("unknown"), "unknown");
+    }
 
     #[test]
     fn days_and_dates_go_both_ways_across_leap_days_and_the_epoch() {

@@ -77,21 +77,7 @@ impl StudyResults {
 /// A DICOM `YYYYMMDDHHMMSS` date and time as `YYYY-MM-DD HH:MM UTC`; anything else as it is.
 #[must_use]
 pub fn readable_date_time(text: &str) -> String {
-    if text.len() >= 12
-        && text.is_char_boundary(12)
-        && text[..12].bytes().all(|c| c.is_ascii_digit())
-    {
-        format!(
-            "{}-{}-{} {}:{} UTC",
-            &text[0..4],
-            &text[4..6],
-            &text[6..8],
-            &text[8..10],
-            &text[10..12]
-        )
-    } else {
-        text.to_string()
-    }
+    keyslice_core::date::readable_dicom(text)
 }
 
 /// The SOP Instance UIDs of the SR and KO instances `study` holds on `server`: what a

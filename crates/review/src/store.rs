@@ -628,19 +628,7 @@ fn row_to_correction(row: &rusqlite::Row<'_>) -> rusqlite::Result<Correction> {
 /// The current time, UTC, as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 #[must_use]
 pub fn now_rfc3339() -> String {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let seconds = since.as_secs();
-    let (days, rest) = (seconds / 86_400, seconds % 86_400);
-    let (year, month, day) = keyslice_core::date::civil_from_days(i64::try_from(days).unwrap_or(0));
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        since.subsec_millis()
-    )
+    keyslice_core::date::now_rfc3339()
 }
 
 /// `path` with `suffix` added to its file name (`review.sqlite-wal`).

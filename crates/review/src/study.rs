@@ -771,8 +771,7 @@ pub struct Simulation {
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SS.000Z`.
 fn rfc3339(seconds: u64) -> String {
-    let (year, month, day, hour, minute, second) = keyslice_core::date::utc_from_seconds(seconds);
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.000Z")
+    keyslice_core::date::rfc3339(seconds, 0)
 }
 
 impl Study {
@@ -977,23 +976,7 @@ const SIMULATED_BLOCK: usize = 1000;
 
 /// Seconds since the epoch of an RFC 3339 UTC time (`2026-12-06T13:51:17Z`); 0 if unreadable.
 fn seconds_of(text: &str) -> u64 {
-    let digits =
-        |range: std::ops::Range<usize>| text.get(range).and_then(|part| part.parse::<i64>().ok());
-    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
-        digits(0..4),
-        digits(5..7),
-        digits(8..10),
-        digits(11..13),
-        digits(14..16),
-        digits(17..19),
-    ) else {
-        return 0;
-    };
-    let (Ok(month), Ok(day)) = (u32::try_from(month), u32::try_from(day)) else {
-        return 0;
-    };
-    let days = keyslice_core::date::days_from_civil(year, month, day);
-    u64::try_from(days * 86_400 + hour * 3600 + minute * 60 + second).unwrap_or(0)
+    keyslice_core::date::seconds_from_rfc3339(text).unwrap_or(0)
 }
 
 #[cfg(test)]

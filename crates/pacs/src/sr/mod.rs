@@ -469,10 +469,5 @@ pub use keyslice_io::dicom::write::content_uid;
 /// The current date and time (UTC) as DICOM `YYYYMMDD` and `HHMMSS`.
 #[must_use]
 pub fn now_date_time() -> (String, String) {
-    let (year, month, day, hour, minute, second) =
-        keyslice_core::date::utc_from_seconds(keyslice_core::date::now_seconds());
-    (
-        format!("{year:04}{month:02}{day:02}"),
-        format!("{hour:02}{minute:02}{second:02}"),
-    )
+    keyslice_core::date::dicom_date_time(keyslice_core::date::now_seconds())
 }

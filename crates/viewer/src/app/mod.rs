@@ -521,9 +521,7 @@ impl KeysliceApp {
             study::ReadingCommand::Submit => {
                 let read = reading.read();
                 let (dir, reader) = (reading.item.dir.clone(), reading.item.reader.clone());
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |since| since.as_secs());
+                let now = keyslice_core::date::now_seconds();
                 let recorded = keyslice_review::study::Study::open(&dir)
                     .and_then(|study| study.record(&read, now));
                 match recorded {

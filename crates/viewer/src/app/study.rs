@@ -53,9 +53,7 @@ pub fn next_item(dir: &Path, reader: &str) -> Result<(StudyItem, LoadedStudy), (
             format!("the readers are: {}", study.definition.readers.join(", ")),
         ));
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs());
+    let now = keyslice_core::date::now_seconds();
     let (item, done, total) = match study.next(reader, now).map_err(failed)? {
         Next::Item { item, done, total } => (item, done, total),
         Next::Washout { opens_at } => {
