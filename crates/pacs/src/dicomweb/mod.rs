@@ -14,6 +14,8 @@ pub mod retrieve;
 pub mod stow;
 pub mod url;
 
+use dicom_core::Tag;
+
 pub use http::Server;
 pub use url::{Auth, DicomWebUrl, Target};
 
@@ -214,11 +216,17 @@ pub fn is_uid(text: &str) -> bool {
             .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// A DICOM JSON attribute's first value as text (`"0020000D"` → the Study Instance UID).
-/// Person names give their alphabetic form.
+/// The key of `tag` in DICOM JSON (PS3.18 F.2): eight upper-case hex digits, `0020000D`.
 #[must_use]
-pub fn json_string(object: &serde_json::Value, tag: &str) -> Option<String> {
-    let value = object.get(tag)?.get("Value")?.get(0)?;
+pub fn json_key(tag: Tag) -> String {
+    format!("{:04X}{:04X}", tag.group(), tag.element())
+}
+
+/// A DICOM JSON attribute's first value as text (`tags::STUDY_INSTANCE_UID` → the Study
+/// Instance UID). Person names give their alphabetic form.
+#[must_use]
+pub fn json_string(object: &serde_json::Value, tag: Tag) -> Option<String> {
+    let value = object.get(json_key(tag))?.get("Value")?.get(0)?;
     match value {
         serde_json::Value::String(text) => Some(text.clone()),
         serde_json::Value::Number(number) => Some(number.to_string()),
@@ -232,9 +240,9 @@ pub fn json_string(object: &serde_json::Value, tag: &str) -> Option<String> {
 
 /// Every value of a DICOM JSON attribute as text (`ModalitiesInStudy`).
 #[must_use]
-pub fn json_strings(object: &serde_json::Value, tag: &str) -> Vec<String> {
+pub fn json_strings(object: &serde_json::Value, tag: Tag) -> Vec<String> {
     object
-        .get(tag)
+        .get(json_key(tag))
         .and_then(|attribute| attribute.get("Value"))
         .and_then(serde_json::Value::as_array)
         .map(|values| {

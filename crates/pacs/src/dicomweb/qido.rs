@@ -1,5 +1,6 @@
 //! QIDO-RS search: studies matching a query, a study's series, a series' instances.
 
+use dicom_dictionary_std::tags;
 use serde::Serialize;
 
 use super::url::percent_encode;
@@ -90,18 +91,26 @@ pub fn studies(
     let items = search(server, &path, what)?;
     let mut studies = Vec::with_capacity(items.len());
     for item in &items {
-        let Some(study_uid) = uid_of(server, item, "0020000D", "Study Instance UID", what)? else {
+        let Some(study_uid) = uid_of(
+            server,
+            item,
+            tags::STUDY_INSTANCE_UID,
+            "Study Instance UID",
+            what,
+        )?
+        else {
             continue;
         };
         studies.push(StudySummary {
             study_uid,
-            date: json_string(item, "00080020").unwrap_or_default(),
-            accession: json_string(item, "00080050").unwrap_or_default(),
-            patient_id: json_string(item, "00100020").unwrap_or_default(),
-            patient_name: json_string(item, "00100010").unwrap_or_default(),
-            description: json_string(item, "00081030").unwrap_or_default(),
-            modalities: json_strings(item, "00080061"),
-            instances: json_string(item, "00201208").and_then(|n| n.parse().ok()),
+            date: json_string(item, tags::STUDY_DATE).unwrap_or_default(),
+            accession: json_string(item, tags::ACCESSION_NUMBER).unwrap_or_default(),
+            patient_id: json_string(item, tags::PATIENT_ID).unwrap_or_default(),
+            patient_name: json_string(item, tags::PATIENT_NAME).unwrap_or_default(),
+            description: json_string(item, tags::STUDY_DESCRIPTION).unwrap_or_default(),
+            modalities: json_strings(item, tags::MODALITIES_IN_STUDY),
+            instances: json_string(item, tags::NUMBER_OF_STUDY_RELATED_INSTANCES)
+                .and_then(|n| n.parse().ok()),
         });
     }
     studies.sort_by(|a, b| (&a.date, &a.study_uid).cmp(&(&b.date, &b.study_uid)));
@@ -123,15 +132,22 @@ pub fn series(
     let items = search(server, &path, &what)?;
     let mut series = Vec::with_capacity(items.len());
     for item in &items {
-        let Some(series_uid) = uid_of(server, item, "0020000E", "Series Instance UID", &what)?
+        let Some(series_uid) = uid_of(
+            server,
+            item,
+            tags::SERIES_INSTANCE_UID,
+            "Series Instance UID",
+            &what,
+        )?
         else {
             continue;
         };
         series.push(SeriesSummary {
             series_uid,
-            modality: json_string(item, "00080060").unwrap_or_default(),
-            description: json_string(item, "0008103E").unwrap_or_default(),
-            instances: json_string(item, "00201209").and_then(|n| n.parse().ok()),
+            modality: json_string(item, tags::MODALITY).unwrap_or_default(),
+            description: json_string(item, tags::SERIES_DESCRIPTION).unwrap_or_default(),
+            instances: json_string(item, tags::NUMBER_OF_SERIES_RELATED_INSTANCES)
+                .and_then(|n| n.parse().ok()),
         });
     }
     series.sort_by(|a, b| a.series_uid.cmp(&b.series_uid));
@@ -149,12 +165,19 @@ pub fn instances(
     let items = search(server, &path, &what)?;
     let mut instances = Vec::with_capacity(items.len());
     for item in &items {
-        let Some(sop_uid) = uid_of(server, item, "00080018", "SOP Instance UID", &what)? else {
+        let Some(sop_uid) = uid_of(
+            server,
+            item,
+            tags::SOP_INSTANCE_UID,
+            "SOP Instance UID",
+            &what,
+        )?
+        else {
             continue;
         };
         instances.push(InstanceSummary {
             sop_uid,
-            sop_class_uid: json_string(item, "00080016").unwrap_or_default(),
+            sop_class_uid: json_string(item, tags::SOP_CLASS_UID).unwrap_or_default(),
         });
     }
     instances.sort_by(|a, b| a.sop_uid.cmp(&b.sop_uid));
@@ -168,7 +191,7 @@ pub fn instances(
 fn uid_of(
     server: &Server,
     item: &serde_json::Value,
-    tag: &str,
+    tag: dicom_core::Tag,
     field: &'static str,
     what: &str,
 ) -> Result<Option<String>, PacsError> {

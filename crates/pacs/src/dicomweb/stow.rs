@@ -2,6 +2,7 @@
 
 use super::multipart::related_dicom;
 use super::{PacsError, Server, json_string};
+use dicom_dictionary_std::tags;
 
 /// What the server did with a store request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -18,29 +19,30 @@ pub fn store(server: &Server, study: &str, objects: &[Vec<u8>]) -> Result<Stored
     let what = format!("storing {} object(s) in study {study}", objects.len());
     let answer = server.post(&format!("studies/{study}"), &content_type, &body, &what)?;
     let json = server.json(answer, &what)?;
-    let sequence = |tag: &str| {
-        json.get(tag)
+    let sequence = |tag: dicom_core::Tag| {
+        json.get(super::json_key(tag))
             .and_then(|attribute| attribute.get("Value"))
             .and_then(serde_json::Value::as_array)
             .cloned()
             .unwrap_or_default()
     };
-    let failed: Vec<String> = sequence("00081198")
+    let failed: Vec<String> = sequence(tags::FAILED_SOP_SEQUENCE)
         .iter()
         .map(|item| {
             format!(
                 "{} (failure reason {})",
-                json_string(item, "00081155").unwrap_or_else(|| "an object".into()),
-                json_string(item, "00081197").unwrap_or_else(|| "not given".into())
+                json_string(item, tags::REFERENCED_SOP_INSTANCE_UID)
+                    .unwrap_or_else(|| "an object".into()),
+                json_string(item, tags::FAILURE_REASON).unwrap_or_else(|| "not given".into())
             )
         })
         .collect();
     if !failed.is_empty() {
         return Err(server.broken(&what, format!("the server refused {}", failed.join(", "))));
     }
-    let mut accepted: Vec<String> = sequence("00081199")
+    let mut accepted: Vec<String> = sequence(tags::REFERENCED_SOP_SEQUENCE)
         .iter()
-        .filter_map(|item| json_string(item, "00081155"))
+        .filter_map(|item| json_string(item, tags::REFERENCED_SOP_INSTANCE_UID))
         .collect();
     accepted.sort();
     Ok(Stored { accepted })

@@ -219,10 +219,16 @@ impl DicomWebUrl {
                 return Err(fail("a URL names either a study or a ?query, not both"));
             }
             target = match pairs.as_slice() {
-                [(key, value)] if key == "StudyInstanceUID" || key == "0020000D" => Target::Study {
-                    study: check_uid(value).map_err(|r| fail(&r))?,
-                    series: None,
-                },
+                [(key, value)]
+                    if key == "StudyInstanceUID"
+                        || *key
+                            == super::json_key(dicom_dictionary_std::tags::STUDY_INSTANCE_UID) =>
+                {
+                    Target::Study {
+                        study: check_uid(value).map_err(|r| fail(&r))?,
+                        series: None,
+                    }
+                }
                 _ => Target::Query(pairs),
             };
         }
