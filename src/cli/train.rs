@@ -439,9 +439,19 @@ fn run_rl(
             ));
         }
     };
-    train_rl(init, &data, &args.out, &options, |line| {
-        eprintln!("{line}");
-    })?;
+    train_rl(
+        init,
+        &data,
+        &args.out,
+        &options,
+        |line| {
+            eprintln!("{line}");
+        },
+        |chart| {
+            crate::ui::chart::chart_png(chart, [720.0, 420.0], 2.0)
+                .map_err(|error| error.to_string())
+        },
+    )?;
     written(
         args,
         "keyslice-tiny with its RL-trained finder",

@@ -116,13 +116,14 @@ impl Default for RlOptions {
 
 /// Trains the finder of the checkpoint in `init` by GRPO on the cases of `data` and writes
 /// the checkpoint, `rl_metrics.csv` (a row per step) and `rl_rewards.png` (the reward
-/// curves) to `out`.
+/// curves, the chart `draw` makes into PNG bytes) to `out`.
 pub fn train_rl(
     init: &Path,
     data: &RlData,
     out: &Path,
     options: &RlOptions,
     mut progress: impl FnMut(&str),
+    draw: impl FnOnce(&keyslice_core::chart::Chart) -> Result<Vec<u8>, String>,
 ) -> Result<TinyConfig, TrainError> {
     let started = Instant::now();
     let device = Device::Cpu;
@@ -193,12 +194,18 @@ pub fn train_rl(
     }
     let plot_path = out.join("rl_rewards.png");
     let window = (options.steps / 20).max(1);
-    plot::write_reward_plot(&history_series(&history, window), window, &plot_path).map_err(
-        |detail| TrainError::Write {
-            path: plot_path.clone(),
-            source: std::io::Error::other(detail),
-        },
-    )?;
+    let png = draw(&plot::reward_chart(
+        &history_series(&history, window),
+        window,
+    ))
+    .map_err(|detail| TrainError::Write {
+        path: plot_path.clone(),
+        source: std::io::Error::other(detail),
+    })?;
+    std::fs::write(&plot_path, png).map_err(|source| TrainError::Write {
+        path: plot_path.clone(),
+        source,
+    })?;
     let mut tensors = base;
     add_trained(&mut tensors, &varmap, Vec::new())?;
     config.version.clone_from(&options.version);
