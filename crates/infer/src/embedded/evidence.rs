@@ -23,8 +23,7 @@ use keyslice_core::volume::Volume;
 
 use super::decode::{DecodeRule, FoundLesion, Probabilities, find_lesions};
 use super::input::window;
-use super::model::probabilities_of;
-use super::net::{ORGAN, SliceNet};
+use super::net::{ORGAN, SliceNet, probabilities_of};
 
 /// The evidence reader's settings, saved in `config.json` as `"evidence"`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use keyslice_core::volume::Volume;
 use super::decode::{FINDER_RULE, Probabilities, find_lesions};
 use super::finder::{FinderConfig, FinderNet, SlabAnswer};
 use super::grid::ModelGrid;
-use super::net::{OUTPUTS, SliceNet};
+use super::net::{OUTPUTS, SliceNet, probabilities_of};
 use super::organs::{OrganNet, Reading};
 use super::weights::TinyConfig;
 
@@ -236,26 +236,6 @@ impl TinyModel {
         let logits = self.verifier.forward(&x)?;
         Ok(probabilities_of(&logits)?.remove(0))
     }
-}
-
-/// `[batch, OUTPUTS, h, w]` logits → `[batch][channel][pixel]` probabilities.
-pub(crate) fn probabilities_of(logits: &Tensor) -> candle_core::Result<Vec<Vec<Vec<f32>>>> {
-    let (batch, _, height, width) = logits.dims4()?;
-    let masks = candle_nn::ops::sigmoid(&logits.narrow(1, 0, net::ATTENUATION.start)?)?;
-    let attenuation = candle_nn::ops::softmax(
-        &logits.narrow(1, net::ATTENUATION.start, net::ATTENUATION.len())?,
-        1,
-    )?;
-    let location = candle_nn::ops::softmax(
-        &logits.narrow(1, net::LOCATION.start, net::LOCATION.len())?,
-        1,
-    )?;
-    let all = Tensor::cat(&[&masks, &attenuation, &location], 1)?.reshape((
-        batch,
-        OUTPUTS,
-        height * width,
-    ))?;
-    all.to_vec3::<f32>()
 }
 
 /// The diagnoser's organ masks (probability ≥ the organ's threshold) resampled (nearest)

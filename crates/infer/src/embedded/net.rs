@@ -112,3 +112,18 @@ impl SliceNet {
         self.head.forward(&d1)
     }
 }
+
+/// `[batch, OUTPUTS, h, w]` logits → `[batch][channel][pixel]` probabilities.
+pub(crate) fn probabilities_of(logits: &Tensor) -> candle_core::Result<Vec<Vec<Vec<f32>>>> {
+    let (batch, _, height, width) = logits.dims4()?;
+    let masks = candle_nn::ops::sigmoid(&logits.narrow(1, 0, ATTENUATION.start)?)?;
+    let attenuation =
+        candle_nn::ops::softmax(&logits.narrow(1, ATTENUATION.start, ATTENUATION.len())?, 1)?;
+    let location = candle_nn::ops::softmax(&logits.narrow(1, LOCATION.start, LOCATION.len())?, 1)?;
+    let all = Tensor::cat(&[&masks, &attenuation, &location], 1)?.reshape((
+        batch,
+        OUTPUTS,
+        height * width,
+    ))?;
+    all.to_vec3::<f32>()
+}

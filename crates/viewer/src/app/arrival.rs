@@ -10,8 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use keyslice_io::dicom::{DicomOptions, load_dicom};
 
-use super::Source;
-use super::open::{LoadEvent, LoadedStudy};
+use super::loaded::LoadedStudy;
 
 /// The shortest time between two previews: reading the files that arrived costs about a
 /// third of a second per 300 slices on two cores, so the screen keeps up without the
@@ -21,19 +20,25 @@ pub const PREVIEW_EVERY: Duration = Duration::from_millis(300);
 /// How often the folder is looked at.
 const LOOK_EVERY: Duration = Duration::from_millis(10);
 
-/// A study arriving into a folder; cloned handles share it.
-#[derive(Clone)]
-pub struct Arrival(Arc<ArrivalState>);
+/// A study arriving into a folder, and what to open once it has (`T`, a source); cloned
+/// handles share it.
+pub struct Arrival<T>(Arc<ArrivalState<T>>);
 
-struct ArrivalState {
+impl<T> Clone for Arrival<T> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+struct ArrivalState<T> {
     folder: PathBuf,
     total: Option<usize>,
     key_file: Option<PathBuf>,
     title: String,
-    outcome: Mutex<Option<Result<Source, (String, String)>>>,
+    outcome: Mutex<Option<Result<T, (String, String)>>>,
 }
 
-impl Arrival {
+impl<T> Arrival<T> {
     /// A study whose series arrives into `folder` (`total` instances when known); the file of
     /// the key instance, when a stored result names one, is shown alone first.
     #[must_use]
@@ -53,7 +58,7 @@ impl Arrival {
     }
 
     /// The retrieve has ended: open `outcome` (or show its failure: what and what to do).
-    pub fn finish(&self, outcome: Result<Source, (String, String)>) {
+    pub fn finish(&self, outcome: Result<T, (String, String)>) {
         *self
             .0
             .outcome
@@ -67,7 +72,7 @@ impl Arrival {
         &self.0.title
     }
 
-    fn take_outcome(&self) -> Option<Result<Source, (String, String)>> {
+    fn take_outcome(&self) -> Option<Result<T, (String, String)>> {
         self.0
             .outcome
             .lock()
@@ -76,7 +81,7 @@ impl Arrival {
     }
 }
 
-impl std::fmt::Debug for Arrival {
+impl<T> std::fmt::Debug for Arrival<T> {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("Arrival")
@@ -86,13 +91,13 @@ impl std::fmt::Debug for Arrival {
     }
 }
 
-impl PartialEq for Arrival {
+impl<T> PartialEq for Arrival<T> {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
-impl Eq for Arrival {}
+impl<T> Eq for Arrival<T> {}
 
 /// A preview: the study as far as it has arrived.
 pub struct Preview {
@@ -108,11 +113,11 @@ pub struct Preview {
 
 /// Sends previews until the retrieve ends; then the source to open, or its failure; `None`
 /// when the window no longer wants this study.
-pub(super) fn watch(
-    arrival: &Arrival,
-    send: &mut dyn FnMut(LoadEvent),
+pub(super) fn watch<T>(
+    arrival: &Arrival<T>,
+    send: &mut dyn FnMut(Preview),
     cancelled: &dyn Fn() -> bool,
-) -> Option<Result<Source, (String, String)>> {
+) -> Option<Result<T, (String, String)>> {
     let state = &arrival.0;
     let mut shown = 0;
     let mut last: Option<Instant> = None;
@@ -141,7 +146,7 @@ pub(super) fn watch(
                         "preview read"
                     );
                     shown = if key_alone.is_some() { 1 } else { files.len() };
-                    send(LoadEvent::Preview(Box::new(Preview {
+                    send(Preview {
                         study: LoadedStudy {
                             volume: Arc::new(study.volume),
                             title: state.title.clone(),
@@ -151,7 +156,7 @@ pub(super) fn watch(
                         arrived: files.len(),
                         total: state.total,
                         first_arrival: first_arrival(&files),
-                    })));
+                    });
                     last = Some(Instant::now());
                 }
                 // A study whose first files do not yet make an image: wait for more.

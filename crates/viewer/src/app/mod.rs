@@ -15,6 +15,7 @@ pub mod arrival;
 mod export;
 mod file_menu;
 pub mod job;
+pub mod loaded;
 mod loading;
 pub mod open;
 mod panels;

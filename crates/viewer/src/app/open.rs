@@ -2,7 +2,7 @@
 //! hand the result back over a channel; and the native file/folder dialog, also off the UI
 //! thread so the window keeps drawing while it is open.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
@@ -10,16 +10,12 @@ use std::sync::{Arc, Mutex};
 use super::job::Job;
 
 use super::workspace::{data_dir, demo_dir, prepare_demo, scratch_workspace};
-use keyslice_core::prediction::Prediction;
 use keyslice_review::workspace::{MANIFEST_FILE, WorklistEntry, Workspace, WorkspaceError};
 
-use crate::render::view::{Plane, PlaneAxes};
-use crate::ui::viewport::LesionMark;
+pub use super::loaded::{LoadedMasks, LoadedStudy, lesion_marks, load_case_masks};
+use super::loaded::{load_path, load_workspace_case};
 use keyslice_core::volume::demo::demo_abdomen;
-use keyslice_core::volume::label::{extent_of, first_largest, is_lesion};
-use keyslice_core::volume::{LabelVolume, Structure, Volume, combine_structures};
-use keyslice_io::masks::load_masks_onto;
-use keyslice_io::{LoadOptions, SourceFormat, Study, load_study};
+use keyslice_io::LoadOptions;
 
 /// What to open.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,7 +39,7 @@ pub enum Source {
     },
     /// A study arriving from a PACS: shown as it comes, then opened as the source the
     /// retrieve hands over.
-    Arriving(super::arrival::Arrival),
+    Arriving(super::arrival::Arrival<Source>),
     /// A reader's next item of a reader study: its case, showing only what its arm allows.
     StudyRead {
         /// The study folder.
@@ -58,33 +54,6 @@ pub enum Source {
         /// The case.
         case_id: String,
     },
-}
-
-/// A loaded CT, ready to show.
-pub struct LoadedStudy {
-    /// The CT (shared with the worker that goes on to load the masks onto its grid).
-    pub volume: Arc<Volume>,
-    /// What the title bar shows.
-    pub title: String,
-    /// Shown above the viewer.
-    pub warnings: Vec<String>,
-    /// The case's saved prediction (workspace cases), if any.
-    pub prediction: Option<Box<Prediction>>,
-}
-
-/// A case's masks on the CT grid, with what they say about lesions.
-#[derive(Default)]
-pub struct LoadedMasks {
-    /// Combined label volume on the CT grid.
-    pub labels: Option<LabelVolume>,
-    /// The structures in `labels`.
-    pub structures: Vec<Structure>,
-    /// Axial extents of the lesion structures.
-    pub lesion_marks: Vec<LesionMark>,
-    /// Reference key slice from the masks (axial slice with the most lesion voxels).
-    pub key_slice: Option<(usize, String)>,
-    /// Masks that could not be read or shown.
-    pub warnings: Vec<String>,
 }
 
 /// What the loading worker reports, in this order: the study, then (for a case folder with
@@ -155,7 +124,8 @@ pub fn load_in_background(ctx: &egui::Context, source: Source) -> Job<LoadEvent>
         let mut send = |event| send(event);
         let source = match source {
             Source::Arriving(arrival) => {
-                match super::arrival::watch(&arrival, &mut send, &cancelled) {
+                let mut preview = |preview| send(LoadEvent::Preview(Box::new(preview)));
+                match super::arrival::watch(&arrival, &mut preview, &cancelled) {
                     Some(Ok(source)) => source,
                     Some(Err((message, hint))) => {
                         send(LoadEvent::Failed(message, hint));
@@ -320,183 +290,6 @@ pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (S
         }
         Source::Path(path) => load_path(path, &LoadOptions::default()),
     }
-}
-
-/// Reads the study at `path` (one series of it when `options` names one); also returns the
-/// `segmentations/` folder beside a NIfTI file, when there is one.
-fn load_path(
-    path: &Path,
-    options: &LoadOptions,
-) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {
-    let study: Study =
-        load_study(path, options).map_err(|error| (error.to_string(), error.hint()))?;
-    let mut warnings = study.volume.warnings().to_vec();
-    warnings.extend(
-        study
-            .unreadable
-            .iter()
-            .map(|file| format!("skipped {}: {}", file.path.display(), file.reason)),
-    );
-    let mask_folder = (study.format == SourceFormat::Nifti)
-        .then(|| {
-            study
-                .path
-                .parent()
-                .map(|parent| keyslice_io::cases::CaseFolder::new(parent).masks())
-        })
-        .flatten()
-        .filter(|folder| folder.is_dir());
-    Ok((
-        LoadedStudy {
-            title: study.path.display().to_string(),
-            volume: Arc::new(study.volume),
-            warnings,
-            prediction: None,
-        },
-        mask_folder,
-    ))
-}
-
-/// Reads one case of a workspace: its CT, its masks folder and its saved prediction.
-pub(super) fn load_workspace_case(
-    root: &Path,
-    case_id: &str,
-) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {
-    let failed = |error: WorkspaceError| (error.to_string(), error.hint().to_string());
-    let workspace = Workspace::open(root).map_err(failed)?;
-    let case = workspace.case(case_id).cloned().ok_or_else(|| {
-        (
-            format!("{}: no case {case_id} in this workspace", root.display()),
-            "pick a case from the worklist".to_string(),
-        )
-    })?;
-    let predictions = workspace.predictions().map_err(failed)?;
-    let prediction = predictions.get(case_id).cloned();
-    // The series the prediction was made on, not whichever the folder holds most of now.
-    let bound_series = prediction
-        .as_ref()
-        .and_then(|prediction| prediction.images.as_ref())
-        .map(|images| images.series_uid.clone())
-        .filter(|uid| !uid.is_empty());
-    let (mut study, _) = match bound_series {
-        Some(series_uid) => load_path(
-            &case.volume,
-            &LoadOptions {
-                series_uid: Some(series_uid),
-            },
-        )?,
-        None => load_volume(&Source::Path(case.volume.clone()))?,
-    };
-    study
-        .warnings
-        .extend(predictions.damaged.iter().map(|line| {
-            format!(
-                "{}: {line} (skipped)",
-                workspace.predictions_path().display()
-            )
-        }));
-    // A prediction made on other images is not shown over these.
-    let changed = prediction
-        .as_ref()
-        .and_then(|prediction| prediction.images.as_ref())
-        .and_then(|images| images.changed(&study.volume));
-    if let Some(changed) = changed {
-        study.warnings.insert(
-            0,
-            format!(
-                "{case_id}: {changed}. Its saved prediction is not shown over these images: analyse it again (A), and check the review, which was made on the earlier images"
-            ),
-        );
-    } else {
-        study.prediction = prediction.map(Box::new);
-    }
-    study.title = format!("{case_id} — {}", root.display());
-    let masks = case.masks.filter(|folder| folder.is_dir());
-    Ok((study, masks))
-}
-
-/// Reads an AbdomenAtlas `segmentations/` folder onto the CT grid and derives the lesion
-/// extents and reference key slice. A mask that cannot be read becomes a warning.
-#[must_use]
-pub fn load_case_masks(folder: &Path, volume: &Volume) -> LoadedMasks {
-    let mut warnings = Vec::new();
-    let (labels, structures) = case_masks(folder, volume, &mut warnings);
-    let (lesion_marks, key_slice) = labels
-        .as_ref()
-        .map(|labels| lesion_marks(volume, labels, &structures))
-        .unwrap_or_default();
-    LoadedMasks {
-        labels,
-        structures,
-        lesion_marks,
-        key_slice,
-        warnings,
-    }
-}
-
-/// The masks in `folder` on the CT's grid, combined into one label volume.
-fn case_masks(
-    folder: &Path,
-    volume: &Volume,
-    warnings: &mut Vec<String>,
-) -> (Option<LabelVolume>, Vec<Structure>) {
-    match load_masks_onto(folder, volume) {
-        Ok(masks) => {
-            let (combined, structures, left_out) = combine_structures(&masks);
-            if !left_out.is_empty() {
-                warnings.push(format!(
-                    "masks not shown (more than 15 structures): {}",
-                    left_out.join(", ")
-                ));
-            }
-            (combined, structures)
-        }
-        Err(error) => {
-            warnings.push(format!("masks not shown: {error}"));
-            (None, Vec::new())
-        }
-    }
-}
-
-/// Each lesion structure's axial extent, and the axial slice where the lesions together cover
-/// the largest area (the key-slice definition of the ground truth).
-#[must_use]
-pub fn lesion_marks(
-    volume: &Volume,
-    labels: &LabelVolume,
-    structures: &[Structure],
-) -> (Vec<LesionMark>, Option<(usize, String)>) {
-    let axis = PlaneAxes::new(Plane::Axial, &volume.directions_lps()).normal;
-    let lesions: Vec<&Structure> = structures
-        .iter()
-        .filter(|structure| is_lesion(&structure.name))
-        .collect();
-    // One pass over the labels for every structure.
-    let by_label = labels.counts_by_label_along(axis);
-    let marks = lesions
-        .iter()
-        .filter_map(|structure| {
-            extent_of(&by_label[usize::from(structure.label)]).map(|(first_slice, last_slice)| {
-                LesionMark {
-                    name: structure.name.clone(),
-                    label: structure.label,
-                    first_slice,
-                    last_slice,
-                }
-            })
-        })
-        .collect();
-    let all: Vec<usize> = (0..labels.dims[axis])
-        .map(|slice| {
-            lesions
-                .iter()
-                .map(|structure| by_label[usize::from(structure.label)][slice])
-                .sum()
-        })
-        .collect();
-    let key_slice = first_largest(&all)
-        .map(|slice| (slice, "most lesion voxels, from the case masks".to_string()));
-    (marks, key_slice)
 }
 
 /// What the user picks in the native dialog.

@@ -14,7 +14,7 @@ use keyslice_core::findings::Organ;
 use keyslice_core::prediction::Prediction;
 use keyslice_review::study::{Arm, Call, Decision, Item, Next, Read, Shows, Study};
 
-use super::open::LoadedStudy;
+use super::loaded::{LoadedStudy, load_workspace_case};
 
 /// Input older than this does not keep the case's clock running: the reader has left.
 const IDLE_AFTER: Duration = Duration::from_mins(1);
@@ -77,8 +77,7 @@ pub fn next_item(dir: &Path, reader: &str) -> Result<(StudyItem, LoadedStudy), (
         }
     };
     let arm = study.definition.arms[item.arm].clone();
-    let (mut loaded, _masks) =
-        super::open::load_workspace_case(&study.definition.workspace, &item.case)?;
+    let (mut loaded, _masks) = load_workspace_case(&study.definition.workspace, &item.case)?;
     loaded.prediction = loaded
         .prediction
         .and_then(|prediction| shown_in(*prediction, arm.shows))
