@@ -826,15 +826,13 @@ fn size_field<'h>(
         .expect("the lesion's size field")
 }
 
-#[test]
-fn findings_editor_records_size_key_slice_lesions_and_undo() {
-    use keyslice::findings::{LesionSize, Organ, read_report};
-    use keyslice::review::CaseReview;
-    if !gpu_available() {
-        return;
-    }
-    let folder = tempfile::tempdir().expect("temp dir");
-    let mut base = read_report(
+/// A review in `folder` of a model's findings: a liver lesion of 3.0 × 2.5 cm, key slice 40
+/// and lesion slices 36–44, then `adjust`ed.
+fn liver_review(
+    folder: &std::path::Path,
+    adjust: impl FnOnce(&mut keyslice::findings::Findings),
+) -> keyslice::review::CaseReview {
+    let mut base = keyslice::findings::read_report(
         "Liver: a 3.0 x 2.5 cm hypoattenuating lesion in segment 7. Kidneys: no focal lesion.",
     )
     .findings
@@ -849,13 +847,25 @@ fn findings_editor_records_size_key_slice_lesions_and_undo() {
         first: 36,
         last: 44,
     });
-    let review = CaseReview::open(
-        &folder.path().join("review.sqlite"),
+    adjust(&mut base);
+    keyslice::review::CaseReview::open(
+        &folder.join("review.sqlite"),
         "case",
         "dr. kittest",
         Some(base),
     )
-    .expect("review opens");
+    .expect("review opens")
+}
+
+#[test]
+fn findings_editor_records_size_key_slice_lesions_and_undo() {
+    use keyslice::findings::{LesionSize, Organ};
+    use keyslice::review::CaseReview;
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let review = liver_review(folder.path(), |_| {});
     let mut harness = editor_harness(review);
     harness.run();
     // Type a size into the lesion's field and leave it.
@@ -931,38 +941,18 @@ fn findings_editor_records_size_key_slice_lesions_and_undo() {
 /// each change one correction.
 #[test]
 fn findings_editor_gives_a_lesion_its_own_evidence() {
-    use keyslice::findings::{Evidence, Organ, SliceBox, SliceRange, read_report};
+    use keyslice::findings::{Evidence, Organ, SliceBox, SliceRange};
     use keyslice::review::CaseReview;
     if !gpu_available() {
         return;
     }
     let folder = tempfile::tempdir().expect("temp dir");
-    let mut base = read_report(
-        "Liver: a 3.0 x 2.5 cm hypoattenuating lesion in segment 7. Kidneys: no focal lesion.",
-    )
-    .findings
-    .without_spans();
-    base.key_slice = Some(keyslice::findings::KeySlice {
-        index: 40,
-        z_mm: Some(100.0),
-        sop_instance_uid: None,
-        span: None,
+    let review = liver_review(folder.path(), |base| {
+        base.slice_box = Some(SliceBox {
+            voxels: [20, 30, 34, 41],
+            mm: None,
+        });
     });
-    base.slice_box = Some(SliceBox {
-        voxels: [20, 30, 34, 41],
-        mm: None,
-    });
-    base.lesion_slices = Some(SliceRange {
-        first: 36,
-        last: 44,
-    });
-    let review = CaseReview::open(
-        &folder.path().join("review.sqlite"),
-        "case",
-        "dr. kittest",
-        Some(base),
-    )
-    .expect("review opens");
     let mut harness = editor_harness(review);
     harness.run();
     harness.get_by_label("none");

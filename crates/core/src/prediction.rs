@@ -456,4 +456,43 @@ mod tests {
             Some("… and 951 more warnings")
         );
     }
+
+    /// Axes read from a predictions file that lie on no image (huge, negative) are left out
+    /// with a warning naming the lesion; axes on an image stay.
+    #[test]
+    fn axes_off_any_image_are_left_out_and_said() {
+        let check = |long: [[f64; 2]; 2]| {
+            serde_json::json!({
+                "organ": "liver", "lesion": 0, "key_slice": 3, "local_description": "",
+                "axes": {"long": long, "short": [[1.0, 1.0], [2.0, 2.0]]}
+            })
+        };
+        let mut prediction: Prediction = serde_json::from_value(serde_json::json!({
+            "version": 1, "case_id": "c", "diagnoser": {"id": "m", "version": "1"},
+            "verifier": null, "report": "", "findings": {"organs": {}}, "key_slice": null,
+            "box": null, "local_description": null, "local_findings": null,
+            "consistency": null,
+            "lesion_checks": [check([[1.0, 1.0], [1e12, 2.0]]), check([[-40.0, 0.0], [1.0, 1.0]]),
+                              check([[1.0, 1.0], [20.0, 9.5]])],
+            "timings_ms": {"diagnose": 0.0, "verify": 0.0, "total": 0.0}, "warnings": []
+        }))
+        .expect("a prediction");
+        prediction.bound();
+        let kept: Vec<bool> = prediction
+            .lesion_checks
+            .iter()
+            .map(|check| check.axes.is_some())
+            .collect();
+        assert_eq!(kept, vec![false, false, true]);
+        assert_eq!(
+            prediction
+                .warnings
+                .iter()
+                .filter(|w| w.contains("liver lesion 1: its axes lie outside any image"))
+                .count(),
+            2,
+            "{:?}",
+            prediction.warnings
+        );
+    }
 }

@@ -467,16 +467,12 @@ fn verify_lesions(
             ));
             continue;
         }
-        let mut own = Findings {
-            key_slice: Some(KeySlice {
-                index: evidence.key_slice,
-                z_mm: None,
-                sop_instance_uid: None,
-                span: None,
-            }),
+        let mut own = keyslice_core::findings::Evidence {
+            key_slice: evidence.key_slice,
             slice_box: evidence.slice_box.clone(),
-            ..Findings::default()
-        };
+            slices: None,
+        }
+        .as_findings();
         if let Some(problem) =
             box_problem(&own, dims).or_else(|| box_too_large(&own, dims[0], dims[1]))
         {

@@ -338,6 +338,25 @@ impl SliceBox {
     }
 }
 
+impl Evidence {
+    /// The evidence as the findings of a report that names only it (key slice, box and
+    /// lesion slices), so that the one set of evidence checks reads it.
+    #[must_use]
+    pub fn as_findings(&self) -> Findings {
+        Findings {
+            key_slice: Some(KeySlice {
+                index: self.key_slice,
+                z_mm: None,
+                sop_instance_uid: None,
+                span: None,
+            }),
+            slice_box: self.slice_box.clone(),
+            lesion_slices: self.slices,
+            ..Findings::default()
+        }
+    }
+}
+
 /// A lesion's long and short axes on its slice, as a reader draws them with a ruler: each a
 /// segment between two points, `[column, row]` in voxels of the slice (the first pixel's
 /// centre is `[0, 0]`), reaching the outer edges of its end pixels, so that each segment is

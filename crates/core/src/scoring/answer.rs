@@ -30,9 +30,7 @@ use serde::Serialize;
 
 use super::{Prediction, Reference, RewardWeights, Rewards, SizeTolerance, rewards};
 use crate::findings::evidence::{MAX_LESIONS_PER_ORGAN, box_problem, evidence_problems};
-use crate::findings::{
-    Findings, KeySlice, Organ, ReadReport, SliceBox, TumorPresence, read_report,
-};
+use crate::findings::{Organ, ReadReport, SliceBox, TumorPresence, read_report};
 
 /// Longest answer scored as a report: a report of four organs with several lesions each is
 /// under 2,000 characters.
@@ -251,22 +249,13 @@ fn lesion_evidence_faults(read: &ReadReport, dims: [usize; 3], size: VolumeSize)
                 continue;
             };
             let name = format!("{organ} lesion {}", number + 1);
-            let own = Findings {
-                key_slice: Some(KeySlice {
-                    index: evidence.key_slice,
-                    z_mm: None,
-                    sop_instance_uid: None,
-                    span: None,
-                }),
-                slice_box: evidence.slice_box.clone(),
-                lesion_slices: evidence.slices,
-                ..Findings::default()
-            };
-            faults.extend(evidence_problems(&own, dims).into_iter().map(|problem| {
-                FormFault::Evidence {
-                    problem: format!("{name}'s evidence: {problem}"),
-                }
-            }));
+            faults.extend(
+                evidence_problems(&evidence.as_findings(), dims)
+                    .into_iter()
+                    .map(|problem| FormFault::Evidence {
+                        problem: format!("{name}'s evidence: {problem}"),
+                    }),
+            );
             if let Some(fraction) = evidence
                 .slice_box
                 .as_ref()
