@@ -631,6 +631,7 @@ fn reported_prediction(
         key_slice: Some(key),
         slice_box: None,
         input: None,
+        video_refused: None,
         local_description: Some(local.into()),
         local_findings: Some(local_findings),
         lesion_checks: Vec::new(),

@@ -14,7 +14,7 @@ use super::CliError;
 use super::backend::BackendArgs;
 use crate::infer::OutOfDomain;
 use crate::infer::backend::Backend;
-use crate::io::{LoadOptions, load_study};
+use keyslice_workflow::analyze::{analyse_case, video_refused_warning};
 
 /// Arguments of `analyze`.
 #[derive(Debug, Args)]
@@ -62,16 +62,9 @@ pub fn run(args: &AnalyzeArgs) -> Result<(), CliError> {
 }
 
 fn analyze_one(args: &AnalyzeArgs, model: &Backend, path: &Path) -> Result<(), CliError> {
-    let study = load_study(path, &LoadOptions::default())?;
-    let case_id = case_name(&study.path);
-    let mut prediction = model.run(&case_id, &study.volume, !args.no_verify)?;
-    prediction
-        .warnings
-        .extend(study.volume.warnings().iter().cloned());
-    if let Some(warning) = super::backend::video_refused_warning(
-        &prediction.diagnoser.version,
-        prediction.input.as_deref(),
-    ) {
+    let prediction = analyse_case(model, None, path, !args.no_verify)?;
+    let case_id = &prediction.case_id;
+    if let Some(warning) = video_refused_warning(&prediction.diagnoser.version, &prediction) {
         eprintln!("warning: {}", crate::text::shown(&warning));
     }
     let mut out = std::io::stdout().lock();
@@ -146,24 +139,4 @@ fn analyze_one(args: &AnalyzeArgs, model: &Backend, path: &Path) -> Result<(), C
         prediction.timings_ms.total, prediction.timings_ms.diagnose, prediction.timings_ms.verify
     )?;
     Ok(())
-}
-
-/// `BDMAP_0001` for `…/BDMAP_0001/ct.nii.gz`, else the file or folder name.
-#[must_use]
-pub fn case_name(path: &Path) -> String {
-    use crate::io::cases::CaseFolder;
-    let name = |p: &Path| {
-        p.file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default()
-    };
-    let file = name(path);
-    if (file == CaseFolder::CT || file == CaseFolder::CT_UNCOMPRESSED)
-        && let Some(parent) = path.parent()
-    {
-        return name(parent);
-    }
-    file.trim_end_matches(".gz")
-        .trim_end_matches(".nii")
-        .to_string()
 }

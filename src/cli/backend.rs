@@ -347,23 +347,3 @@ impl BackendArgs {
         Ok(self.hallucinating(backend))
     }
 }
-
-/// The warning for a prediction whose CT went to `server` as images because the server
-/// refused video, when it did: a model trained on videos was not trained on images.
-#[must_use]
-pub fn video_refused_warning(server: &str, input: Option<&str>) -> Option<String> {
-    let input = input?;
-    let (_, reason) = input.split_once("the server refused video: ")?;
-    let reason = reason.trim_end_matches(')');
-    let settings = if ["media_io_kwargs", "mm_kwargs", "mm-kwargs"]
-        .iter()
-        .any(|needle| reason.contains(needle))
-    {
-        " (vLLM refuses per-request media settings unless started with --trust-request-mm-kwargs; or give them server-wide: --media-io-kwargs '{\"video\": {\"num_frames\": -1}}')"
-    } else {
-        ""
-    };
-    Some(format!(
-        "{server} refused the CT as a video ({reason}){settings}; its cases go as images, which a model trained on videos was not trained on; --media video makes this an error"
-    ))
-}

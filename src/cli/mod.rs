@@ -24,8 +24,6 @@ pub mod workspace;
 
 use clap::{Parser, Subcommand};
 
-use crate::io::IoError;
-
 /// Keyslice: review AI-written CT tumor reports against the images.
 #[derive(Debug, Parser)]
 #[command(name = "keyslice", version, about, long_about = None)]
@@ -78,106 +76,95 @@ pub enum Command {
     Manpages(shell::ManpagesArgs),
 }
 
-/// A failed command, as a user sees it.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    /// Reading or writing a volume failed.
-    #[error(transparent)]
-    Io(#[from] IoError),
-    /// Reading case files for scoring failed.
-    #[error(transparent)]
-    Cases(#[from] crate::io::cases::CasesError),
-    /// An input file could not be read.
-    #[error("cannot read: {source} ({})", path.display())]
-    Input {
-        /// The file.
-        path: std::path::PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
-    },
-    /// Inference failed.
-    #[error(transparent)]
-    Infer(#[from] crate::infer::InferError),
-    /// A Qwen3-VL checkpoint or its input is wrong.
-    #[error(transparent)]
-    Vlm(#[from] crate::infer::qwen3_vl::VlmError),
-    /// Training failed.
-    #[error(transparent)]
-    Train(#[from] crate::train::tiny::TrainError),
-    /// Writing phantoms failed.
-    #[error(transparent)]
-    Phantom(#[from] crate::phantom::write::PhantomError),
-    #[error(transparent)]
-    Workspace(#[from] crate::review::workspace::WorkspaceError),
-    /// Talking to a PACS, or writing or reading its DICOM documents, failed.
-    #[error(transparent)]
-    Pacs(crate::pacs::PacsError),
-    /// A reader study cannot be made, read or recorded.
-    #[error(transparent)]
-    Study(#[from] crate::review::study::StudyError),
-    /// A case's documents cannot be planned (an unnamed reviewer, a document not written).
-    #[error(transparent)]
-    Publish(#[from] crate::pacs::publish::PlanError),
-    /// Exporting failed (nothing was placed at the output).
-    #[error(transparent)]
-    Export(#[from] crate::export::ExportError),
-    /// Some of several inputs failed (each was reported as it failed).
-    #[error("{failed} of {total} inputs could not be processed (see above); the others were")]
-    PartlyFailed {
-        /// How many failed.
-        failed: usize,
-        /// How many were given.
-        total: usize,
-    },
-    /// An argument is out of range.
-    #[error("{0}")]
-    Argument(String),
-    /// The viewer window could not be opened.
-    #[error("cannot open the viewer window: {0}")]
-    Window(String),
-    /// A file given on the command line cannot be used (its own content is wrong, not the
-    /// command line).
-    #[error("{0}")]
-    InvalidFile(String),
-    /// A case failed inside third-party code (a codec or model) that stopped on bad data.
-    #[error("{0}")]
-    Internal(String),
-    /// A batch stopped itself (the model server kept failing).
-    #[error("{0}")]
-    Stopped(String),
-    /// Printing the result failed (for example a closed pipe).
-    #[error("cannot write the output: {0}")]
-    Output(#[from] std::io::Error),
+pub use keyslice_workflow::Error as CliError;
+
+/// What a use case tells, on the terminal (stderr): progress, warnings, and the items that
+/// failed while the others went on, each with its hint.
+#[derive(Default)]
+pub struct Terminal {
+    /// When the last progress line was printed.
+    last_progress: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
-impl CliError {
-    /// One sentence on what to do.
-    #[must_use]
-    pub fn hint(&self) -> String {
-        match self {
-            Self::Io(error) => error.hint(),
-            Self::Cases(error) => error.hint().into(),
-            Self::Phantom(error) => error.hint().into(),
-            Self::Workspace(error) => error.hint().into(),
-            Self::Export(error) => error.hint().into(),
-            Self::Pacs(error) => error.hint().into(),
-            Self::Publish(error) => error.hint().into(),
-            Self::Study(error) => error.hint().into(),
-            Self::Infer(error) => error.hint().into(),
-            Self::Vlm(error) => error.hint().into(),
-            Self::Train(crate::train::tiny::TrainError::Export(error)) => {
-                error.hint.into()
+impl keyslice_workflow::Report for Terminal {
+    fn retrieving(
+        &self,
+        study: &str,
+        p: crate::pacs::dicomweb::retrieve::Progress,
+        started: std::time::Instant,
+    ) {
+        use std::io::IsTerminal as _;
+        // On a terminal one line rewritten in place; in a log, a plain line every 5 s.
+        let terminal = std::io::stderr().is_terminal();
+        let every = if terminal {
+            std::time::Duration::from_millis(500)
+        } else {
+            std::time::Duration::from_secs(5)
+        };
+        let Ok(mut last) = self.last_progress.lock() else {
+            return;
+        };
+        if p.done == p.total || last.is_none_or(|at| at.elapsed() >= every) {
+            *last = Some(std::time::Instant::now());
+            let seconds = started.elapsed().as_secs_f64().max(1e-3);
+            let rate = p.done as f64 / seconds;
+            let eta = (p.total.saturating_sub(p.done)) as f64 / rate.max(1e-9);
+            // The study's UID only: no patient data on the terminal.
+            let line = format!(
+                "retrieving study {study}: {}/{} instances, {:.1} MB, {rate:.1} instances/s, ETA {eta:.0} s",
+                p.done,
+                p.total,
+                p.bytes as f64 / 1e6
+            );
+            if terminal {
+                eprint!("\r{line}");
+            } else {
+                eprintln!("{line}");
             }
-            Self::Train(_) => "check the --data folder (case folders with ct.nii.gz and segmentations/) or the --from-export folder (a swift or verl export made with --volumes; export again if a file in it is damaged), the --init checkpoint folder (config.json, model.safetensors) for --stage organs, finder, calibrate, rl, domain and evidence, each case's truth.json for --stage rl and evidence, and that --out is writable".into(),
-            Self::Argument(_) => "see `keyslice help` for the accepted values".into(),
-            Self::PartlyFailed { .. } => "fix or leave out the inputs named above".into(),
-            Self::Input { .. } => "check that the file exists and is UTF-8 text".into(),
-            Self::Window(_) => "the viewer needs a display (X11 or Wayland) and a Vulkan, Metal, DX12 or GL driver; on a server use xvfb-run".into(),
-            Self::Output(_) => "check that the output stream or file is writable".into(),
-            Self::Stopped(_) => "check the model server (its log, GET …/v1/models), then run the same command again: finished cases are kept and skipped".into(),
-            Self::InvalidFile(_) => "fix the file named above, or give another".into(),
-            Self::Internal(_) => "the case's files are likely damaged: check them with `keyslice info` and copy them again from the archive".into(),
         }
+    }
+
+    fn retrieve_ended(
+        &self,
+        retrieved: Option<&crate::pacs::dicomweb::retrieve::Retrieved>,
+        elapsed: std::time::Duration,
+    ) {
+        use std::io::IsTerminal as _;
+        if std::io::stderr().is_terminal() {
+            eprintln!();
+        }
+        if let Some(retrieved) = retrieved {
+            eprintln!(
+                "{} instance(s) of series {} ({} fetched, {} already cached) in {:.1} s",
+                retrieved.instances,
+                retrieved.series.series_uid,
+                retrieved.fetched,
+                retrieved.instances - retrieved.fetched,
+                elapsed.as_secs_f64()
+            );
+        }
+        if let Ok(mut last) = self.last_progress.lock() {
+            *last = None;
+        }
+    }
+
+    fn warning(&self, text: &str) {
+        eprintln!("warning: {}", crate::text::shown(text));
+    }
+
+    fn note(&self, text: &str) {
+        eprintln!("{}", crate::text::shown(text));
+    }
+
+    fn failed(&self, item: Option<&str>, error: &CliError) {
+        let item = item.map_or_else(String::new, |item| {
+            format!("{}: ", crate::text::shown(item))
+        });
+        eprintln!(
+            "error: {item}{}\nhint: {}",
+            crate::text::shown(&error.to_string()),
+            error.hint()
+        );
     }
 }
 

@@ -11,6 +11,7 @@ use clap::{Args, Subcommand};
 
 use super::CliError;
 use crate::mrmc::{Csv, parse_imrmc, reader_table, to_csv, ustat_table};
+use keyslice_workflow::study::{StudyReport, UptakeAnalysis};
 
 /// Arguments of `study`.
 #[derive(Debug, Args)]
@@ -225,14 +226,19 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             washout_days,
             seed,
             json,
-        } => create(
-            dir,
-            (workspace.as_deref(), pacs.as_deref()),
-            readers,
-            arms,
-            (design, *groups, *washout_days),
-            (*seed, *json),
-        ),
+        } => {
+            let new = keyslice_workflow::study::NewStudy {
+                dir,
+                workspace: workspace.as_deref(),
+                pacs: pacs.as_deref(),
+                readers,
+                arms: parse_arms(arms)?,
+                design: parse_design(design, *groups, *washout_days)?,
+                seed: *seed,
+            };
+            let study = keyslice_workflow::study::create_study(&new, &super::Terminal::default())?;
+            print_created(&study, dir, *json)
+        }
         StudyAction::Status { dir } => status(dir),
         StudyAction::Simulate {
             dir,
@@ -240,7 +246,16 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             pull,
             readers,
             json,
-        } => simulate(dir, truth, *pull, readers, *json),
+        } => {
+            let simulated = keyslice_workflow::study::simulate(
+                dir,
+                truth,
+                *pull,
+                readers,
+                crate::date::now_seconds(),
+            )?;
+            print_simulated(&simulated, *pull, *json)
+        }
         StudyAction::Report {
             dir,
             truth,
@@ -253,7 +268,11 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             adjudicator,
             out,
             json,
-        } => panel_truth(panel, adjudicator.as_deref(), out, *json),
+        } => {
+            let decided =
+                keyslice_workflow::study::panel_truth(panel, adjudicator.as_deref(), out)?;
+            print_panel(&decided, panel.len(), out, *json)
+        }
         StudyAction::Publish {
             dir,
             reader,
@@ -271,69 +290,31 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
     }
 }
 
-fn create(
-    dir: &std::path::Path,
-    (workspace, pacs): (Option<&std::path::Path>, Option<&str>),
-    readers: &[String],
-    arms: &[String],
-    (design, groups, washout_days): (&str, u32, u32),
-    (seed, json): (u64, bool),
-) -> Result<(), CliError> {
-    use crate::review::study::{Design, STUDY_VERSION, Study, StudyDefinition};
-    let from_pacs = dir.join("workspace");
-    if let Some(query) = pacs {
-        if dir.join(crate::review::study::STUDY_FILE).exists() {
-            return Err(CliError::Study(crate::review::study::StudyError::Exists(
-                dir.join(crate::review::study::STUDY_FILE),
-            )));
-        }
-        let (added, failed) = super::pacs::add_to_workspace(&from_pacs, query)?;
-        eprintln!(
-            "{added} stud(ies) of the query retrieved into {}{}",
-            from_pacs.display(),
-            if failed > 0 {
-                format!("; {failed} could not be retrieved and are not in the study")
-            } else {
-                String::new()
-            }
-        );
-    }
-    let workspace = workspace.unwrap_or(&from_pacs);
-    let opened = crate::review::workspace::Workspace::open(workspace)?;
-    let arms = parse_arms(arms)?;
-    let design = match design {
-        "crossover" => Design::Crossover { washout_days },
-        "sequential" => Design::Sequential,
-        "split-plot" => Design::SplitPlot {
+/// The `--design` named, with its blocks and washout.
+fn parse_design(
+    design: &str,
+    groups: u32,
+    washout_days: u32,
+) -> Result<crate::review::study::Design, CliError> {
+    use crate::review::study::Design;
+    match design {
+        "crossover" => Ok(Design::Crossover { washout_days }),
+        "sequential" => Ok(Design::Sequential),
+        "split-plot" => Ok(Design::SplitPlot {
             groups,
             washout_days,
-        },
-        other => {
-            return Err(CliError::Argument(format!(
-                "--design {other}: crossover, split-plot or sequential"
-            )));
-        }
-    };
-    let definition = StudyDefinition {
-        keyslice_study: STUDY_VERSION,
-        name: dir.file_name().map_or_else(
-            || "study".to_string(),
-            |name| name.to_string_lossy().to_string(),
-        ),
-        workspace: std::path::absolute(workspace).unwrap_or_else(|_| workspace.to_path_buf()),
-        cases: opened
-            .manifest
-            .cases
-            .iter()
-            .map(|case| case.case_id.clone())
-            .collect(),
-        readers: readers.to_vec(),
-        arms,
-        design,
-        seed,
-        pacs_query: pacs.map(str::to_string),
-    };
-    let study = Study::create(dir, definition).map_err(CliError::from)?;
+        }),
+        other => Err(CliError::Argument(format!(
+            "--design {other}: crossover, split-plot or sequential"
+        ))),
+    }
+}
+
+fn print_created(
+    study: &crate::review::study::Study,
+    dir: &std::path::Path,
+    json: bool,
+) -> Result<(), CliError> {
     let definition = &study.definition;
     let arms: Vec<&str> = definition
         .arms
@@ -402,16 +383,15 @@ fn parse_arms(arms: &[String]) -> Result<Vec<crate::review::study::Arm>, CliErro
     })
 }
 
-fn now_seconds() -> u64 {
-    crate::date::now_seconds()
-}
-
 fn status(dir: &std::path::Path) -> Result<(), CliError> {
     use crate::review::study::{Next, Study};
     let study = Study::open(dir).map_err(CliError::from)?;
     let mut out = std::io::stdout().lock();
     for reader in &study.definition.readers {
-        let line = match study.next(reader, now_seconds()).map_err(CliError::from)? {
+        let line = match study
+            .next(reader, crate::date::now_seconds())
+            .map_err(CliError::from)?
+        {
             Next::Item { item, done, total } => format!(
                 "{done} of {total} read; next: case {} in arm {} (session {})",
                 item.case,
@@ -420,7 +400,7 @@ fn status(dir: &std::path::Path) -> Result<(), CliError> {
             ),
             Next::Washout { opens_at } => format!(
                 "the next session opens in {:.1} days (washout)",
-                opens_at.saturating_sub(now_seconds()) as f64 / 86_400.0
+                opens_at.saturating_sub(crate::date::now_seconds()) as f64 / 86_400.0
             ),
             Next::Done => "every item read".to_string(),
         };
@@ -436,171 +416,91 @@ fn report(
     window: bool,
     json: bool,
 ) -> Result<(), CliError> {
-    use crate::review::study::Study;
-    let study = Study::open(dir).map_err(CliError::from)?;
-    let truth_by_case = truth_map(truth)?;
-    let reads = study.mrmc_reads(&truth_by_case).map_err(CliError::from)?;
+    let report = keyslice_workflow::study::study_report(dir, truth)?;
     let out_dir = out_dir.map_or_else(|| dir.join("report"), std::path::Path::to_path_buf);
-    std::fs::create_dir_all(&out_dir).map_err(|error| {
-        CliError::Output(std::io::Error::new(
-            error.kind(),
-            format!("{}: {error}", out_dir.display()),
-        ))
+    let written = report.write_files(&out_dir, &|chart| {
+        crate::ui::chart::chart_png(chart, [720.0, 560.0], 2.0).map_err(|error| error.to_string())
     })?;
-    let write = |name: &str, text: &str| report_file(&out_dir, name, text.as_bytes());
-    write(
-        "reads.imrmc",
-        &reads.to_imrmc(&[
-            &format!("Keyslice reader study {}", study.definition.name),
-            "unit: case/organ; score: the reader's confidence (0-100) that a tumor is present; modality: arm",
-        ]),
-    )?;
-    // With --json the text goes nowhere and one JSON object is printed at the end.
-    let mut stdout: Box<dyn Write> = if json {
-        Box::new(std::io::sink())
-    } else {
-        Box::new(std::io::stdout().lock())
-    };
-    let mut written = vec!["reads.imrmc", "readers.csv"];
-    let definition = &study.definition;
-    writeln!(
-        stdout,
-        "study {}: {} readers, {} cases ({} case/organ units with truth), arms {}",
-        definition.name,
-        definition.readers.len(),
-        definition.cases.len(),
-        reads.negatives.len() + reads.positives.len(),
-        definition
-            .arms
-            .iter()
-            .map(|arm| arm.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    )?;
-    let simulated = study.simulated_note().map_err(CliError::from)?;
-    if let Some(note) = &simulated {
-        writeln!(stdout, "{note}")?;
-    }
-    let lines = reader_lines(&study, &truth_by_case, &mut stdout)?;
-    write("readers.csv", &(lines.join("\n") + "\n"))?;
-    let uptake = uptake_lines(&study, &truth_by_case, &mut stdout)?;
-    let mrmc_rows = match ustat_table(&reads) {
-        Ok(rows) => {
-            write("mrmc.csv", &to_csv(&rows))?;
-            written.push("mrmc.csv");
-            writeln!(
-                stdout,
-                "\nMRMC (readers and cases random; U-statistics as iMRMC):"
-            )?;
-            let arms: Vec<&str> = definition
-                .arms
-                .iter()
-                .map(|arm| arm.name.as_str())
-                .collect();
-            mrmc_lines(&rows, &arms, &mut stdout)?;
-            Ok(rows)
-        }
-        Err(error) => {
-            writeln!(stdout, "\nno MRMC analysis yet: {error}")?;
-            Err(error.to_string())
-        }
-    };
-    let (charts, files) = report_charts(
-        &study,
-        &truth_by_case,
-        uptake.as_deref(),
-        simulated.as_ref(),
-        &out_dir,
-    )?;
-    writeln!(stdout, "written: {}", out_dir.display())?;
-    drop(stdout);
     if json {
-        written.extend(files);
-        let summary = report_summary(
-            &study,
-            &reads,
-            (simulated, uptake),
-            mrmc_rows,
-            &out_dir,
-            &written,
-        );
+        let summary = report_summary(&report, &out_dir, &written);
         super::print_summary(true, &summary, String::new)?;
+    } else {
+        let mut stdout = std::io::stdout().lock();
+        print_report(&report, &mut stdout)?;
+        writeln!(stdout, "written: {}", out_dir.display())?;
     }
     if window {
         crate::app::results::run_charts(
-            &format!("Keyslice study {}", crate::text::shown(&definition.name)),
-            charts,
+            &format!(
+                "Keyslice study {}",
+                crate::text::shown(&report.study.definition.name)
+            ),
+            report.charts.into_iter().map(|(_, chart)| chart).collect(),
         )
         .map_err(|error| CliError::Window(error.to_string()))?;
     }
     Ok(())
 }
 
+/// What `study report` prints.
+fn print_report(report: &StudyReport, stdout: &mut impl Write) -> Result<(), CliError> {
+    let definition = &report.study.definition;
+    let arms: Vec<&str> = definition
+        .arms
+        .iter()
+        .map(|arm| arm.name.as_str())
+        .collect();
+    writeln!(
+        stdout,
+        "study {}: {} readers, {} cases ({} case/organ units with truth), arms {}",
+        definition.name,
+        definition.readers.len(),
+        definition.cases.len(),
+        report.reads.negatives.len() + report.reads.positives.len(),
+        arms.join(", ")
+    )?;
+    if let Some(note) = &report.simulated {
+        writeln!(stdout, "{note}")?;
+    }
+    reader_lines(&report.readers, stdout)?;
+    uptake_lines(&report.uptake, stdout)?;
+    match &report.mrmc {
+        Ok(rows) => {
+            writeln!(
+                stdout,
+                "\nMRMC (readers and cases random; U-statistics as iMRMC):"
+            )?;
+            mrmc_lines(rows, &arms, stdout)?;
+        }
+        Err(error) => writeln!(stdout, "\nno MRMC analysis yet: {error}")?,
+    }
+    Ok(())
+}
+
 /// What `study report --json` prints.
 fn report_summary(
-    study: &crate::review::study::Study,
-    reads: &crate::mrmc::Reads,
-    (simulated, uptake): (Option<String>, Option<Vec<crate::review::study::Uptake>>),
-    mrmc_rows: Result<Vec<crate::mrmc::UstatRow>, String>,
+    report: &StudyReport,
     out_dir: &std::path::Path,
     written: &[&str],
 ) -> serde_json::Value {
-    let definition = &study.definition;
-    let (mrmc, mrmc_error) = match mrmc_rows {
+    let definition = &report.study.definition;
+    let (mrmc, mrmc_error) = match &report.mrmc {
         Ok(rows) => (serde_json::to_value(rows).ok(), None),
-        Err(error) => (None, Some(error)),
+        Err(error) => (None, Some(error.to_string())),
     };
     serde_json::json!({
         "study": definition.name,
         "readers": definition.readers.len(),
         "cases": definition.cases.len(),
-        "units": reads.negatives.len() + reads.positives.len(),
+        "units": report.reads.negatives.len() + report.reads.positives.len(),
         "arms": definition.arms.iter().map(|arm| arm.name.as_str()).collect::<Vec<_>>(),
-        "simulated": simulated,
+        "simulated": report.simulated,
         "mrmc": mrmc,
         "mrmc_error": mrmc_error,
-        "uptake": uptake,
+        "uptake": report.uptake.arms(),
         "out": out_dir,
         "files": written,
     })
-}
-
-/// Writes one file of a study's report into its folder, naming the file when it fails.
-fn report_file(out_dir: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), CliError> {
-    let path = out_dir.join(name);
-    crate::io::atomic::write_atomically(&path, bytes).map_err(|error| {
-        CliError::Output(std::io::Error::new(
-            error.kind(),
-            format!("{}: {error}", path.display()),
-        ))
-    })
-}
-
-/// The report's charts, each written as a PNG into `out_dir`; with the file names written.
-fn report_charts(
-    study: &crate::review::study::Study,
-    truth_by_case: &std::collections::BTreeMap<String, crate::findings::Findings>,
-    uptake: Option<&[crate::review::study::Uptake]>,
-    simulated: Option<&String>,
-    out_dir: &std::path::Path,
-) -> Result<(Vec<crate::chart::Chart>, Vec<&'static str>), CliError> {
-    let mut charts = study.charts(truth_by_case).map_err(CliError::from)?;
-    let mut files = crate::review::study::charts::CHART_FILES.to_vec();
-    if let Some(uptake) = uptake.filter(|arms| arms.iter().any(|arm| arm.hallucinations_read > 0)) {
-        let mut chart = crate::review::study::charts::uptake_chart(uptake);
-        if let Some(note) = simulated {
-            chart.caption.insert(0, note.clone());
-        }
-        charts.push(chart);
-        files.push(crate::review::study::charts::UPTAKE_FILE);
-    }
-    files.truncate(charts.len());
-    for (chart, name) in charts.iter().zip(&files) {
-        let png = crate::ui::chart::chart_png(chart, [720.0, 560.0], 2.0)
-            .map_err(|error| CliError::Output(std::io::Error::other(error)))?;
-        report_file(out_dir, name, &png)?;
-    }
-    Ok((charts, files))
 }
 
 /// The per-finding figures of `study hallucinations` on one line.
@@ -635,47 +535,17 @@ fn hallucinations(
     json: bool,
     imrmc: Option<&std::path::Path>,
 ) -> Result<(), CliError> {
-    use crate::findings::read_report;
-    use crate::io::cases::read_predictions;
-    use crate::mrmc::hallucination::{ReportCase, hallucinations};
-    let truth_by_case = truth_map(truth)?;
-    let owned: Vec<_> = read_predictions(pred)?
-        .into_iter()
-        .filter_map(|record| {
-            let truth = truth_by_case.get(&record.case_id)?.clone();
-            let local = record
-                .local_description
-                .as_deref()
-                .map(|text| read_report(text).findings);
-            Some((
-                record.case_id.clone(),
-                record.predicted_findings(),
-                local,
-                truth,
-            ))
-        })
-        .collect();
-    let cases: Vec<ReportCase<'_>> = owned
-        .iter()
-        .map(|(case_id, report, local, truth)| ReportCase {
-            case_id,
-            report,
-            local: local.as_ref(),
-            truth,
-        })
-        .collect();
-    let (analysis, reads) = hallucinations(&cases, crate::scoring::SizeTolerance::default())
-        .map_err(|error| CliError::InvalidFile(format!("{}: {error}", pred.display())))?;
+    let (analysis, reads, matched) = keyslice_workflow::study::hallucination_analysis(pred, truth)?;
     if let Some(path) = imrmc {
         let text = reads.to_imrmc(&[
             "Keyslice: report-evidence consistency as a detector of hallucinated AI findings",
             "reader consistency: 1 - consistency; truth 1: a hallucinated claim",
         ]);
-        crate::io::atomic::write_atomically(path, text.as_bytes()).map_err(|error| {
-            CliError::Output(std::io::Error::new(
-                error.kind(),
-                format!("{}: {error}", path.display()),
-            ))
+        crate::io::atomic::write_atomically(path, text.as_bytes()).map_err(|source| {
+            CliError::Write {
+                path: path.to_path_buf(),
+                source,
+            }
         })?;
     }
     let mut out = std::io::stdout().lock();
@@ -689,7 +559,7 @@ fn hallucinations(
         out,
         "{} of {} matched report(s) claim a tumor: {} hallucinated (a tumor claimed in an organ whose truth has none), {} grounded, {} without the verifier's description",
         analysis.claims,
-        cases.len(),
+        matched,
         analysis.hallucinated,
         analysis.grounded,
         analysis.without_evidence
@@ -743,22 +613,17 @@ fn print<T: Csv + serde::Serialize>(
     Ok(())
 }
 
-/// Each reader in each arm: calls against truth, and time per case; printed, and returned as
-/// CSV lines.
+/// Each reader in each arm: calls against truth, and time per case.
 fn reader_lines(
-    study: &crate::review::study::Study,
-    truth_by_case: &std::collections::BTreeMap<String, crate::findings::Findings>,
+    rows: &[crate::review::study::summary::ReaderSummary],
     stdout: &mut impl Write,
-) -> Result<Vec<String>, CliError> {
-    let rows = study.summaries(truth_by_case).map_err(CliError::from)?;
-    let mut lines = vec!["\"reader\",\"arm\",\"reads\",\"sensitivity\",\"specificity\",\"balanced_accuracy\",\"auc\",\"median_seconds_per_case\"".to_string()];
+) -> Result<(), CliError> {
     writeln!(
         stdout,
         "reader       arm          reads  sensitivity  specificity  balanced    AUC  s/case"
     )?;
     let shown = |value: Option<f64>| value.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"));
-    let csv = |value: Option<f64>| value.map_or_else(|| "NA".to_string(), |v| v.to_string());
-    for row in &rows {
+    for row in rows {
         writeln!(
             stdout,
             "{:<12} {:<12} {:>5}  {:>11}  {:>11}  {:>8}  {:>5}  {:>6}",
@@ -772,78 +637,42 @@ fn reader_lines(
             row.median_seconds
                 .map_or_else(|| "–".to_string(), |v| format!("{v:.1}"))
         )?;
-        lines.push(format!(
-            "{},{},{},{},{},{},{},{}",
-            crate::text::csv_quoted(&row.reader),
-            crate::text::csv_quoted(&row.arm),
-            row.reads,
-            csv(row.sensitivity),
-            csv(row.specificity),
-            csv(row.balanced_accuracy),
-            csv(row.auc),
-            csv(row.median_seconds)
-        ));
     }
-    Ok(lines)
+    Ok(())
 }
 
-/// The E-MRL question: of the AI's hallucinated findings, how many the readers kept in each
-/// arm (with the images alone: how often they called that tumor on their own), and how well
-/// the consistency flags them.
-/// Prints how the readers took the AI's hallucinated findings; returns it per arm when the
-/// study's workspace has AI results.
-fn uptake_lines(
-    study: &crate::review::study::Study,
-    truth_by_case: &std::collections::BTreeMap<String, crate::findings::Findings>,
-    stdout: &mut impl Write,
-) -> Result<Option<Vec<crate::review::study::Uptake>>, CliError> {
-    use crate::findings::Organ;
-    use crate::mrmc::hallucination::{ReportCase, hallucinations};
-    let Ok(workspace) = crate::review::workspace::Workspace::open(&study.definition.workspace)
-    else {
-        writeln!(
-            stdout,
-            "\nthe study's workspace {} cannot be opened: no analysis of the AI's findings",
-            study.definition.workspace.display()
-        )?;
-        return Ok(None);
-    };
-    let predictions = workspace.predictions()?;
-    let mut hallucinated = std::collections::BTreeMap::new();
-    let mut cases = Vec::new();
-    for case in &study.definition.cases {
-        let (Some(prediction), Some(truth)) = (predictions.get(case), truth_by_case.get(case))
-        else {
-            continue;
-        };
-        let organs: Vec<Organ> = prediction
-            .findings
-            .tumor_organs()
-            .into_iter()
-            .filter(|&organ| !truth.states_tumor(organ))
-            .collect();
-        if !organs.is_empty() {
-            hallucinated.insert(case.clone(), organs);
+/// How the readers took the AI's hallucinated findings.
+fn uptake_lines(uptake: &UptakeAnalysis, stdout: &mut impl Write) -> Result<(), CliError> {
+    let (hallucinated, cases_with, cases, arms, detector) = match uptake {
+        UptakeAnalysis::NoWorkspace(path) => {
+            writeln!(
+                stdout,
+                "\nthe study's workspace {} cannot be opened: no analysis of the AI's findings",
+                path.display()
+            )?;
+            return Ok(());
         }
-        cases.push((case, prediction, truth));
-    }
-    if cases.is_empty() {
-        writeln!(
-            stdout,
-            "\nno AI results for the study's cases in {}: `keyslice workspace analyze` it to see how readers took the AI's findings",
-            study.definition.workspace.display()
-        )?;
-        return Ok(None);
-    }
-    let uptake = study.uptake(&hallucinated).map_err(CliError::from)?;
+        UptakeAnalysis::NoAiResults(path) => {
+            writeln!(
+                stdout,
+                "\nno AI results for the study's cases in {}: `keyslice workspace analyze` it to see how readers took the AI's findings",
+                path.display()
+            )?;
+            return Ok(());
+        }
+        UptakeAnalysis::Found {
+            hallucinated,
+            cases_with,
+            cases,
+            arms,
+            detector,
+        } => (hallucinated, cases_with, cases, arms, detector),
+    };
     writeln!(
         stdout,
-        "\nthe AI's hallucinated findings (a tumor claimed in an organ whose truth has none): {} in {} of {} cases",
-        hallucinated.values().map(Vec::len).sum::<usize>(),
-        hallucinated.len(),
-        cases.len()
+        "\nthe AI's hallucinated findings (a tumor claimed in an organ whose truth has none): {hallucinated} in {cases_with} of {cases} cases"
     )?;
-    for arm in &uptake {
+    for arm in arms {
         let share = if arm.hallucinations_read > 0 {
             format!(
                 "{:.0} %",
@@ -862,33 +691,18 @@ fn uptake_lines(
             arm.arm, arm.hallucinations_read, arm.kept
         )?;
     }
-    let report_cases: Vec<ReportCase<'_>> = cases
-        .iter()
-        .map(|(case, prediction, truth)| ReportCase {
-            case_id: case,
-            report: &prediction.findings,
-            local: prediction.local_findings.as_ref(),
-            truth,
-        })
-        .collect();
-    if let Ok((analysis, _)) =
-        hallucinations(&report_cases, crate::scoring::SizeTolerance::default())
-    {
-        match (analysis.auroc, analysis.auroc_ci) {
-            (Some(auroc), Some([low, high])) => writeln!(
-                stdout,
-                "  consistency as a hallucination detector: AUROC {auroc:.3} (95 % CI {low:.3}–{high:.3})"
-            )?,
-            _ => writeln!(
-                stdout,
-                "  consistency as a hallucination detector: {}",
-                analysis
-                    .auroc_missing
-                    .unwrap_or_else(|| "no AUROC".to_string())
-            )?,
-        }
+    match detector {
+        Some(Ok((auroc, [low, high]))) => writeln!(
+            stdout,
+            "  consistency as a hallucination detector: AUROC {auroc:.3} (95 % CI {low:.3}–{high:.3})"
+        )?,
+        Some(Err(reason)) => writeln!(
+            stdout,
+            "  consistency as a hallucination detector: {reason}"
+        )?,
+        None => {}
     }
-    Ok(Some(uptake))
+    Ok(())
 }
 
 /// Each arm's AUC and each pair's difference (the arm defined later minus the earlier one, as
@@ -927,48 +741,15 @@ fn mrmc_lines(
     Ok(())
 }
 
-fn simulate(
-    dir: &std::path::Path,
-    truth: &std::path::Path,
+fn print_simulated(
+    simulation: &keyslice_workflow::study::Simulated,
     pull: f64,
-    named: &[String],
     json: bool,
 ) -> Result<(), CliError> {
-    use crate::review::study::{AiResult, ReaderRules, Study};
-    let study = Study::open(dir).map_err(CliError::from)?;
-    if let Some(unknown) = named
-        .iter()
-        .find(|name| !study.definition.readers.contains(name))
-    {
-        return Err(CliError::Argument(format!(
-            "--reader {}: not a reader of study {} (its readers: {})",
-            crate::text::shown(unknown),
-            study.definition.name,
-            study.definition.readers.join(", ")
-        )));
-    }
-    let truth_by_case = truth_map(truth)?;
-    let predictions =
-        crate::review::workspace::Workspace::open(&study.definition.workspace)?.predictions()?;
-    let ai = study
-        .definition
-        .cases
-        .iter()
-        .filter_map(|case| Some((case.clone(), AiResult::of(predictions.get(case)?))))
-        .collect();
-    let simulation = study
-        .simulate(
-            &truth_by_case,
-            &ai,
-            ReaderRules { pull },
-            now_seconds(),
-            named,
-        )
-        .map_err(CliError::from)?;
     let summary = serde_json::json!({
         "recorded": simulation.recorded,
-        "cases_with_ai": ai.len(),
-        "cases": study.definition.cases.len(),
+        "cases_with_ai": simulation.cases_with_ai,
+        "cases": simulation.cases,
         "pull": pull,
         "left_alone": simulation.left_alone,
         "note": "simulated readers demonstrate the workflow and measure nothing about people",
@@ -978,9 +759,7 @@ fn simulate(
         let mut text = format!(
             "{} simulated read(s); AI results for {} of {} cases (pull {pull}). Simulated readers \
              demonstrate the workflow and measure nothing about people.",
-            simulation.recorded,
-            ai.len(),
-            study.definition.cases.len()
+            simulation.recorded, simulation.cases_with_ai, simulation.cases
         );
         for reader in &simulation.left_alone {
             let _ = write!(
@@ -992,21 +771,6 @@ fn simulate(
     })
 }
 
-/// The truth of each case: a JSONL file, or a folder of case folders.
-fn truth_map(
-    truth: &std::path::Path,
-) -> Result<std::collections::BTreeMap<String, crate::findings::Findings>, CliError> {
-    crate::io::cases::read_truth(truth)?
-        .into_iter()
-        .map(|record| {
-            let findings = record
-                .truth_findings()
-                .map_err(|error| CliError::Argument(format!("{error} ({})", truth.display())))?;
-            Ok((record.case_id.clone(), findings))
-        })
-        .collect()
-}
-
 /// `study publish`: each read as the reader's SR, marked as a study read, into the PACS its
 /// case came from (and `out`).
 fn publish(
@@ -1016,89 +780,27 @@ fn publish(
     (no_store, json): (bool, bool),
     connection: &super::pacs::Connection,
 ) -> Result<(), CliError> {
-    use crate::review::study::Study;
-    let study = Study::open(dir).map_err(CliError::from)?;
-    let definition = &study.definition;
-    if let Some(reader) = only
-        && !definition.readers.iter().any(|name| name == reader)
-    {
-        return Err(CliError::Study(
-            crate::review::study::StudyError::NotAReader(reader.to_string()),
-        ));
-    }
-    let workspace = crate::review::workspace::Workspace::open(&definition.workspace)?;
-    let predictions = workspace.predictions()?;
-    if let Some(out) = out {
-        std::fs::create_dir_all(out).map_err(|source| CliError::Input {
-            path: out.to_path_buf(),
-            source,
-        })?;
-    }
-    // Documents per (origin, study UID), to ask each study once what it holds.
-    let mut batches = Batches::new();
-    let (mut written, mut skipped) = (0, 0);
-    let mut not_dicom = std::collections::BTreeSet::new();
-    let mut slice_sops = SliceSops::new();
-    // With --json the per-document lines go nowhere and one JSON line ends the run.
-    let mut stdout: Box<dyn Write> = if json {
-        Box::new(std::io::sink())
-    } else {
-        Box::new(std::io::stdout().lock())
-    };
-    for reader in definition
-        .readers
-        .iter()
-        .filter(|reader| only.is_none_or(|name| name == reader.as_str()))
-    {
-        for read in study.reads(reader).map_err(CliError::from)? {
-            let Some(case) = workspace.case(&read.case) else {
-                skipped += 1;
-                continue;
-            };
-            if case.origin.is_none() && out.is_none() {
-                skipped += 1;
-                continue;
-            }
-            // An SR files with the DICOM study it reads: a NIfTI case has none.
-            if !case.volume.is_dir() {
-                not_dicom.insert(case.case_id.clone());
-                skipped += 1;
-                continue;
-            }
-            let (context, document) =
-                read_document(definition, case, (&predictions, &mut slice_sops), &read)?;
-            if let Some(out) = out {
-                let path = out.join(format!(
-                    "{}-{}-{}-{}.dcm",
-                    read.case,
-                    read.reader,
-                    read.arm,
-                    read.session + 1
-                ));
-                crate::io::atomic::write_atomically(&path, &document.bytes)
-                    .map_err(|source| CliError::Input { path, source })?;
-            }
-            written += 1;
-            if let (Some(origin), false) = (&case.origin, no_store) {
-                batches
-                    .entry((origin.clone(), context.study_uid.clone()))
-                    .or_default()
-                    .push((
-                        format!("{} {} {}", read.case, read.reader, read.arm),
-                        document,
-                    ));
-            }
-        }
-    }
-    if let Some(first) = not_dicom.first() {
+    let published =
+        keyslice_workflow::study::publish_reads(dir, only, out, no_store, &connection.settings())?;
+    if let Some(first) = published.not_dicom.first() {
         eprintln!(
             "note: {} case(s) are not DICOM series (such as {}): their reads cannot be stored as SR, which files with the DICOM study it reads",
-            not_dicom.len(),
+            published.not_dicom.len(),
             crate::text::shown(first)
         );
     }
-    let (stored, held) = store_batches(batches, connection, &mut stdout)?;
-    drop(stdout);
+    if !json {
+        let mut stdout = std::io::stdout().lock();
+        for (what, sop_uid) in &published.stored.stored {
+            writeln!(stdout, "{} stored {sop_uid}", crate::text::shown(what))?;
+        }
+    }
+    let (written, stored, held, skipped) = (
+        published.written,
+        published.stored.stored.len(),
+        published.stored.held,
+        published.skipped,
+    );
     let summary = serde_json::json!({
         "written": written,
         "stored": stored,
@@ -1112,143 +814,15 @@ fn publish(
     })
 }
 
-/// The SR of one study read of `case`, and the identity of the study it files with.
-/// The SOP Instance UID of each slice of a case's series, by case, read once per case.
-type SliceSops = std::collections::HashMap<String, Vec<Option<String>>>;
-
-/// The SOP Instance UID of slice `index` of a case: the prediction's key slice when it is that
-/// slice, else read from the case's series (its images loaded once, then kept in `known`).
-fn slice_sop(
-    case: &crate::review::workspace::WorkspaceCase,
-    prediction: Option<&crate::prediction::Prediction>,
-    index: u32,
-    known: &mut SliceSops,
-) -> Option<String> {
-    if let Some(sop) = prediction
-        .and_then(|p| p.key_slice.as_ref())
-        .filter(|key| key.index == index)
-        .and_then(|key| key.sop_instance_uid.clone())
-    {
-        return Some(sop);
-    }
-    let sops = known.entry(case.case_id.clone()).or_insert_with(|| {
-        let series_uid = prediction
-            .and_then(|p| p.images.as_ref())
-            .map(|images| images.series_uid.clone())
-            .filter(|uid| !uid.is_empty());
-        crate::io::load_study(&case.volume, &crate::io::LoadOptions { series_uid })
-            .map(|study| {
-                study
-                    .volume
-                    .slices()
-                    .iter()
-                    .map(|slice| slice.sop_instance_uid.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
-    });
-    sops.get(index as usize).cloned().flatten()
-}
-
-fn read_document(
-    definition: &crate::review::study::StudyDefinition,
-    case: &crate::review::workspace::WorkspaceCase,
-    (predictions, slice_sops): (&crate::review::workspace::Predictions, &mut SliceSops),
-    read: &crate::review::study::Read,
-) -> Result<
-    (
-        crate::pacs::sr::StudyContext,
-        crate::pacs::sr::write::Written,
-    ),
-    CliError,
-> {
-    use crate::pacs::sr::write::study_read_sr;
-    use crate::pacs::sr::{CaseResult, Observer, StudyContext, StudyReadMark};
-    use crate::review::study::Shows;
-    let shows = definition
-        .arms
-        .iter()
-        .find(|arm| arm.name == read.arm)
-        .map_or(Shows::Images, |arm| arm.shows);
-    // The model whose report the reader saw; none for a read of the images alone.
-    let algorithm = match (shows, predictions.get(&case.case_id)) {
-        (Shows::Images, _) | (_, None) => crate::prediction::ModelId {
-            id: String::new(),
-            version: String::new(),
-        },
-        (_, Some(prediction)) => prediction.diagnoser.clone(),
-    };
-    let context = StudyContext::from_folder(&case.volume)?;
-    let mut findings = read.findings();
-    // The reader's key slice as its image, so the document marks it there.
-    if let Some(key) = &mut findings.key_slice {
-        key.sop_instance_uid =
-            slice_sop(case, predictions.get(&case.case_id), key.index, slice_sops);
-    }
-    let result = CaseResult {
-        observer: Observer::Person {
-            name: read.reader.clone(),
-        },
-        algorithm,
-        verifier: None,
-        findings,
-        report: Some(read.summary(&definition.name)),
-        local_description: None,
-        consistency: None,
-        out_of_domain: None,
-        // A read says presence per organ; it draws no lesion.
-        lesion_images: Vec::new(),
-    };
-    let mark = StudyReadMark {
-        study: definition.name.clone(),
-        arm: read.arm.clone(),
-        session: read.session,
-        case: read.case.clone(),
-    };
-    let at = keyslice_core::date::dicom_from_rfc3339(&read.at)
-        .unwrap_or_else(crate::pacs::sr::now_date_time);
-    let document = study_read_sr(&context, &result, &mark, at)?;
-    Ok((context, document))
-}
-
-/// `study truth`: the panel's truth, written as JSONL.
-fn panel_truth(
-    panel: &[PathBuf],
-    adjudicator: Option<&std::path::Path>,
+/// What `study truth` prints: the votes with `--json`, then the totals and what is left
+/// unresolved.
+fn print_panel(
+    decided: &crate::scoring::panel::PanelTruth,
+    panelists: usize,
     out: &std::path::Path,
     json: bool,
 ) -> Result<(), CliError> {
-    use crate::scoring::panel::{Decided, panel_truth};
-    if panel.len() < 2 {
-        return Err(CliError::Argument(
-            "--panel: give at least two panelists' findings".into(),
-        ));
-    }
-    let readings = panel
-        .iter()
-        .map(|path| truth_map(path))
-        .collect::<Result<Vec<_>, _>>()?;
-    let adjudicated = adjudicator.map(truth_map).transpose()?;
-    let decided = panel_truth(&readings, adjudicated.as_ref());
-    let mut text = String::new();
-    for (case_id, findings) in &decided.truth {
-        let record = crate::scoring::TruthRecord {
-            case_id: case_id.clone(),
-            findings: Some(findings.clone()),
-            report: None,
-            lesion_extents: Vec::new(),
-            slice_size: None,
-            slices: None,
-        };
-        text.push_str(&serde_json::to_string(&record).map_err(std::io::Error::from)?);
-        text.push('\n');
-    }
-    crate::io::atomic::write_atomically(out, text.as_bytes()).map_err(|error| {
-        CliError::Output(std::io::Error::new(
-            error.kind(),
-            format!("{}: {error}", out.display()),
-        ))
-    })?;
+    use crate::scoring::panel::Decided;
     let mut stdout = std::io::stdout().lock();
     if json {
         for vote in &decided.votes {
@@ -1273,8 +847,7 @@ fn panel_truth(
         .collect();
     writeln!(
         stdout,
-        "panel of {}: {} case(s) with truth written to {}; organs unanimous {}, by majority {}, adjudicated {}, unresolved {}; Fleiss' kappa {}",
-        panel.len(),
+        "panel of {panelists}: {} case(s) with truth written to {}; organs unanimous {}, by majority {}, adjudicated {}, unresolved {}; Fleiss' kappa {}",
         decided.truth.len(),
         out.display(),
         count(Decided::Unanimous),
@@ -1302,41 +875,4 @@ fn panel_truth(
         )?;
     }
     Ok(())
-}
-
-/// Documents to store, by (PACS origin, Study Instance UID): each with a line saying what it
-/// is.
-type Batches =
-    std::collections::BTreeMap<(String, String), Vec<(String, crate::pacs::sr::write::Written)>>;
-
-/// Stores each study's documents that its PACS does not hold yet; (stored, already held).
-fn store_batches(
-    batches: Batches,
-    connection: &super::pacs::Connection,
-    stdout: &mut impl Write,
-) -> Result<(usize, usize), CliError> {
-    let (mut stored, mut held) = (0, 0);
-    for ((origin, study_uid), documents) in batches {
-        let server = connection.server(&crate::pacs::DicomWebUrl::parse(&origin)?)?;
-        let on_server = crate::pacs::results::held_documents(&server, &study_uid)?;
-        let mut to_store = Vec::new();
-        for (what, document) in documents {
-            if on_server.contains(&document.sop_uid) {
-                held += 1;
-            } else {
-                writeln!(
-                    stdout,
-                    "{} stored {}",
-                    crate::text::shown(&what),
-                    document.sop_uid
-                )?;
-                to_store.push(document.bytes);
-            }
-        }
-        if !to_store.is_empty() {
-            crate::pacs::dicomweb::stow::store(&server, &study_uid, &to_store)?;
-            stored += to_store.len();
-        }
-    }
-    Ok((stored, held))
 }

@@ -8,8 +8,7 @@ use clap::{Args, Subcommand};
 
 use super::CliError;
 use super::backend::BackendArgs;
-use crate::io::{LoadOptions, load_study};
-use crate::review::workspace::{Workspace, WorkspaceLock};
+use crate::review::workspace::Workspace;
 use crate::text::shown;
 
 /// Arguments of `workspace`.
@@ -76,10 +75,13 @@ pub fn run(args: &WorkspaceArgs) -> Result<(), CliError> {
                 .partition(|input| crate::pacs::DicomWebUrl::is_dicomweb(&input.to_string_lossy()));
             let (mut from_pacs, mut failed) = (0, 0);
             for url in urls {
-                let (added, not_added) =
-                    super::pacs::add_to_workspace(dir, &url.to_string_lossy())?;
-                from_pacs += added;
-                failed += not_added;
+                let imported = keyslice_workflow::pacs::import_studies(
+                    dir,
+                    &url.to_string_lossy(),
+                    &super::Terminal::default(),
+                )?;
+                from_pacs += imported.added;
+                failed += imported.failed;
             }
             let paths: Vec<PathBuf> = paths.into_iter().cloned().collect();
             let (workspace, added) = if paths.is_empty() {
@@ -128,94 +130,22 @@ fn analyze(
     force: bool,
     json: bool,
 ) -> Result<(), CliError> {
-    let workspace = Workspace::open(dir)?;
-    // One analysis of a workspace at a time; a second waits, then finds the cases done.
-    let _lock = WorkspaceLock::acquire(dir, || {
-        eprintln!(
-            "waiting: another keyslice is analysing {}; this run continues when it ends",
-            dir.display()
-        );
-    })?;
     let backend = backend.backend()?;
     let current = backend.model_id();
-    let predictions = workspace.predictions()?;
-    for damaged in &predictions.damaged {
-        eprintln!(
-            "warning: {}: {damaged} (skipped)",
-            workspace.predictions_path().display()
-        );
-    }
-    let total = workspace.manifest.cases.len();
-    let started = std::time::Instant::now();
-    let (mut done, mut skipped, mut failed) = (0, 0, 0);
-    let mut failures = Vec::new();
-    for (index, case) in workspace.manifest.cases.iter().enumerate() {
-        if !force
-            && predictions
-                .get(&case.case_id)
-                .is_some_and(|p| p.diagnoser == current)
-        {
-            skipped += 1;
-            continue;
-        }
-        let finished = done + failed;
-        let seconds = started.elapsed().as_secs_f64();
-        let pace = if finished > 0 {
-            let rate = finished as f64 / seconds.max(1e-9);
-            // The cases left, as if none of them were analysed already (an upper bound).
-            let left = total - index;
-            format!(", {rate:.2} cases/s, ETA {:.0} s", left as f64 / rate)
-        } else {
-            String::new()
-        };
-        eprintln!("[{}/{total}] {}{pace}", index + 1, shown(&case.case_id));
-        // A case that fails, even inside a third-party decoder, is one failed case; the run
-        // goes on with the next.
-        let result = crate::io::limits::contain(|| {
-            load_study(&case.volume, &LoadOptions::default())
-                .map_err(CliError::from)
-                .and_then(|study| {
-                    let mut prediction = backend.run(&case.case_id, &study.volume, true)?;
-                    prediction
-                        .warnings
-                        .extend(study.volume.warnings().iter().cloned());
-                    if let Some(unfamiliar) = &prediction.out_of_domain {
-                        eprintln!(
-                            "warning: {}: {}",
-                            shown(&case.case_id),
-                            unfamiliar.sentence()
-                        );
-                    }
-                    Ok(prediction)
-                })
-        })
-        .unwrap_or_else(|reason| Err(CliError::Internal(reason)))
-        .and_then(|prediction| Ok(workspace.append_prediction(&prediction)?));
-        match result {
-            Ok(()) => done += 1,
-            Err(error) => {
-                eprintln!(
-                    "error: {}: {}\nhint: {}",
-                    shown(&case.case_id),
-                    shown(&error.to_string()),
-                    error.hint()
-                );
-                failures.push(serde_json::json!({
-                    "case": case.case_id,
-                    "error": crate::text::shown(&error.to_string()),
-                    "hint": error.hint(),
-                }));
-                failed += 1;
-            }
-        }
-    }
+    let analysis = keyslice_workflow::analyze::analyse_workspace(
+        dir,
+        &backend,
+        force,
+        &super::Terminal::default(),
+    )?;
+    let (done, skipped, failed) = (analysis.analysed, analysis.skipped, analysis.failures.len());
     let summary = serde_json::json!({
         "dir": dir,
         "analysed": done,
         "skipped": skipped,
         "failed": failed,
         "model": {"id": current.id, "version": current.version},
-        "failures": failures,
+        "failures": analysis.failures,
     });
     super::print_summary(json, &summary, || {
         format!(

@@ -227,6 +227,10 @@ pub struct Prediction {
     /// when the backend records it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<String>,
+    /// Why the server refused the CT as a video, when it did and the CT went as images
+    /// instead (a model trained on videos was not trained on images).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub video_refused: Option<String>,
     /// The verifier's description of the key slice.
     pub local_description: Option<String>,
     /// What the findings reader took from the local description.

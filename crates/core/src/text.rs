@@ -118,7 +118,8 @@ pub fn csv_quoted(text: &str) -> String {
 }
 
 /// `text` with a leading `'` when a spreadsheet would take it for a formula.
-fn defused(text: &str) -> Cow<'_, str> {
+#[must_use]
+pub fn defused(text: &str) -> Cow<'_, str> {
     if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         Cow::Owned(format!("'{text}"))
     } else {

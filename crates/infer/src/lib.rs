@@ -130,6 +130,8 @@ pub struct Diagnosis {
     /// How the CT was given to the model (`"video (32 frames)"`, `"images (32 frames; …)"`),
     /// when the backend chooses.
     pub input: Option<String>,
+    /// Why the server refused the CT as a video, when it did (the CT went as images).
+    pub video_refused: Option<String>,
     /// Set when the model says the CT is outside what it was trained on.
     pub out_of_domain: Option<OutOfDomain>,
     /// Evidence of their own for the report's lesions (organ and index as the report lists
@@ -331,6 +333,7 @@ pub fn run_pipeline(
         key_slice,
         slice_box,
         input: diagnosis.input,
+        video_refused: diagnosis.video_refused,
         local_description,
         local_findings,
         consistency: consistency_score,

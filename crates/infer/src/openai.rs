@@ -507,6 +507,7 @@ impl Diagnoser for OpenAiDiagnoser {
             slice_box: None,
             warnings: Vec::new(),
             input: Some(input),
+            video_refused: None,
             out_of_domain: None,
             lesions: Vec::new(),
         };
@@ -540,10 +541,13 @@ impl Diagnoser for OpenAiDiagnoser {
             _ => String::new(),
         };
         let report = self.client.complete(&self.request_parts(volume, false)?)?;
-        Ok(diagnosis(
-            report,
-            format!("images ({} frames{refused})", self.frames),
-        ))
+        Ok(Diagnosis {
+            video_refused: match self.media {
+                Media::Auto => self.video_refused.get().cloned(),
+                _ => None,
+            },
+            ..diagnosis(report, format!("images ({} frames{refused})", self.frames))
+        })
     }
 }
 

@@ -147,6 +147,14 @@ pub struct Correction {
     pub undoes: Option<i64>,
 }
 
+impl Correction {
+    /// Whether this entry set the case's status to `status`.
+    #[must_use]
+    pub fn sets_status(&self, status: ReviewStatus) -> bool {
+        self.field == crate::reviewed::STATUS_FIELD && self.new_value == status.as_str()
+    }
+}
+
 /// What a caller asks to record.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Edit {
@@ -376,7 +384,7 @@ impl ReviewStore {
             new_value: original.old_value,
             reviewer: reviewer.to_string(),
         };
-        let status = (reverse.field == "status")
+        let status = (reverse.field == crate::reviewed::STATUS_FIELD)
             .then(|| reverse.new_value.as_str().and_then(ReviewStatus::parse))
             .flatten();
         let new_id = self.append(&reverse, Some(id), status)?;
@@ -465,7 +473,7 @@ impl ReviewStore {
         self.append(
             &Edit {
                 case_id: case_id.to_string(),
-                field: "status".into(),
+                field: crate::reviewed::STATUS_FIELD.into(),
                 old_value: serde_json::Value::from(before.as_str()),
                 new_value: serde_json::Value::from(status.as_str()),
                 reviewer: reviewer.to_string(),

@@ -215,11 +215,7 @@ pub fn attention(prediction: Option<&Prediction>) -> Option<String> {
             "called negative with no evidence slice: check for a missed tumor".into()
         });
     }
-    if prediction
-        .input
-        .as_deref()
-        .is_some_and(|input| input.contains("the server refused video"))
-    {
+    if prediction.video_refused.is_some() {
         return Some(
             "the CT went to the model as images: the server refused video (see the prediction's input)"
                 .into(),

@@ -127,6 +127,7 @@ impl Diagnoser for TinyDiagnoser<'_> {
             slice_box,
             warnings: Vec::new(),
             input: None,
+            video_refused: None,
             out_of_domain: (!unfamiliar.is_empty())
                 .then(|| OutOfDomain::new(&model.config.model, unfamiliar)),
             lesions: evidence,

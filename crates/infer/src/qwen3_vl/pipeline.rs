@@ -148,6 +148,7 @@ impl Diagnoser for Role<'_> {
             warnings: Vec::new(),
             out_of_domain: None,
             lesions: Vec::new(),
+            video_refused: None,
             input: Some(format!(
                 "video ({} frames, in this process)",
                 sent.slices.len()

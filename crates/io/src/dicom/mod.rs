@@ -352,6 +352,27 @@ pub fn is_whole_file(path: &Path) -> bool {
         && guard::check_lengths(path).is_ok_and(|walked| walked.file_length > 132)
 }
 
+/// How many slices the series [`load_dicom`] stacks under `path` has (the one named, else
+/// the one with the most slices), read from the headers alone.
+pub fn series_slice_count(path: &Path, series_uid: Option<&str>) -> Result<usize, DicomError> {
+    let scan = scan(path)?;
+    let mut by_series: BTreeMap<&str, usize> = BTreeMap::new();
+    for file in scan.headers.iter().filter(|file| file.has_pixel_data) {
+        *by_series.entry(&file.series_uid).or_default() += file.frames.len();
+    }
+    match series_uid {
+        Some(uid) => by_series
+            .get(uid)
+            .copied()
+            .ok_or_else(|| DicomError::SeriesNotFound {
+                path: path.to_path_buf(),
+                series_uid: uid.to_string(),
+                available: by_series.keys().map(ToString::to_string).collect(),
+            }),
+        None => Ok(by_series.values().copied().max().unwrap_or(0)),
+    }
+}
+
 /// Loads the largest image series under `path` (or the one named in `options`).
 pub fn load_dicom(path: &Path, options: &DicomOptions) -> Result<DicomStudy, DicomError> {
     let started = std::time::Instant::now();

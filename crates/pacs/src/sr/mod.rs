@@ -269,6 +269,7 @@ impl CaseResult {
             key_slice,
             slice_box: self.findings.slice_box.clone(),
             input: None,
+            video_refused: None,
             local_findings: self
                 .local_description
                 .as_deref()

@@ -18,6 +18,7 @@ pub mod job;
 pub mod loaded;
 mod loading;
 pub mod open;
+pub mod pacs;
 mod panels;
 pub mod results;
 mod review;

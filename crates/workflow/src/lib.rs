@@ -1,0 +1,76 @@
+//! Keyslice's use cases, one function each, shared by both faces: the `keyslice` command
+//! parses arguments and prints what these return; the window calls the same functions.
+//!
+//! - [`analyze`]: analyse one case (load, run the model, keep the volume's warnings), for
+//!   `analyze`, `batch`, `workspace analyze` and the window's live analysis.
+//! - [`batch`]: a model over a whole dataset on several servers, resumable.
+//! - [`pacs`]: import a PACS study into a workspace, open one with its stored result,
+//!   publish a workspace and a reader study's reads (one held-then-store loop).
+//! - [`study`]: the reader-study report (hallucinations, tables and charts as data, the
+//!   tables written with the `csv` crate) and a study's reads as DICOM SR.
+//!
+//! What happens along the way (retrieve progress, a case that failed while the others go on,
+//! warnings) is told to a [`Report`]; every use case returns [`Error`], whose `hint` says
+//! what to do.
+
+pub mod analyze;
+pub mod batch;
+mod error;
+pub mod pacs;
+pub mod study;
+
+use std::time::{Duration, Instant};
+
+use keyslice_pacs::dicomweb::retrieve::{Progress, Retrieved};
+
+pub use error::Error;
+
+/// What a use case tells while it runs: the terminal prints it, the window logs it.
+pub trait Report: Sync {
+    /// A retrieve went on: `progress` of `study`, which started at `started`.
+    fn retrieving(&self, study: &str, progress: Progress, started: Instant) {
+        let _ = (study, progress, started);
+    }
+
+    /// A retrieve ended (`None`: it failed, and the error follows) after `elapsed`.
+    fn retrieve_ended(&self, retrieved: Option<&Retrieved>, elapsed: Duration) {
+        let _ = (retrieved, elapsed);
+    }
+
+    /// Something the user should know; the work goes on.
+    fn warning(&self, text: &str) {
+        tracing::warn!("{text}");
+    }
+
+    /// What was done or found, for the user's information.
+    fn note(&self, text: &str) {
+        tracing::info!("{text}");
+    }
+
+    /// A case of a batch failed (`message`: what and what to do); the others go on.
+    fn case_failed(&self, case_id: &str, message: &str) {
+        tracing::warn!(case_id, "{message}");
+    }
+
+    /// `done` of `total` items finished, the first having started at `started`.
+    fn progress(&self, done: usize, total: usize, started: Instant) {
+        tracing::info!(
+            done,
+            total,
+            seconds = started.elapsed().as_secs_f64(),
+            "progress"
+        );
+    }
+
+    /// One of several items (a case, a study: `item` names it when there is one) failed;
+    /// the others go on.
+    fn failed(&self, item: Option<&str>, error: &Error) {
+        tracing::warn!(item, "{error} ({})", error.hint());
+    }
+}
+
+/// A [`Report`] into the log: what a window or a background task gives the use cases.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Logged;
+
+impl Report for Logged {}
