@@ -2,29 +2,20 @@
 //! made-up finding from a real one. On case folders with truth (phantoms), the model answers
 //! each case once; its answer is verified as it is (its natural false positives are their own
 //! row) and again with one made-up finding of each kind injected
-//! ([`crate::infer::hallucinate::Kind`]), each re-verified on the answer's key slice. Per
+//! ([`crate::infer::hallucinate::Kind`]; the evaluation is `keyslice_workflow::eval`), each re-verified on the answer's key slice. Per
 //! kind and overall, per finding: the AUROC of `1 − consistency` (made-up findings against
 //! the real findings of the untouched answers) with a 95 % interval that resamples whole
 //! cases, the share of made-up findings shown as agreeing, the share of real findings
 //! flagged, and what verifying cost. An injection that lands on a real tumor the model missed
 //! is counted apart, never as made up.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use serde::Serialize;
 
 use super::CliError;
 use super::backend::BackendArgs;
-use crate::findings::Findings;
-use crate::infer::hallucinate::{Kind, inject};
-use crate::io::{LoadOptions, load_study};
-use crate::mrmc::hallucination::{FindingClaim, FindingFigures, finding_figures};
-use crate::prediction::Prediction;
-use crate::rng::{Rng, mix};
-use crate::scoring::Standing;
 
 /// Arguments of `eval`.
 #[derive(Debug, Args)]
@@ -55,60 +46,6 @@ pub enum EvalAction {
     },
 }
 
-/// The views the verifier read for `prediction`: the answer's key slice with its box, and each
-/// other slice and box a lesion's own evidence names, each once.
-fn views_read(prediction: &crate::infer::Prediction) -> usize {
-    let main = prediction
-        .local_description
-        .as_ref()
-        .and(prediction.key_slice.as_ref())
-        .map(|key| (key.index, prediction.slice_box.clone()));
-    let mut seen: Vec<(u32, Option<crate::findings::SliceBox>)> = main.into_iter().collect();
-    for check in &prediction.lesion_checks {
-        let view = (check.key_slice, check.slice_box.clone());
-        if !seen.contains(&view) {
-            seen.push(view);
-        }
-    }
-    seen.len()
-}
-
-/// One row of the evaluation.
-#[derive(Debug, Serialize)]
-struct Row {
-    /// The kind of made-up finding (or "natural": the model's own false positives).
-    kind: &'static str,
-    /// Made-up findings injected where the answer had room for one.
-    injected: usize,
-    /// Of those, the ones that landed on a real tumor the model missed (not made up).
-    landed_on_real: usize,
-    /// The per-finding figures.
-    #[serde(flatten)]
-    figures: FindingFigures,
-}
-
-/// What the evaluation found.
-#[derive(Debug, Serialize)]
-struct Evaluation {
-    /// The model.
-    model: String,
-    /// Cases read.
-    cases: usize,
-    /// Real findings of the untouched answers (the negatives of every row).
-    real_findings: usize,
-    /// Slices the verifier read per untouched answer: the key slice, and each lesion's own
-    /// slice when it is another.
-    verifications_per_answer: f64,
-    /// Lesions claimed per untouched answer.
-    lesions_per_answer: f64,
-    /// What verifying may cost for that many lesions: 1 + 0.6 · lesions.
-    verification_budget: f64,
-    /// Mean time verifying one answer (ms).
-    verify_ms_per_answer: f64,
-    /// Each kind, then all kinds together, then the model's own false positives.
-    rows: Vec<Row>,
-}
-
 /// Runs `eval`.
 pub fn run(args: &EvalArgs) -> Result<(), CliError> {
     match &args.action {
@@ -117,279 +54,18 @@ pub fn run(args: &EvalArgs) -> Result<(), CliError> {
             backend,
             seed,
             json,
-        } => evidence(data, backend, *seed, *json),
-    }
-}
-
-/// The claimed findings of a verified answer, each labelled made up when its organ has no
-/// tumor in truth: lesion by lesion where the verifier spoke, unverified where it could not.
-fn claims_of(case_id: &str, prediction: &Prediction, truth: &Findings) -> Vec<FindingClaim> {
-    let claim = |organ: crate::findings::Organ, standing, score| FindingClaim {
-        case_id: case_id.to_string(),
-        organ: organ.key(),
-        made_up: !truth.states_tumor(organ),
-        standing,
-        score,
-    };
-    match &prediction.consistency {
-        Some(consistency) => consistency
-            .findings
-            .iter()
-            .filter(|finding| finding.standing != Standing::NotReported)
-            .map(|finding| claim(finding.organ, finding.standing, finding.score))
-            .collect(),
-        None => prediction
-            .findings
-            .tumor_organs()
-            .into_iter()
-            .flat_map(|organ| {
-                let lesions = prediction.findings.organ(organ).lesions.len().max(1);
-                (0..lesions).map(move |_| claim(organ, Standing::Unverified, 0.0))
-            })
-            .collect(),
-    }
-}
-
-/// The standing and score of the made-up finding (`organ`, `lesion`) in a verified answer.
-fn injected_claim(
-    case_id: &str,
-    prediction: &Prediction,
-    organ: crate::findings::Organ,
-    lesion: usize,
-) -> FindingClaim {
-    let found = prediction.consistency.as_ref().and_then(|consistency| {
-        consistency
-            .findings
-            .iter()
-            .filter(|finding| finding.organ == organ)
-            .find(|finding| finding.lesion.is_none_or(|index| index == lesion))
-            .copied()
-    });
-    FindingClaim {
-        case_id: case_id.to_string(),
-        organ: organ.key(),
-        made_up: true,
-        standing: found.map_or(Standing::Unverified, |finding| finding.standing),
-        score: found.map_or(0.0, |finding| finding.score),
-    }
-}
-
-/// What the answers showed: the untouched answers' claims, each kind's made-up claims and
-/// the injections that landed on a real tumor, and what verifying cost.
-struct Collected {
-    natural: Vec<FindingClaim>,
-    injected: BTreeMap<usize, (Vec<FindingClaim>, usize)>,
-    answers: usize,
-    verify_ms: f64,
-    /// Slices read for the untouched answers.
-    natural_views: usize,
-}
-
-/// Each case answered once, verified as it is and with each kind of made-up finding.
-fn collect(
-    data: &std::path::Path,
-    records: &[crate::scoring::TruthRecord],
-    model: &crate::infer::backend::Backend,
-    seed: u64,
-) -> Result<Collected, CliError> {
-    let mut natural = Vec::new();
-    let mut injected: BTreeMap<usize, (Vec<FindingClaim>, usize)> = BTreeMap::new();
-    let (mut answers, mut verify_ms) = (0usize, 0.0f64);
-    let mut natural_views = 0;
-    for record in records {
-        let case_id = record.case_id.as_str();
-        let truth = record
-            .truth_findings()
-            .map_err(|error| CliError::Argument(format!("{error} ({})", data.display())))?;
-        let study = load_study(&data.join(case_id), &LoadOptions::default())?;
-        let volume = &study.volume;
-        let diagnosis = model.diagnose(volume)?;
-        let mut verified = |diagnosis| -> Result<Prediction, CliError> {
-            let prediction = model.verify_diagnosis(case_id, volume, diagnosis)?;
-            answers += 1;
-            verify_ms += prediction.timings_ms.verify;
-            Ok(prediction)
-        };
-        let untouched = verified(diagnosis.clone())?;
-        natural_views += views_read(&untouched);
-        natural.extend(claims_of(case_id, &untouched, &truth));
-        for (k, kind) in Kind::ALL.into_iter().enumerate() {
-            let draw = case_id
-                .bytes()
-                .fold(mix(seed ^ (k as u64 + 1)), |hash, byte| {
-                    mix(hash ^ u64::from(byte))
-                });
-            let Some(made_up) = inject(kind, &diagnosis, volume.dims(), &mut Rng::new(draw)) else {
-                continue;
-            };
-            let prediction = verified(made_up.diagnosis)?;
-            let entry = injected.entry(k).or_default();
-            // A tumor put in an organ whose truth has one landed on a tumor the model missed.
-            let moved_organ = matches!(
-                kind,
-                Kind::Alone | Kind::BesideReal | Kind::MadeUpEvidence | Kind::SideSwap
-            );
-            if moved_organ && truth.states_tumor(made_up.organ) {
-                entry.1 += 1;
-                continue;
+        } => {
+            let evaluation =
+                keyslice_workflow::eval::evaluate_evidence(data, &backend.backend()?, *seed)?;
+            let mut out = std::io::stdout().lock();
+            if *json {
+                serde_json::to_writer_pretty(&mut out, &evaluation)
+                    .map_err(std::io::Error::from)?;
+                writeln!(out)?;
+            } else {
+                evaluation.write_table(&mut out)?;
             }
-            entry.0.push(injected_claim(
-                case_id,
-                &prediction,
-                made_up.organ,
-                made_up.lesion,
-            ));
+            Ok(())
         }
     }
-    Ok(Collected {
-        natural,
-        injected,
-        answers,
-        verify_ms,
-        natural_views,
-    })
-}
-
-fn evidence(
-    data: &std::path::Path,
-    backend: &BackendArgs,
-    seed: u64,
-    json: bool,
-) -> Result<(), CliError> {
-    if !data.is_dir() {
-        return Err(CliError::Argument(format!(
-            "--data {}: not a folder of case folders (keyslice phantom --out DIR makes one)",
-            data.display()
-        )));
-    }
-    let records = crate::io::cases::read_truth(data)?;
-    // Each case is a folder of `data`: an id that is not one plain name (a `..`, a slash)
-    // would read a CT from elsewhere.
-    if let Some(bad) = records.iter().find(|record| {
-        let mut parts = std::path::Path::new(&record.case_id).components();
-        !matches!(
-            (parts.next(), parts.next()),
-            (Some(std::path::Component::Normal(_)), None)
-        )
-    }) {
-        return Err(CliError::Argument(format!(
-            "{}: the case id {} is not the name of a case folder in it",
-            data.display(),
-            crate::text::shown(&format!("{:?}", bad.case_id))
-        )));
-    }
-    if records.is_empty() {
-        return Err(CliError::Argument(format!(
-            "{}: no case folders with truth (keyslice phantom --out DIR makes some)",
-            data.display()
-        )));
-    }
-    let model = backend.backend()?;
-    let Collected {
-        natural,
-        mut injected,
-        answers,
-        verify_ms,
-        natural_views,
-    } = collect(data, &records, &model, seed)?;
-    let real: Vec<FindingClaim> = natural
-        .iter()
-        .filter(|claim| !claim.made_up)
-        .cloned()
-        .collect();
-    // Each kind's made-up findings against the real findings of the untouched answers; the
-    // row lists the made-up ones (the real ones are the natural row's).
-    let with_real = |made_up: Vec<FindingClaim>| {
-        let mut all = made_up;
-        all.extend(real.iter().cloned());
-        let mut figures = finding_figures(all);
-        figures.claims.retain(|claim| claim.made_up);
-        figures
-    };
-    let mut rows = Vec::new();
-    let mut every = Vec::new();
-    let mut landed_all = 0;
-    for (k, kind) in Kind::ALL.into_iter().enumerate() {
-        let (claims, landed) = injected.remove(&k).unwrap_or_default();
-        every.extend(claims.iter().cloned());
-        landed_all += landed;
-        rows.push(Row {
-            kind: kind.name(),
-            injected: claims.len() + landed,
-            landed_on_real: landed,
-            figures: with_real(claims),
-        });
-    }
-    rows.push(Row {
-        kind: "all kinds",
-        injected: every.len() + landed_all,
-        landed_on_real: landed_all,
-        figures: with_real(every),
-    });
-    let natural_made_up = natural.iter().filter(|claim| claim.made_up).count();
-    rows.push(Row {
-        kind: "natural",
-        injected: natural_made_up,
-        landed_on_real: 0,
-        figures: finding_figures(natural.clone()),
-    });
-    let evaluation = Evaluation {
-        model: model.model_id().id,
-        cases: records.len(),
-        real_findings: real.len(),
-        verifications_per_answer: natural_views as f64 / records.len() as f64,
-        lesions_per_answer: natural.len() as f64 / records.len() as f64,
-        verification_budget: 1.0 + 0.6 * natural.len() as f64 / records.len() as f64,
-        verify_ms_per_answer: verify_ms / answers.max(1) as f64,
-        rows,
-    };
-    let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, &evaluation).map_err(std::io::Error::from)?;
-        writeln!(out)?;
-        return Ok(());
-    }
-    write_table(&mut out, &evaluation)?;
-    Ok(())
-}
-
-fn write_table(out: &mut impl Write, evaluation: &Evaluation) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{}: {} cases, {} real findings; {:.2} slices verified per answer for {:.2} lesions claimed (budget 1 + 0.6 · lesions = {:.2}), {:.1} ms verifying an answer",
-        crate::text::shown(&evaluation.model),
-        evaluation.cases,
-        evaluation.real_findings,
-        evaluation.verifications_per_answer,
-        evaluation.lesions_per_answer,
-        evaluation.verification_budget,
-        evaluation.verify_ms_per_answer
-    )?;
-    writeln!(
-        out,
-        "{:<18} {:>8} {:>7} {:>7} {:>15} {:>16} {:>12}",
-        "kind", "made up", "landed", "AUROC", "95 % CI", "shown agreeing", "real flagged"
-    )?;
-    let number = |value: Option<f64>| value.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"));
-    let share = |value: Option<f64>| {
-        value.map_or_else(|| "–".to_string(), |v| format!("{:.0} %", 100.0 * v))
-    };
-    for row in &evaluation.rows {
-        let figures = &row.figures;
-        writeln!(
-            out,
-            "{:<18} {:>8} {:>7} {:>7} {:>15} {:>16} {:>12}",
-            row.kind,
-            figures.made_up,
-            row.landed_on_real,
-            number(figures.auroc),
-            figures.auroc_ci.map_or_else(
-                || "–".to_string(),
-                |[low, high]| format!("{low:.3}–{high:.3}")
-            ),
-            share(figures.made_up_shown_agreeing),
-            share(figures.real_flagged)
-        )?;
-    }
-    Ok(())
 }

@@ -11,7 +11,6 @@ use clap::{Args, Subcommand};
 
 use super::CliError;
 use crate::mrmc::{Csv, parse_imrmc, reader_table, to_csv, ustat_table};
-use keyslice_workflow::study::{StudyReport, UptakeAnalysis};
 
 /// Arguments of `study`.
 #[derive(Debug, Args)]
@@ -192,23 +191,7 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             file,
             json,
             per_reader,
-        } => {
-            let text = std::fs::read_to_string(file).map_err(|source| CliError::Input {
-                path: file.clone(),
-                source,
-            })?;
-            let invalid = |error: crate::mrmc::MrmcError| {
-                CliError::InvalidFile(format!("{}: {error}", file.display()))
-            };
-            let reads = parse_imrmc(&text).map_err(invalid)?;
-            let mut out = std::io::stdout().lock();
-            if *per_reader {
-                print(&mut out, &reader_table(&reads).map_err(invalid)?, *json)?;
-            } else {
-                print(&mut out, &ustat_table(&reads).map_err(invalid)?, *json)?;
-            }
-            Ok(())
-        }
+        } => mrmc(file, *json, *per_reader),
         StudyAction::Hallucinations {
             pred,
             truth,
@@ -271,7 +254,9 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
         } => {
             let decided =
                 keyslice_workflow::study::panel_truth(panel, adjudicator.as_deref(), out)?;
-            print_panel(&decided, panel.len(), out, *json)
+            let mut stdout = std::io::stdout().lock();
+            keyslice_workflow::study::write_panel(&mut stdout, &decided, panel.len(), out, *json)?;
+            Ok(())
         }
         StudyAction::Publish {
             dir,
@@ -288,6 +273,25 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             connection,
         ),
     }
+}
+
+/// `study mrmc`: iMRMC's table (or its per-reader table) of the reads in `file`.
+fn mrmc(file: &std::path::Path, json: bool, per_reader: bool) -> Result<(), CliError> {
+    let text = std::fs::read_to_string(file).map_err(|source| CliError::Input {
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let invalid = |error: crate::mrmc::MrmcError| {
+        CliError::InvalidFile(format!("{}: {error}", file.display()))
+    };
+    let reads = parse_imrmc(&text).map_err(invalid)?;
+    let mut out = std::io::stdout().lock();
+    if per_reader {
+        print(&mut out, &reader_table(&reads).map_err(invalid)?, json)?;
+    } else {
+        print(&mut out, &ustat_table(&reads).map_err(invalid)?, json)?;
+    }
+    Ok(())
 }
 
 /// The `--design` named, with its blocks and washout.
@@ -422,11 +426,11 @@ fn report(
         crate::ui::chart::chart_png(chart, [720.0, 560.0], 2.0).map_err(|error| error.to_string())
     })?;
     if json {
-        let summary = report_summary(&report, &out_dir, &written);
+        let summary = keyslice_workflow::study::summary_json(&report, &out_dir, &written);
         super::print_summary(true, &summary, String::new)?;
     } else {
         let mut stdout = std::io::stdout().lock();
-        print_report(&report, &mut stdout)?;
+        report.write_text(&mut stdout)?;
         writeln!(stdout, "written: {}", out_dir.display())?;
     }
     if window {
@@ -439,93 +443,6 @@ fn report(
         )
         .map_err(|error| CliError::Window(error.to_string()))?;
     }
-    Ok(())
-}
-
-/// What `study report` prints.
-fn print_report(report: &StudyReport, stdout: &mut impl Write) -> Result<(), CliError> {
-    let definition = &report.study.definition;
-    let arms: Vec<&str> = definition
-        .arms
-        .iter()
-        .map(|arm| arm.name.as_str())
-        .collect();
-    writeln!(
-        stdout,
-        "study {}: {} readers, {} cases ({} case/organ units with truth), arms {}",
-        definition.name,
-        definition.readers.len(),
-        definition.cases.len(),
-        report.reads.negatives.len() + report.reads.positives.len(),
-        arms.join(", ")
-    )?;
-    if let Some(note) = &report.simulated {
-        writeln!(stdout, "{note}")?;
-    }
-    reader_lines(&report.readers, stdout)?;
-    uptake_lines(&report.uptake, stdout)?;
-    match &report.mrmc {
-        Ok(rows) => {
-            writeln!(
-                stdout,
-                "\nMRMC (readers and cases random; U-statistics as iMRMC):"
-            )?;
-            mrmc_lines(rows, &arms, stdout)?;
-        }
-        Err(error) => writeln!(stdout, "\nno MRMC analysis yet: {error}")?,
-    }
-    Ok(())
-}
-
-/// What `study report --json` prints.
-fn report_summary(
-    report: &StudyReport,
-    out_dir: &std::path::Path,
-    written: &[&str],
-) -> serde_json::Value {
-    let definition = &report.study.definition;
-    let (mrmc, mrmc_error) = match &report.mrmc {
-        Ok(rows) => (serde_json::to_value(rows).ok(), None),
-        Err(error) => (None, Some(error.to_string())),
-    };
-    serde_json::json!({
-        "study": definition.name,
-        "readers": definition.readers.len(),
-        "cases": definition.cases.len(),
-        "units": report.reads.negatives.len() + report.reads.positives.len(),
-        "arms": definition.arms.iter().map(|arm| arm.name.as_str()).collect::<Vec<_>>(),
-        "simulated": report.simulated,
-        "mrmc": mrmc,
-        "mrmc_error": mrmc_error,
-        "uptake": report.uptake.arms(),
-        "out": out_dir,
-        "files": written,
-    })
-}
-
-/// The per-finding figures of `study hallucinations` on one line.
-fn finding_line(
-    out: &mut impl Write,
-    findings: &crate::mrmc::hallucination::FindingFigures,
-) -> std::io::Result<()> {
-    let number = |value: Option<f64>| value.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"));
-    let share = |value: Option<f64>| {
-        value.map_or_else(|| "–".to_string(), |v| format!("{:.0} %", 100.0 * v))
-    };
-    writeln!(
-        out,
-        "per finding ({} made up, {} real; every claim counted, one without evidence as unverified): AUROC {}{}; made-up findings shown as agreeing {}; real findings flagged {}",
-        findings.made_up,
-        findings.real,
-        number(findings.auroc),
-        findings
-            .auroc_ci
-            .map_or_else(String::new, |[low, high]| format!(
-                " (95 % CI {low:.3}–{high:.3}, cases resampled)"
-            )),
-        share(findings.made_up_shown_agreeing),
-        share(findings.real_flagged)
-    )?;
     Ok(())
 }
 
@@ -554,45 +471,7 @@ fn hallucinations(
         writeln!(out)?;
         return Ok(());
     }
-    let number = |value: Option<f64>| value.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"));
-    writeln!(
-        out,
-        "{} of {} matched report(s) claim a tumor: {} hallucinated (a tumor claimed in an organ whose truth has none), {} grounded, {} without the verifier's description",
-        analysis.claims,
-        matched,
-        analysis.hallucinated,
-        analysis.grounded,
-        analysis.without_evidence
-    )?;
-    writeln!(
-        out,
-        "mean consistency: hallucinated {}, grounded {}",
-        number(analysis.mean_consistency_hallucinated),
-        number(analysis.mean_consistency_grounded)
-    )?;
-    match (analysis.auroc, analysis.auroc_ci, &analysis.auroc_missing) {
-        (Some(auroc), Some([low, high]), _) => writeln!(
-            out,
-            "consistency as a hallucination detector: AUROC {auroc:.3} (95 % CI {low:.3}–{high:.3}, cases random)"
-        )?,
-        (_, _, Some(reason)) => writeln!(out, "{reason}")?,
-        _ => {}
-    }
-    finding_line(&mut out, &analysis.findings)?;
-    for claim in analysis
-        .cases
-        .iter()
-        .filter(|claim| !claim.hallucinated.is_empty())
-    {
-        writeln!(
-            out,
-            "  {}: claimed {}; no tumor in truth: {}; consistency {}",
-            crate::text::shown(&claim.case_id),
-            claim.claimed.join(", "),
-            claim.hallucinated.join(", "),
-            number(claim.consistency)
-        )?;
-    }
+    keyslice_workflow::study::write_hallucinations(&mut out, &analysis, matched)?;
     Ok(())
 }
 
@@ -609,134 +488,6 @@ fn print<T: Csv + serde::Serialize>(
         }
     } else {
         write!(out, "{}", to_csv(rows))?;
-    }
-    Ok(())
-}
-
-/// Each reader in each arm: calls against truth, and time per case.
-fn reader_lines(
-    rows: &[crate::review::study::summary::ReaderSummary],
-    stdout: &mut impl Write,
-) -> Result<(), CliError> {
-    writeln!(
-        stdout,
-        "reader       arm          reads  sensitivity  specificity  balanced    AUC  s/case"
-    )?;
-    let shown = |value: Option<f64>| value.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"));
-    for row in rows {
-        writeln!(
-            stdout,
-            "{:<12} {:<12} {:>5}  {:>11}  {:>11}  {:>8}  {:>5}  {:>6}",
-            crate::text::shown(&row.reader),
-            crate::text::shown(&row.arm),
-            row.reads,
-            shown(row.sensitivity),
-            shown(row.specificity),
-            shown(row.balanced_accuracy),
-            shown(row.auc),
-            row.median_seconds
-                .map_or_else(|| "–".to_string(), |v| format!("{v:.1}"))
-        )?;
-    }
-    Ok(())
-}
-
-/// How the readers took the AI's hallucinated findings.
-fn uptake_lines(uptake: &UptakeAnalysis, stdout: &mut impl Write) -> Result<(), CliError> {
-    let (hallucinated, cases_with, cases, arms, detector) = match uptake {
-        UptakeAnalysis::NoWorkspace(path) => {
-            writeln!(
-                stdout,
-                "\nthe study's workspace {} cannot be opened: no analysis of the AI's findings",
-                path.display()
-            )?;
-            return Ok(());
-        }
-        UptakeAnalysis::NoAiResults(path) => {
-            writeln!(
-                stdout,
-                "\nno AI results for the study's cases in {}: `keyslice workspace analyze` it to see how readers took the AI's findings",
-                path.display()
-            )?;
-            return Ok(());
-        }
-        UptakeAnalysis::Found {
-            hallucinated,
-            cases_with,
-            cases,
-            arms,
-            detector,
-        } => (hallucinated, cases_with, cases, arms, detector),
-    };
-    writeln!(
-        stdout,
-        "\nthe AI's hallucinated findings (a tumor claimed in an organ whose truth has none): {hallucinated} in {cases_with} of {cases} cases"
-    )?;
-    for arm in arms {
-        let share = if arm.hallucinations_read > 0 {
-            format!(
-                "{:.0} %",
-                100.0 * arm.kept as f64 / arm.hallucinations_read as f64
-            )
-        } else {
-            "–".to_string()
-        };
-        let how = match arm.shows {
-            crate::review::study::Shows::Images => "called that tumor on their own",
-            _ => "kept it",
-        };
-        writeln!(
-            stdout,
-            "  arm {}: {} read(s) of a hallucinated finding, {how} in {} ({share})",
-            arm.arm, arm.hallucinations_read, arm.kept
-        )?;
-    }
-    match detector {
-        Some(Ok((auroc, [low, high]))) => writeln!(
-            stdout,
-            "  consistency as a hallucination detector: AUROC {auroc:.3} (95 % CI {low:.3}–{high:.3})"
-        )?,
-        Some(Err(reason)) => writeln!(
-            stdout,
-            "  consistency as a hallucination detector: {reason}"
-        )?,
-        None => {}
-    }
-    Ok(())
-}
-
-/// Each arm's AUC and each pair's difference (the arm defined later minus the earlier one, as
-/// the charts read it), with its BDG interval.
-fn mrmc_lines(
-    rows: &[crate::mrmc::UstatRow],
-    arms: &[&str],
-    stdout: &mut impl Write,
-) -> Result<(), CliError> {
-    for row in rows {
-        let difference = crate::mrmc::arm_difference(row, arms);
-        if !(row.botCIBDG.is_finite() && row.topCIBDG.is_finite()) {
-            let (what, estimate) = match &difference {
-                Some(d) => (format!("{} − {}", d.later, d.earlier), d.estimate),
-                None => (row.modalityA.clone(), row.AUCA),
-            };
-            writeln!(
-                stdout,
-                "  AUC {what} = {estimate:.3} (no interval: the variance estimate is not positive; more readers or cases are needed)"
-            )?;
-            continue;
-        }
-        match difference {
-            Some(d) => writeln!(
-                stdout,
-                "  AUC {} − {} = {:+.3} (95 % CI {:+.3} to {:+.3}, df {:.1}, p = {:.3})",
-                d.later, d.earlier, d.estimate, d.low, d.high, d.df, d.p
-            )?,
-            _ => writeln!(
-                stdout,
-                "  AUC {} = {:.3} (95 % CI {:.3} to {:.3}, df {:.1})",
-                row.modalityA, row.AUCA, row.botCIBDG, row.topCIBDG, row.dfBDG
-            )?,
-        }
     }
     Ok(())
 }
@@ -812,67 +563,4 @@ fn publish(
             "{written} study read(s) as SR; {stored} stored, {held} already on the PACS; {skipped} read(s) of cases without a PACS origin or DICOM images skipped"
         )
     })
-}
-
-/// What `study truth` prints: the votes with `--json`, then the totals and what is left
-/// unresolved.
-fn print_panel(
-    decided: &crate::scoring::panel::PanelTruth,
-    panelists: usize,
-    out: &std::path::Path,
-    json: bool,
-) -> Result<(), CliError> {
-    use crate::scoring::panel::Decided;
-    let mut stdout = std::io::stdout().lock();
-    if json {
-        for vote in &decided.votes {
-            writeln!(
-                stdout,
-                "{}",
-                serde_json::to_string(vote).map_err(std::io::Error::from)?
-            )?;
-        }
-    }
-    let count = |kind: Decided| {
-        decided
-            .votes
-            .iter()
-            .filter(|vote| vote.decided == kind)
-            .count()
-    };
-    let unresolved: Vec<_> = decided
-        .votes
-        .iter()
-        .filter(|vote| vote.decided == Decided::Unresolved)
-        .collect();
-    writeln!(
-        stdout,
-        "panel of {panelists}: {} case(s) with truth written to {}; organs unanimous {}, by majority {}, adjudicated {}, unresolved {}; Fleiss' kappa {}",
-        decided.truth.len(),
-        out.display(),
-        count(Decided::Unanimous),
-        count(Decided::Majority),
-        count(Decided::Adjudicated),
-        unresolved.len(),
-        decided
-            .kappa
-            .map_or_else(|| "n/a".to_string(), |kappa| format!("{kappa:.3}"))
-    )?;
-    for vote in &unresolved {
-        writeln!(
-            stdout,
-            "unresolved: {} {}: {} of {} panelists call a tumor; the case is left out",
-            crate::text::shown(&vote.case_id),
-            vote.organ,
-            vote.tumor_votes,
-            vote.panelists
-        )?;
-    }
-    if !unresolved.is_empty() {
-        writeln!(
-            stdout,
-            "hint: give --adjudicator FILE with the adjudicator's findings of these cases"
-        )?;
-    }
-    Ok(())
 }

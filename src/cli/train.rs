@@ -195,44 +195,6 @@ fn written(args: &TrainArgs, model: &str, files: &str) -> Result<(), CliError> {
     })
 }
 
-/// Reward weights from `name=value` pairs separated by commas.
-fn parse_rewards(text: &str) -> Result<RewardWeights, CliError> {
-    let mut weights = RewardWeights::default();
-    for part in text
-        .split(',')
-        .map(str::trim)
-        .filter(|part| !part.is_empty())
-    {
-        let (name, value) = part
-            .split_once('=')
-            .ok_or_else(|| CliError::Argument(format!("--rewards: `{part}` is not name=value")))?;
-        let value: f64 = value.trim().parse().map_err(|_| {
-            CliError::Argument(format!(
-                "--rewards: `{value}` is not a number (in `{part}`)"
-            ))
-        })?;
-        if !(value.is_finite() && value >= 0.0) {
-            return Err(CliError::Argument(format!(
-                "--rewards: the weight of {name} must be a number ≥ 0"
-            )));
-        }
-        let slot = match name.trim() {
-            "format" => &mut weights.format,
-            "existence" => &mut weights.existence,
-            "attributes" => &mut weights.attributes,
-            "localization" => &mut weights.localization,
-            "consistency" => &mut weights.consistency,
-            other => {
-                return Err(CliError::Argument(format!(
-                    "--rewards: unknown term `{other}` (format, existence, attributes, localization, consistency)"
-                )));
-            }
-        };
-        *slot = value;
-    }
-    Ok(weights)
-}
-
 /// A training stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Stage {
@@ -424,7 +386,8 @@ fn run_rl(
         updates: args.updates,
         weights: match &args.rewards {
             None => RewardWeights::default(),
-            Some(text) => parse_rewards(text)?,
+            Some(text) => RewardWeights::parse(text)
+                .map_err(|error| CliError::Argument(format!("--rewards: {error}")))?,
         },
         hard_only: args.hard_only,
         seed: args.seed,

@@ -4,8 +4,11 @@
 //! - [`analyze`]: analyse one case (load, run the model, keep the volume's warnings), for
 //!   `analyze`, `batch`, `workspace analyze` and the window's live analysis.
 //! - [`batch`]: a model over a whole dataset on several servers, resumable.
+//! - [`eval`]: whether the evidence tells made-up findings from real ones.
+//! - [`info`]: a CT described (geometry, HU range, warnings, series).
 //! - [`pacs`]: import a PACS study into a workspace, open one with its stored result,
 //!   publish a workspace and a reader study's reads (one held-then-store loop).
+//! - [`score`]: predictions scored against truth (the paper's metrics, each case's reward).
 //! - [`study`]: the reader-study report (hallucinations, tables and charts as data, the
 //!   tables written with the `csv` crate) and a study's reads as DICOM SR.
 //!
@@ -16,7 +19,10 @@
 pub mod analyze;
 pub mod batch;
 mod error;
+pub mod eval;
+pub mod info;
 pub mod pacs;
+pub mod score;
 pub mod study;
 
 use std::time::{Duration, Instant};

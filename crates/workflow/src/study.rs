@@ -3,6 +3,7 @@
 //! crate), their reads published to the PACS as DICOM SR, and truth from a panel.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use keyslice_core::chart::Chart;
@@ -644,4 +645,334 @@ pub fn panel_truth(
         source,
     })?;
     Ok(decided)
+}
+
+/// The report as text, as `study report` prints it.
+impl StudyReport {
+    /// Writes the report as text: the study, each reader's row, how the AI's hallucinated
+    /// findings were taken, the MRMC analysis.
+    pub fn write_text(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        write_report(self, out)
+    }
+}
+
+/// What `study report` prints.
+fn write_report(report: &StudyReport, out: &mut dyn Write) -> std::io::Result<()> {
+    let definition = &report.study.definition;
+    let arms: Vec<&str> = definition
+        .arms
+        .iter()
+        .map(|arm| arm.name.as_str())
+        .collect();
+    writeln!(
+        out,
+        "study {}: {} readers, {} cases ({} case/organ units with truth), arms {}",
+        definition.name,
+        definition.readers.len(),
+        definition.cases.len(),
+        report.reads.negatives.len() + report.reads.positives.len(),
+        arms.join(", ")
+    )?;
+    if let Some(note) = &report.simulated {
+        writeln!(out, "{note}")?;
+    }
+    reader_lines(&report.readers, out)?;
+    uptake_lines(&report.uptake, out)?;
+    match &report.mrmc {
+        Ok(rows) => {
+            writeln!(
+                out,
+                "\nMRMC (readers and cases random; U-statistics as iMRMC):"
+            )?;
+            mrmc_lines(rows, &arms, out)?;
+        }
+        Err(error) => writeln!(out, "\nno MRMC analysis yet: {error}")?,
+    }
+    Ok(())
+}
+
+/// What `study report --json` prints: the figures, and the files written to `out_dir`.
+#[must_use]
+pub fn summary_json(
+    report: &StudyReport,
+    out_dir: &std::path::Path,
+    written: &[&str],
+) -> serde_json::Value {
+    let definition = &report.study.definition;
+    let (mrmc, mrmc_error) = match &report.mrmc {
+        Ok(rows) => (serde_json::to_value(rows).ok(), None),
+        Err(error) => (None, Some(error.to_string())),
+    };
+    serde_json::json!({
+        "study": definition.name,
+        "readers": definition.readers.len(),
+        "cases": definition.cases.len(),
+        "units": report.reads.negatives.len() + report.reads.positives.len(),
+        "arms": definition.arms.iter().map(|arm| arm.name.as_str()).collect::<Vec<_>>(),
+        "simulated": report.simulated,
+        "mrmc": mrmc,
+        "mrmc_error": mrmc_error,
+        "uptake": report.uptake.arms(),
+        "out": out_dir,
+        "files": written,
+    })
+}
+
+/// Each reader in each arm: calls against truth, and time per case.
+fn reader_lines(
+    rows: &[keyslice_review::study::summary::ReaderSummary],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "reader       arm          reads  sensitivity  specificity  balanced    AUC  s/case"
+    )?;
+    let shown = |value: Option<f64>| value.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"));
+    for row in rows {
+        writeln!(
+            out,
+            "{:<12} {:<12} {:>5}  {:>11}  {:>11}  {:>8}  {:>5}  {:>6}",
+            keyslice_core::text::shown(&row.reader),
+            keyslice_core::text::shown(&row.arm),
+            row.reads,
+            shown(row.sensitivity),
+            shown(row.specificity),
+            shown(row.balanced_accuracy),
+            shown(row.auc),
+            row.median_seconds
+                .map_or_else(|| "–".to_string(), |v| format!("{v:.1}"))
+        )?;
+    }
+    Ok(())
+}
+
+/// How the readers took the AI's hallucinated findings.
+fn uptake_lines(uptake: &UptakeAnalysis, out: &mut dyn Write) -> std::io::Result<()> {
+    let (hallucinated, cases_with, cases, arms, detector) = match uptake {
+        UptakeAnalysis::NoWorkspace(path) => {
+            writeln!(
+                out,
+                "\nthe study's workspace {} cannot be opened: no analysis of the AI's findings",
+                path.display()
+            )?;
+            return Ok(());
+        }
+        UptakeAnalysis::NoAiResults(path) => {
+            writeln!(
+                out,
+                "\nno AI results for the study's cases in {}: `keyslice workspace analyze` it to see how readers took the AI's findings",
+                path.display()
+            )?;
+            return Ok(());
+        }
+        UptakeAnalysis::Found {
+            hallucinated,
+            cases_with,
+            cases,
+            arms,
+            detector,
+        } => (hallucinated, cases_with, cases, arms, detector),
+    };
+    writeln!(
+        out,
+        "\nthe AI's hallucinated findings (a tumor claimed in an organ whose truth has none): {hallucinated} in {cases_with} of {cases} cases"
+    )?;
+    for arm in arms {
+        let share = if arm.hallucinations_read > 0 {
+            format!(
+                "{:.0} %",
+                100.0 * arm.kept as f64 / arm.hallucinations_read as f64
+            )
+        } else {
+            "–".to_string()
+        };
+        let how = match arm.shows {
+            keyslice_review::study::Shows::Images => "called that tumor on their own",
+            _ => "kept it",
+        };
+        writeln!(
+            out,
+            "  arm {}: {} read(s) of a hallucinated finding, {how} in {} ({share})",
+            arm.arm, arm.hallucinations_read, arm.kept
+        )?;
+    }
+    match detector {
+        Some(Ok((auroc, [low, high]))) => writeln!(
+            out,
+            "  consistency as a hallucination detector: AUROC {auroc:.3} (95 % CI {low:.3}–{high:.3})"
+        )?,
+        Some(Err(reason)) => writeln!(out, "  consistency as a hallucination detector: {reason}")?,
+        None => {}
+    }
+    Ok(())
+}
+
+/// Each arm's AUC and each pair's difference (the arm defined later minus the earlier one, as
+/// the charts read it), with its BDG interval.
+fn mrmc_lines(
+    rows: &[keyslice_core::mrmc::UstatRow],
+    arms: &[&str],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    for row in rows {
+        let difference = keyslice_core::mrmc::arm_difference(row, arms);
+        if !(row.botCIBDG.is_finite() && row.topCIBDG.is_finite()) {
+            let (what, estimate) = match &difference {
+                Some(d) => (format!("{} − {}", d.later, d.earlier), d.estimate),
+                None => (row.modalityA.clone(), row.AUCA),
+            };
+            writeln!(
+                out,
+                "  AUC {what} = {estimate:.3} (no interval: the variance estimate is not positive; more readers or cases are needed)"
+            )?;
+            continue;
+        }
+        match difference {
+            Some(d) => writeln!(
+                out,
+                "  AUC {} − {} = {:+.3} (95 % CI {:+.3} to {:+.3}, df {:.1}, p = {:.3})",
+                d.later, d.earlier, d.estimate, d.low, d.high, d.df, d.p
+            )?,
+            _ => writeln!(
+                out,
+                "  AUC {} = {:.3} (95 % CI {:.3} to {:.3}, df {:.1})",
+                row.modalityA, row.AUCA, row.botCIBDG, row.topCIBDG, row.dfBDG
+            )?,
+        }
+    }
+    Ok(())
+}
+
+/// The per-finding figures of `study hallucinations` on one line.
+fn finding_line(
+    out: &mut dyn Write,
+    findings: &keyslice_core::mrmc::hallucination::FindingFigures,
+) -> std::io::Result<()> {
+    let number = |value: Option<f64>| value.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"));
+    let share = |value: Option<f64>| {
+        value.map_or_else(|| "–".to_string(), |v| format!("{:.0} %", 100.0 * v))
+    };
+    writeln!(
+        out,
+        "per finding ({} made up, {} real; every claim counted, one without evidence as unverified): AUROC {}{}; made-up findings shown as agreeing {}; real findings flagged {}",
+        findings.made_up,
+        findings.real,
+        number(findings.auroc),
+        findings
+            .auroc_ci
+            .map_or_else(String::new, |[low, high]| format!(
+                " (95 % CI {low:.3}–{high:.3}, cases resampled)"
+            )),
+        share(findings.made_up_shown_agreeing),
+        share(findings.real_flagged)
+    )?;
+    Ok(())
+}
+
+/// What `study hallucinations` prints: the claims, the consistency as a detector, per
+/// finding, and each hallucinated claim.
+pub fn write_hallucinations(
+    out: &mut dyn Write,
+    analysis: &Hallucinations,
+    matched: usize,
+) -> std::io::Result<()> {
+    let number = |value: Option<f64>| value.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"));
+    writeln!(
+        out,
+        "{} of {} matched report(s) claim a tumor: {} hallucinated (a tumor claimed in an organ whose truth has none), {} grounded, {} without the verifier's description",
+        analysis.claims,
+        matched,
+        analysis.hallucinated,
+        analysis.grounded,
+        analysis.without_evidence
+    )?;
+    writeln!(
+        out,
+        "mean consistency: hallucinated {}, grounded {}",
+        number(analysis.mean_consistency_hallucinated),
+        number(analysis.mean_consistency_grounded)
+    )?;
+    match (analysis.auroc, analysis.auroc_ci, &analysis.auroc_missing) {
+        (Some(auroc), Some([low, high]), _) => writeln!(
+            out,
+            "consistency as a hallucination detector: AUROC {auroc:.3} (95 % CI {low:.3}–{high:.3}, cases random)"
+        )?,
+        (_, _, Some(reason)) => writeln!(out, "{reason}")?,
+        _ => {}
+    }
+    finding_line(out, &analysis.findings)?;
+    for claim in analysis
+        .cases
+        .iter()
+        .filter(|claim| !claim.hallucinated.is_empty())
+    {
+        writeln!(
+            out,
+            "  {}: claimed {}; no tumor in truth: {}; consistency {}",
+            keyslice_core::text::shown(&claim.case_id),
+            claim.claimed.join(", "),
+            claim.hallucinated.join(", "),
+            number(claim.consistency)
+        )?;
+    }
+    Ok(())
+}
+
+/// What `study truth` prints: the votes with `--json`, then the totals and what is left
+/// unresolved.
+pub fn write_panel(
+    out: &mut dyn Write,
+    decided: &keyslice_core::scoring::panel::PanelTruth,
+    panelists: usize,
+    written_to: &Path,
+    json: bool,
+) -> std::io::Result<()> {
+    use keyslice_core::scoring::panel::Decided;
+    if json {
+        for vote in &decided.votes {
+            writeln!(out, "{}", serde_json::to_string(vote)?)?;
+        }
+    }
+    let count = |kind: Decided| {
+        decided
+            .votes
+            .iter()
+            .filter(|vote| vote.decided == kind)
+            .count()
+    };
+    let unresolved: Vec<_> = decided
+        .votes
+        .iter()
+        .filter(|vote| vote.decided == Decided::Unresolved)
+        .collect();
+    writeln!(
+        out,
+        "panel of {panelists}: {} case(s) with truth written to {}; organs unanimous {}, by majority {}, adjudicated {}, unresolved {}; Fleiss' kappa {}",
+        decided.truth.len(),
+        written_to.display(),
+        count(Decided::Unanimous),
+        count(Decided::Majority),
+        count(Decided::Adjudicated),
+        unresolved.len(),
+        decided
+            .kappa
+            .map_or_else(|| "n/a".to_string(), |kappa| format!("{kappa:.3}"))
+    )?;
+    for vote in &unresolved {
+        writeln!(
+            out,
+            "unresolved: {} {}: {} of {} panelists call a tumor; the case is left out",
+            keyslice_core::text::shown(&vote.case_id),
+            vote.organ,
+            vote.tumor_votes,
+            vote.panelists
+        )?;
+    }
+    if !unresolved.is_empty() {
+        writeln!(
+            out,
+            "hint: give --adjudicator FILE with the adjudicator's findings of these cases"
+        )?;
+    }
+    Ok(())
 }

@@ -46,6 +46,81 @@ pub struct RewardWeights {
     pub consistency: f64,
 }
 
+/// What is wrong with a `name=value,…` list of reward weights.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RewardWeightsError {
+    /// A part is not `name=value`.
+    #[error("`{0}` is not name=value")]
+    NotPair(String),
+    /// A value is not a number.
+    #[error("`{value}` is not a number (in `{part}`)")]
+    NotNumber {
+        /// The value.
+        value: String,
+        /// The part it is in.
+        part: String,
+    },
+    /// A weight is negative or not finite.
+    #[error("the weight of {0} must be a number ≥ 0")]
+    Negative(String),
+    /// A name that is no term.
+    #[error("unknown term `{0}` (format, existence, attributes, localization, consistency)")]
+    UnknownTerm(String),
+}
+
+impl RewardWeights {
+    /// The terms' names, in the order the reward lists them.
+    pub const TERMS: [&'static str; 5] = [
+        "format",
+        "existence",
+        "attributes",
+        "localization",
+        "consistency",
+    ];
+
+    /// The weight of the term `name`, when it is one.
+    fn term_mut(&mut self, name: &str) -> Option<&mut f64> {
+        match name {
+            "format" => Some(&mut self.format),
+            "existence" => Some(&mut self.existence),
+            "attributes" => Some(&mut self.attributes),
+            "localization" => Some(&mut self.localization),
+            "consistency" => Some(&mut self.consistency),
+            _ => None,
+        }
+    }
+
+    /// Weights from `name=value` pairs separated by commas (`existence=2,format=0.5`); the
+    /// terms not named keep their default.
+    pub fn parse(text: &str) -> Result<Self, RewardWeightsError> {
+        let mut weights = Self::default();
+        for part in text
+            .split(',')
+            .map(str::trim)
+            .filter(|part| !part.is_empty())
+        {
+            let (name, value) = part
+                .split_once('=')
+                .ok_or_else(|| RewardWeightsError::NotPair(part.to_string()))?;
+            let value: f64 = value
+                .trim()
+                .parse()
+                .map_err(|_| RewardWeightsError::NotNumber {
+                    value: value.to_string(),
+                    part: part.to_string(),
+                })?;
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(RewardWeightsError::Negative(name.to_string()));
+            }
+            let slot = weights
+                .term_mut(name.trim())
+                .ok_or_else(|| RewardWeightsError::UnknownTerm(name.trim().to_string()))?;
+            *slot = value;
+        }
+        Ok(weights)
+    }
+}
+
 impl Default for RewardWeights {
     fn default() -> Self {
         Self {

@@ -50,14 +50,7 @@ pub(super) fn history_series(
     history: &[StepFigures],
     window: usize,
 ) -> Vec<(&'static str, Vec<f64>)> {
-    let names = [
-        "total",
-        "format",
-        "existence",
-        "attributes",
-        "localization",
-        "consistency",
-    ];
+    let names = std::iter::once("total").chain(keyslice_core::scoring::RewardWeights::TERMS);
     let value = |figures: &StepFigures, index: usize| {
         if index == 0 {
             Some(figures.reward)
@@ -66,7 +59,6 @@ pub(super) fn history_series(
         }
     };
     names
-        .into_iter()
         .enumerate()
         .map(|(index, name)| {
             let present: Vec<f64> = history.iter().filter_map(|f| value(f, index)).collect();
