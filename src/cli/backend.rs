@@ -3,18 +3,13 @@
 //! or an `OpenAI`-compatible server.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use keyslice_workflow::backend::{self, BackendSpec};
 
 use super::CliError;
 use crate::infer::backend::Backend;
-use crate::infer::embedded::TinyModel;
-use crate::infer::openai::{
-    DIAGNOSE_PROMPT, Media, OpenAiClient, OpenAiDiagnoser, OpenAiVerifier, VERIFY_PROMPT,
-};
-use crate::infer::qwen3_vl::pipeline::Qwen3VlPipeline;
-use crate::infer::qwen3_vl::{Qwen3Vl, pick_device};
+use crate::infer::openai::Media;
 
 /// Which backend runs the model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -141,209 +136,44 @@ fn share(text: &str) -> Result<f64, String> {
     }
 }
 
-fn read_prompt(file: Option<&PathBuf>, default: &str) -> Result<String, CliError> {
-    file.map_or_else(
-        || Ok(default.to_string()),
-        |path| {
-            // A prompt is a page of text: 1 MiB is far more than any needs.
-            crate::io::limits::read_text_bounded(path, 1 << 20).map_err(|source| CliError::Input {
-                path: path.clone(),
-                source,
-            })
-        },
-    )
-}
-
-/// One server of a batch: its base URL and how many requests it takes at once.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Endpoint {
-    /// Base URL up to `/v1`.
-    pub url: String,
-    /// Requests in flight (`#jobs=N`), when given.
-    pub jobs: Option<usize>,
-}
-
-impl Endpoint {
-    /// The server as shown: no user-info, secret query values as `***`.
-    #[must_use]
-    pub fn shown(&self) -> String {
-        crate::io::secrets::ServerUrl::parse(&self.url).shown()
-    }
-}
-
-/// `http://gpu-01:8000/v1#jobs=8` → the URL and 8.
-fn endpoint(text: &str) -> Result<Endpoint, CliError> {
-    let (url, fragment) = text.split_once('#').unwrap_or((text, ""));
-    // Every message below shows the URL without its secrets.
-    let text = &crate::io::secrets::redact_url(text);
-    let jobs = if fragment.is_empty() {
-        None
-    } else {
-        let value = fragment.strip_prefix("jobs=").ok_or_else(|| {
-            CliError::Argument(format!(
-                "--url {text}: after # only jobs=N is understood (requests in flight)"
-            ))
-        })?;
-        match value.parse::<usize>() {
-            Ok(jobs) if (1..=256).contains(&jobs) => Some(jobs),
-            _ => {
-                return Err(CliError::Argument(format!(
-                    "--url {text}: jobs={value} is not a number between 1 and 256"
-                )));
-            }
-        }
-    };
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(CliError::Argument(format!(
-            "--url {}: not an http:// or https:// URL (e.g. http://host:8000/v1)",
-            crate::io::secrets::redact_url(url)
-        )));
-    }
-    Ok(Endpoint {
-        url: url.to_string(),
-        jobs,
-    })
-}
-
 impl BackendArgs {
-    /// The servers given with `--url` (at least one with `--backend openai`).
-    pub fn endpoints(&self) -> Result<Vec<Endpoint>, CliError> {
-        if self.url.is_empty() {
-            return Err(CliError::Argument(
-                "--backend openai needs --url (e.g. http://host:8000/v1)".into(),
-            ));
-        }
-        let endpoints = self
-            .url
-            .iter()
-            .map(|text| endpoint(text))
-            .collect::<Result<Vec<_>, _>>()?;
-        for (index, endpoint) in endpoints.iter().enumerate() {
-            if endpoints[..index].iter().any(|e| e.url == endpoint.url) {
-                return Err(CliError::Argument(format!(
-                    "--url {} is given twice; give it once with #jobs=N for more requests in flight",
-                    endpoint.shown()
-                )));
-            }
-        }
-        Ok(endpoints)
-    }
-
-    /// The server backend on `url`.
-    pub fn server(&self, url: &str) -> Result<Backend, CliError> {
-        let model = self.model.as_deref().ok_or_else(|| {
-            CliError::Argument("--backend openai needs --model (the served model name)".into())
-        })?;
-        let api_key = match &self.api_key_env {
-            Some(name) => Some(std::env::var(name).map_err(|_| {
-                CliError::Argument(format!("--api-key-env {name}: the variable is not set"))
-            })?),
-            None => None,
-        };
-        let mut client = OpenAiClient::new(url, model, api_key);
-        client.timeout = Duration::from_secs(self.timeout_secs.max(1));
-        client.retries = self.retries;
-        client.allow_burned_in = self.allow_burned_in;
-        client.trust(&self.ca_cert).map_err(CliError::Argument)?;
-        let media = match self.media {
-            MediaArg::Auto => Media::Auto,
-            MediaArg::Video => Media::Video,
-            MediaArg::Images => Media::Images,
-        };
-        let diagnoser = OpenAiDiagnoser::new(
-            client.clone(),
-            self.frames.clamp(1, 512),
-            read_prompt(self.diagnose_prompt.as_ref(), DIAGNOSE_PROMPT)?,
-            media,
-        );
-        let verifier_client = match (&self.verifier_url, &self.verifier_model) {
-            (Some(url), Some(model)) => {
-                // Checked as --url is, and named as the flag it came from.
-                let url = endpoint(url)
-                    .map_err(|error| match error {
-                        CliError::Argument(message) => {
-                            CliError::Argument(message.replacen("--url", "--verifier-url", 1))
-                        }
-                        other => other,
-                    })?
-                    .url;
-                let api_key = match &self.verifier_api_key_env {
-                    Some(name) => Some(std::env::var(name).map_err(|_| {
-                        CliError::Argument(format!(
-                            "--verifier-api-key-env {name}: the variable is not set"
-                        ))
-                    })?),
-                    None => None,
-                };
-                let mut verifier = OpenAiClient::new(&url, model, api_key);
-                verifier.timeout = client.timeout;
-                verifier.retries = client.retries;
-                verifier.allow_burned_in = client.allow_burned_in;
-                verifier.trust(&self.ca_cert).map_err(CliError::Argument)?;
-                verifier
-            }
-            _ => client,
-        };
-        let verifier = OpenAiVerifier {
-            client: verifier_client,
-            prompt: read_prompt(self.verify_prompt.as_ref(), VERIFY_PROMPT)?,
-        };
-        Ok(self.hallucinating(Backend::Openai(Box::new((diagnoser, verifier)))))
-    }
-
-    /// `backend`, hallucinating as --hallucinate asks.
-    fn hallucinating(&self, backend: Backend) -> Backend {
-        match self.hallucinate {
-            Some(share) => Backend::Hallucinating(
-                Box::new(backend),
-                crate::infer::hallucinate::Hallucinate {
-                    share,
-                    seed: self.hallucinate_seed,
-                    kind: self.hallucinate_kind,
-                },
-            ),
-            None => backend,
+    /// The settings the use cases take.
+    #[must_use]
+    pub fn spec(&self) -> BackendSpec {
+        BackendSpec {
+            backend: match self.backend {
+                BackendKind::Embedded => backend::BackendKind::Embedded,
+                BackendKind::Openai => backend::BackendKind::Openai,
+                BackendKind::Qwen3vl => backend::BackendKind::Qwen3vl,
+            },
+            model: self.model.clone(),
+            url: self.url.clone(),
+            api_key_env: self.api_key_env.clone(),
+            device: self.device.clone(),
+            max_new_tokens: self.max_new_tokens,
+            frames: self.frames,
+            media: match self.media {
+                MediaArg::Auto => Media::Auto,
+                MediaArg::Video => Media::Video,
+                MediaArg::Images => Media::Images,
+            },
+            timeout_secs: self.timeout_secs,
+            retries: self.retries,
+            verifier_url: self.verifier_url.clone(),
+            verifier_model: self.verifier_model.clone(),
+            verifier_api_key_env: self.verifier_api_key_env.clone(),
+            ca_cert: self.ca_cert.clone(),
+            allow_burned_in: self.allow_burned_in,
+            diagnose_prompt: self.diagnose_prompt.clone(),
+            verify_prompt: self.verify_prompt.clone(),
+            hallucinate: self.hallucinate,
+            hallucinate_seed: self.hallucinate_seed,
+            hallucinate_kind: self.hallucinate_kind,
         }
     }
 
     /// Loads the model or sets up the server client.
     pub fn backend(&self) -> Result<Backend, CliError> {
-        let backend = match self.backend {
-            BackendKind::Embedded => {
-                let model = match &self.model {
-                    Some(folder) => TinyModel::load(&PathBuf::from(folder))?,
-                    None => TinyModel::embedded()?,
-                };
-                Backend::Embedded(Box::new(model))
-            }
-            BackendKind::Openai => {
-                let endpoints = self.endpoints()?;
-                let [endpoint] = &endpoints[..] else {
-                    return Err(CliError::Argument(format!(
-                        "{} --url given: only `keyslice batch` spreads cases over several servers",
-                        endpoints.len()
-                    )));
-                };
-                // Already hallucinating when asked.
-                return self.server(&endpoint.url);
-            }
-            BackendKind::Qwen3vl => {
-                let folder = self.model.as_deref().ok_or_else(|| {
-                    CliError::Argument(
-                        "--backend qwen3vl needs --model (the checkpoint folder)".into(),
-                    )
-                })?;
-                let device = pick_device(&self.device)?;
-                let model = Qwen3Vl::load(&PathBuf::from(folder), &device, None)?;
-                Backend::Qwen3vl(Box::new(Qwen3VlPipeline::new(
-                    model,
-                    self.frames.clamp(2, 768),
-                    self.max_new_tokens.max(1),
-                    read_prompt(self.diagnose_prompt.as_ref(), DIAGNOSE_PROMPT)?,
-                    read_prompt(self.verify_prompt.as_ref(), VERIFY_PROMPT)?,
-                )))
-            }
-        };
-        Ok(self.hallucinating(backend))
+        self.spec().backend()
     }
 }

@@ -11,7 +11,6 @@
 //! output.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use clap::Args;
 use keyslice_workflow::batch::{BatchOptions, Lane, run_batch};
@@ -74,7 +73,11 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
         memory_mb: args.memory_mb,
         stop_after_failures: args.stop_after_failures,
     };
-    let summary = run_batch(lanes(args)?, &options, &BatchTerminal { json: args.json })?;
+    let summary = run_batch(
+        lanes(args)?,
+        &options,
+        &keyslice_workflow::terminal::BatchTerminal { json: args.json },
+    )?;
     super::print_summary(args.json, &summary, || {
         format!(
             "{} case(s): {} done, {} failed{}, {} skipped (already done) in {:.1} s ({:.2} cases/s); predictions in {}",
@@ -112,12 +115,12 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
 /// `--jobs`), else the one backend with `--jobs` threads.
 fn lanes(args: &BatchArgs) -> Result<Vec<Lane>, CliError> {
     if args.backend.backend == BackendKind::Openai {
-        return args
-            .backend
+        let spec = args.backend.spec();
+        return spec
             .endpoints()?
             .into_iter()
             .map(|endpoint| {
-                let backend = args.backend.server(&endpoint.url)?;
+                let backend = spec.server(&endpoint.url)?;
                 Ok(Lane::new(
                     endpoint.shown(),
                     backend,
@@ -128,60 +131,4 @@ fn lanes(args: &BatchArgs) -> Result<Vec<Lane>, CliError> {
     }
     let backend = args.backend.backend()?;
     Ok(vec![Lane::new(backend.model_id().id, backend, args.jobs)])
-}
-
-/// A batch on the terminal: progress with rate and ETA, warnings and failed cases on
-/// stderr; with `--json` each a JSON object, so that stdout and stderr together are JSON
-/// lines.
-struct BatchTerminal {
-    json: bool,
-}
-
-impl keyslice_workflow::Report for BatchTerminal {
-    fn warning(&self, text: &str) {
-        if self.json {
-            eprintln!("{}", serde_json::json!({"warning": text}));
-        } else {
-            eprintln!("warning: {text}");
-        }
-    }
-
-    fn note(&self, text: &str) {
-        if !self.json {
-            eprintln!("{text}");
-        }
-    }
-
-    fn case_failed(&self, case_id: &str, message: &str) {
-        if self.json {
-            let line = serde_json::json!({
-                "error": {"case_id": case_id, "message": message}
-            });
-            eprintln!("{line}");
-        } else {
-            eprintln!("error: case {case_id}: {message}");
-        }
-    }
-
-    fn progress(&self, done: usize, total: usize, started: Instant) {
-        let seconds = started.elapsed().as_secs_f64();
-        let rate = done as f64 / seconds.max(1e-9);
-        let eta = (total - done) as f64 / rate.max(1e-9);
-        if self.json {
-            let line = serde_json::json!({
-                "progress": {
-                    "done": done,
-                    "total": total,
-                    "cases_per_second": (rate * 100.0).round() / 100.0,
-                    "eta_seconds": eta.round(),
-                }
-            });
-            eprintln!("{line}");
-            return;
-        }
-        eprintln!(
-            "[{done}/{total}] {:.0} %, {rate:.2} cases/s, ETA {eta:.0} s",
-            done as f64 * 100.0 / total.max(1) as f64
-        );
-    }
 }

@@ -78,95 +78,7 @@ pub enum Command {
 
 pub use keyslice_workflow::Error as CliError;
 
-/// What a use case tells, on the terminal (stderr): progress, warnings, and the items that
-/// failed while the others went on, each with its hint.
-#[derive(Default)]
-pub struct Terminal {
-    /// When the last progress line was printed.
-    last_progress: std::sync::Mutex<Option<std::time::Instant>>,
-}
-
-impl keyslice_workflow::Report for Terminal {
-    fn retrieving(
-        &self,
-        study: &str,
-        p: crate::pacs::dicomweb::retrieve::Progress,
-        started: std::time::Instant,
-    ) {
-        use std::io::IsTerminal as _;
-        // On a terminal one line rewritten in place; in a log, a plain line every 5 s.
-        let terminal = std::io::stderr().is_terminal();
-        let every = if terminal {
-            std::time::Duration::from_millis(500)
-        } else {
-            std::time::Duration::from_secs(5)
-        };
-        let Ok(mut last) = self.last_progress.lock() else {
-            return;
-        };
-        if p.done == p.total || last.is_none_or(|at| at.elapsed() >= every) {
-            *last = Some(std::time::Instant::now());
-            let seconds = started.elapsed().as_secs_f64().max(1e-3);
-            let rate = p.done as f64 / seconds;
-            let eta = (p.total.saturating_sub(p.done)) as f64 / rate.max(1e-9);
-            // The study's UID only: no patient data on the terminal.
-            let line = format!(
-                "retrieving study {study}: {}/{} instances, {:.1} MB, {rate:.1} instances/s, ETA {eta:.0} s",
-                p.done,
-                p.total,
-                p.bytes as f64 / 1e6
-            );
-            if terminal {
-                eprint!("\r{line}");
-            } else {
-                eprintln!("{line}");
-            }
-        }
-    }
-
-    fn retrieve_ended(
-        &self,
-        retrieved: Option<&crate::pacs::dicomweb::retrieve::Retrieved>,
-        elapsed: std::time::Duration,
-    ) {
-        use std::io::IsTerminal as _;
-        if std::io::stderr().is_terminal() {
-            eprintln!();
-        }
-        if let Some(retrieved) = retrieved {
-            eprintln!(
-                "{} instance(s) of series {} ({} fetched, {} already cached) in {:.1} s",
-                retrieved.instances,
-                retrieved.series.series_uid,
-                retrieved.fetched,
-                retrieved.instances - retrieved.fetched,
-                elapsed.as_secs_f64()
-            );
-        }
-        if let Ok(mut last) = self.last_progress.lock() {
-            *last = None;
-        }
-    }
-
-    fn warning(&self, text: &str) {
-        eprintln!("warning: {}", crate::text::shown(text));
-    }
-
-    fn note(&self, text: &str) {
-        eprintln!("{}", crate::text::shown(text));
-    }
-
-    fn failed(&self, item: Option<&str>, error: &CliError) {
-        let item = item.map_or_else(String::new, |item| {
-            format!("{}: ", crate::text::shown(item))
-        });
-        eprintln!(
-            "error: {item}{}\nhint: {}",
-            crate::text::shown(&error.to_string()),
-            error.hint()
-        );
-    }
-}
+pub use keyslice_workflow::terminal::Terminal;
 
 /// Model text made safe for a terminal: its lines, every control character other than
 /// newline and tab (escape sequences that recolour, move the cursor or retitle the window;
@@ -189,6 +101,28 @@ fn print_summary(
         text()
     };
     writeln!(std::io::stdout().lock(), "{line}")?;
+    Ok(())
+}
+
+/// Prints a use case's outcome: as one JSON line with `--json`, else as text.
+fn print_outcome(json: bool, outcome: &dyn keyslice_workflow::Outcome) -> Result<(), CliError> {
+    use std::io::Write as _;
+    let line = if json {
+        outcome.json().to_string()
+    } else {
+        outcome.text()
+    };
+    writeln!(std::io::stdout().lock(), "{line}")?;
+    Ok(())
+}
+
+/// Prints lines of text.
+fn print_lines(lines: &[String]) -> Result<(), CliError> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
     Ok(())
 }
 

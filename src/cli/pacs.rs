@@ -7,14 +7,14 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use keyslice_workflow::pacs::{PublishOptions, PublishedDocument, one_study, studies_of};
-use serde::Serialize;
+use keyslice_workflow::pacs::{
+    PublishOptions, one_study, results_json, studies_of, write_agreement, write_results,
+    write_studies,
+};
 
 use super::CliError;
-use crate::pacs::results::{StudyResults, study_results};
-use crate::pacs::sr::{CaseResult, Observer};
-use crate::pacs::{DicomWebUrl, agreement};
-use crate::text::{shown, shown_short};
+use crate::pacs::DicomWebUrl;
+use crate::pacs::results::study_results;
 
 /// Arguments of `pacs`.
 #[derive(Debug, Args)]
@@ -200,11 +200,11 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
                 &connection.settings(),
                 &super::Terminal::default(),
             )?;
-            print_published(
-                &published.documents,
-                (published.held, published.skipped, published.failed),
-                *json,
-            )?;
+            if *json {
+                super::print_summary(true, &published, String::new)?;
+            } else {
+                published.write_text(&mut std::io::stdout().lock())?;
+            }
             if published.failed > 0 {
                 return Err(CliError::PartlyFailed {
                     failed: published.failed,
@@ -231,109 +231,8 @@ fn query(url: &str, json: bool, connection: &Connection) -> Result<(), CliError>
     let url = DicomWebUrl::parse(url)?;
     let server = connection.settings().server(&url)?;
     let studies = studies_of(&url, &server)?;
-    let mut out = std::io::stdout().lock();
-    if !json {
-        writeln!(
-            out,
-            "{:<10} {:<14} {:<16} {:<24} {:<10} {:>9}  {:<28} study",
-            "date",
-            "accession",
-            "patient id",
-            "patient name",
-            "modality",
-            "instances",
-            "description"
-        )?;
-    }
-    for study in &studies {
-        if json {
-            writeln!(out, "{}", serde_json::to_string(study).unwrap_or_default())?;
-        } else {
-            writeln!(
-                out,
-                "{:<10} {:<14} {:<16} {:<24} {:<10} {:>9}  {:<28} {}",
-                shown(&study.date),
-                shown(&study.accession),
-                shown(&study.patient_id),
-                shown_short(&study.patient_name, 24),
-                shown(&study.modalities.join(",")),
-                study.instances.map_or("–".into(), |n| n.to_string()),
-                shown_short(&study.description, 28),
-                study.study_uid
-            )?;
-        }
-    }
-    if !json {
-        writeln!(out, "{} study(ies) on {}", studies.len(), server.name())?;
-    }
+    write_studies(&mut std::io::stdout().lock(), &studies, server.name(), json)?;
     Ok(())
-}
-
-/// What `pacs publish` did: a line per document and a total, or with `--json` one line.
-fn print_published(
-    documents: &[PublishedDocument],
-    (held, skipped, failed): (usize, usize, usize),
-    json: bool,
-) -> Result<(), CliError> {
-    if json {
-        let summary = serde_json::json!({
-            "documents": documents,
-            "held": held,
-            "skipped": skipped,
-            "failed": failed,
-        });
-        return super::print_summary(true, &summary, String::new);
-    }
-    let mut stdout = std::io::stdout().lock();
-    for document in documents {
-        writeln!(
-            stdout,
-            "{:<16} {:<10} {} {}",
-            shown(&document.case_id),
-            document.kind,
-            if document.stored {
-                "stored "
-            } else {
-                "written"
-            },
-            document.sop_uid
-        )?;
-    }
-    writeln!(
-        stdout,
-        "{} document(s); {held} already on the PACS; {skipped} case(s) without a PACS origin or analysis skipped; {failed} failed",
-        documents.len()
-    )?;
-    Ok(())
-}
-
-#[derive(Serialize)]
-struct ResultsSummary<'a> {
-    study_uid: &'a str,
-    ai: Vec<serde_json::Value>,
-    reviews: Vec<serde_json::Value>,
-    key_images: Vec<serde_json::Value>,
-    skipped: &'a [String],
-    study_reads: usize,
-}
-
-fn result_json(stored: &crate::pacs::sr::read::Stored<CaseResult>) -> serde_json::Value {
-    let result = &stored.content;
-    let observer = match &result.observer {
-        Observer::Device { model } => format!("{} {}", model.id, model.version),
-        Observer::Person { name } => name.clone(),
-    };
-    serde_json::json!({
-        "sop_uid": stored.sop_uid,
-        "series_uid": stored.series_uid,
-        "content_date_time": stored.content_date_time,
-        "observer": observer,
-        "algorithm": result.algorithm,
-        "findings": result.findings,
-        "consistency": result.consistency,
-        "local_description": result.local_description,
-        "out_of_domain": result.out_of_domain,
-    })
 }
 
 fn results(url: &str, json: bool, connection: &Connection) -> Result<(), CliError> {
@@ -349,83 +248,9 @@ fn results(url: &str, json: bool, connection: &Connection) -> Result<(), CliErro
     )?;
     let mut out = std::io::stdout().lock();
     if json {
-        let summary = ResultsSummary {
-            study_uid: study,
-            ai: found.ai.iter().map(result_json).collect(),
-            reviews: found.reviews.iter().map(result_json).collect(),
-            key_images: found
-                .key_images
-                .iter()
-                .map(|k| {
-                    serde_json::json!({"sop_uid": k.sop_uid, "title": k.content.title,
-                        "description": k.content.description, "images": k.content.images})
-                })
-                .collect(),
-            skipped: &found.skipped,
-            study_reads: found.study_reads,
-        };
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string(&summary).unwrap_or_default()
-        )?;
-        return Ok(());
-    }
-    write_results(&mut out, study, &found)?;
-    Ok(())
-}
-
-fn write_results(out: &mut impl Write, study: &str, found: &StudyResults) -> std::io::Result<()> {
-    writeln!(out, "study {study}")?;
-    for stored in &found.ai {
-        let result = &stored.content;
-        writeln!(
-            out,
-            "  AI result {} {} ({}): {}{}",
-            shown(&result.algorithm.id),
-            shown(&result.algorithm.version),
-            shown(&stored.content_date_time),
-            shown(&result.summary()),
-            // A result out of the model's depth claims no agreement, whatever its figures.
-            match (&result.out_of_domain, &result.consistency) {
-                (Some(unfamiliar), _) => format!("; {}", shown(&unfamiliar.sentence())),
-                (None, Some(c)) => format!("; consistency {:.2}", c.score),
-                (None, None) => String::new(),
-            }
-        )?;
-    }
-    for stored in &found.reviews {
-        if let Observer::Person { name } = &stored.content.observer {
-            writeln!(
-                out,
-                "  review by {} ({}): {}",
-                crate::text::person_name(name),
-                shown(&stored.content_date_time),
-                shown(&stored.content.summary())
-            )?;
-        }
-    }
-    for keys in &found.key_images {
-        writeln!(
-            out,
-            "  key images \"{}\": {} image(s) — {}",
-            shown(&keys.content.title),
-            keys.content.images.len(),
-            shown(&keys.content.description)
-        )?;
-    }
-    for skipped in &found.skipped {
-        writeln!(out, "  skipped: {}", shown(skipped))?;
-    }
-    if found.study_reads > 0 {
-        writeln!(
-            out,
-            "  {} reader study read(s): research, not shown as reviews (`keyslice study`)",
-            found.study_reads
-        )?;
-    }
-    if found.ai.is_empty() && found.reviews.is_empty() {
-        writeln!(out, "  no Keyslice results stored")?;
+        writeln!(out, "{}", results_json(study, &found))?;
+    } else {
+        write_results(&mut out, study, &found)?;
     }
     Ok(())
 }
@@ -437,67 +262,16 @@ fn agreement_of(
     connection: &Connection,
 ) -> Result<(), CliError> {
     let (studies, labels) = keyslice_workflow::pacs::stored_reviews(url, &connection.settings())?;
-    let report = agreement::agreement(&labels, slice_tolerance);
+    let report = crate::pacs::agreement::agreement(&labels, slice_tolerance);
     let mut out = std::io::stdout().lock();
     if json {
         writeln!(
             out,
             "{}",
-            serde_json::to_string(&report).unwrap_or_default()
+            serde_json::to_string(&report).map_err(std::io::Error::from)?
         )?;
-        return Ok(());
-    }
-    writeln!(
-        out,
-        "{} study(ies), {} review(s) by {} reviewer(s)",
-        studies,
-        labels.len(),
-        {
-            let mut names: Vec<&str> = labels.iter().map(|l| l.reviewer.as_str()).collect();
-            names.sort_unstable();
-            names.dedup();
-            names.len()
-        }
-    )?;
-    for pair in &report.pairs {
-        let kappas: Vec<String> = pair
-            .presence_kappa
-            .iter()
-            .map(|(organ, kappa)| {
-                format!(
-                    "{}={}",
-                    organ.key(),
-                    kappa.map_or("n/a".into(), |k| format!("{k:.2}"))
-                )
-            })
-            .collect();
-        writeln!(
-            out,
-            "{} vs {}: {} common study(ies); presence agreement {:.2}; kappa {}; mean key slice distance {}; attribute agreement {}",
-            shown(&pair.reviewer_a),
-            shown(&pair.reviewer_b),
-            pair.studies,
-            pair.presence_agreement,
-            kappas.join(" "),
-            pair.mean_key_slice_distance
-                .map_or("n/a".into(), |d| format!("{d:.1} slices")),
-            pair.attribute_agreement
-                .map_or("n/a".into(), |a| format!("{a:.2}"))
-        )?;
-    }
-    if report.disagreements.is_empty() {
-        writeln!(out, "no studies to adjudicate")?;
     } else {
-        writeln!(out, "to adjudicate:")?;
-        for disagreement in &report.disagreements {
-            writeln!(
-                out,
-                "  {} ({}): {}",
-                disagreement.study,
-                shown(&disagreement.reviewers.join(" vs ")),
-                shown(&disagreement.reasons.join("; "))
-            )?;
-        }
+        write_agreement(&mut out, studies, &labels, &report)?;
     }
     Ok(())
 }

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::CliError;
-use crate::mrmc::{Csv, parse_imrmc, reader_table, to_csv, ustat_table};
 
 /// Arguments of `study`.
 #[derive(Debug, Args)]
@@ -191,7 +190,11 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             file,
             json,
             per_reader,
-        } => mrmc(file, *json, *per_reader),
+        } => {
+            let tables = keyslice_workflow::study::mrmc_tables(file, *per_reader, *json)?;
+            write!(std::io::stdout().lock(), "{tables}")?;
+            Ok(())
+        }
         StudyAction::Hallucinations {
             pred,
             truth,
@@ -219,10 +222,14 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
                 design: parse_design(design, *groups, *washout_days)?,
                 seed: *seed,
             };
-            let study = keyslice_workflow::study::create_study(&new, &super::Terminal::default())?;
-            print_created(&study, dir, *json)
+            let created =
+                keyslice_workflow::study::create_study(&new, &super::Terminal::default())?;
+            super::print_outcome(*json, &created)
         }
-        StudyAction::Status { dir } => status(dir),
+        StudyAction::Status { dir } => super::print_lines(&keyslice_workflow::study::status_lines(
+            dir,
+            crate::date::now_seconds(),
+        )?),
         StudyAction::Simulate {
             dir,
             truth,
@@ -237,7 +244,7 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
                 readers,
                 crate::date::now_seconds(),
             )?;
-            print_simulated(&simulated, *pull, *json)
+            super::print_outcome(*json, &simulated)
         }
         StudyAction::Report {
             dir,
@@ -265,33 +272,18 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             no_store,
             json,
             connection,
-        } => publish(
-            dir,
-            reader.as_deref(),
-            out.as_deref(),
-            (*no_store, *json),
-            connection,
-        ),
+        } => {
+            let published = keyslice_workflow::study::publish_reads(
+                dir,
+                reader.as_deref(),
+                out.as_deref(),
+                *no_store,
+                &connection.settings(),
+                &super::Terminal::default(),
+            )?;
+            super::print_outcome(*json, &published)
+        }
     }
-}
-
-/// `study mrmc`: iMRMC's table (or its per-reader table) of the reads in `file`.
-fn mrmc(file: &std::path::Path, json: bool, per_reader: bool) -> Result<(), CliError> {
-    let text = std::fs::read_to_string(file).map_err(|source| CliError::Input {
-        path: file.to_path_buf(),
-        source,
-    })?;
-    let invalid = |error: crate::mrmc::MrmcError| {
-        CliError::InvalidFile(format!("{}: {error}", file.display()))
-    };
-    let reads = parse_imrmc(&text).map_err(invalid)?;
-    let mut out = std::io::stdout().lock();
-    if per_reader {
-        print(&mut out, &reader_table(&reads).map_err(invalid)?, json)?;
-    } else {
-        print(&mut out, &ustat_table(&reads).map_err(invalid)?, json)?;
-    }
-    Ok(())
 }
 
 /// The `--design` named, with its blocks and washout.
@@ -312,38 +304,6 @@ fn parse_design(
             "--design {other}: crossover, split-plot or sequential"
         ))),
     }
-}
-
-fn print_created(
-    study: &crate::review::study::Study,
-    dir: &std::path::Path,
-    json: bool,
-) -> Result<(), CliError> {
-    let definition = &study.definition;
-    let arms: Vec<&str> = definition
-        .arms
-        .iter()
-        .map(|arm| arm.name.as_str())
-        .collect();
-    let file = dir.join(crate::review::study::STUDY_FILE);
-    let summary = serde_json::json!({
-        "study": definition.name,
-        "file": file,
-        "readers": definition.readers,
-        "cases": definition.cases.len(),
-        "arms": arms,
-    });
-    super::print_summary(json, &summary, || {
-        format!(
-            "study {}: {} readers × {} cases × {} arms ({}), {}",
-            definition.name,
-            definition.readers.len(),
-            definition.cases.len(),
-            definition.arms.len(),
-            arms.join(", "),
-            file.display()
-        )
-    })
 }
 
 /// `--arm NAME=SHOWS` values (default: unaided=images, evidence=evidence).
@@ -385,32 +345,6 @@ fn parse_arms(arms: &[String]) -> Result<Vec<crate::review::study::Arm>, CliErro
             })
             .collect::<Result<_, _>>()?
     })
-}
-
-fn status(dir: &std::path::Path) -> Result<(), CliError> {
-    use crate::review::study::{Next, Study};
-    let study = Study::open(dir).map_err(CliError::from)?;
-    let mut out = std::io::stdout().lock();
-    for reader in &study.definition.readers {
-        let line = match study
-            .next(reader, crate::date::now_seconds())
-            .map_err(CliError::from)?
-        {
-            Next::Item { item, done, total } => format!(
-                "{done} of {total} read; next: case {} in arm {} (session {})",
-                item.case,
-                study.definition.arms[item.arm].name,
-                item.session + 1
-            ),
-            Next::Washout { opens_at } => format!(
-                "the next session opens in {:.1} days (washout)",
-                opens_at.saturating_sub(crate::date::now_seconds()) as f64 / 86_400.0
-            ),
-            Next::Done => "every item read".to_string(),
-        };
-        writeln!(out, "{}: {line}", crate::text::shown(reader))?;
-    }
-    Ok(())
 }
 
 fn report(
@@ -473,94 +407,4 @@ fn hallucinations(
     }
     keyslice_workflow::study::write_hallucinations(&mut out, &analysis, matched)?;
     Ok(())
-}
-
-fn print<T: Csv + serde::Serialize>(
-    out: &mut impl Write,
-    rows: &[T],
-    json: bool,
-) -> Result<(), CliError> {
-    if json {
-        for row in rows {
-            let line = serde_json::to_string(row)
-                .map_err(|error| CliError::Internal(error.to_string()))?;
-            writeln!(out, "{line}")?;
-        }
-    } else {
-        write!(out, "{}", to_csv(rows))?;
-    }
-    Ok(())
-}
-
-fn print_simulated(
-    simulation: &keyslice_workflow::study::Simulated,
-    pull: f64,
-    json: bool,
-) -> Result<(), CliError> {
-    let summary = serde_json::json!({
-        "recorded": simulation.recorded,
-        "cases_with_ai": simulation.cases_with_ai,
-        "cases": simulation.cases,
-        "pull": pull,
-        "left_alone": simulation.left_alone,
-        "note": "simulated readers demonstrate the workflow and measure nothing about people",
-    });
-    super::print_summary(json, &summary, || {
-        use std::fmt::Write as _;
-        let mut text = format!(
-            "{} simulated read(s); AI results for {} of {} cases (pull {pull}). Simulated readers \
-             demonstrate the workflow and measure nothing about people.",
-            simulation.recorded, simulation.cases_with_ai, simulation.cases
-        );
-        for reader in &simulation.left_alone {
-            let _ = write!(
-                text,
-                "\n{reader} was left alone: they have reads of their own (simulate them too with --reader {reader})"
-            );
-        }
-        text
-    })
-}
-
-/// `study publish`: each read as the reader's SR, marked as a study read, into the PACS its
-/// case came from (and `out`).
-fn publish(
-    dir: &std::path::Path,
-    only: Option<&str>,
-    out: Option<&std::path::Path>,
-    (no_store, json): (bool, bool),
-    connection: &super::pacs::Connection,
-) -> Result<(), CliError> {
-    let published =
-        keyslice_workflow::study::publish_reads(dir, only, out, no_store, &connection.settings())?;
-    if let Some(first) = published.not_dicom.first() {
-        eprintln!(
-            "note: {} case(s) are not DICOM series (such as {}): their reads cannot be stored as SR, which files with the DICOM study it reads",
-            published.not_dicom.len(),
-            crate::text::shown(first)
-        );
-    }
-    if !json {
-        let mut stdout = std::io::stdout().lock();
-        for (what, sop_uid) in &published.stored.stored {
-            writeln!(stdout, "{} stored {sop_uid}", crate::text::shown(what))?;
-        }
-    }
-    let (written, stored, held, skipped) = (
-        published.written,
-        published.stored.stored.len(),
-        published.stored.held,
-        published.skipped,
-    );
-    let summary = serde_json::json!({
-        "written": written,
-        "stored": stored,
-        "held": held,
-        "skipped": skipped,
-    });
-    super::print_summary(json, &summary, || {
-        format!(
-            "{written} study read(s) as SR; {stored} stored, {held} already on the PACS; {skipped} read(s) of cases without a PACS origin or DICOM images skipped"
-        )
-    })
 }

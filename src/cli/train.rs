@@ -5,15 +5,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use keyslice_workflow::train::{self, TrainPlan};
+
 use super::CliError;
-use crate::infer::embedded::TinyConfig;
 use crate::scoring::RewardWeights;
-use crate::train::domain::calibrate_domain;
-use crate::train::evidence::{EvidenceTrainOptions, train_evidence};
-use crate::train::finder::{FinderTrainOptions, MaskSource, recalibrate, train_finder};
-use crate::train::organs::{OrgansTrainOptions, train_organs};
-use crate::train::rl::{RlData, RlOptions, train_rl};
-use crate::train::tiny::{TrainOptions, train};
+use crate::train::finder::MaskSource;
 
 /// Arguments of `train`.
 #[derive(Debug, Args)]
@@ -117,69 +113,6 @@ pub struct TrainArgs {
     pub hard_only: bool,
 }
 
-/// The evidence stage: `train_evidence` with the options of `args`.
-fn run_evidence(
-    args: &TrainArgs,
-    init: &std::path::Path,
-    data: &std::path::Path,
-    (steps, batch, lr): (usize, usize, f64),
-) -> Result<(), CliError> {
-    let options = EvidenceTrainOptions {
-        steps,
-        batch,
-        learning_rate: lr,
-        seed: args.seed,
-        version: args.version.clone(),
-        held_out: args.calibration,
-        lesion_weight: args.lesion_weight,
-        model_claims: args.model_claims,
-    };
-    train_evidence(init, data, &args.out, &options, |line| eprintln!("{line}"))?;
-    written(
-        args,
-        "keyslice-tiny with its evidence reader",
-        "config.json, model.safetensors",
-    )?;
-    Ok(())
-}
-
-/// The finder stage: `train_finder` with the options of `args`.
-fn run_finder(
-    args: &TrainArgs,
-    init: &std::path::Path,
-    data: &std::path::Path,
-    steps: usize,
-    batch: usize,
-    lr: f64,
-) -> Result<(), CliError> {
-    let options = FinderTrainOptions {
-        steps,
-        batch,
-        learning_rate: lr,
-        seed: args.seed,
-        version: args.version.clone(),
-        calibration: args.calibration,
-        start: match &args.config {
-            None => None,
-            Some(path) => read_config(path)?.finder,
-        },
-        hard_negatives: args.hard_negatives,
-        masks: match args.finder_masks {
-            FinderMasks::Truth => MaskSource::Truth,
-            FinderMasks::OrganNetwork => MaskSource::OrganNetwork,
-        },
-    };
-    train_finder(init, data, &args.out, &options, |line| {
-        eprintln!("{line}");
-    })?;
-    written(
-        args,
-        "keyslice-tiny with its finder",
-        "config.json, model.safetensors",
-    )?;
-    Ok(())
-}
-
 /// Says what a stage wrote: a line of text, or with `--json` one JSON line (`out`, `stage`,
 /// `model`, `files`).
 fn written(args: &TrainArgs, model: &str, files: &str) -> Result<(), CliError> {
@@ -278,159 +211,50 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
             "--stage organs, finder, calibrate, rl, domain and evidence need --init DIR, the checkpoint they build on (e.g. models/keyslice-tiny)".into(),
         ));
     }
-    if let (Stage::Rl, Some(init)) = (args.stage, &args.init) {
-        return run_rl(args, init, steps, batch, lr);
-    }
-    let Some(data) = &args.data else {
-        return Err(CliError::Argument(
-            "--from-export is for --stage rl; the other stages read case folders with masks (--data DIR)".into(),
-        ));
-    };
-    if let (Stage::Calibrate, Some(init)) = (args.stage, &args.init) {
-        recalibrate(init, data, &args.out, &args.version, |line| {
-            eprintln!("{line}");
-        })?;
-        written(
-            args,
-            "keyslice-tiny with recalibrated finder thresholds",
-            "config.json, model.safetensors",
-        )?;
-        return Ok(());
-    }
-    if let (Stage::Domain, Some(init)) = (args.stage, &args.init) {
-        calibrate_domain(init, data, &args.out, |line| eprintln!("{line}"))?;
-        written(
-            args,
-            "keyslice-tiny with the domain check's ranges",
-            "config.json, model.safetensors",
-        )?;
-        return Ok(());
-    }
-    if let (Stage::Organs, Some(init)) = (args.stage, &args.init) {
-        let options = OrgansTrainOptions {
-            steps,
-            batch,
-            learning_rate: lr,
-            seed: args.seed,
-            version: args.version.clone(),
-            held_out: args.calibration,
-            start: match &args.config {
-                None => None,
-                Some(path) => read_config(path)?.organs,
-            },
-            lesion_share: args.lesion_windows,
-        };
-        train_organs(init, data, &args.out, &options, |line| {
-            eprintln!("{line}");
-        })?;
-        written(
-            args,
-            "keyslice-tiny with its organ network",
-            "config.json, model.safetensors",
-        )?;
-        return Ok(());
-    }
-    if let (Stage::Finder, Some(init)) = (args.stage, &args.init) {
-        return run_finder(args, init, data, steps, batch, lr);
-    }
-    if let (Stage::Evidence, Some(init)) = (args.stage, &args.init) {
-        return run_evidence(args, init, data, (steps, batch, lr));
-    }
-    let config = match &args.config {
-        None => None,
-        Some(path) => Some(read_config(path)?),
-    };
-    let options = TrainOptions {
-        config,
-        lesion_weight: args.lesion_weight,
-        dice_weight: args.dice_weight,
+    let plan = TrainPlan {
+        stage: match args.stage {
+            Stage::Networks => train::Stage::Networks,
+            Stage::Organs => train::Stage::Organs,
+            Stage::Finder => train::Stage::Finder,
+            Stage::Calibrate => train::Stage::Calibrate,
+            Stage::Rl => train::Stage::Rl,
+            Stage::Domain => train::Stage::Domain,
+            Stage::Evidence => train::Stage::Evidence,
+        },
+        data: args.data.clone(),
+        from_export: args.from_export.clone(),
+        out: args.out.clone(),
+        init: args.init.clone(),
+        config: args.config.clone(),
         steps,
         batch,
-        learning_rate: lr,
+        lr,
         seed: args.seed,
         version: args.version.clone(),
-    };
-    train(data, &args.out, &options, |line| eprintln!("{line}"))?;
-    written(args, "keyslice-tiny", "config.json, model.safetensors")?;
-    Ok(())
-}
-
-/// `train --stage rl`.
-fn run_rl(
-    args: &TrainArgs,
-    init: &std::path::Path,
-    steps: usize,
-    batch: usize,
-    lr: f64,
-) -> Result<(), CliError> {
-    for (name, value) in [("--kl", args.kl), ("--presence-kl", args.presence_kl)] {
-        if !(value.is_finite() && value >= 0.0) {
-            return Err(CliError::Argument(format!(
-                "{name} {value} must be a number ≥ 0"
-            )));
-        }
-    }
-    if args.group < 2 || args.updates == 0 {
-        return Err(CliError::Argument(
-            "--group must be at least 2 and --updates at least 1".into(),
-        ));
-    }
-    let options = RlOptions {
-        steps,
-        cases_per_step: batch,
+        lesion_weight: args.lesion_weight,
+        dice_weight: args.dice_weight,
+        calibration: args.calibration,
+        lesion_windows: args.lesion_windows,
+        hard_negatives: args.hard_negatives,
+        finder_masks: match args.finder_masks {
+            FinderMasks::Truth => MaskSource::Truth,
+            FinderMasks::OrganNetwork => MaskSource::OrganNetwork,
+        },
+        model_claims: args.model_claims,
         group: args.group,
-        learning_rate: lr,
         kl: args.kl,
         presence_kl: args.presence_kl,
         clip: args.clip,
         updates: args.updates,
-        weights: match &args.rewards {
+        rewards: match &args.rewards {
             None => RewardWeights::default(),
             Some(text) => RewardWeights::parse(text)
                 .map_err(|error| CliError::Argument(format!("--rewards: {error}")))?,
         },
         hard_only: args.hard_only,
-        seed: args.seed,
-        version: args.version.clone(),
     };
-    let data = match (&args.from_export, &args.data) {
-        (Some(export), _) => RlData::Export(export.clone()),
-        (None, Some(data)) => RlData::Phantoms(data.clone()),
-        (None, None) => {
-            return Err(CliError::Argument(
-                "--stage rl needs --data DIR (phantoms) or --from-export DIR".into(),
-            ));
-        }
-    };
-    train_rl(
-        init,
-        &data,
-        &args.out,
-        &options,
-        |line| {
-            eprintln!("{line}");
-        },
-        |chart| {
-            crate::ui::chart::chart_png(chart, [720.0, 420.0], 2.0)
-                .map_err(|error| error.to_string())
-        },
-    )?;
-    written(
-        args,
-        "keyslice-tiny with its RL-trained finder",
-        "config.json, model.safetensors, rl_metrics.csv, rl_rewards.png",
-    )?;
-    Ok(())
-}
-
-/// A keyslice-tiny `config.json`.
-fn read_config(path: &std::path::Path) -> Result<TinyConfig, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::InvalidFile(format!("{}: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| {
-        CliError::InvalidFile(format!(
-            "{}: not a keyslice-tiny config: {e}",
-            path.display()
-        ))
-    })
+    let trained = train::train_stage(&plan, &|line| eprintln!("{line}"), &|chart| {
+        crate::ui::chart::chart_png(chart, [720.0, 420.0], 2.0).map_err(|error| error.to_string())
+    })?;
+    written(args, trained.model, trained.files)
 }

@@ -3,20 +3,23 @@
 //!
 //! - [`analyze`]: analyse one case (load, run the model, keep the volume's warnings), for
 //!   `analyze`, `batch`, `workspace analyze` and the window's live analysis.
+//! - [`backend`]: a model backend from its settings (embedded, Qwen3-VL, a server).
 //! - [`batch`]: a model over a whole dataset on several servers, resumable.
 //! - [`eval`]: whether the evidence tells made-up findings from real ones.
 //! - [`info`]: a CT described (geometry, HU range, warnings, series).
 //! - [`pacs`]: import a PACS study into a workspace, open one with its stored result,
 //!   publish a workspace and a reader study's reads (one held-then-store loop).
 //! - [`score`]: predictions scored against truth (the paper's metrics, each case's reward).
+//! - [`train`]: keyslice-tiny trained one stage at a time.
 //! - [`study`]: the reader-study report (hallucinations, tables and charts as data, the
 //!   tables written with the `csv` crate) and a study's reads as DICOM SR.
 //!
 //! What happens along the way (retrieve progress, a case that failed while the others go on,
-//! warnings) is told to a [`Report`]; every use case returns [`Error`], whose `hint` says
+//! warnings) is told to a [`Report`] ([`terminal`] prints it on stderr, [`Logged`] logs it); every use case returns [`Error`], whose `hint` says
 //! what to do.
 
 pub mod analyze;
+pub mod backend;
 pub mod batch;
 mod error;
 pub mod eval;
@@ -24,6 +27,8 @@ pub mod info;
 pub mod pacs;
 pub mod score;
 pub mod study;
+pub mod terminal;
+pub mod train;
 
 use std::time::{Duration, Instant};
 
@@ -73,6 +78,15 @@ pub trait Report: Sync {
     fn failed(&self, item: Option<&str>, error: &Error) {
         tracing::warn!(item, "{error} ({})", error.hint());
     }
+}
+
+/// A use case's outcome as both faces show it: one JSON object (for scripts: `--json`), or
+/// lines of text for a person.
+pub trait Outcome {
+    /// The outcome as one JSON object.
+    fn json(&self) -> serde_json::Value;
+    /// The outcome as text.
+    fn text(&self) -> String;
 }
 
 /// A [`Report`] into the log: what a window or a background task gives the use cases.

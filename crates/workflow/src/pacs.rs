@@ -3,6 +3,7 @@
 //! gather the reviews stored for agreement.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -12,8 +13,8 @@ use keyslice_pacs::dicomweb::retrieve::{Progress, Retrieved, default_cache, retr
 use keyslice_pacs::dicomweb::{Target, qido, stow};
 use keyslice_pacs::publish::{self, DocumentKind};
 use keyslice_pacs::results::{StudyResults, held_documents, study_results};
-use keyslice_pacs::sr::StudyContext;
 use keyslice_pacs::sr::write::Written;
+use keyslice_pacs::sr::{CaseResult, Observer, StudyContext};
 use keyslice_pacs::{DicomWebUrl, PacsError, Server, agreement};
 use keyslice_review::case::{CaseReview, model_findings};
 use keyslice_review::store::{ReviewStatus, ReviewStore};
@@ -706,4 +707,254 @@ pub fn stored_reviews(
         }
     }
     Ok((studies.len(), labels))
+}
+
+/// The studies of a search as `pacs query` prints them: a table (with `json`, one JSON
+/// object a line), the patient's fields shown as text, never as terminal control.
+pub fn write_studies(
+    out: &mut dyn Write,
+    studies: &[StudySummary],
+    server: &str,
+    json: bool,
+) -> std::io::Result<()> {
+    if !json {
+        writeln!(
+            out,
+            "{:<10} {:<14} {:<16} {:<24} {:<10} {:>9}  {:<28} study",
+            "date",
+            "accession",
+            "patient id",
+            "patient name",
+            "modality",
+            "instances",
+            "description"
+        )?;
+    }
+    for study in studies {
+        if json {
+            writeln!(out, "{}", serde_json::to_string(study)?)?;
+        } else {
+            writeln!(
+                out,
+                "{:<10} {:<14} {:<16} {:<24} {:<10} {:>9}  {:<28} {}",
+                keyslice_core::text::shown(&study.date),
+                keyslice_core::text::shown(&study.accession),
+                keyslice_core::text::shown(&study.patient_id),
+                keyslice_core::text::shown_short(&study.patient_name, 24),
+                keyslice_core::text::shown(&study.modalities.join(",")),
+                study.instances.map_or("–".into(), |n| n.to_string()),
+                keyslice_core::text::shown_short(&study.description, 28),
+                study.study_uid
+            )?;
+        }
+    }
+    if !json {
+        writeln!(out, "{} study(ies) on {}", studies.len(), server)?;
+    }
+    Ok(())
+}
+
+impl Published {
+    /// What `pacs publish` prints: a line per document and a total.
+    pub fn write_text(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let Self {
+            documents,
+            held,
+            skipped,
+            failed,
+        } = self;
+        for document in documents {
+            writeln!(
+                out,
+                "{:<16} {:<10} {} {}",
+                keyslice_core::text::shown(&document.case_id),
+                document.kind,
+                if document.stored {
+                    "stored "
+                } else {
+                    "written"
+                },
+                document.sop_uid
+            )?;
+        }
+        writeln!(
+            out,
+            "{} document(s); {held} already on the PACS; {skipped} case(s) without a PACS origin or analysis skipped; {failed} failed",
+            documents.len()
+        )?;
+        Ok(())
+    }
+}
+
+/// What `pacs results --json` prints.
+#[derive(Serialize)]
+struct ResultsSummary<'a> {
+    study_uid: &'a str,
+    ai: Vec<serde_json::Value>,
+    reviews: Vec<serde_json::Value>,
+    key_images: Vec<serde_json::Value>,
+    skipped: &'a [String],
+    study_reads: usize,
+}
+
+fn result_json(stored: &keyslice_pacs::sr::read::Stored<CaseResult>) -> serde_json::Value {
+    let result = &stored.content;
+    let observer = match &result.observer {
+        Observer::Device { model } => format!("{} {}", model.id, model.version),
+        Observer::Person { name } => name.clone(),
+    };
+    serde_json::json!({
+        "sop_uid": stored.sop_uid,
+        "series_uid": stored.series_uid,
+        "content_date_time": stored.content_date_time,
+        "observer": observer,
+        "algorithm": result.algorithm,
+        "findings": result.findings,
+        "consistency": result.consistency,
+        "local_description": result.local_description,
+        "out_of_domain": result.out_of_domain,
+    })
+}
+
+/// A study's Keyslice documents as `pacs results --json` prints them.
+pub fn results_json(study: &str, found: &StudyResults) -> serde_json::Value {
+    let summary = ResultsSummary {
+        study_uid: study,
+        ai: found.ai.iter().map(result_json).collect(),
+        reviews: found.reviews.iter().map(result_json).collect(),
+        key_images: found
+            .key_images
+            .iter()
+            .map(|k| {
+                serde_json::json!({"sop_uid": k.sop_uid, "title": k.content.title,
+                    "description": k.content.description, "images": k.content.images})
+            })
+            .collect(),
+        skipped: &found.skipped,
+        study_reads: found.study_reads,
+    };
+    serde_json::to_value(summary).unwrap_or_default()
+}
+
+/// A study's Keyslice documents as `pacs results` prints them.
+pub fn write_results(
+    out: &mut dyn Write,
+    study: &str,
+    found: &StudyResults,
+) -> std::io::Result<()> {
+    writeln!(out, "study {study}")?;
+    for stored in &found.ai {
+        let result = &stored.content;
+        writeln!(
+            out,
+            "  AI result {} {} ({}): {}{}",
+            keyslice_core::text::shown(&result.algorithm.id),
+            keyslice_core::text::shown(&result.algorithm.version),
+            keyslice_core::text::shown(&stored.content_date_time),
+            keyslice_core::text::shown(&result.summary()),
+            // A result out of the model's depth claims no agreement, whatever its figures.
+            match (&result.out_of_domain, &result.consistency) {
+                (Some(unfamiliar), _) =>
+                    format!("; {}", keyslice_core::text::shown(&unfamiliar.sentence())),
+                (None, Some(c)) => format!("; consistency {:.2}", c.score),
+                (None, None) => String::new(),
+            }
+        )?;
+    }
+    for stored in &found.reviews {
+        if let Observer::Person { name } = &stored.content.observer {
+            writeln!(
+                out,
+                "  review by {} ({}): {}",
+                keyslice_core::text::person_name(name),
+                keyslice_core::text::shown(&stored.content_date_time),
+                keyslice_core::text::shown(&stored.content.summary())
+            )?;
+        }
+    }
+    for keys in &found.key_images {
+        writeln!(
+            out,
+            "  key images \"{}\": {} image(s) — {}",
+            keyslice_core::text::shown(&keys.content.title),
+            keys.content.images.len(),
+            keyslice_core::text::shown(&keys.content.description)
+        )?;
+    }
+    for skipped in &found.skipped {
+        writeln!(out, "  skipped: {}", keyslice_core::text::shown(skipped))?;
+    }
+    if found.study_reads > 0 {
+        writeln!(
+            out,
+            "  {} reader study read(s): research, not shown as reviews (`keyslice study`)",
+            found.study_reads
+        )?;
+    }
+    if found.ai.is_empty() && found.reviews.is_empty() {
+        writeln!(out, "  no Keyslice results stored")?;
+    }
+    Ok(())
+}
+
+/// Agreement between reviewers as `pacs agreement` prints it.
+pub fn write_agreement(
+    out: &mut dyn Write,
+    studies: usize,
+    labels: &[agreement::Label],
+    report: &agreement::AgreementReport,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{} study(ies), {} review(s) by {} reviewer(s)",
+        studies,
+        labels.len(),
+        {
+            let mut names: Vec<&str> = labels.iter().map(|l| l.reviewer.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            names.len()
+        }
+    )?;
+    for pair in &report.pairs {
+        let kappas: Vec<String> = pair
+            .presence_kappa
+            .iter()
+            .map(|(organ, kappa)| {
+                format!(
+                    "{}={}",
+                    organ.key(),
+                    kappa.map_or("n/a".into(), |k| format!("{k:.2}"))
+                )
+            })
+            .collect();
+        writeln!(
+            out,
+            "{} vs {}: {} common study(ies); presence agreement {:.2}; kappa {}; mean key slice distance {}; attribute agreement {}",
+            keyslice_core::text::shown(&pair.reviewer_a),
+            keyslice_core::text::shown(&pair.reviewer_b),
+            pair.studies,
+            pair.presence_agreement,
+            kappas.join(" "),
+            pair.mean_key_slice_distance
+                .map_or("n/a".into(), |d| format!("{d:.1} slices")),
+            pair.attribute_agreement
+                .map_or("n/a".into(), |a| format!("{a:.2}"))
+        )?;
+    }
+    if report.disagreements.is_empty() {
+        writeln!(out, "no studies to adjudicate")?;
+    } else {
+        writeln!(out, "to adjudicate:")?;
+        for disagreement in &report.disagreements {
+            writeln!(
+                out,
+                "  {} ({}): {}",
+                disagreement.study,
+                keyslice_core::text::shown(&disagreement.reviewers.join(" vs ")),
+                keyslice_core::text::shown(&disagreement.reasons.join("; "))
+            )?;
+        }
+    }
+    Ok(())
 }

@@ -55,9 +55,157 @@ pub struct NewStudy<'a> {
     pub seed: u64,
 }
 
+/// A study just made, and its file.
+pub struct Created {
+    /// The study.
+    pub study: Study,
+    /// Its `study.json`.
+    pub file: PathBuf,
+}
+
+impl crate::Outcome for Created {
+    fn json(&self) -> serde_json::Value {
+        let definition = &self.study.definition;
+        serde_json::json!({
+            "study": definition.name,
+            "file": self.file,
+            "readers": definition.readers,
+            "cases": definition.cases.len(),
+            "arms": definition.arms.iter().map(|arm| arm.name.as_str()).collect::<Vec<_>>(),
+        })
+    }
+
+    fn text(&self) -> String {
+        let definition = &self.study.definition;
+        let arms: Vec<&str> = definition
+            .arms
+            .iter()
+            .map(|arm| arm.name.as_str())
+            .collect();
+        format!(
+            "study {}: {} readers × {} cases × {} arms ({}), {}",
+            definition.name,
+            definition.readers.len(),
+            definition.cases.len(),
+            definition.arms.len(),
+            arms.join(", "),
+            self.file.display()
+        )
+    }
+}
+
+impl crate::Outcome for Simulated {
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "recorded": self.recorded,
+            "cases_with_ai": self.cases_with_ai,
+            "cases": self.cases,
+            "pull": self.pull,
+            "left_alone": self.left_alone,
+            "note": "simulated readers demonstrate the workflow and measure nothing about people",
+        })
+    }
+
+    fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut text = format!(
+            "{} simulated read(s); AI results for {} of {} cases (pull {}). Simulated readers \
+             demonstrate the workflow and measure nothing about people.",
+            self.recorded, self.cases_with_ai, self.cases, self.pull
+        );
+        for reader in &self.left_alone {
+            let _ = write!(
+                text,
+                "\n{reader} was left alone: they have reads of their own (simulate them too with --reader {reader})"
+            );
+        }
+        text
+    }
+}
+
+impl crate::Outcome for ReadsPublished {
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "written": self.written,
+            "stored": self.stored.stored.len(),
+            "held": self.stored.held,
+            "skipped": self.skipped,
+        })
+    }
+
+    fn text(&self) -> String {
+        let mut lines: Vec<String> = self
+            .stored
+            .stored
+            .iter()
+            .map(|(what, sop_uid)| format!("{} stored {sop_uid}", keyslice_core::text::shown(what)))
+            .collect();
+        lines.push(format!(
+            "{} study read(s) as SR; {} stored, {} already on the PACS; {} read(s) of cases without a PACS origin or DICOM images skipped",
+            self.written,
+            self.stored.stored.len(),
+            self.stored.held,
+            self.skipped
+        ));
+        lines.join("\n")
+    }
+}
+
+/// Where each reader of a study stands: their next item, a washout, or done; a line each.
+pub fn status_lines(dir: &Path, now_seconds: u64) -> Result<Vec<String>, Error> {
+    use keyslice_review::study::Next;
+    let study = Study::open(dir)?;
+    let mut lines = Vec::new();
+    for reader in &study.definition.readers {
+        let line = match study.next(reader, now_seconds)? {
+            Next::Item { item, done, total } => format!(
+                "{done} of {total} read; next: case {} in arm {} (session {})",
+                item.case,
+                study.definition.arms[item.arm].name,
+                item.session + 1
+            ),
+            Next::Washout { opens_at } => format!(
+                "the next session opens in {:.1} days (washout)",
+                opens_at.saturating_sub(now_seconds) as f64 / 86_400.0
+            ),
+            Next::Done => "every item read".to_string(),
+        };
+        lines.push(format!("{}: {line}", keyslice_core::text::shown(reader)));
+    }
+    Ok(lines)
+}
+
+/// The tables of iMRMC (the U-statistics, or per reader) of the reads in `file` (iMRMC's
+/// input format), as CSV in iMRMC's columns or one JSON object a row.
+pub fn mrmc_tables(file: &Path, per_reader: bool, json: bool) -> Result<String, Error> {
+    use keyslice_core::mrmc::{Csv, parse_imrmc, reader_table, to_csv};
+    fn rows<T: Csv + serde::Serialize>(rows: &[T], json: bool) -> Result<String, Error> {
+        if !json {
+            return Ok(to_csv(rows));
+        }
+        let mut text = String::new();
+        for row in rows {
+            text.push_str(&serde_json::to_string(row).map_err(std::io::Error::from)?);
+            text.push('\n');
+        }
+        Ok(text)
+    }
+    let text = std::fs::read_to_string(file).map_err(|source| Error::Input {
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let invalid = |error: MrmcError| Error::InvalidFile(format!("{}: {error}", file.display()));
+    let reads = parse_imrmc(&text).map_err(invalid)?;
+    if per_reader {
+        rows(&reader_table(&reads).map_err(invalid)?, json)
+    } else {
+        rows(&ustat_table(&reads).map_err(invalid)?, json)
+    }
+}
+
 /// Makes a reader study; with a PACS query, its studies are first imported into the study's
 /// own workspace (a study that cannot be retrieved is told to `report` and left out).
-pub fn create_study(new: &NewStudy<'_>, report: &dyn Report) -> Result<Study, Error> {
+pub fn create_study(new: &NewStudy<'_>, report: &dyn Report) -> Result<Created, Error> {
     let from_pacs = new.dir.join("workspace");
     if let Some(query) = new.pacs {
         if new.dir.join(STUDY_FILE).exists() {
@@ -99,11 +247,16 @@ pub fn create_study(new: &NewStudy<'_>, report: &dyn Report) -> Result<Study, Er
         seed: new.seed,
         pacs_query: new.pacs.map(str::to_string),
     };
-    Ok(Study::create(new.dir, definition)?)
+    Ok(Created {
+        study: Study::create(new.dir, definition)?,
+        file: new.dir.join(STUDY_FILE),
+    })
 }
 
 /// What [`simulate`] did.
 pub struct Simulated {
+    /// How far each reader's calls were pulled towards the AI's.
+    pub pull: f64,
     /// Reads recorded.
     pub recorded: usize,
     /// Cases with an AI result.
@@ -151,6 +304,7 @@ pub fn simulate(
         named,
     )?;
     Ok(Simulated {
+        pull,
         recorded: simulation.recorded,
         cases_with_ai: ai.len(),
         cases: study.definition.cases.len(),
@@ -449,6 +603,7 @@ pub fn publish_reads(
     out: Option<&Path>,
     no_store: bool,
     connection: &Connection,
+    report: &dyn Report,
 ) -> Result<ReadsPublished, Error> {
     let study = Study::open(dir)?;
     let definition = &study.definition;
@@ -513,6 +668,13 @@ pub fn publish_reads(
                     });
             }
         }
+    }
+    if let Some(first) = published.not_dicom.first() {
+        report.note(&format!(
+            "note: {} case(s) are not DICOM series (such as {}): their reads cannot be stored as SR, which files with the DICOM study it reads",
+            published.not_dicom.len(),
+            keyslice_core::text::shown(first)
+        ));
     }
     published.stored = store_batches(batches, connection)?;
     Ok(published)
