@@ -12,9 +12,8 @@ use clap::Args;
 
 use super::CliError;
 use super::backend::BackendArgs;
-use crate::infer::OutOfDomain;
 use crate::infer::backend::Backend;
-use keyslice_workflow::analyze::{analyse_case, video_refused_warning};
+use keyslice_workflow::analyze::{analyse_case, prediction_text, video_refused_warning};
 
 /// Arguments of `analyze`.
 #[derive(Debug, Args)]
@@ -63,7 +62,6 @@ pub fn run(args: &AnalyzeArgs) -> Result<(), CliError> {
 
 fn analyze_one(args: &AnalyzeArgs, model: &Backend, path: &Path) -> Result<(), CliError> {
     let prediction = analyse_case(model, None, path, !args.no_verify)?;
-    let case_id = &prediction.case_id;
     if let Some(warning) = video_refused_warning(&prediction.diagnoser.version, &prediction) {
         eprintln!("warning: {}", crate::text::shown(&warning));
     }
@@ -73,70 +71,10 @@ fn analyze_one(args: &AnalyzeArgs, model: &Backend, path: &Path) -> Result<(), C
         writeln!(out, "{text}")?;
         return Ok(());
     }
-    let caveat = if matches!(model, Backend::Embedded(_)) {
-        " (synthetic-trained; not for clinical use)"
-    } else {
-        " (research model output; not for clinical use)"
-    };
-    writeln!(
+    write!(
         out,
-        "case {case_id}: {} {}{caveat}",
-        prediction.diagnoser.id, prediction.diagnoser.version
-    )?;
-    if let Some(unfamiliar) = &prediction.out_of_domain {
-        writeln!(out, "\n{}", OutOfDomain::LABEL.to_uppercase())?;
-        for reason in &unfamiliar.reasons {
-            writeln!(out, "  {}", super::terminal_text(reason))?;
-        }
-    }
-    writeln!(
-        out,
-        "\n{}",
-        super::terminal_text(prediction.report.trim_end())
-    )?;
-    match &prediction.key_slice {
-        Some(key) => writeln!(
-            out,
-            "\nkey slice     {} (z = {:.1} mm)",
-            key.index, key.z_mm
-        )?,
-        None => writeln!(
-            out,
-            "\nkey slice     none: the findings have no evidence slice (check the case for a missed tumor)"
-        )?,
-    }
-    if let Some(text) = &prediction.local_description {
-        writeln!(
-            out,
-            "local         {}",
-            super::terminal_text(text.trim_end()).replace('\n', "\n              ")
-        )?;
-    }
-    if let Some(consistency) = &prediction.consistency {
-        let part = |value: Option<f64>| value.map_or("–".to_string(), |v| format!("{v:.2}"));
-        writeln!(
-            out,
-            "consistency   {:.2} (organ {:.2}, location {}, attenuation {}, size {})",
-            consistency.score,
-            consistency.organ,
-            part(consistency.location),
-            part(consistency.attenuation),
-            part(consistency.size)
-        )?;
-    }
-    for warning in &prediction.warnings {
-        writeln!(out, "warning       {warning}")?;
-    }
-    if prediction.out_of_domain.is_some() {
-        writeln!(
-            out,
-            "note          the consistency above is not evidence: the model does not know CTs like this one"
-        )?;
-    }
-    writeln!(
-        out,
-        "time          {:.0} ms (diagnose {:.0}, verify {:.0})\n",
-        prediction.timings_ms.total, prediction.timings_ms.diagnose, prediction.timings_ms.verify
+        "{}",
+        prediction_text(&prediction, matches!(model, Backend::Embedded(_)))
     )?;
     Ok(())
 }

@@ -78,23 +78,7 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
         &options,
         &keyslice_workflow::terminal::BatchTerminal { json: args.json },
     )?;
-    super::print_summary(args.json, &summary, || {
-        format!(
-            "{} case(s): {} done, {} failed{}, {} skipped (already done) in {:.1} s ({:.2} cases/s); predictions in {}",
-            summary.cases,
-            summary.done,
-            summary.failed,
-            if summary.failed > 0 {
-                format!(" (see {})", summary.errors.display())
-            } else {
-                String::new()
-            },
-            summary.skipped,
-            summary.seconds,
-            summary.cases_per_second,
-            args.out.display()
-        )
-    })?;
+    super::print_outcome(args.json, &summary)?;
     if let Some(last) = &summary.tripped {
         return Err(CliError::Stopped(format!(
             "batch stopped after {} failures of the model server in a row, {} case(s) not run; the last: {last}",

@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::CliError;
-use crate::export::{ExportFormat, ExportOptions, export_workspace};
-use crate::review::workspace::Workspace;
+use crate::export::{ExportFormat, ExportOptions};
 
 /// Arguments of `export`.
 #[derive(Debug, Args)]
@@ -86,11 +85,6 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
             args.frames
         )));
     }
-    let workspace = Workspace::open(&args.workspace)?;
-    let predictions = workspace.predictions()?;
-    for warning in workspace.health(&predictions)?.warnings() {
-        eprintln!("warning: {}", crate::text::shown(&warning));
-    }
     let options = ExportOptions {
         format: args.format.into(),
         include_unreviewed: args.include_unreviewed,
@@ -100,35 +94,11 @@ pub fn run(args: &ExportArgs) -> Result<(), CliError> {
         volumes: args.volumes,
         frames_root: args.frames_root.clone(),
     };
-    let summary = export_workspace(&workspace, &options, &args.out)?;
-    super::print_summary(args.json, &summary, || {
-        // The reasons are listed only when there are some.
-        let invalid = match summary.invalid.len() {
-            0 => String::new(),
-            count => format!("; {count} left out for the reasons below"),
-        };
-        format!(
-            "exported {} case(s) ({} train, {} val; {} hard) to {}: {} file(s); {} not accepted or flagged, left out{invalid}",
-            summary.train + summary.val,
-            summary.train,
-            summary.val,
-            summary.hard,
-            args.out.display(),
-            summary.files,
-            summary.left_out,
-        )
-    })?;
-    for reason in &summary.invalid {
-        eprintln!("left out {}", crate::text::shown(reason));
-    }
-    for note in &summary.notes {
-        eprintln!("note: {note}");
-    }
-    if let Some(root) = &args.frames_root {
-        eprintln!(
-            "note: the rows name their frames under {}: place the export there before training (TRAINING.md says how each framework reads it)",
-            root.display()
-        );
-    }
-    Ok(())
+    let exported = keyslice_workflow::export::export(
+        &args.workspace,
+        &options,
+        &args.out,
+        &super::Terminal::default(),
+    )?;
+    super::print_outcome(args.json, &exported)
 }

@@ -80,14 +80,6 @@ pub use keyslice_workflow::Error as CliError;
 
 pub use keyslice_workflow::terminal::Terminal;
 
-/// Model text made safe for a terminal: its lines, every control character other than
-/// newline and tab (escape sequences that recolour, move the cursor or retitle the window;
-/// bidirectional controls that reorder a line) shown as `�`.
-#[must_use]
-pub fn terminal_text(text: &str) -> String {
-    keyslice_core::text::shown_lines(text)
-}
-
 /// Prints a command's summary: `summary` as one JSON line with `--json`, else `text`.
 fn print_summary(
     json: bool,
@@ -107,11 +99,7 @@ fn print_summary(
 /// Prints a use case's outcome: as one JSON line with `--json`, else as text.
 fn print_outcome(json: bool, outcome: &dyn keyslice_workflow::Outcome) -> Result<(), CliError> {
     use std::io::Write as _;
-    let line = if json {
-        outcome.json().to_string()
-    } else {
-        outcome.text()
-    };
+    let line = if json { outcome.json() } else { outcome.text() };
     writeln!(std::io::stdout().lock(), "{line}")?;
     Ok(())
 }
@@ -156,28 +144,5 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Eval(args) => eval::run(&args),
         Command::Completions(args) => shell::completions(&args),
         Command::Manpages(args) => shell::manpages(&args),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::terminal_text;
-
-    #[test]
-    fn model_text_cannot_drive_the_terminal() {
-        let answer = "Liver: no tumor.\u{1b}]0;pwned\u{7}\n\u{1b}[2JKey slice: 4\u{8}\tok";
-        let shown = terminal_text(answer);
-        assert!(
-            !shown
-                .chars()
-                .any(|c| c.is_control() && c != '\n' && c != '\t')
-        );
-        assert_eq!(shown.lines().count(), 2, "newlines stay");
-        assert!(shown.starts_with("Liver: no tumor.\u{FFFD}]0;pwned\u{FFFD}"));
-        // A bidirectional override cannot reorder what follows it on screen.
-        assert_eq!(
-            terminal_text("Liver: \u{202e}romut on"),
-            "Liver: \u{FFFD}romut on"
-        );
     }
 }

@@ -3,18 +3,12 @@
 //! `…/ROOT?PatientID=…`; credentials come from `KEYSLICE_DICOMWEB_TOKEN` or
 //! `KEYSLICE_DICOMWEB_USER` / `KEYSLICE_DICOMWEB_PASSWORD`.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use keyslice_workflow::pacs::{
-    PublishOptions, one_study, results_json, studies_of, write_agreement, write_results,
-    write_studies,
-};
+use keyslice_workflow::pacs::PublishOptions;
 
 use super::CliError;
-use crate::pacs::DicomWebUrl;
-use crate::pacs::results::study_results;
 
 /// Arguments of `pacs`.
 #[derive(Debug, Args)]
@@ -152,32 +146,24 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
             url,
             json,
             connection,
-        } => query(url, *json, connection),
+        } => Ok(keyslice_workflow::pacs::query(
+            url,
+            &connection.settings(),
+            &mut std::io::stdout().lock(),
+            *json,
+        )?),
         PacsAction::Retrieve {
             url,
             json,
             connection,
-        } => {
-            let url = DicomWebUrl::parse(url)?;
-            let connection = connection.settings();
-            let server = connection.server(&url)?;
-            let study = one_study(&url, "retrieve")?;
-            let retrieved = keyslice_workflow::pacs::retrieve(
-                &server,
-                study,
-                &connection,
+        } => super::print_outcome(
+            *json,
+            &keyslice_workflow::pacs::retrieve_url(
+                url,
+                &connection.settings(),
                 &super::Terminal::default(),
-            )?;
-            let summary = serde_json::json!({
-                "folder": retrieved.folder,
-                "study_uid": retrieved.study_uid,
-                "series_uid": retrieved.series.series_uid,
-                "instances": retrieved.instances,
-                "fetched": retrieved.fetched,
-                "bytes": retrieved.bytes,
-            });
-            super::print_summary(*json, &summary, || retrieved.folder.display().to_string())
-        }
+            )?,
+        ),
         PacsAction::Publish {
             dir,
             case,
@@ -200,11 +186,7 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
                 &connection.settings(),
                 &super::Terminal::default(),
             )?;
-            if *json {
-                super::print_summary(true, &published, String::new)?;
-            } else {
-                published.write_text(&mut std::io::stdout().lock())?;
-            }
+            super::print_outcome(*json, &published)?;
             if published.failed > 0 {
                 return Err(CliError::PartlyFailed {
                     failed: published.failed,
@@ -217,61 +199,23 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
             url,
             json,
             connection,
-        } => results(url, *json, connection),
+        } => Ok(keyslice_workflow::pacs::results(
+            url,
+            &connection.settings(),
+            &mut std::io::stdout().lock(),
+            *json,
+        )?),
         PacsAction::Agreement {
             url,
             slice_tolerance,
             json,
             connection,
-        } => agreement_of(url, *slice_tolerance, *json, connection),
+        } => Ok(keyslice_workflow::pacs::agreement(
+            url,
+            *slice_tolerance,
+            &connection.settings(),
+            &mut std::io::stdout().lock(),
+            *json,
+        )?),
     }
-}
-
-fn query(url: &str, json: bool, connection: &Connection) -> Result<(), CliError> {
-    let url = DicomWebUrl::parse(url)?;
-    let server = connection.settings().server(&url)?;
-    let studies = studies_of(&url, &server)?;
-    write_studies(&mut std::io::stdout().lock(), &studies, server.name(), json)?;
-    Ok(())
-}
-
-fn results(url: &str, json: bool, connection: &Connection) -> Result<(), CliError> {
-    let url = DicomWebUrl::parse(url)?;
-    let study = one_study(&url, "results")?;
-    let connection = connection.settings();
-    let server = connection.server(&url)?;
-    let found = study_results(
-        &server,
-        study,
-        &connection.cache(),
-        usize::from(connection.parallel),
-    )?;
-    let mut out = std::io::stdout().lock();
-    if json {
-        writeln!(out, "{}", results_json(study, &found))?;
-    } else {
-        write_results(&mut out, study, &found)?;
-    }
-    Ok(())
-}
-
-fn agreement_of(
-    url: &str,
-    slice_tolerance: u32,
-    json: bool,
-    connection: &Connection,
-) -> Result<(), CliError> {
-    let (studies, labels) = keyslice_workflow::pacs::stored_reviews(url, &connection.settings())?;
-    let report = crate::pacs::agreement::agreement(&labels, slice_tolerance);
-    let mut out = std::io::stdout().lock();
-    if json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string(&report).map_err(std::io::Error::from)?
-        )?;
-    } else {
-        write_agreement(&mut out, studies, &labels, &report)?;
-    }
-    Ok(())
 }

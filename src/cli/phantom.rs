@@ -7,7 +7,6 @@ use clap::Args;
 
 use super::CliError;
 use crate::phantom::PhantomOptions;
-use crate::phantom::write::write_phantoms;
 
 /// Arguments of `phantom`.
 #[derive(Debug, Args)]
@@ -38,54 +37,15 @@ pub struct PhantomArgs {
 
 /// Runs `phantom`.
 pub fn run(args: &PhantomArgs) -> Result<(), CliError> {
-    if args.first.checked_add(args.cases - 1).is_none() {
-        return Err(CliError::Argument(format!(
-            "--first {} with --cases {} runs past the last case index ({})",
-            args.first,
-            args.cases,
-            u32::MAX
-        )));
-    }
-    if let Some(slice_mm) = args.slice_mm
-        && !(0.5..=10.0).contains(&slice_mm)
-    {
-        return Err(CliError::Argument(format!(
-            "--slice-mm {slice_mm} is outside 0.5–10 mm"
-        )));
-    }
     let options = PhantomOptions {
         matrix: usize::from(args.matrix),
         slice_mm: args.slice_mm,
     };
-    let started = std::time::Instant::now();
-    let manifest = write_phantoms(
+    let phantoms = keyslice_workflow::phantom::make_phantoms(
         &args.out,
-        args.seed,
-        args.first,
-        args.cases,
+        (args.seed, args.first, args.cases),
         options,
-        |done, total, case_id| {
-            let seconds = started.elapsed().as_secs_f64();
-            let rate = f64::from(done) / seconds.max(1e-9);
-            eprintln!(
-                "[{done}/{total}] {case_id} ({seconds:.1} s, {rate:.2} cases/s, ETA {:.0} s)",
-                f64::from(total.saturating_sub(done)) / rate.max(1e-9)
-            );
-        },
+        &super::Terminal::default(),
     )?;
-    let lesions: usize = manifest.cases.iter().map(|case| case.lesions).sum();
-    let summary = serde_json::json!({
-        "out": args.out,
-        "cases": manifest.cases.len(),
-        "lesions": lesions,
-        "seed": args.seed,
-        "case_ids": manifest.cases.iter().map(|case| case.case_id.as_str()).collect::<Vec<_>>(),
-    });
-    super::print_summary(args.json, &summary, || {
-        format!(
-            "{} phantom case(s), {lesions} lesion(s), written to {} (manifest.json; synthetic, not patient data)",
-            manifest.cases.len(),
-            args.out.display()
-        )
-    })
+    super::print_outcome(args.json, &phantoms)
 }

@@ -200,7 +200,7 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
             truth,
             json,
             imrmc,
-        } => hallucinations(pred, truth, *json, imrmc.as_deref()),
+        } => hallucinations(pred, truth, imrmc.as_deref(), *json),
         StudyAction::Create {
             dir,
             workspace,
@@ -288,63 +288,46 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
 
 /// The `--design` named, with its blocks and washout.
 fn parse_design(
-    design: &str,
+    name: &str,
     groups: u32,
     washout_days: u32,
 ) -> Result<crate::review::study::Design, CliError> {
-    use crate::review::study::Design;
-    match design {
-        "crossover" => Ok(Design::Crossover { washout_days }),
-        "sequential" => Ok(Design::Sequential),
-        "split-plot" => Ok(Design::SplitPlot {
-            groups,
-            washout_days,
-        }),
-        other => Err(CliError::Argument(format!(
-            "--design {other}: crossover, split-plot or sequential"
-        ))),
-    }
+    crate::review::study::Design::named(name, groups, washout_days).ok_or_else(|| {
+        CliError::Argument(format!(
+            "--design {name}: crossover, split-plot or sequential"
+        ))
+    })
 }
 
 /// `--arm NAME=SHOWS` values (default: unaided=images, evidence=evidence).
 fn parse_arms(arms: &[String]) -> Result<Vec<crate::review::study::Arm>, CliError> {
-    use crate::review::study::{Arm, Shows};
-    Ok(if arms.is_empty() {
-        vec![
-            Arm {
-                name: "unaided".into(),
-                shows: Shows::Images,
-            },
-            Arm {
-                name: "evidence".into(),
-                shows: Shows::Evidence,
-            },
-        ]
+    use crate::review::study::Arm;
+    if arms.is_empty() {
+        return Ok(Arm::defaults());
+    }
+    arms.iter()
+        .map(|arm| {
+            Arm::parse(arm).map_err(|error| CliError::Argument(format!("--arm {arm}: {error}")))
+        })
+        .collect()
+}
+
+/// `study hallucinations`: printed as a table, or pretty JSON.
+fn hallucinations(
+    pred: &std::path::Path,
+    truth: &std::path::Path,
+    imrmc: Option<&std::path::Path>,
+    json: bool,
+) -> Result<(), CliError> {
+    let (analysis, matched) = keyslice_workflow::study::hallucination_analysis(pred, truth, imrmc)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &analysis).map_err(std::io::Error::from)?;
+        writeln!(out)?;
     } else {
-        arms.iter()
-            .map(|arm| {
-                let (name, shows) = arm.split_once('=').ok_or_else(|| {
-                    CliError::Argument(format!(
-                        "--arm {arm}: give NAME=SHOWS, SHOWS one of images, report, evidence"
-                    ))
-                })?;
-                let shows = match shows {
-                    "images" => Shows::Images,
-                    "report" => Shows::Report,
-                    "evidence" => Shows::Evidence,
-                    other => {
-                        return Err(CliError::Argument(format!(
-                            "--arm {arm}: `{other}` is not images, report or evidence"
-                        )));
-                    }
-                };
-                Ok(Arm {
-                    name: name.to_string(),
-                    shows,
-                })
-            })
-            .collect::<Result<_, _>>()?
-    })
+        keyslice_workflow::study::write_hallucinations(&mut out, &analysis, matched)?;
+    }
+    Ok(())
 }
 
 fn report(
@@ -377,34 +360,5 @@ fn report(
         )
         .map_err(|error| CliError::Window(error.to_string()))?;
     }
-    Ok(())
-}
-
-fn hallucinations(
-    pred: &std::path::Path,
-    truth: &std::path::Path,
-    json: bool,
-    imrmc: Option<&std::path::Path>,
-) -> Result<(), CliError> {
-    let (analysis, reads, matched) = keyslice_workflow::study::hallucination_analysis(pred, truth)?;
-    if let Some(path) = imrmc {
-        let text = reads.to_imrmc(&[
-            "Keyslice: report-evidence consistency as a detector of hallucinated AI findings",
-            "reader consistency: 1 - consistency; truth 1: a hallucinated claim",
-        ]);
-        crate::io::atomic::write_atomically(path, text.as_bytes()).map_err(|source| {
-            CliError::Write {
-                path: path.to_path_buf(),
-                source,
-            }
-        })?;
-    }
-    let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, &analysis).map_err(std::io::Error::from)?;
-        writeln!(out)?;
-        return Ok(());
-    }
-    keyslice_workflow::study::write_hallucinations(&mut out, &analysis, matched)?;
     Ok(())
 }

@@ -159,58 +159,12 @@ pub enum FinderMasks {
     OrganNetwork,
 }
 
-/// `--lesion-windows` and `--hard-negatives` are shares, from 0 to 1; the weights and
-/// coefficients are finite and not negative.
-fn check_shares(args: &TrainArgs) -> Result<(), CliError> {
-    for (flag, value) in [
-        ("--lesion-weight", args.lesion_weight),
-        ("--dice-weight", args.dice_weight),
-        ("--kl", args.kl),
-        ("--presence-kl", args.presence_kl),
-        ("--clip", args.clip),
-    ] {
-        if !(value.is_finite() && value >= 0.0) {
-            return Err(CliError::Argument(format!(
-                "{flag} {value}: must be a finite number of at least 0"
-            )));
-        }
-    }
-    for (flag, share) in [
-        ("--lesion-windows", args.lesion_windows),
-        ("--hard-negatives", args.hard_negatives),
-        ("--model-claims", args.model_claims),
-    ] {
-        if !(0.0..=1.0).contains(&share) {
-            return Err(CliError::Argument(format!(
-                "{flag} is a share, from 0 to 1 (got {share})"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Runs `train`.
 pub fn run(args: &TrainArgs) -> Result<(), CliError> {
     let rl = args.stage == Stage::Rl;
     let steps = args.steps.unwrap_or(if rl { 300 } else { 1200 });
     let batch = args.batch.unwrap_or(if rl { 4 } else { 16 });
     let lr = args.lr.unwrap_or(if rl { 1e-4 } else { 2e-3 });
-    if !(lr.is_finite() && lr > 0.0) {
-        return Err(CliError::Argument(format!(
-            "--lr {lr}: must be a positive number"
-        )));
-    }
-    if steps == 0 || batch == 0 {
-        return Err(CliError::Argument(
-            "--steps and --batch must be at least 1".into(),
-        ));
-    }
-    check_shares(args)?;
-    if args.stage != Stage::Networks && args.init.is_none() {
-        return Err(CliError::Argument(
-            "--stage organs, finder, calibrate, rl, domain and evidence need --init DIR, the checkpoint they build on (e.g. models/keyslice-tiny)".into(),
-        ));
-    }
     let plan = TrainPlan {
         stage: match args.stage {
             Stage::Networks => train::Stage::Networks,

@@ -1,15 +1,12 @@
 //! `keyslice workspace create|analyze|list`: fill and inspect a review workspace without the
 //! window (see `review::workspace` for the folder's layout).
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
 use super::CliError;
 use super::backend::BackendArgs;
-use crate::review::workspace::Workspace;
-use crate::text::shown;
 
 /// Arguments of `workspace`.
 #[derive(Debug, Args)]
@@ -68,134 +65,39 @@ pub enum WorkspaceAction {
 
 /// Runs `workspace`.
 pub fn run(args: &WorkspaceArgs) -> Result<(), CliError> {
-    match &args.action {
+    let terminal = super::Terminal::default();
+    let (added, failed) = match &args.action {
         WorkspaceAction::Create { dir, inputs, json } => {
-            let (urls, paths): (Vec<&PathBuf>, Vec<&PathBuf>) = inputs
-                .iter()
-                .partition(|input| crate::pacs::DicomWebUrl::is_dicomweb(&input.to_string_lossy()));
-            let (mut from_pacs, mut failed) = (0, 0);
-            for url in urls {
-                let imported = keyslice_workflow::pacs::import_studies(
-                    dir,
-                    &url.to_string_lossy(),
-                    &super::Terminal::default(),
-                )?;
-                from_pacs += imported.added;
-                failed += imported.failed;
-            }
-            let paths: Vec<PathBuf> = paths.into_iter().cloned().collect();
-            let (workspace, added) = if paths.is_empty() {
-                (Workspace::open(dir)?, 0)
-            } else {
-                Workspace::create_or_extend(dir, &paths)?
-            };
-            let added = added + from_pacs;
-            let summary = serde_json::json!({
-                "dir": dir,
-                "added": added,
-                "failed": failed,
-                "cases": workspace.manifest.cases.len(),
-            });
-            super::print_summary(*json, &summary, || {
-                format!(
-                    "{added} case(s) added; {} in {} ({}, {}, {})",
-                    workspace.manifest.cases.len(),
-                    dir.display(),
-                    crate::review::workspace::MANIFEST_FILE,
-                    crate::review::workspace::PREDICTIONS_FILE,
-                    crate::review::workspace::DATABASE_FILE,
-                )
-            })?;
-            if failed > 0 {
-                return Err(CliError::PartlyFailed {
-                    failed,
-                    total: added + failed,
-                });
-            }
-            Ok(())
+            let made = keyslice_workflow::workspace::create_workspace(dir, inputs, &terminal)?;
+            super::print_outcome(*json, &made)?;
+            (made.added, made.failed)
         }
         WorkspaceAction::Analyze {
             dir,
             backend,
             force,
             json,
-        } => analyze(dir, backend, *force, *json),
-        WorkspaceAction::List { dir, json } => list(dir, *json),
-    }
-}
-
-fn analyze(
-    dir: &std::path::Path,
-    backend: &BackendArgs,
-    force: bool,
-    json: bool,
-) -> Result<(), CliError> {
-    let backend = backend.backend()?;
-    let current = backend.model_id();
-    let analysis = keyslice_workflow::analyze::analyse_workspace(
-        dir,
-        &backend,
-        force,
-        &super::Terminal::default(),
-    )?;
-    let (done, skipped, failed) = (analysis.analysed, analysis.skipped, analysis.failures.len());
-    let summary = serde_json::json!({
-        "dir": dir,
-        "analysed": done,
-        "skipped": skipped,
-        "failed": failed,
-        "model": {"id": current.id, "version": current.version},
-        "failures": analysis.failures,
-    });
-    super::print_summary(json, &summary, || {
-        format!(
-            "{done} analysed, {skipped} already analysed by {} {}, {failed} failed",
-            current.id, current.version
-        )
-    })?;
+        } => {
+            let analysis = keyslice_workflow::analyze::analyse_workspace(
+                dir,
+                &backend.backend()?,
+                *force,
+                &terminal,
+            )?;
+            super::print_outcome(*json, &analysis)?;
+            (analysis.analysed, analysis.failures.len())
+        }
+        WorkspaceAction::List { dir, json } => {
+            return super::print_lines(&keyslice_workflow::workspace::worklist_lines(
+                dir, *json, &terminal,
+            )?);
+        }
+    };
     if failed > 0 {
         return Err(CliError::PartlyFailed {
             failed,
-            total: done + failed,
+            total: added + failed,
         });
-    }
-    Ok(())
-}
-
-fn list(dir: &std::path::Path, json: bool) -> Result<(), CliError> {
-    let workspace = Workspace::open(dir)?;
-    let predictions = workspace.predictions()?;
-    for warning in workspace.health(&predictions)?.warnings() {
-        eprintln!(
-            "warning: {}: {}",
-            shown(&dir.display().to_string()),
-            shown(&warning)
-        );
-    }
-    let rows = workspace.worklist(&predictions)?;
-    let mut out = std::io::stdout().lock();
-    if !json {
-        writeln!(
-            out,
-            "{:<24} {:<10} {:>11}  {:<16}  needs a look because",
-            "case", "status", "consistency", "reviewer"
-        )?;
-    }
-    for row in rows {
-        if json {
-            writeln!(out, "{}", serde_json::to_string(&row).unwrap_or_default())?;
-        } else {
-            writeln!(
-                out,
-                "{:<24} {:<10} {:>11}  {:<16}  {}",
-                shown(&row.case_id),
-                row.status.label(),
-                row.consistency
-                    .map_or("–".to_string(), |c| format!("{c:.2}")),
-                shown(&row.reviewer.unwrap_or_default()),
-                shown(&row.attention.unwrap_or_default())
-            )?;
-        }
     }
     Ok(())
 }

@@ -173,4 +173,22 @@ mod tests {
         assert_eq!(shown_short("abcdef", 4), "abc…");
         assert_eq!(shown_short("abc", 4), "abc");
     }
+
+    #[test]
+    fn model_text_cannot_drive_the_terminal() {
+        let answer = "Liver: no tumor.\u{1b}]0;pwned\u{7}\n\u{1b}[2JKey slice: 4\u{8}\tok";
+        let shown = shown_lines(answer);
+        assert!(
+            !shown
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+        );
+        assert_eq!(shown.lines().count(), 2, "newlines stay");
+        assert!(shown.starts_with("Liver: no tumor.\u{FFFD}]0;pwned\u{FFFD}"));
+        // A bidirectional override cannot reorder what follows it on screen.
+        assert_eq!(
+            shown_lines("Liver: \u{202e}romut on"),
+            "Liver: \u{FFFD}romut on"
+        );
+    }
 }

@@ -51,6 +51,66 @@ pub struct Arm {
     pub shows: Shows,
 }
 
+/// What is wrong with an arm given as `NAME=SHOWS`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArmError {
+    /// No `=`.
+    #[error("give NAME=SHOWS, SHOWS one of images, report, evidence")]
+    NotPair,
+    /// What it shows is none of the three.
+    #[error("`{0}` is not images, report or evidence")]
+    Shows(String),
+}
+
+impl Arm {
+    /// The arms of a study by default: unaided (the images) and evidence.
+    #[must_use]
+    pub fn defaults() -> Vec<Self> {
+        vec![
+            Self {
+                name: "unaided".into(),
+                shows: Shows::Images,
+            },
+            Self {
+                name: "evidence".into(),
+                shows: Shows::Evidence,
+            },
+        ]
+    }
+
+    /// An arm given as `NAME=SHOWS` (`aided=report`).
+    pub fn parse(text: &str) -> Result<Self, ArmError> {
+        let (name, shows) = text.split_once('=').ok_or(ArmError::NotPair)?;
+        let shows = match shows {
+            "images" => Shows::Images,
+            "report" => Shows::Report,
+            "evidence" => Shows::Evidence,
+            other => return Err(ArmError::Shows(other.to_string())),
+        };
+        Ok(Self {
+            name: name.to_string(),
+            shows,
+        })
+    }
+}
+
+impl Design {
+    /// The design named `crossover`, `split-plot` (in `groups` blocks) or `sequential`,
+    /// sessions `washout_days` apart.
+    #[must_use]
+    pub fn named(name: &str, groups: u32, washout_days: u32) -> Option<Self> {
+        match name {
+            "crossover" => Some(Self::Crossover { washout_days }),
+            "sequential" => Some(Self::Sequential),
+            "split-plot" => Some(Self::SplitPlot {
+                groups,
+                washout_days,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// How readers, cases and arms are crossed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

@@ -93,6 +93,84 @@ pub fn video_refused_warning(server: &str, prediction: &Prediction) -> Option<St
     ))
 }
 
+/// A prediction as `analyze` prints it: the model (with what it is not for), the report, the
+/// key slice, the verifier's description, the consistency per attribute, the warnings and
+/// the time taken. `embedded`: the model is keyslice-tiny, trained on phantoms.
+#[must_use]
+pub fn prediction_text(prediction: &Prediction, embedded: bool) -> String {
+    use keyslice_core::prediction::OutOfDomain;
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let case_id = &prediction.case_id;
+    // Writing to a String cannot fail.
+    let caveat = if embedded {
+        " (synthetic-trained; not for clinical use)"
+    } else {
+        " (research model output; not for clinical use)"
+    };
+    let _ = writeln!(
+        out,
+        "case {case_id}: {} {}{caveat}",
+        prediction.diagnoser.id, prediction.diagnoser.version
+    );
+    if let Some(unfamiliar) = &prediction.out_of_domain {
+        let _ = writeln!(out, "\n{}", OutOfDomain::LABEL.to_uppercase());
+        for reason in &unfamiliar.reasons {
+            let _ = writeln!(out, "  {}", keyslice_core::text::shown_lines(reason));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{}",
+        keyslice_core::text::shown_lines(prediction.report.trim_end())
+    );
+    let _ = match &prediction.key_slice {
+        Some(key) => writeln!(
+            out,
+            "\nkey slice     {} (z = {:.1} mm)",
+            key.index, key.z_mm
+        ),
+        None => writeln!(
+            out,
+            "\nkey slice     none: the findings have no evidence slice (check the case for a missed tumor)"
+        ),
+    };
+    if let Some(text) = &prediction.local_description {
+        let _ = writeln!(
+            out,
+            "local         {}",
+            keyslice_core::text::shown_lines(text.trim_end()).replace('\n', "\n              ")
+        );
+    }
+    if let Some(consistency) = &prediction.consistency {
+        let part = |value: Option<f64>| value.map_or("–".to_string(), |v| format!("{v:.2}"));
+        let _ = writeln!(
+            out,
+            "consistency   {:.2} (organ {:.2}, location {}, attenuation {}, size {})",
+            consistency.score,
+            consistency.organ,
+            part(consistency.location),
+            part(consistency.attenuation),
+            part(consistency.size)
+        );
+    }
+    for warning in &prediction.warnings {
+        let _ = writeln!(out, "warning       {warning}");
+    }
+    if prediction.out_of_domain.is_some() {
+        let _ = writeln!(
+            out,
+            "note          the consistency above is not evidence: the model does not know CTs like this one"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "time          {:.0} ms (diagnose {:.0}, verify {:.0})\n",
+        prediction.timings_ms.total, prediction.timings_ms.diagnose, prediction.timings_ms.verify
+    );
+    out
+}
+
 /// Whose fault a failed case is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -135,14 +213,43 @@ pub struct CaseFailure {
 }
 
 /// What [`analyse_workspace`] did.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct WorkspaceAnalysis {
+    /// The workspace.
+    pub dir: std::path::PathBuf,
+    /// The model that analysed.
+    pub model: keyslice_core::prediction::ModelId,
     /// Cases analysed now.
     pub analysed: usize,
     /// Cases the same model had analysed already.
     pub skipped: usize,
     /// Cases that failed.
     pub failures: Vec<CaseFailure>,
+}
+
+impl crate::Outcome for WorkspaceAnalysis {
+    fn json(&self) -> String {
+        serde_json::json!({
+            "dir": self.dir,
+            "analysed": self.analysed,
+            "skipped": self.skipped,
+            "failed": self.failures.len(),
+            "model": {"id": self.model.id, "version": self.model.version},
+            "failures": self.failures,
+        })
+        .to_string()
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "{} analysed, {} already analysed by {} {}, {} failed",
+            self.analysed,
+            self.skipped,
+            self.model.id,
+            self.model.version,
+            self.failures.len()
+        )
+    }
 }
 
 /// Analyses a workspace's cases that the backend's model has not analysed yet (all with
@@ -173,7 +280,13 @@ pub fn analyse_workspace(
     }
     let total = workspace.manifest.cases.len();
     let started = Instant::now();
-    let mut analysis = WorkspaceAnalysis::default();
+    let mut analysis = WorkspaceAnalysis {
+        dir: dir.to_path_buf(),
+        model: current.clone(),
+        analysed: 0,
+        skipped: 0,
+        failures: Vec::new(),
+    };
     for (index, case) in workspace.manifest.cases.iter().enumerate() {
         if !force
             && predictions

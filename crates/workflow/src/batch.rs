@@ -54,6 +54,9 @@ pub struct Summary {
     /// The errors file.
     #[serde(skip)]
     pub errors: PathBuf,
+    /// The predictions file.
+    #[serde(skip)]
+    pub out: PathBuf,
     /// Set when the batch stopped itself (the server kept failing): the last failure.
     #[serde(skip)]
     pub tripped: Option<String>,
@@ -119,8 +122,33 @@ pub fn run_batch(
             })
             .collect(),
         errors,
+        out: options.out.to_path_buf(),
         tripped,
     })
+}
+
+impl crate::Outcome for Summary {
+    fn json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "{} case(s): {} done, {} failed{}, {} skipped (already done) in {:.1} s ({:.2} cases/s); predictions in {}",
+            self.cases,
+            self.done,
+            self.failed,
+            if self.failed > 0 {
+                format!(" (see {})", self.errors.display())
+            } else {
+                String::new()
+            },
+            self.skipped,
+            self.seconds,
+            self.cases_per_second,
+            self.out.display()
+        )
+    }
 }
 
 /// Where cases run: one backend (a server, or the model in this process) with its threads.

@@ -5,12 +5,18 @@
 //!   `analyze`, `batch`, `workspace analyze` and the window's live analysis.
 //! - [`backend`]: a model backend from its settings (embedded, Qwen3-VL, a server).
 //! - [`batch`]: a model over a whole dataset on several servers, resumable.
+//! - [`convert`]: a CT converted to NIfTI or to a DICOM series.
 //! - [`eval`]: whether the evidence tells made-up findings from real ones.
+//! - [`export`]: a reviewed workspace exported as de-identified training data.
+//! - [`findings`]: one report read, with the words each finding came from.
 //! - [`info`]: a CT described (geometry, HU range, warnings, series).
 //! - [`pacs`]: import a PACS study into a workspace, open one with its stored result,
 //!   publish a workspace and a reader study's reads (one held-then-store loop).
+//! - [`phantom`]: synthetic CT phantoms written as case folders.
 //! - [`score`]: predictions scored against truth (the paper's metrics, each case's reward).
 //! - [`train`]: keyslice-tiny trained one stage at a time.
+//! - [`vlm`]: one question to a Qwen3-VL checkpoint.
+//! - [`workspace`]: review workspaces made from inputs, and their worklist.
 //! - [`study`]: the reader-study report (hallucinations, tables and charts as data, the
 //!   tables written with the `csv` crate) and a study's reads as DICOM SR.
 //!
@@ -21,14 +27,20 @@
 pub mod analyze;
 pub mod backend;
 pub mod batch;
+pub mod convert;
 mod error;
 pub mod eval;
+pub mod export;
+pub mod findings;
 pub mod info;
 pub mod pacs;
+pub mod phantom;
 pub mod score;
 pub mod study;
 pub mod terminal;
 pub mod train;
+pub mod vlm;
+pub mod workspace;
 
 use std::time::{Duration, Instant};
 
@@ -83,8 +95,8 @@ pub trait Report: Sync {
 /// A use case's outcome as both faces show it: one JSON object (for scripts: `--json`), or
 /// lines of text for a person.
 pub trait Outcome {
-    /// The outcome as one JSON object.
-    fn json(&self) -> serde_json::Value;
+    /// The outcome as one JSON object, on one line.
+    fn json(&self) -> String;
     /// The outcome as text.
     fn text(&self) -> String;
 }

@@ -119,6 +119,42 @@ pub fn retrieve(
     result
 }
 
+/// A study's CT retrieved into the cache.
+pub struct RetrievedStudy(pub Retrieved);
+
+/// Retrieves the CT of the one study `url` names into the connection's cache.
+pub fn retrieve_url(
+    url: &str,
+    connection: &Connection,
+    report: &dyn Report,
+) -> Result<RetrievedStudy, Error> {
+    let url = DicomWebUrl::parse(url)?;
+    let server = connection.server(&url)?;
+    let study = one_study(&url, "retrieve")?;
+    Ok(RetrievedStudy(retrieve(
+        &server, study, connection, report,
+    )?))
+}
+
+impl crate::Outcome for RetrievedStudy {
+    fn json(&self) -> String {
+        let retrieved = &self.0;
+        serde_json::json!({
+            "folder": retrieved.folder,
+            "study_uid": retrieved.study_uid,
+            "series_uid": retrieved.series.series_uid,
+            "instances": retrieved.instances,
+            "fetched": retrieved.fetched,
+            "bytes": retrieved.bytes,
+        })
+        .to_string()
+    }
+
+    fn text(&self) -> String {
+        self.0.folder.display().to_string()
+    }
+}
+
 /// What [`import_studies`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Imported {
@@ -754,6 +790,25 @@ pub fn write_studies(
     Ok(())
 }
 
+impl crate::Outcome for Published {
+    fn json(&self) -> String {
+        serde_json::json!({
+            "documents": self.documents,
+            "held": self.held,
+            "skipped": self.skipped,
+            "failed": self.failed,
+        })
+        .to_string()
+    }
+
+    fn text(&self) -> String {
+        let mut text = Vec::new();
+        // Writing to memory cannot fail.
+        let _ = self.write_text(&mut text);
+        String::from_utf8_lossy(&text).trim_end().to_string()
+    }
+}
+
 impl Published {
     /// What `pacs publish` prints: a line per document and a total.
     pub fn write_text(&self, out: &mut dyn Write) -> std::io::Result<()> {
@@ -955,6 +1010,69 @@ pub fn write_agreement(
                 keyslice_core::text::shown(&disagreement.reasons.join("; "))
             )?;
         }
+    }
+    Ok(())
+}
+
+/// `pacs query`: the studies a URL names, written to `out` as a table (with `json`, one
+/// JSON object a line).
+pub fn query(
+    url: &str,
+    connection: &Connection,
+    out: &mut dyn Write,
+    json: bool,
+) -> Result<(), Error> {
+    let url = DicomWebUrl::parse(url)?;
+    let server = connection.server(&url)?;
+    let studies = studies_of(&url, &server)?;
+    write_studies(out, &studies, server.name(), json)?;
+    Ok(())
+}
+
+/// `pacs results`: the Keyslice documents stored for the one study a URL names, written to
+/// `out` (with `json`, as one JSON object).
+pub fn results(
+    url: &str,
+    connection: &Connection,
+    out: &mut dyn Write,
+    json: bool,
+) -> Result<(), Error> {
+    let url = DicomWebUrl::parse(url)?;
+    let study = one_study(&url, "results")?;
+    let server = connection.server(&url)?;
+    let found = study_results(
+        &server,
+        study,
+        &connection.cache(),
+        usize::from(connection.parallel),
+    )?;
+    if json {
+        writeln!(out, "{}", results_json(study, &found))?;
+    } else {
+        write_results(out, study, &found)?;
+    }
+    Ok(())
+}
+
+/// `pacs agreement`: agreement between the reviewers whose reviews are stored for the
+/// studies a URL names (key slices within `slice_tolerance` agree), written to `out`.
+pub fn agreement(
+    url: &str,
+    slice_tolerance: u32,
+    connection: &Connection,
+    out: &mut dyn Write,
+    json: bool,
+) -> Result<(), Error> {
+    let (studies, labels) = stored_reviews(url, connection)?;
+    let report = agreement::agreement(&labels, slice_tolerance);
+    if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&report).map_err(std::io::Error::from)?
+        )?;
+    } else {
+        write_agreement(out, studies, &labels, &report)?;
     }
     Ok(())
 }

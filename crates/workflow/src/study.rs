@@ -64,7 +64,7 @@ pub struct Created {
 }
 
 impl crate::Outcome for Created {
-    fn json(&self) -> serde_json::Value {
+    fn json(&self) -> String {
         let definition = &self.study.definition;
         serde_json::json!({
             "study": definition.name,
@@ -73,6 +73,7 @@ impl crate::Outcome for Created {
             "cases": definition.cases.len(),
             "arms": definition.arms.iter().map(|arm| arm.name.as_str()).collect::<Vec<_>>(),
         })
+        .to_string()
     }
 
     fn text(&self) -> String {
@@ -95,7 +96,7 @@ impl crate::Outcome for Created {
 }
 
 impl crate::Outcome for Simulated {
-    fn json(&self) -> serde_json::Value {
+    fn json(&self) -> String {
         serde_json::json!({
             "recorded": self.recorded,
             "cases_with_ai": self.cases_with_ai,
@@ -104,6 +105,7 @@ impl crate::Outcome for Simulated {
             "left_alone": self.left_alone,
             "note": "simulated readers demonstrate the workflow and measure nothing about people",
         })
+        .to_string()
     }
 
     fn text(&self) -> String {
@@ -124,13 +126,14 @@ impl crate::Outcome for Simulated {
 }
 
 impl crate::Outcome for ReadsPublished {
-    fn json(&self) -> serde_json::Value {
+    fn json(&self) -> String {
         serde_json::json!({
             "written": self.written,
             "stored": self.stored.stored.len(),
             "held": self.stored.held,
             "skipped": self.skipped,
         })
+        .to_string()
     }
 
     fn text(&self) -> String {
@@ -544,12 +547,13 @@ fn uptake(
 }
 
 /// Which AI reports of `pred` claim a tumor that truth does not have, and how well the
-/// report–evidence consistency flags them; with the reads for iMRMC and the number of
-/// reports matched with truth.
+/// report–evidence consistency flags them; with the number of reports matched with truth.
+/// With `imrmc`, the claims' scores are written there in iMRMC's format too.
 pub fn hallucination_analysis(
     pred: &Path,
     truth: &Path,
-) -> Result<(Hallucinations, Reads, usize), Error> {
+    imrmc: Option<&Path>,
+) -> Result<(Hallucinations, usize), Error> {
     use keyslice_core::findings::read_report;
     let truth_by_case = truth_map(truth)?;
     let owned: Vec<_> = keyslice_io::cases::read_predictions(pred)?
@@ -579,7 +583,19 @@ pub fn hallucination_analysis(
         .collect();
     let (analysis, reads) = hallucinations(&cases, SizeTolerance::default())
         .map_err(|error| Error::InvalidFile(format!("{}: {error}", pred.display())))?;
-    Ok((analysis, reads, cases.len()))
+    if let Some(path) = imrmc {
+        let text = reads.to_imrmc(&[
+            "Keyslice: report-evidence consistency as a detector of hallucinated AI findings",
+            "reader consistency: 1 - consistency; truth 1: a hallucinated claim",
+        ]);
+        keyslice_io::atomic::write_atomically(path, text.as_bytes()).map_err(|source| {
+            Error::Write {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+    }
+    Ok((analysis, cases.len()))
 }
 
 /// What [`publish_reads`] did.

@@ -101,13 +101,58 @@ pub struct Trained {
 
 const CHECKPOINT: &str = "config.json, model.safetensors";
 
-/// Runs one stage of `plan`; progress lines go to `progress`, the RL stage's reward chart is
-/// drawn by `png`.
+impl TrainPlan {
+    /// The learning rate is positive, steps and batch at least 1, the weights and
+    /// coefficients finite and not negative, the shares from 0 to 1; each refused with its
+    /// flag named.
+    pub fn check(&self) -> Result<(), Error> {
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(Error::Argument(format!(
+                "--lr {}: must be a positive number",
+                self.lr
+            )));
+        }
+        if self.steps == 0 || self.batch == 0 {
+            return Err(Error::Argument(
+                "--steps and --batch must be at least 1".into(),
+            ));
+        }
+        for (flag, value) in [
+            ("--lesion-weight", self.lesion_weight),
+            ("--dice-weight", self.dice_weight),
+            ("--kl", self.kl),
+            ("--presence-kl", self.presence_kl),
+            ("--clip", self.clip),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(Error::Argument(format!(
+                    "{flag} {value}: must be a finite number of at least 0"
+                )));
+            }
+        }
+        for (flag, share) in [
+            ("--lesion-windows", self.lesion_windows),
+            ("--hard-negatives", self.hard_negatives),
+            ("--model-claims", self.model_claims),
+        ] {
+            if !(0.0..=1.0).contains(&share) {
+                return Err(Error::Argument(format!(
+                    "{flag} is a share, from 0 to 1 (got {share})"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs one stage of `plan` (checked first); progress lines go to `progress`, the RL stage's
+/// reward chart is drawn by `png`.
 pub fn train_stage(
     plan: &TrainPlan,
     progress: &dyn Fn(&str),
     png: &dyn Fn(&Chart) -> Result<Vec<u8>, String>,
 ) -> Result<Trained, Error> {
+    plan.check()?;
     let init = match (plan.stage, &plan.init) {
         (Stage::Networks, _) => None,
         (_, Some(init)) => Some(init.as_path()),
