@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::CliError;
-use super::backend::BackendArgs;
 use crate::infer::backend::Backend;
 use keyslice_workflow::analyze::{analyse_case, prediction_text, video_refused_warning};
+use keyslice_workflow::backend::BackendSpec;
 
 /// Arguments of `analyze`.
 #[derive(Debug, Args)]
@@ -23,7 +23,7 @@ pub struct AnalyzeArgs {
     pub paths: Vec<PathBuf>,
     /// The model and where it runs.
     #[command(flatten)]
-    pub backend: BackendArgs,
+    pub backend: BackendSpec,
     /// Skip the verifier (no local description, no consistency).
     #[arg(long)]
     pub no_verify: bool,

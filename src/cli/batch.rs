@@ -16,7 +16,7 @@ use clap::Args;
 use keyslice_workflow::batch::{BatchOptions, Lane, run_batch};
 
 use super::CliError;
-use super::backend::{BackendArgs, BackendKind};
+use keyslice_workflow::backend::{BackendKind, BackendSpec};
 
 /// Arguments of `batch`.
 #[derive(Debug, Args)]
@@ -36,7 +36,7 @@ pub struct BatchArgs {
     pub no_verify: bool,
     /// The model and where it runs.
     #[command(flatten)]
-    pub backend: BackendArgs,
+    pub backend: BackendSpec,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -99,7 +99,7 @@ pub fn run(args: &BatchArgs) -> Result<(), CliError> {
 /// `--jobs`), else the one backend with `--jobs` threads.
 fn lanes(args: &BatchArgs) -> Result<Vec<Lane>, CliError> {
     if args.backend.backend == BackendKind::Openai {
-        let spec = args.backend.spec();
+        let spec = &args.backend;
         return spec
             .endpoints()?
             .into_iter()

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::CliError;
-use super::backend::BackendArgs;
+use keyslice_workflow::backend::BackendSpec;
 
 /// Arguments of `eval`.
 #[derive(Debug, Args)]
@@ -36,7 +36,7 @@ pub enum EvalAction {
         data: PathBuf,
         /// The model and where it runs.
         #[command(flatten)]
-        backend: BackendArgs,
+        backend: BackendSpec,
         /// Seed of the injections (each drawn from the seed, the case and the kind).
         #[arg(long, default_value_t = 1)]
         seed: u64,

@@ -5,7 +5,6 @@
 //! `hint:` line and exits with code 1; clap's usage errors exit with code 2.
 
 pub mod analyze;
-pub mod backend;
 pub mod batch;
 pub mod convert;
 pub mod eval;
@@ -123,7 +122,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             study: None,
             reader: None,
             reviewer: None,
-            backend: backend::BackendArgs::default(),
+            backend: keyslice_workflow::backend::BackendSpec::default(),
         });
     };
     match command {

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+pub use keyslice_workflow::pacs::Connection;
 use keyslice_workflow::pacs::PublishOptions;
 
 use super::CliError;
@@ -16,41 +17,6 @@ pub struct PacsArgs {
     /// What to do.
     #[command(subcommand)]
     pub action: PacsAction,
-}
-
-/// How to reach the server.
-#[derive(Debug, Clone, Args)]
-pub struct Connection {
-    /// Seconds one request may take, from connecting to the last byte of its answer.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub timeout_secs: u64,
-    /// Retries of a failed request (dropped connection, HTTP 429/5xx, truncated answer; 0–20).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=20))]
-    pub retries: u32,
-    /// Instances retrieved at once when they are asked for one by one.
-    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u16).range(1..=16))]
-    pub parallel: u16,
-    /// The retrieve cache (default: the user's cache folder, keyslice/dicomweb).
-    #[arg(long)]
-    pub cache: Option<PathBuf>,
-    /// A CA certificate (PEM) to trust beside the system's store, for a PACS behind a
-    /// hospital's own CA (repeat for several). `SSL_CERT_FILE` and `SSL_CERT_DIR` are read too.
-    #[arg(long, value_name = "FILE")]
-    pub ca_cert: Vec<PathBuf>,
-}
-
-impl Connection {
-    /// The settings the use cases take.
-    #[must_use]
-    pub fn settings(&self) -> keyslice_workflow::pacs::Connection {
-        keyslice_workflow::pacs::Connection {
-            timeout_secs: self.timeout_secs,
-            retries: self.retries,
-            parallel: self.parallel,
-            cache: self.cache.clone(),
-            ca_cert: self.ca_cert.clone(),
-        }
-    }
 }
 
 /// The `pacs` subcommands.
@@ -148,7 +114,7 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
             connection,
         } => Ok(keyslice_workflow::pacs::query(
             url,
-            &connection.settings(),
+            connection,
             &mut std::io::stdout().lock(),
             *json,
         )?),
@@ -158,11 +124,7 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
             connection,
         } => super::print_outcome(
             *json,
-            &keyslice_workflow::pacs::retrieve_url(
-                url,
-                &connection.settings(),
-                &super::Terminal::default(),
-            )?,
+            &keyslice_workflow::pacs::retrieve_url(url, connection, &super::Terminal::default())?,
         ),
         PacsAction::Publish {
             dir,
@@ -183,7 +145,7 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
                     force: *force,
                     reviewer: reviewer.as_deref(),
                 },
-                &connection.settings(),
+                connection,
                 &super::Terminal::default(),
             )?;
             super::print_outcome(*json, &published)?;
@@ -201,7 +163,7 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
             connection,
         } => Ok(keyslice_workflow::pacs::results(
             url,
-            &connection.settings(),
+            connection,
             &mut std::io::stdout().lock(),
             *json,
         )?),
@@ -213,7 +175,7 @@ pub fn run(args: &PacsArgs) -> Result<(), CliError> {
         } => Ok(keyslice_workflow::pacs::agreement(
             url,
             *slice_tolerance,
-            &connection.settings(),
+            connection,
             &mut std::io::stdout().lock(),
             *json,
         )?),

@@ -278,7 +278,7 @@ pub fn run(args: &StudyArgs) -> Result<(), CliError> {
                 reader.as_deref(),
                 out.as_deref(),
                 *no_store,
-                &connection.settings(),
+                connection,
                 &super::Terminal::default(),
             )?;
             super::print_outcome(*json, &published)

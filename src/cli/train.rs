@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use keyslice_workflow::train::{self, TrainPlan};
+use keyslice_workflow::train::{self, Stage, TrainPlan};
 
 use super::CliError;
 use crate::scoring::RewardWeights;
@@ -128,28 +128,6 @@ fn written(args: &TrainArgs, model: &str, files: &str) -> Result<(), CliError> {
     })
 }
 
-/// A training stage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Stage {
-    /// The diagnoser and verifier (per-pixel organ, lesion and class maps).
-    Networks,
-    /// The organ network (liver, pancreas and kidney masks on the finder's grid).
-    Organs,
-    /// The lesion finder (per organ and slab: is there a tumor, and where).
-    Finder,
-    /// No training: the finder's thresholds of --init chosen afresh on every case in --data.
-    Calibrate,
-    /// GRPO on the finder of --init with the E-MRL rewards (phantom cases with truth.json).
-    Rl,
-    /// No training: the ranges of the domain check (what CTs --init knows) measured on every
-    /// case in --data; the weights are copied as they are.
-    Domain,
-    /// The evidence reader: keyslice-tiny's own verifier, which reads each claimed lesion in
-    /// three planes through its box, added to the checkpoint of --init (phantom cases with
-    /// truth.json).
-    Evidence,
-}
-
 /// The finder stage's organ masks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum FinderMasks {
@@ -166,15 +144,7 @@ pub fn run(args: &TrainArgs) -> Result<(), CliError> {
     let batch = args.batch.unwrap_or(if rl { 4 } else { 16 });
     let lr = args.lr.unwrap_or(if rl { 1e-4 } else { 2e-3 });
     let plan = TrainPlan {
-        stage: match args.stage {
-            Stage::Networks => train::Stage::Networks,
-            Stage::Organs => train::Stage::Organs,
-            Stage::Finder => train::Stage::Finder,
-            Stage::Calibrate => train::Stage::Calibrate,
-            Stage::Rl => train::Stage::Rl,
-            Stage::Domain => train::Stage::Domain,
-            Stage::Evidence => train::Stage::Evidence,
-        },
+        stage: args.stage,
         data: args.data.clone(),
         from_export: args.from_export.clone(),
         out: args.out.clone(),

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
-use super::backend::BackendArgs;
 use crate::app::{Source, run as run_app};
+use keyslice_workflow::backend::BackendSpec;
 
 /// Arguments of `view`.
 #[derive(Debug, Args)]
@@ -30,7 +30,7 @@ pub struct ViewArgs {
     pub reviewer: Option<String>,
     /// The model live analysis (`A`) runs: the embedded one by default, or a server.
     #[command(flatten)]
-    pub backend: BackendArgs,
+    pub backend: BackendSpec,
 }
 
 /// Runs `view`.

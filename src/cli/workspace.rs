@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::CliError;
-use super::backend::BackendArgs;
+use keyslice_workflow::backend::BackendSpec;
 
 /// Arguments of `workspace`.
 #[derive(Debug, Args)]
@@ -44,7 +44,7 @@ pub enum WorkspaceAction {
         dir: PathBuf,
         /// The model and where it runs.
         #[command(flatten)]
-        backend: BackendArgs,
+        backend: BackendSpec,
         /// Analyse every case again.
         #[arg(long)]
         force: bool,

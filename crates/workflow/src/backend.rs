@@ -7,71 +7,143 @@ use std::time::Duration;
 
 use keyslice_infer::backend::Backend;
 use keyslice_infer::embedded::TinyModel;
-use keyslice_infer::hallucinate::{Hallucinate, Kind};
+use keyslice_infer::hallucinate::Hallucinate;
 use keyslice_infer::openai::{
     DIAGNOSE_PROMPT, Media, OpenAiClient, OpenAiDiagnoser, OpenAiVerifier, VERIFY_PROMPT,
 };
 use keyslice_infer::qwen3_vl::pipeline::Qwen3VlPipeline;
 use keyslice_infer::qwen3_vl::{Qwen3Vl, pick_device};
 
+use clap::{Args, ValueEnum};
+
 use crate::Error;
 
 /// Which backend runs the model.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum BackendKind {
     /// keyslice-tiny on candle, in this process (CPU).
     #[default]
     Embedded,
-    /// An `OpenAI`-compatible chat-completions server.
+    /// An `OpenAI`-compatible chat-completions server (vLLM, `SGLang`, llama.cpp, Ollama).
     Openai,
-    /// A Qwen3-VL checkpoint folder on candle, in this process.
+    /// A Qwen3-VL checkpoint folder (`--model DIR`) on candle, in this process.
     Qwen3vl,
 }
 
-/// A backend's settings (the command line's `--backend` options; each field's meaning is
-/// that flag's).
-#[derive(Clone, Debug)]
+/// How the CT goes to a server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum MediaArg {
+    /// A video content part; images when the server refuses video.
+    #[default]
+    Auto,
+    /// A video content part only.
+    Video,
+    /// One image content part per frame.
+    Images,
+}
+
+/// A backend's settings: the `--backend` options of the commands that run a model, and what
+/// the window's live analysis runs.
+#[derive(Clone, Debug, Args)]
 pub struct BackendSpec {
     /// The backend.
+    #[arg(long, value_enum, default_value_t = BackendKind::Embedded)]
     pub backend: BackendKind,
-    /// A checkpoint folder (embedded, qwen3vl) or the served model name (openai).
+    /// Embedded: a keyslice-tiny checkpoint folder (default: the model compiled in).
+    /// With `openai`: the served model name. With `qwen3vl`: the checkpoint folder.
+    #[arg(long)]
     pub model: Option<String>,
-    /// The servers' base URLs, each `URL#jobs=N` optionally.
+    /// With `openai`: the server's base URL, up to `/v1` (`http://gpu-01:8000/v1`). `batch`
+    /// takes several, each with its own requests in flight as `URL#jobs=N` (default: --jobs).
+    #[arg(long)]
     pub url: Vec<String>,
-    /// The environment variable holding the API key.
+    /// With `openai`: the environment variable holding the API key (sent as a bearer token).
+    #[arg(long)]
     pub api_key_env: Option<String>,
-    /// Qwen3-VL's device: auto, cpu, cuda or metal.
+    /// With `qwen3vl`: auto, cpu, cuda or metal.
+    #[arg(long, default_value = "auto")]
     pub device: String,
-    /// Qwen3-VL: most new tokens per answer.
+    /// With `qwen3vl`: most new tokens per answer.
+    #[arg(long, default_value_t = 512)]
     pub max_new_tokens: usize,
-    /// Axial slices sent per case.
+    /// With `openai` and `qwen3vl`: axial slices sent per case (evenly spread).
+    #[arg(long, default_value_t = 32)]
     pub frames: usize,
-    /// How the CT goes to a server.
-    pub media: Media,
-    /// Seconds to wait for one answer.
+    /// With `openai`: how the CT goes to the server: `video` (one video content part),
+    /// `images` (one image part per frame) or `auto` (video, images when the server refuses
+    /// video). What was sent is recorded with each prediction (`input`).
+    #[arg(long, value_enum, default_value_t = MediaArg::Auto)]
+    pub media: MediaArg,
+    /// With `openai`: seconds to wait for one answer (1–3600).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout_secs: u64,
-    /// Retries after HTTP 429/5xx or a dropped connection.
+    /// With `openai`: retries after HTTP 429/5xx or a dropped connection (backoff from 0.5 s,
+    /// doubling; 0–20).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub retries: u32,
-    /// Another server for the verifier.
+    /// With `openai`: another server for the verifier (base URL up to `/v1`), so the claim is
+    /// read back by another model than the one that made it; without it, the diagnosis
+    /// server verifies. Each prediction names its verifier.
+    #[arg(long, requires = "verifier_model")]
     pub verifier_url: Option<String>,
-    /// The model that server serves.
+    /// With `--verifier-url`: the model that server serves.
+    #[arg(long, requires = "verifier_url")]
     pub verifier_model: Option<String>,
-    /// The environment variable holding that server's API key.
+    /// With `--verifier-url`: the environment variable holding that server's API key.
+    #[arg(long, requires = "verifier_url")]
     pub verifier_api_key_env: Option<String>,
-    /// CA certificates to trust beside the system's store.
+    /// With `openai`: a CA certificate (PEM) to trust beside the system's store, for a
+    /// server behind a hospital's own CA (repeat for several). `SSL_CERT_FILE` and
+    /// `SSL_CERT_DIR` are read too.
+    #[arg(long, value_name = "FILE")]
     pub ca_cert: Vec<PathBuf>,
-    /// Send a series with burned-in annotation all the same.
+    /// With `openai`: send a series whose header says Burned In Annotation YES (text drawn
+    /// into its pixels: a name, a date, an instruction) all the same; without it such a
+    /// series is refused before anything is sent.
+    #[arg(long)]
     pub allow_burned_in: bool,
-    /// The diagnosis prompt file (default: compiled in).
+    /// With `openai`/`qwen3vl`: the diagnosis prompt file (default: `prompts/diagnose.txt`, compiled in).
+    #[arg(long)]
     pub diagnose_prompt: Option<PathBuf>,
-    /// The verification prompt file (default: compiled in).
+    /// With `openai`/`qwen3vl`: the verification prompt file (default: `prompts/verify.txt`, compiled in).
+    #[arg(long)]
     pub verify_prompt: Option<PathBuf>,
-    /// Make up a tumor in this share of cases.
+    /// For demonstrations and reader studies: make up a tumor in this share of cases (0–1),
+    /// in an organ the model called clean, keeping the model's key slice. The cases are drawn
+    /// by --hallucinate-seed and the case id; the model's name says so in every prediction.
+    #[arg(long, value_parser = share)]
     pub hallucinate: Option<f64>,
-    /// The seed of the cases made up.
+    /// The seed of the cases --hallucinate draws.
+    #[arg(long, default_value_t = 1, requires = "hallucinate")]
     pub hallucinate_seed: u64,
-    /// The kind of made-up finding.
-    pub hallucinate_kind: Option<Kind>,
+    /// The kind of made-up finding --hallucinate puts in: alone (a tumor where the model
+    /// found none), beside-real, second-lesion, side-swap, wrong-attributes or
+    /// made-up-evidence (as `eval evidence` injects them); without it, a tumor in an organ the
+    /// model called clean.
+    #[arg(long, value_parser = hallucination_kind, requires = "hallucinate")]
+    pub hallucinate_kind: Option<keyslice_infer::hallucinate::Kind>,
+}
+
+/// `--hallucinate-kind`: a kind named.
+fn hallucination_kind(text: &str) -> Result<keyslice_infer::hallucinate::Kind, String> {
+    keyslice_infer::hallucinate::Kind::named(text).ok_or_else(|| {
+        let names: Vec<&str> = keyslice_infer::hallucinate::Kind::ALL
+            .iter()
+            .map(|kind| kind.name())
+            .collect();
+        format!(
+            "`{text}` is not a kind of made-up finding: {}",
+            names.join(", ")
+        )
+    })
+}
+
+/// A share between 0 and 1.
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if (0.0..=1.0).contains(&value) => Ok(value),
+        _ => Err(format!("`{text}` is not a share between 0 and 1")),
+    }
 }
 
 impl Default for BackendSpec {
@@ -84,7 +156,7 @@ impl Default for BackendSpec {
             device: "auto".into(),
             max_new_tokens: 512,
             frames: 32,
-            media: Media::Auto,
+            media: MediaArg::Auto,
             timeout_secs: 120,
             retries: 4,
             verifier_url: None,
@@ -205,7 +277,11 @@ impl BackendSpec {
         client.retries = self.retries;
         client.allow_burned_in = self.allow_burned_in;
         client.trust(&self.ca_cert).map_err(Error::Argument)?;
-        let media = self.media;
+        let media = match self.media {
+            MediaArg::Auto => Media::Auto,
+            MediaArg::Video => Media::Video,
+            MediaArg::Images => Media::Images,
+        };
         let diagnoser = OpenAiDiagnoser::new(
             client.clone(),
             self.frames.clamp(1, 512),

@@ -23,18 +23,25 @@ use serde::Serialize;
 
 use crate::{Error, Report};
 
-/// How to reach a server: the settings behind every request of a use case.
-#[derive(Debug, Clone)]
+/// How to reach a server: the settings behind every request of a use case (the `pacs`
+/// commands' options).
+#[derive(Debug, Clone, clap::Args)]
 pub struct Connection {
     /// Seconds one request may take, from connecting to the last byte of its answer.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout_secs: u64,
-    /// Retries of a failed request (dropped connection, HTTP 429/5xx, truncated answer).
+    /// Retries of a failed request (dropped connection, HTTP 429/5xx, truncated answer; 0–20).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub retries: u32,
     /// Instances retrieved at once when they are asked for one by one.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u16).range(1..=16))]
     pub parallel: u16,
     /// The retrieve cache (default: the user's cache folder, keyslice/dicomweb).
+    #[arg(long)]
     pub cache: Option<PathBuf>,
-    /// CA certificates (PEM) to trust beside the system's store.
+    /// A CA certificate (PEM) to trust beside the system's store, for a PACS behind a
+    /// hospital's own CA (repeat for several). `SSL_CERT_FILE` and `SSL_CERT_DIR` are read too.
+    #[arg(long, value_name = "FILE")]
     pub ca_cert: Vec<PathBuf>,
 }
 

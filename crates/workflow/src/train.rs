@@ -17,21 +17,24 @@ use keyslice_train::tiny::{TrainOptions, train};
 use crate::Error;
 
 /// A training stage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Stage {
     /// The diagnoser and verifier (per-pixel organ, lesion and class maps).
     Networks,
-    /// The organ network on top of a checkpoint.
+    /// The organ network (liver, pancreas and kidney masks on the finder's grid).
     Organs,
-    /// The lesion finder on top of a checkpoint.
+    /// The lesion finder (per organ and slab: is there a tumor, and where).
     Finder,
-    /// No training: the finder's thresholds chosen afresh.
+    /// No training: the finder's thresholds of --init chosen afresh on every case in --data.
     Calibrate,
-    /// GRPO on the finder with the E-MRL rewards.
+    /// GRPO on the finder of --init with the E-MRL rewards (phantom cases with truth.json).
     Rl,
-    /// No training: the ranges of the domain check measured.
+    /// No training: the ranges of the domain check (what CTs --init knows) measured on every
+    /// case in --data; the weights are copied as they are.
     Domain,
-    /// The evidence reader, keyslice-tiny's own verifier.
+    /// The evidence reader: keyslice-tiny's own verifier, which reads each claimed lesion in
+    /// three planes through its box, added to the checkpoint of --init (phantom cases with
+    /// truth.json).
     Evidence,
 }
 
