@@ -7,8 +7,9 @@ use keyslice::infer::embedded::TinyModel;
 use keyslice::train::tiny::load_case;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let model = TinyModel::load(std::path::Path::new(&args[1])).unwrap();
-    let case = load_case(std::path::Path::new(&args[2]), &model.config).unwrap();
+    let model = TinyModel::load(std::path::Path::new(&args[1])).expect("well-formed example input");
+    let case = load_case(std::path::Path::new(&args[2]), &model.config)
+        .expect("well-formed example input");
     let n = case.grid.spec.size;
     let plane = n * n;
     let slab = (0..case.grid.slabs)
@@ -18,9 +19,11 @@ fn main() {
                 .filter(|&&v| v > 0)
                 .count()
         })
-        .unwrap();
+        .expect("well-formed example input");
     println!("slab {slab} of {}", case.grid.slabs);
-    let p = model.diagnose_grid(&case.grid).unwrap();
+    let p = model
+        .diagnose_grid(&case.grid)
+        .expect("well-formed example input");
     let on_slab = |keep: &dyn Fn(usize) -> bool| {
         let values: Vec<f32> = (0..plane)
             .filter(|&q| keep(slab * plane + q))

@@ -101,7 +101,7 @@ fn main() -> ExitCode {
             eprintln!("error: {}", keyslice::text::shown(&error.to_string()));
             eprintln!("hint: {}", error.hint());
             // A value outside its range is a usage error, like the ones clap reports: 2.
-            if matches!(error, keyslice::cli::CliError::Argument(_)) {
+            if error.is_usage() {
                 ExitCode::from(2)
             } else {
                 ExitCode::from(1)

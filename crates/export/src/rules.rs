@@ -56,7 +56,7 @@ pub fn reconcile(findings: &mut Findings, model: Option<&Findings>, changed: &[S
 
 /// `Ok` when `findings` keep every rule on a CT of `dims` (columns, rows, slices); otherwise
 /// the first rule broken, as a sentence.
-pub fn check(findings: &Findings, dims: [usize; 3]) -> Result<(), String> {
+pub(crate) fn check(findings: &Findings, dims: [usize; 3]) -> Result<(), String> {
     for (organ, organ_findings) in &findings.organs {
         if !organ_findings.lesions.is_empty() && !organ_findings.tumor.as_positive() {
             return Err(format!(

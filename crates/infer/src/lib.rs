@@ -58,6 +58,10 @@ pub enum InferError {
     /// that are not Hounsfield units); nothing was analysed.
     #[error("not analysed: {0}")]
     NotAnalysable(String),
+    /// The series has text drawn into its pixels (Burned In Annotation YES) and was not to
+    /// leave the machine; nothing was sent.
+    #[error("not analysed: {0}")]
+    BurnedIn(String),
     /// A model server failed or refused.
     #[error("server {url}: {detail}")]
     Server {
@@ -78,6 +82,9 @@ pub enum ServerFault {
     Net(keyslice_io::http::NetFault),
     /// The server answered with this HTTP status (not a success).
     Status(u16),
+    /// The server refused the request (with this HTTP status) as longer than the model's
+    /// context.
+    ContextTooLong(u16),
     /// The server answered, but not with what was asked (no chat completion, a redirect, a
     /// wait longer than Keyslice waits, an unreadable body).
     Answer,
@@ -93,21 +100,24 @@ impl InferError {
             }
             Self::Run { .. } => "rerun with KEYSLICE_LOG=debug and report the message",
             Self::Volume(_) => "check that the input is a CT volume (info shows its geometry)",
-            Self::NotAnalysable(detail) if detail.contains("Burned In Annotation") => {
+            Self::BurnedIn(_) => {
                 "analyse it with the embedded model (nothing leaves this machine), or, if the text in its pixels may go to that server, add --allow-burned-in"
             }
             Self::NotAnalysable(_) => {
                 "open an abdominal CT series (keyslice info lists the series of a folder; pick one with --series)"
             }
-            Self::Server { detail, .. } if detail.contains("certificate is not trusted") => {
-                keyslice_io::http::CERTIFICATE_HINT
-            }
-            Self::Server { detail, .. } if detail.contains("API key") => {
-                "set the key in the variable named by --api-key-env (e.g. KEYSLICE_API_KEY)"
-            }
-            Self::Server { detail, .. } if detail.contains("context") => {
-                "send fewer slices (--frames) or raise the server's max_model_len"
-            }
+            Self::Server {
+                fault: ServerFault::Net(keyslice_io::http::NetFault::Certificate),
+                ..
+            } => keyslice_io::http::CERTIFICATE_HINT,
+            Self::Server {
+                fault: ServerFault::Status(401 | 403),
+                ..
+            } => "set the key in the variable named by --api-key-env (e.g. KEYSLICE_API_KEY)",
+            Self::Server {
+                fault: ServerFault::ContextTooLong(_),
+                ..
+            } => "send fewer slices (--frames) or raise the server's max_model_len",
             Self::Server { .. } => {
                 "check that the server is running and reachable at --url (…/v1), and that \
                  --model names a model it serves (GET …/v1/models lists them)"

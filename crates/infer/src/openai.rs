@@ -104,7 +104,10 @@ impl OpenAiClient {
     /// Trusts the CA certificates in `files` (PEM) beside the system's store: a server whose
     /// certificate a hospital's own CA signed. A file that cannot be read or holds no
     /// certificate is an error naming it.
-    pub fn trust(&mut self, files: &[std::path::PathBuf]) -> Result<(), String> {
+    pub fn trust(
+        &mut self,
+        files: &[std::path::PathBuf],
+    ) -> Result<(), keyslice_io::http::CaCertError> {
         if files.is_empty() {
             return Ok(());
         }
@@ -118,7 +121,7 @@ impl OpenAiClient {
     /// machine. Checked before a request is made.
     pub fn check_burned_in(&self, volume: &Volume) -> Result<(), InferError> {
         if volume.info().burned_in_annotation && !self.allow_burned_in {
-            return Err(InferError::NotAnalysable(format!(
+            return Err(InferError::BurnedIn(format!(
                 "the series says Burned In Annotation (0028,0301) YES: text is drawn into its pixels, and nothing of it is sent to the model server at {} without --allow-burned-in",
                 self.url
             )));
@@ -281,9 +284,10 @@ impl OpenAiClient {
                     format!("the server refused the API key (HTTP {status})"),
                 ));
             }
+            // The server's own words are all there is to tell a context overflow by.
             400 | 413 if is_context_error(&text) => {
                 return Err(self.error_of(
-                    ServerFault::Status(status),
+                    ServerFault::ContextTooLong(status),
                     format!(
                         "the request is longer than the model's context: {}",
                         first_line(&text)

@@ -54,9 +54,30 @@ pub fn redirect_of(response: &ureq::http::Response<ureq::Body>) -> Option<String
     })
 }
 
+/// A CA certificate file given to trust (`--ca-cert`) that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CaCertError {
+    /// It cannot be read.
+    #[error("--ca-cert {}: {source}", path.display())]
+    Unreadable {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// It holds no certificate.
+    #[error("--ca-cert {}: no certificate in it (a PEM file with -----BEGIN CERTIFICATE----- blocks)", path.display())]
+    NoCertificate {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+}
+
 /// The TLS settings that trust [`trusted_certificates`] of `extra`; `None` when the
 /// compiled-in roots are all there is to trust.
-pub fn tls_config(extra: &[std::path::PathBuf]) -> Result<Option<ureq::tls::TlsConfig>, String> {
+pub fn tls_config(
+    extra: &[std::path::PathBuf],
+) -> Result<Option<ureq::tls::TlsConfig>, CaCertError> {
     Ok(trusted_certificates(extra)?.map(|roots| {
         let certificates: Vec<ureq::tls::Certificate<'static>> = roots
             .iter()
@@ -130,7 +151,9 @@ const SYSTEM_BUNDLES: [&str; 3] = [
 /// hospital adds its CA to the system store, or names it; either way it is trusted. `None`
 /// when none is found (then the compiled-in roots are used). A file given in `extra` that
 /// cannot be read or holds no certificate is an error naming it.
-pub fn trusted_certificates(extra: &[std::path::PathBuf]) -> Result<Option<Vec<Vec<u8>>>, String> {
+pub fn trusted_certificates(
+    extra: &[std::path::PathBuf],
+) -> Result<Option<Vec<Vec<u8>>>, CaCertError> {
     let mut found = Vec::new();
     let bundle = std::env::var_os("SSL_CERT_FILE")
         .map(std::path::PathBuf::from)
@@ -159,14 +182,15 @@ pub fn trusted_certificates(extra: &[std::path::PathBuf]) -> Result<Option<Vec<V
         }
     }
     for path in extra {
-        let text = crate::limits::read_text_bounded(path, 16 << 20)
-            .map_err(|error| format!("--ca-cert {}: {error}", path.display()))?;
+        let text = crate::limits::read_text_bounded(path, 16 << 20).map_err(|source| {
+            CaCertError::Unreadable {
+                path: path.clone(),
+                source,
+            }
+        })?;
         let certificates = pem_certificates(&text);
         if certificates.is_empty() {
-            return Err(format!(
-                "--ca-cert {}: no certificate in it (a PEM file with -----BEGIN CERTIFICATE----- blocks)",
-                path.display()
-            ));
+            return Err(CaCertError::NoCertificate { path: path.clone() });
         }
         found.extend(certificates);
     }
@@ -256,9 +280,10 @@ mod trust_tests {
         std::fs::write(&empty, "not a certificate").expect("written");
         let error = trusted_certificates(&[empty]).expect_err("refused");
         assert!(
-            error.starts_with("--ca-cert ") && error.contains("no certificate"),
+            matches!(error, CaCertError::NoCertificate { .. }),
             "{error}"
         );
+        assert!(error.to_string().starts_with("--ca-cert "), "{error}");
     }
 
     #[test]

@@ -114,26 +114,56 @@ pub fn volume_bytes(dims: [u64; 3], bytes_per_voxel: u64) -> Option<u64> {
         .try_fold(bytes_per_voxel, |acc, &size| acc.checked_mul(size))
 }
 
-/// `Err(sentence)` when `needed` bytes exceed the budget; the sentence says by how much and
-/// how to raise it.
-pub fn check_volume_bytes(needed: Option<u64>, dims: [u64; 3]) -> Result<(), String> {
+/// A volume larger than one volume may be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VolumeTooLarge {
+    /// Over the budget for one volume.
+    #[error(
+        "a volume of {} × {} × {} voxels needs {} MB once decoded, over the {} MB budget for one volume ({MAX_VOLUME_ENV})",
+        dims[0], dims[1], dims[2], needed.div_ceil(1 << 20), budget >> 20
+    )]
+    OverBudget {
+        /// Its voxels along x, y, z.
+        dims: [u64; 3],
+        /// Bytes it needs.
+        needed: u64,
+        /// Bytes one volume may take.
+        budget: u64,
+    },
+    /// Its size does not fit in memory's addresses.
+    #[error("a volume of {} × {} × {} voxels is too large to address", dims[0], dims[1], dims[2])]
+    Unaddressable {
+        /// Its voxels along x, y, z.
+        dims: [u64; 3],
+    },
+}
+
+/// An error when `needed` bytes exceed the budget; it says by how much and how to raise it.
+pub fn check_volume_bytes(needed: Option<u64>, dims: [u64; 3]) -> Result<(), VolumeTooLarge> {
     let budget = max_volume_bytes();
     match needed {
         Some(needed) if needed <= budget => Ok(()),
-        Some(needed) => Err(format!(
-            "a volume of {} × {} × {} voxels needs {} MB once decoded, over the {} MB budget for one volume ({MAX_VOLUME_ENV})",
-            dims[0],
-            dims[1],
-            dims[2],
-            needed.div_ceil(1 << 20),
-            budget >> 20
-        )),
-        None => Err(format!(
-            "a volume of {} × {} × {} voxels is too large to address",
-            dims[0], dims[1], dims[2]
-        )),
+        Some(needed) => Err(VolumeTooLarge::OverBudget {
+            dims,
+            needed,
+            budget,
+        }),
+        None => Err(VolumeTooLarge::Unaddressable { dims }),
     }
 }
+
+/// Third-party code that panicked, with the panic's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Panicked {
+    /// The panic's message.
+    pub message: String,
+}
+
+/// A decoder that stopped (panicked) on malformed data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the decoder failed on malformed data ({})", .0.message)]
+pub struct DecoderFailed(pub Panicked);
 
 thread_local! {
     /// Set while [`contain`] runs on this thread: the panic hook stays quiet.
@@ -159,25 +189,24 @@ fn install_quiet_hook() {
 
 /// Runs `work`, turning a panic into `Err` with its message. Use it around third-party
 /// decoders only; Keyslice's own code reports errors as values.
-pub fn contain<T>(work: impl FnOnce() -> T) -> Result<T, String> {
-    catch_quietly(work)
-        .map_err(|message| format!("the decoder failed on malformed data ({message})"))
+pub fn contain<T>(work: impl FnOnce() -> T) -> Result<T, DecoderFailed> {
+    catch_quietly(work).map_err(DecoderFailed)
 }
 
 /// Runs `work`, turning a panic into `Err` with the panic's message alone, printing nothing:
 /// for third-party code that panics where it should return an error (a library that is
 /// missing at run time, say).
-pub fn catch_quietly<T>(work: impl FnOnce() -> T) -> Result<T, String> {
+pub fn catch_quietly<T>(work: impl FnOnce() -> T) -> Result<T, Panicked> {
     install_quiet_hook();
     let was = CONTAINED.with(|flag| flag.replace(true));
     let result = catch_unwind(AssertUnwindSafe(work));
     CONTAINED.with(|flag| flag.set(was));
-    result.map_err(|payload| {
-        payload
+    result.map_err(|payload| Panicked {
+        message: payload
             .downcast_ref::<&str>()
             .map(ToString::to_string)
             .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".into())
+            .unwrap_or_else(|| "no message".into()),
     })
 }
 
@@ -187,9 +216,9 @@ mod tests {
 
     #[test]
     fn a_panicking_decoder_becomes_an_error() {
-        let result: Result<u8, String> = contain(|| panic!("index out of range"));
+        let result: Result<u8, DecoderFailed> = contain(|| panic!("index out of range"));
         let error = result.expect_err("panic contained");
-        assert!(error.contains("index out of range"), "{error}");
+        assert_eq!(error.0.message, "index out of range");
         assert_eq!(contain(|| 7), Ok(7));
     }
 
@@ -197,7 +226,11 @@ mod tests {
     fn sizes_over_the_budget_are_refused_before_allocating() {
         let dims = [512, 512, 2_147_483_647];
         let error = check_volume_bytes(volume_bytes(dims, 4), dims).expect_err("too large");
-        assert!(error.contains(MAX_VOLUME_ENV), "{error}");
+        assert!(
+            matches!(error, VolumeTooLarge::OverBudget { .. }),
+            "{error}"
+        );
+        assert!(error.to_string().contains(MAX_VOLUME_ENV), "{error}");
         assert!(check_volume_bytes(volume_bytes([64, 64, 1], 4), [64, 64, 1]).is_ok());
         let huge = [u64::MAX, 2, 2];
         assert!(volume_bytes(huge, 4).is_none());

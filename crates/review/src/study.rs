@@ -377,7 +377,7 @@ impl StudyError {
 impl StudyDefinition {
     /// Checks the definition: at least two readers, cases and arms, no name twice, a
     /// sequential design of two arms.
-    pub fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), String> {
         if self.keyslice_study != STUDY_VERSION {
             return Err(format!(
                 "keyslice_study {} is not the layout this build reads ({STUDY_VERSION})",

@@ -37,9 +37,7 @@ pub fn case_name(path: &Path) -> String {
 
 /// Loads a case's CT; a decoder that stops on bad data is this case's error, not a crash.
 pub fn load_case(path: &Path) -> Result<Study, Error> {
-    keyslice_io::limits::contain(|| load_study(path, &LoadOptions::default()))
-        .map_err(Error::Internal)?
-        .map_err(Error::from)
+    keyslice_io::limits::contain(|| load_study(path, &LoadOptions::default()))?.map_err(Error::from)
 }
 
 /// Runs the model on a loaded case: the prediction, with the volume's warnings beside the
@@ -69,8 +67,7 @@ pub fn analyse_case(
 ) -> Result<Prediction, Error> {
     let study = load_case(path)?;
     let case_id = case_id.map_or_else(|| case_name(&study.path), str::to_string);
-    keyslice_io::limits::contain(|| analyse_study(backend, &case_id, study, verify))
-        .map_err(Error::Internal)?
+    keyslice_io::limits::contain(|| analyse_study(backend, &case_id, study, verify))?
         .map_err(Error::from)
 }
 
@@ -193,7 +190,9 @@ impl Fault {
                 fault: ServerFault::Net(net),
                 ..
             } if *net != NetFault::Certificate => Self::Unreachable,
-            InferError::Volume(_) | InferError::NotAnalysable(_) => Self::Case,
+            InferError::Volume(_) | InferError::NotAnalysable(_) | InferError::BurnedIn(_) => {
+                Self::Case
+            }
             InferError::Server { .. } | InferError::Model { .. } | InferError::Run { .. } => {
                 Self::Server
             }

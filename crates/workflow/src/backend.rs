@@ -276,7 +276,7 @@ impl BackendSpec {
         client.timeout = Duration::from_secs(self.timeout_secs.max(1));
         client.retries = self.retries;
         client.allow_burned_in = self.allow_burned_in;
-        client.trust(&self.ca_cert).map_err(Error::Argument)?;
+        client.trust(&self.ca_cert)?;
         let media = match self.media {
             MediaArg::Auto => Media::Auto,
             MediaArg::Video => Media::Video,
@@ -304,7 +304,7 @@ impl BackendSpec {
                 verifier.timeout = client.timeout;
                 verifier.retries = client.retries;
                 verifier.allow_burned_in = client.allow_burned_in;
-                verifier.trust(&self.ca_cert).map_err(Error::Argument)?;
+                verifier.trust(&self.ca_cert)?;
                 verifier
             }
             _ => client,

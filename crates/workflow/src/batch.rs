@@ -383,7 +383,7 @@ fn run_cases(
         let ran = keyslice_io::limits::contain(|| {
             analyse_study(backend, &case.case_id, study, options.verify)
         })
-        .map_err(|message| (message, Fault::Case))?;
+        .map_err(|failed| (failed.to_string(), Fault::Case))?;
         drop(taken);
         let prediction = ran.map_err(|e| (format!("{e} ({})", e.hint()), Fault::of(&e)))?;
         if let Some(warning) = video_refused_warning(&lane.name, &prediction)

@@ -29,6 +29,9 @@ pub enum Error {
         /// What the OS said.
         source: std::io::Error,
     },
+    /// A CA certificate given to trust cannot be used.
+    #[error(transparent)]
+    CaCert(#[from] keyslice_io::http::CaCertError),
     /// Inference failed.
     #[error(transparent)]
     Infer(#[from] keyslice_infer::InferError),
@@ -74,8 +77,8 @@ pub enum Error {
     #[error("{0}")]
     InvalidFile(String),
     /// A case failed inside third-party code (a codec or model) that stopped on bad data.
-    #[error("{0}")]
-    Internal(String),
+    #[error(transparent)]
+    Internal(#[from] keyslice_io::limits::DecoderFailed),
     /// A batch stopped itself (the model server kept failing).
     #[error("{0}")]
     Stopped(String),
@@ -85,6 +88,13 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the command line itself is wrong (a value out of range, a file named that
+    /// cannot serve): a usage error, as clap's own are.
+    #[must_use]
+    pub fn is_usage(&self) -> bool {
+        matches!(self, Self::Argument(_) | Self::CaCert(_))
+    }
+
     /// One sentence on what to do.
     #[must_use]
     pub fn hint(&self) -> String {
@@ -106,6 +116,7 @@ impl Error {
             Self::Argument(_) => "see `keyslice help` for the accepted values".into(),
             Self::PartlyFailed { .. } => "fix or leave out the inputs named above".into(),
             Self::Input { .. } => "check that the file exists and is UTF-8 text".into(),
+            Self::CaCert(_) => "give a PEM file holding the CA's certificate (-----BEGIN CERTIFICATE-----)".into(),
             Self::Write { .. } => "check that the folder exists, is writable and has room".into(),
             Self::Window(_) => "the viewer needs a display (X11 or Wayland) and a Vulkan, Metal, DX12 or GL driver; on a server use xvfb-run".into(),
             Self::Output(_) => "check that the output stream or file is writable".into(),

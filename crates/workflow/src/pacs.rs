@@ -63,7 +63,7 @@ impl Connection {
     pub fn server(&self, url: &DicomWebUrl) -> Result<Server, Error> {
         let mut server = Server::with_timeout(url, Duration::from_secs(self.timeout_secs));
         server.retries = self.retries;
-        server.trust(&self.ca_cert).map_err(Error::Argument)?;
+        server.trust(&self.ca_cert)?;
         Ok(server)
     }
 

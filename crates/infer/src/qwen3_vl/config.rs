@@ -93,7 +93,7 @@ impl Qwen3VlConfig {
         clippy::too_many_lines,
         reason = "one field after another, each with its error"
     )]
-    pub fn from_value(v: &Value) -> Result<Self, String> {
+    pub(crate) fn from_value(v: &Value) -> Result<Self, String> {
         let model_type = v.get("model_type").and_then(Value::as_str).unwrap_or("");
         if model_type != "qwen3_vl" {
             return Err(format!(

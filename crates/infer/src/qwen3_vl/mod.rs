@@ -157,7 +157,11 @@ fn cuda_device() -> Result<Device, VlmError> {
         Ok(Err(error)) => Err(VlmError::Device(format!("no CUDA device: {error}"))),
         Err(missing) => Err(VlmError::Device(format!(
             "no CUDA device: {}; a CUDA run needs the NVIDIA driver (libcuda.so.1) and cuBLAS (libcublas.so.13) on the library path",
-            missing.split(" - searched for").next().unwrap_or_default()
+            missing
+                .message
+                .split(" - searched for")
+                .next()
+                .unwrap_or_default()
         ))),
     }
 }

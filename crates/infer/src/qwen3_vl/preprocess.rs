@@ -245,8 +245,20 @@ fn patchify(frames: &[Vec<f32>], width: usize, height: usize, cfg: &ProcessorCon
     }
 }
 
+/// An image or video the processor cannot take: what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct UnfitInput {
+    /// What is wrong.
+    pub reason: String,
+}
+
 /// One image into patches.
-pub fn image_patches(image: &RgbFrame, cfg: &ProcessorConfig) -> Result<Patches, String> {
+pub fn image_patches(image: &RgbFrame, cfg: &ProcessorConfig) -> Result<Patches, UnfitInput> {
+    image_patches_of(image, cfg).map_err(|reason| UnfitInput { reason })
+}
+
+fn image_patches_of(image: &RgbFrame, cfg: &ProcessorConfig) -> Result<Patches, String> {
     let factor = cfg.patch_size * cfg.merge_size;
     let (min_pixels, max_pixels) = cfg.pixel_bounds(false);
     let (h, w) = if cfg.do_resize {
@@ -275,7 +287,11 @@ pub fn image_patches(image: &RgbFrame, cfg: &ProcessorConfig) -> Result<Patches,
 }
 
 /// A video's frames (all the same size) into patches.
-pub fn video_patches(frames: &[RgbFrame], cfg: &ProcessorConfig) -> Result<Patches, String> {
+pub fn video_patches(frames: &[RgbFrame], cfg: &ProcessorConfig) -> Result<Patches, UnfitInput> {
+    video_patches_of(frames, cfg).map_err(|reason| UnfitInput { reason })
+}
+
+fn video_patches_of(frames: &[RgbFrame], cfg: &ProcessorConfig) -> Result<Patches, String> {
     let first = frames.first().ok_or("the video has no frames")?;
     if let Some(bad) = frames
         .iter()

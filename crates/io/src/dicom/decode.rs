@@ -106,11 +106,58 @@ impl Sample for f32 {
     }
 }
 
+/// Why a slice could not be decoded: what went wrong, and whether its file ended early
+/// (what a copy cut short looks like, as against data no decoder reads).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceFault {
+    /// What went wrong, in words.
+    pub reason: String,
+    /// The file ended before the slice's data did.
+    pub incomplete: bool,
+}
+
+impl SliceFault {
+    /// A file that ended before the slice's data did.
+    fn incomplete(reason: String) -> Self {
+        Self {
+            reason,
+            incomplete: true,
+        }
+    }
+}
+
+impl From<String> for SliceFault {
+    fn from(reason: String) -> Self {
+        Self {
+            reason,
+            incomplete: false,
+        }
+    }
+}
+
+impl From<&str> for SliceFault {
+    fn from(reason: &str) -> Self {
+        reason.to_string().into()
+    }
+}
+
+impl From<limits::DecoderFailed> for SliceFault {
+    fn from(failed: limits::DecoderFailed) -> Self {
+        failed.to_string().into()
+    }
+}
+
+impl std::fmt::Display for SliceFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
 /// Outcome of decoding a stack.
 pub(crate) struct Decoded<T> {
     pub voxels: Vec<T>,
     /// For each slice that failed: its index in the stack and why.
-    pub failures: Vec<(usize, String)>,
+    pub failures: Vec<(usize, SliceFault)>,
     /// Whether some value did not fit the sample type (only possible for `i16`).
     pub overflow: bool,
 }
@@ -129,7 +176,7 @@ pub(crate) fn decode_stack<T: Sample>(files: &[FileHeader], stack: &Stack) -> De
             jobs.entry(slice.file).or_default().push((k, slot));
         }
     }
-    let failures: Vec<(usize, String)> = jobs
+    let failures: Vec<(usize, SliceFault)> = jobs
         .into_par_iter()
         .flat_map_iter(|(file_index, outputs)| {
             decode_file(&files[file_index], stack, outputs, &overflow)
@@ -149,8 +196,8 @@ fn decode_file<T: Sample>(
     stack: &Stack,
     outputs: Vec<(usize, &mut [T])>,
     overflow: &AtomicBool,
-) -> Vec<(usize, String)> {
-    let fail_all = |outputs: Vec<(usize, &mut [T])>, reason: String| {
+) -> Vec<(usize, SliceFault)> {
+    let fail_all = |outputs: Vec<(usize, &mut [T])>, reason: SliceFault| {
         outputs
             .into_iter()
             .map(|(k, _)| (k, reason.clone()))
@@ -164,10 +211,10 @@ fn decode_file<T: Sample>(
         Ok(Err(error)) => {
             return fail_all(
                 outputs,
-                format!("the file could not be read to the end: {error}"),
+                SliceFault::incomplete(format!("the file could not be read to the end: {error}")),
             );
         }
-        Err(reason) => return fail_all(outputs, reason),
+        Err(reason) => return fail_all(outputs, reason.into()),
     };
     outputs
         .into_par_iter()
@@ -176,10 +223,11 @@ fn decode_file<T: Sample>(
             let result = check_codestream(file, &object, stack, slice.frame_index)
                 .and_then(|()| {
                     limits::contain(|| object.decode_pixel_data_frame(slice.frame_index))
+                        .map_err(SliceFault::from)
                 })
                 .and_then(|decoded| {
                     decoded.map_err(|error| {
-                        format!("the pixel data cannot be decoded: {}", error_chain(&error))
+                        format!("the pixel data cannot be decoded: {}", error_chain(&error)).into()
                     })
                 })
                 .and_then(|decoded| {
@@ -187,7 +235,8 @@ fn decode_file<T: Sample>(
                         return Err(format!(
                             "{} samples per pixel (a colour image), not a grey-scale CT slice",
                             decoded.samples_per_pixel()
-                        ));
+                        )
+                        .into());
                     }
                     if decoded.rows() != stack.rows || decoded.columns() != stack.columns {
                         return Err(format!(
@@ -196,7 +245,8 @@ fn decode_file<T: Sample>(
                             decoded.rows(),
                             stack.columns,
                             stack.rows
-                        ));
+                        )
+                        .into());
                     }
                     let layout = SampleLayout {
                         bits_allocated: decoded.bits_allocated(),
@@ -221,9 +271,9 @@ fn decode_file<T: Sample>(
 fn settle(
     file: &FileHeader,
     k: usize,
-    result: Result<bool, String>,
+    result: Result<bool, SliceFault>,
     overflow: &AtomicBool,
-) -> Option<(usize, String)> {
+) -> Option<(usize, SliceFault)> {
     match result {
         Ok(fits) => {
             if !fits {
@@ -231,9 +281,15 @@ fn settle(
             }
             None
         }
-        Err(reason) => Some((
+        Err(fault) => Some((
             k,
-            format!("{reason} (transfer syntax {})", file.transfer_syntax),
+            SliceFault {
+                reason: format!(
+                    "{} (transfer syntax {})",
+                    fault.reason, file.transfer_syntax
+                ),
+                incomplete: fault.incomplete,
+            },
         )),
     }
 }
@@ -251,7 +307,7 @@ fn decode_native<T: Sample>(
     stack: &Stack,
     outputs: Vec<(usize, &mut [T])>,
     overflow: &AtomicBool,
-) -> Vec<(usize, String)> {
+) -> Vec<(usize, SliceFault)> {
     let opened = crate::limits::open_regular(&file.path);
     let layout = SampleLayout {
         bits_allocated: native.bits_allocated,
@@ -266,7 +322,7 @@ fn decode_native<T: Sample>(
             let slice = &stack.slices[k];
             let result = opened
                 .as_ref()
-                .map_err(|error| format!("the file cannot be opened: {error}"))
+                .map_err(|error| SliceFault::from(format!("the file cannot be opened: {error}")))
                 .and_then(|opened| {
                     let skipped = u64::from(slice.frame_index) * frame_bytes;
                     // A short value is read as far as it goes: unpacking then names the shortfall.
@@ -274,7 +330,9 @@ fn decode_native<T: Sample>(
                     FRAME_BYTES.with_borrow_mut(|bytes| {
                         bytes.resize(usize::try_from(available).unwrap_or(usize::MAX), 0);
                         read_at(opened, bytes, native.offset + skipped).map_err(|error| {
-                            format!("the file could not be read to the end: {error}")
+                            SliceFault::incomplete(format!(
+                                "the file could not be read to the end: {error}"
+                            ))
                         })?;
                         unpack(
                             bytes,
@@ -311,7 +369,7 @@ fn check_codestream(
     object: &InMemDicomObject,
     stack: &Stack,
     frame_index: u32,
-) -> Result<(), String> {
+) -> Result<(), SliceFault> {
     let expected = Expected {
         rows: stack.rows,
         columns: stack.columns,
@@ -333,7 +391,9 @@ fn check_codestream(
         }
     });
     match fragment {
-        Some(fragment) => check_frame(&file.transfer_syntax, fragment, expected),
+        Some(fragment) => {
+            check_frame(&file.transfer_syntax, fragment, expected).map_err(SliceFault::from)
+        }
         None if fragments.is_some_and(<[Vec<u8>]>::is_empty) => {
             Err("the encapsulated pixel data holds no fragment".into())
         }
@@ -346,7 +406,10 @@ fn check_codestream(
 /// what is wrong (a damaged Rows or Columns), and nothing is allocated for its size;
 /// `Err((slice, reason))` names the first. A single bad slice is left to the decoder, which
 /// leaves it out.
-pub(crate) fn precheck_stack(files: &[FileHeader], stack: &Stack) -> Result<(), (usize, String)> {
+pub(crate) fn precheck_stack(
+    files: &[FileHeader],
+    stack: &Stack,
+) -> Result<(), (usize, SliceFault)> {
     let last = stack.slices.len().saturating_sub(1);
     let mut sampled = vec![0, last / 2, last];
     sampled.dedup();
@@ -361,8 +424,10 @@ pub(crate) fn precheck_stack(files: &[FileHeader], stack: &Stack) -> Result<(), 
         }
         let checked = match limits::contain(|| OpenFileOptions::new().open_file(&file.path)) {
             Ok(Ok(object)) => check_codestream(file, &object, stack, slice.frame_index),
-            Ok(Err(error)) => Err(format!("the file could not be read to the end: {error}")),
-            Err(reason) => Err(reason),
+            Ok(Err(error)) => Err(SliceFault::incomplete(format!(
+                "the file could not be read to the end: {error}"
+            ))),
+            Err(reason) => Err(reason.into()),
         };
         match checked {
             Ok(()) => return Ok(()),
@@ -403,23 +468,21 @@ pub(crate) fn unpack<T: Sample>(
     slope: f64,
     intercept: f64,
     output: &mut [T],
-) -> Result<bool, String> {
+) -> Result<bool, SliceFault> {
     let bytes_per_sample = match layout.bits_allocated {
         8 => 1,
         16 => 2,
         32 => 4,
         other => {
-            return Err(format!(
-                "Bits Allocated {other} is not supported (8, 16 or 32)"
-            ));
+            return Err(format!("Bits Allocated {other} is not supported (8, 16 or 32)").into());
         }
     };
     let needed = output.len() * bytes_per_sample;
     if data.len() < needed {
-        return Err(format!(
+        return Err(SliceFault::incomplete(format!(
             "pixel data holds {} bytes, the image needs {needed}: the file is truncated",
             data.len()
-        ));
+        )));
     }
     if bytes_per_sample == 2
         && let Some(fits) = T::unpack_16(data, layout, slope, intercept, output)
@@ -554,6 +617,7 @@ mod tests {
             signed: true,
         };
         let error = unpack(&[0u8; 6], layout, 1.0, 0.0, &mut out).expect_err("too short");
-        assert!(error.contains("truncated"), "{error}");
+        assert!(error.incomplete, "{error}");
+        assert!(error.reason.contains("truncated"), "{error}");
     }
 }

@@ -147,7 +147,7 @@ pub(crate) fn probe_file(path: &Path) -> Result<Probe, DicomError> {
     let object = match parsed {
         Ok(Ok(object)) => object,
         Ok(Err(error)) => return Ok(Probe::Unreadable(error.to_string())),
-        Err(reason) => return Ok(Probe::Unreadable(reason)),
+        Err(reason) => return Ok(Probe::Unreadable(reason.to_string())),
     };
     if object.meta().media_storage_sop_class_uid() == MEDIA_STORAGE_DIRECTORY {
         return Ok(Probe::Directory);

@@ -23,6 +23,7 @@
 
 mod codestream;
 mod decode;
+pub use decode::SliceFault;
 mod guard;
 pub(crate) mod header;
 mod stack;
@@ -176,14 +177,14 @@ pub enum DicomError {
         files: Vec<PathBuf>,
     },
     /// The series would take more memory than one volume may.
-    #[error("series {series_uid} is too large to load: {detail} ({})", path.display())]
+    #[error("series {series_uid} is too large to load: {source} ({})", path.display())]
     TooLarge {
         /// The first file of the series.
         path: PathBuf,
         /// The series.
         series_uid: String,
         /// Size and budget.
-        detail: String,
+        source: crate::limits::VolumeTooLarge,
     },
     /// Not one slice of the chosen series could be decoded.
     #[error("no image of series {series_uid} could be decoded: {reason} ({})", path.display())]
@@ -193,7 +194,7 @@ pub enum DicomError {
         /// The first file that failed.
         path: PathBuf,
         /// Why it failed.
-        reason: String,
+        reason: decode::SliceFault,
     },
 }
 
@@ -231,7 +232,7 @@ impl DicomError {
             Self::GantryTilt { .. } => {
                 "use a tilt-corrected reconstruction from the scanner, or convert with dcm2niix, which corrects tilt".into()
             }
-            Self::NothingDecoded { reason, .. } if reason.contains("truncated") || reason.contains("read to the end") => {
+            Self::NothingDecoded { reason, .. } if reason.incomplete => {
                 "the file is incomplete; copy it again from the archive".into()
             }
             Self::NothingDecoded { .. } => {
@@ -339,8 +340,18 @@ pub fn patient_identity(folder: &Path) -> Option<keyslice_core::volume::PatientI
 /// The structural walk images get before they are parsed, for any other DICOM file (a
 /// structured report): every declared length must fit in the file, nesting stays shallow,
 /// and the file holds at most `max_items` sequence items. Refuses with the byte at fault.
-pub fn check_structure(path: &Path, max_items: usize) -> Result<(), String> {
-    guard::check_lengths_and_items(path, max_items).map(|_| ())
+pub fn check_structure(path: &Path, max_items: usize) -> Result<(), Malformed> {
+    guard::check_lengths_and_items(path, max_items)
+        .map(|_| ())
+        .map_err(|reason| Malformed { reason })
+}
+
+/// A DICOM file whose structure is broken: what is wrong, naming the byte at fault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct Malformed {
+    /// What is wrong.
+    pub reason: String,
 }
 
 /// Whether `path` is a whole DICOM file as far as its structure shows: the `DICM` marker, and
@@ -569,10 +580,10 @@ fn load_series(
     ];
     // Checked at the widest voxel type (f32) before the buffer is allocated.
     crate::limits::check_volume_bytes(crate::limits::volume_bytes(dims, 4), dims).map_err(
-        |detail| DicomError::TooLarge {
+        |source| DicomError::TooLarge {
             path: files[stack.slices[0].file].path.clone(),
             series_uid: series_uid.to_string(),
-            detail,
+            source,
         },
     )?;
     if let Err((k, reason)) = decode::precheck_stack(&files, &stack) {
@@ -580,7 +591,13 @@ fn load_series(
         return Err(DicomError::NothingDecoded {
             series_uid: series_uid.to_string(),
             path: file.path.clone(),
-            reason: format!("{reason} (transfer syntax {})", file.transfer_syntax),
+            reason: decode::SliceFault {
+                reason: format!(
+                    "{} (transfer syntax {})",
+                    reason.reason, file.transfer_syntax
+                ),
+                incomplete: reason.incomplete,
+            },
         });
     }
     let integral = stack
@@ -620,7 +637,7 @@ fn drop_failed_slices(
     series_uid: &str,
     files: &mut [FileHeader],
     stack: &Stack,
-    failures: &[(usize, String)],
+    failures: &[(usize, decode::SliceFault)],
     voxels: &mut Voxels,
     unreadable: &mut Vec<SkippedFile>,
 ) -> Result<Stack, DicomError> {
@@ -642,7 +659,7 @@ fn drop_failed_slices(
         }
         unreadable.push(SkippedFile {
             path: file.path.clone(),
-            reason: reason.clone(),
+            reason: reason.to_string(),
         });
     }
     let plane = stack.rows as usize * stack.columns as usize;

@@ -55,12 +55,12 @@ pub enum NiftiError {
         detail: String,
     },
     /// The volume would take more memory than one volume may.
-    #[error("too large to load: {detail} ({})", path.display())]
+    #[error("too large to load: {source} ({})", path.display())]
     TooLarge {
         /// The file.
         path: PathBuf,
         /// Size and budget.
-        detail: String,
+        source: crate::limits::VolumeTooLarge,
     },
     /// A label mask holds values that are not labels.
     #[error("not a label mask: {detail} ({})", path.display())]
@@ -267,9 +267,9 @@ fn open(path: &Path, bytes_per_output_voxel: u64) -> Result<Opened, NiftiError> 
             limits::volume_bytes(dims_u64, bytes_per_output_voxel),
             dims_u64,
         )
-        .map_err(|detail| NiftiError::TooLarge {
+        .map_err(|source| NiftiError::TooLarge {
             path: path.to_path_buf(),
-            detail,
+            source,
         })?;
     }
     let (mut data, data_file_length, data_gzip, data_path) = if header.pair {

@@ -74,7 +74,10 @@ impl Server {
 
     /// Trusts the CA certificates in `files` (PEM) beside the system's store (`--ca-cert`);
     /// a file that cannot be read or holds no certificate is an error naming it.
-    pub fn trust(&mut self, files: &[std::path::PathBuf]) -> Result<(), String> {
+    pub fn trust(
+        &mut self,
+        files: &[std::path::PathBuf],
+    ) -> Result<(), keyslice_io::http::CaCertError> {
         if !files.is_empty() {
             self.agent = agent(self.timeout, keyslice_io::http::tls_config(files)?);
         }

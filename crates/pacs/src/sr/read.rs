@@ -92,7 +92,8 @@ pub fn read_file(path: &Path) -> Result<Document, PacsError> {
             MAX_DOCUMENT_BYTES >> 20
         )));
     }
-    keyslice_io::dicom::check_structure(path, MAX_DOCUMENT_ITEMS).map_err(unreadable)?;
+    keyslice_io::dicom::check_structure(path, MAX_DOCUMENT_ITEMS)
+        .map_err(|malformed| unreadable(malformed.reason))?;
     let object = dicom_object::open_file(path).map_err(|source| PacsError::Open {
         path: path.to_path_buf(),
         source: Box::new(source),
@@ -101,7 +102,11 @@ pub fn read_file(path: &Path) -> Result<Document, PacsError> {
 }
 
 /// Reads a document from Part 10 bytes (at most [`MAX_DOCUMENT_BYTES`]).
-pub fn read_bytes(bytes: &[u8]) -> Result<Document, String> {
+pub fn read_bytes(bytes: &[u8]) -> Result<Document, super::tree::NotReadable> {
+    read_part10(bytes).map_err(|reason| super::tree::NotReadable { reason })
+}
+
+fn read_part10(bytes: &[u8]) -> Result<Document, String> {
     if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
         return Err(format!(
             "{} bytes, more than the {} MiB any SR or KOS of Keyslice's takes",
@@ -117,7 +122,7 @@ pub fn read_bytes(bytes: &[u8]) -> Result<Document, String> {
 
 fn read_object(object: &InMemDicomObject) -> Result<Document, String> {
     let class = string(object, tags::SOP_CLASS_UID).unwrap_or_default();
-    let root = read_item(object)?;
+    let root = read_item(object).map_err(|error| error.reason)?;
     match class.as_str() {
         KEY_OBJECT_SELECTION => Ok(Document::KeyImages(stored(object, key_images(&root)))),
         COMPREHENSIVE_3D_SR | uids::COMPREHENSIVE_SR_STORAGE | uids::ENHANCED_SR_STORAGE => {

@@ -283,8 +283,17 @@ pub const MAX_DEPTH: usize = 16;
 /// Reads a content item and its children (items of a value type Keyslice does not use are
 /// kept as TEXT of their type, so the tree's shape survives). A tree deeper than
 /// [`MAX_DEPTH`] is refused.
-pub fn read_item(object: &InMemDicomObject) -> Result<Node, String> {
-    read_item_at(object, 0)
+pub fn read_item(object: &InMemDicomObject) -> Result<Node, NotReadable> {
+    read_item_at(object, 0).map_err(|reason| NotReadable { reason })
+}
+
+/// A document (or a content item of one) that is not what it should be: what is wrong, in
+/// words that name the item.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct NotReadable {
+    /// What is wrong.
+    pub reason: String,
 }
 
 fn read_item_at(object: &InMemDicomObject, depth: usize) -> Result<Node, String> {

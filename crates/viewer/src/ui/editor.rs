@@ -546,7 +546,7 @@ pub fn size_words(size: Option<LesionSize>) -> String {
 
 /// Reads a typed size: "3.1 x 2.4", "3.1×2.4 cm", "31 x 24 mm", "3.1"; empty clears it.
 /// The larger number is the long axis.
-pub fn parse_size(text: &str) -> Result<Option<LesionSize>, String> {
+fn parse_size(text: &str) -> Result<Option<LesionSize>, String> {
     let lower = text.trim().to_lowercase();
     if lower.is_empty() {
         return Ok(None);
