@@ -587,7 +587,9 @@ fn a_signed_review_never_says_no_tumor_beside_a_lesion() {
     let written = result_sr(&study, &contradicting).unwrap();
     let error = read_bytes(&written.bytes).unwrap_err();
     assert!(
-        error.reason.contains("liver has no tumor but lists a lesion"),
+        error
+            .reason
+            .contains("liver has no tumor but lists a lesion"),
         "{error}"
     );
 }

@@ -5,12 +5,12 @@
     reason = "Every expected value below is an exact binary fraction computed by hand."
 )]
 
-use keyslice::findings::{
+use keyslice_core::findings::{
     Attenuation, Findings, Lesion, LesionSize, Location, Organ, OrganFindings, TumorPresence,
     read_report,
 };
-use keyslice::scoring::metrics::{MissingCase, ScoredCase, dataset_metrics};
-use keyslice::scoring::{
+use keyslice_core::scoring::metrics::{MissingCase, ScoredCase, dataset_metrics};
+use keyslice_core::scoring::{
     LesionExtent, Prediction, Reference, RewardWeights, SizeTolerance, Standing, attribute_score,
     consistency, consistency_with_views, existence_score, localization_score, rewards,
 };
@@ -262,7 +262,7 @@ fn dataset_metrics_on_four_cases() {
         TumorPresence::Yes,
         vec![lesion(2.0, &[4], Attenuation::Hyper)],
     );
-    c_truth.key_slice = Some(keyslice::findings::KeySlice {
+    c_truth.key_slice = Some(keyslice_core::findings::KeySlice {
         index: 30,
         z_mm: None,
         sop_instance_uid: None,

@@ -1,13 +1,13 @@
 //! The training reward against answers a policy would learn if the reward forgave them: every
 //! such answer scores below every well-formed answer that gets tumor presence right on the
 //! same case, and empty or garbage text earns at most 0.1. The table of scores is
-//! `docs/reward.md` (`UPDATE_DOCS=1 cargo test --test reward_adversarial` rewrites it).
+//! `docs/reward.md` (`UPDATE_DOCS=1 cargo test -p keyslice-core --test reward_adversarial` rewrites it).
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use keyslice::scoring::answer::MALFORMED_CAP;
-use keyslice::scoring::{Reference, RewardWeights, SizeTolerance, TruthRecord, score_answer};
+use keyslice_core::scoring::answer::MALFORMED_CAP;
+use keyslice_core::scoring::{Reference, RewardWeights, SizeTolerance, TruthRecord, score_answer};
 
 /// A liver tumor case: one lesion in segment 5 on slices 98–106 (largest on 102), on
 /// 256 × 256 slices.
@@ -308,11 +308,11 @@ fn no_adversarial_answer_scores_like_a_right_one() {
     let page = format!(
         "# The training reward against adversarial answers\n\nWhat `keyslice score --per-case`, \
          verl's `compute_score` and the ms-swift plugin `keyslice` give each answer of the \
-         adversarial suite (`tests/reward_adversarial.rs`, which asserts the ordering and \
+         adversarial suite (`crates/core/tests/reward_adversarial.rs`, which asserts the ordering and \
          rewrites this page with `UPDATE_DOCS=1`). The formula is in the manual, section \
          \"The training reward\".\n\n{table}"
     );
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reward.md");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/reward.md");
     if std::env::var_os("UPDATE_DOCS").is_some() {
         std::fs::write(&path, &page).expect("docs/reward.md written");
     }

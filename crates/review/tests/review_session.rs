@@ -3,16 +3,16 @@
 //! included), and all of it is there again after the database is reopened — the same as
 //! after a crash, since nothing is kept only in memory.
 
-use keyslice::findings::{Attenuation, LesionSize, Organ, TumorPresence, read_report};
-use keyslice::review::{CaseReview, ReviewError, ReviewStatus, ReviewStore};
+use keyslice_core::findings::{Attenuation, LesionSize, Organ, TumorPresence, read_report};
+use keyslice_review::{CaseReview, ReviewError, ReviewStatus, ReviewStore};
 use serde_json::json;
 
 const REPORT: &str = "Liver: a 3.0 x 2.5 cm hypoattenuating lesion in segment 7. \
                       Pancreas: no focal lesion. Kidneys: unremarkable.";
 
-fn base() -> keyslice::findings::Findings {
+fn base() -> keyslice_core::findings::Findings {
     let mut findings = read_report(REPORT).findings.without_spans();
-    findings.key_slice = Some(keyslice::findings::KeySlice {
+    findings.key_slice = Some(keyslice_core::findings::KeySlice {
         index: 40,
         z_mm: Some(100.0),
         sop_instance_uid: None,

@@ -2,7 +2,7 @@
 //! expected results, spans that point at the right words, writer → reader round trips on
 //! random findings, and no panic on arbitrary or mangled text.
 
-use keyslice::findings::{
+use keyslice_core::findings::{
     Attenuation, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ,
     OrganFindings, PancreasPart, SliceBox, TumorPresence, read_report, write_local_description,
     write_report,
@@ -481,7 +481,7 @@ proptest! {
 /// The example answer lines of the shipped prompts, as a model copies them.
 fn prompt_example(file: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("prompts")
+        .join("../../prompts")
         .join(file);
     let text = std::fs::read_to_string(path).expect("prompt is committed");
     let start = text
@@ -581,7 +581,7 @@ fn each_lesions_evidence_line_is_kept_for_that_lesion_and_adds_nothing_else() {
         liver.lesions[1].evidence.as_ref().map(|e| e.key_slice),
         Some(12)
     );
-    let written = keyslice::findings::write_report(&read.findings);
+    let written = keyslice_core::findings::write_report(&read.findings);
     assert!(
         written.contains("Liver lesion 2 evidence: slice 12, columns 70-77, rows 20-26."),
         "{written}"
@@ -658,7 +658,7 @@ fn numbered_impression_items_are_read_without_their_numbers() {
 
 #[test]
 fn evidence_lines_are_read_as_written_and_faults_named() {
-    use keyslice::findings::TumorPresence;
+    use keyslice_core::findings::TumorPresence;
     let read = read_report(
         "Liver: 3 cm lesion in segment 7.\nKey slice: 40\nBox on key slice: columns 120-100, rows 80-90\nLesion slices: 35-46",
     );
@@ -671,7 +671,7 @@ fn evidence_lines_are_read_as_written_and_faults_named() {
     let range = read.findings.lesion_slices.expect("a range");
     assert_eq!((range.first, range.last), (35, 46));
     assert!(read.problems.is_empty());
-    let faults = keyslice::findings::evidence_problems(&read.findings, [512, 512, 80]);
+    let faults = keyslice_core::findings::evidence_problems(&read.findings, [512, 512, 80]);
     assert_eq!(faults.len(), 1, "{faults:?}");
     assert!(faults[0].contains("out of order"), "{faults:?}");
 
@@ -695,7 +695,7 @@ fn evidence_lines_are_read_as_written_and_faults_named() {
 
 /// Every sentence form the shipped prompts ask a model for, with its placeholders filled in.
 fn prompt_sentence_forms() -> Vec<String> {
-    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../prompts");
     let mut forms = Vec::new();
     let mut files: Vec<_> = std::fs::read_dir(&folder)
         .expect("prompts folder")
@@ -736,23 +736,24 @@ fn prompt_sentence_forms() -> Vec<String> {
 #[test]
 fn every_sentence_form_the_shipped_prompts_ask_for_reads_back() {
     for form in prompt_sentence_forms() {
-        let read = keyslice::findings::reader::read_report(&form);
+        let read = keyslice_core::findings::reader::read_report(&form);
         assert!(
             read.unread.is_empty(),
             "{form:?} is not read: {:?}",
             read.unread
         );
     }
-    let nothing = keyslice::findings::reader::read_report("No lesion is visible on this slice.");
-    for organ in keyslice::findings::Organ::ALL {
+    let nothing =
+        keyslice_core::findings::reader::read_report("No lesion is visible on this slice.");
+    for organ in keyslice_core::findings::Organ::ALL {
         assert_eq!(
             nothing.findings.organ(organ).tumor,
-            keyslice::findings::TumorPresence::No
+            keyslice_core::findings::TumorPresence::No
         );
     }
 }
 
-/// The sentences a verifier may write about one slice (`tests/data/verifier_sentences.tsv`:
+/// The sentences a verifier may write about one slice (`crates/core/tests/data/verifier_sentences.tsv`:
 /// whole-slice and per-organ absence, presence, hedges, an organ that is not on the slice, and
 /// the answer about the box) are read as meant: at least 99 % of them, every miss listed.
 #[test]

@@ -7,12 +7,10 @@
     reason = "Decoded voxels and header values are exact; comparing them exactly is what these tests prove."
 )]
 
-mod common;
-
-use common::{data, expected};
-use keyslice::io::masks::load_mask_onto;
-use keyslice::io::nifti::{NiftiError, read_label_nifti, read_nifti};
-use keyslice::volume::{Volume, Voxels};
+use keyslice_core::volume::{Volume, Voxels};
+use keyslice_io::masks::load_mask_onto;
+use keyslice_io::nifti::{NiftiError, read_label_nifti, read_nifti};
+use keyslice_testkit::{data, expected};
 
 fn truth_values() -> Vec<f32> {
     expected()["nifti"]["values_lps_order"]
@@ -404,11 +402,11 @@ fn a_fifo_under_an_image_name_is_refused_without_waiting() {
             .map(|_| ())
             .map_err(|e| e.to_string());
         let series =
-            keyslice::io::dicom::load_dicom(&dicom, &keyslice::io::dicom::DicomOptions::default())
+            keyslice_io::dicom::load_dicom(&dicom, &keyslice_io::dicom::DicomOptions::default())
                 .map(|_| ())
                 .map_err(|e| e.to_string());
         let whole =
-            keyslice::io::dicom::load_dicom(&folder, &keyslice::io::dicom::DicomOptions::default())
+            keyslice_io::dicom::load_dicom(&folder, &keyslice_io::dicom::DicomOptions::default())
                 .map(|_| ())
                 .map_err(|e| e.to_string());
         let _ = sender.send((nifti, label, series, whole));

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use keyslice::review::{Edit, ReviewStatus, ReviewStore, StoreError};
+use keyslice_review::{Edit, ReviewStatus, ReviewStore, StoreError};
 use serde_json::json;
 
 fn edit(case: &str, field: &str, old: serde_json::Value, new: serde_json::Value) -> Edit {

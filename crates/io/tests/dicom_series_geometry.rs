@@ -6,11 +6,9 @@
     reason = "Decoded voxels and header values are exact; comparing them exactly is what these tests prove."
 )]
 
-mod common;
-
-use common::{SliceSpec, truncated_copy, write_series};
-use keyslice::io::dicom::{DicomError, DicomOptions, load_dicom};
-use keyslice::volume::Voxels;
+use keyslice_core::volume::Voxels;
+use keyslice_io::dicom::{DicomError, DicomOptions, load_dicom};
+use keyslice_testkit::{SliceSpec, truncated_copy, write_series};
 
 /// Five axial slices 2.5 mm apart, z from -10 upwards; slice k's stored marker is 100·k.
 fn axial_slices(series: &str) -> Vec<SliceSpec> {
@@ -35,7 +33,7 @@ fn named_slices(
         .collect()
 }
 
-fn first_voxel_of_each_slice(volume: &keyslice::volume::Volume) -> Vec<f32> {
+fn first_voxel_of_each_slice(volume: &keyslice_core::volume::Volume) -> Vec<f32> {
     (0..volume.dims()[2])
         .map(|k| volume.value([0, 0, k]).expect("inside"))
         .collect()

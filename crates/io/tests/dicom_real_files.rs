@@ -7,11 +7,9 @@
     reason = "Decoded voxels and header values are exact; comparing them exactly is what these tests prove."
 )]
 
-mod common;
-
-use common::{data, expected};
-use keyslice::io::dicom::{DicomError, DicomOptions, load_dicom};
-use keyslice::volume::Volume;
+use keyslice_core::volume::Volume;
+use keyslice_io::dicom::{DicomError, DicomOptions, load_dicom};
+use keyslice_testkit::{data, expected};
 
 fn load(name: &str) -> Volume {
     load_dicom(&data(&format!("dicom/{name}")), &DicomOptions::default())
