@@ -3,8 +3,6 @@
 //! `keyslice-testkit`, which the crates' own tests use too.
 #![allow(dead_code)]
 
-pub mod mutate;
-
 use std::path::{Path, PathBuf};
 
 /// Runs the `keyslice` binary with `args`.
@@ -20,10 +18,7 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).to_string()
 }
 
-#[allow(
-    unused_imports,
-    reason = "each test file uses some of the fixtures"
-)]
+#[allow(unused_imports, reason = "each test file uses some of the fixtures")]
 pub use keyslice_testkit::{SliceSpec, data, expected, truncated_copy, write_series};
 
 /// Writes a binary mask (value 1 where `on(i, j, k)`) as NIfTI on the grid `dims`, `affine`;

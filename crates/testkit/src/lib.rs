@@ -7,6 +7,8 @@
     reason = "test fixtures: a fixture that cannot be made fails the test"
 )]
 
+pub mod mutate;
+
 use std::path::{Path, PathBuf};
 
 use dicom_core::value::PrimitiveValue;

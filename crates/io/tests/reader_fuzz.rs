@@ -16,17 +16,15 @@
     reason = "The counting allocator is the one unsafe block: `GlobalAlloc` is an unsafe trait."
 )]
 
-mod common;
-
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::data;
-use common::mutate::{Format, mutate};
-use keyslice::io::{LoadOptions, limits, load_study};
+use keyslice_io::{LoadOptions, limits, load_study};
+use keyslice_testkit::data;
+use keyslice_testkit::mutate::{Format, mutate};
 
 /// Mutants in CI.
 const FUZZ_INPUTS: usize = 600;

@@ -2,7 +2,6 @@
 //! flips, repeated or dropped chunks) and ones that know the formats (a DICOM element's value,
 //! VR or length; a compressed frame's size fields; a NIfTI header field, inside the gzip
 //! stream for `.nii.gz`). Deterministic: a seed and an index give the same bytes every run.
-#![allow(dead_code)]
 
 use std::io::{Read, Write};
 
@@ -10,7 +9,7 @@ use std::io::{Read, Write};
 pub struct Random(pub u64);
 
 impl Random {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -21,7 +20,7 @@ impl Random {
         if limit == 0 {
             0
         } else {
-            (self.next() % limit as u64) as usize
+            (self.next_u64() % limit as u64) as usize
         }
     }
 
@@ -74,10 +73,11 @@ const NUMBER_STRINGS: [&str; 12] = [
 const WORDS: [u16; 8] = [0, 1, 2, 3, 0x7FFF, 0x8000, 0xFFFF, 4096];
 
 /// Mutant number `index` of `original`.
+#[must_use]
 pub fn mutate(original: &[u8], format: Format, seed: u64, index: usize) -> Vec<u8> {
     let mut random = Random(seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     for _ in 0..4 {
-        random.next();
+        random.next_u64();
     }
     let kind = random.below(10);
     match (format, kind) {
@@ -116,7 +116,7 @@ fn flip_bytes(original: &[u8], random: &mut Random) -> Vec<u8> {
             bytes.len().min(1024)
         };
         let at = random.below(limit);
-        bytes[at] = random.next() as u8;
+        bytes[at] = random.next_u64() as u8;
     }
     bytes
 }
@@ -196,7 +196,7 @@ fn dicom_value(original: &[u8], random: &mut Random) -> Vec<u8> {
             // 8 bytes after the tag in both cases).
             for n in 0..2 {
                 if let Some(byte) = bytes.get_mut(at + 8 + n) {
-                    *byte = random.next() as u8;
+                    *byte = random.next_u64() as u8;
                 }
             }
             bytes
