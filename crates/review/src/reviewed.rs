@@ -103,7 +103,7 @@ impl std::fmt::Display for Field {
 /// The reviewer's free-text note field.
 pub const NOTE_FIELD: &str = "note";
 /// The status field (kept in the cases table).
-pub const STATUS_FIELD: &str = "status";
+pub use crate::store::STATUS_FIELD;
 /// The key-slice field.
 pub const KEY_SLICE_FIELD: &str = "key_slice";
 /// The correction field of the lesion's slice range (`{"first", "last"}`, or `null`).

@@ -147,11 +147,14 @@ pub struct Correction {
     pub undoes: Option<i64>,
 }
 
+/// The field of a correction that sets a case's status (kept in the cases table too).
+pub const STATUS_FIELD: &str = "status";
+
 impl Correction {
     /// Whether this entry set the case's status to `status`.
     #[must_use]
     pub fn sets_status(&self, status: ReviewStatus) -> bool {
-        self.field == crate::reviewed::STATUS_FIELD && self.new_value == status.as_str()
+        self.field == STATUS_FIELD && self.new_value == status.as_str()
     }
 }
 
@@ -384,7 +387,7 @@ impl ReviewStore {
             new_value: original.old_value,
             reviewer: reviewer.to_string(),
         };
-        let status = (reverse.field == crate::reviewed::STATUS_FIELD)
+        let status = (reverse.field == STATUS_FIELD)
             .then(|| reverse.new_value.as_str().and_then(ReviewStatus::parse))
             .flatten();
         let new_id = self.append(&reverse, Some(id), status)?;
@@ -473,7 +476,7 @@ impl ReviewStore {
         self.append(
             &Edit {
                 case_id: case_id.to_string(),
-                field: crate::reviewed::STATUS_FIELD.into(),
+                field: STATUS_FIELD.into(),
                 old_value: serde_json::Value::from(before.as_str()),
                 new_value: serde_json::Value::from(status.as_str()),
                 reviewer: reviewer.to_string(),
