@@ -532,6 +532,60 @@ fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
             .tumor,
         TumorPresence::Yes
     );
+    the_window_opens_the_study_with_its_stored_result(&orthanc, &study_uid, &reopened);
+}
+
+/// The window's own way to a PACS study (no binary in between): looked up, shown as it
+/// arrives, then opened as a case of the PACS workspace with the stored AI result.
+fn the_window_opens_the_study_with_its_stored_result(
+    orthanc: &Orthanc,
+    study_uid: &str,
+    stored: &keyslice::prediction::Prediction,
+) {
+    use keyslice::app::job::Polled;
+    use keyslice::app::open::{LoadEvent, load_in_background};
+    let workspace = tempfile::tempdir().expect("temp dir");
+    let url = orthanc.url(&format!("/studies/{study_uid}")).replace(
+        "dicomweb+http://",
+        &format!("dicomweb+http://{USER}:{PASSWORD}@"),
+    );
+    let source = keyslice::app::pacs::from_pacs(
+        &url,
+        workspace.path(),
+        std::sync::Arc::new(keyslice_workflow::Logged),
+    )
+    .expect("the study is found");
+    let ctx = egui::Context::default();
+    let job = load_in_background(&ctx, source);
+    let started = Instant::now();
+    let (mut previews, mut opened) = (0, None);
+    while opened.is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the study did not open"
+        );
+        match job.poll() {
+            Polled::Message(LoadEvent::Preview(_)) => previews += 1,
+            Polled::Message(LoadEvent::Study(study)) => opened = Some(study),
+            Polled::Message(LoadEvent::Failed(what, hint)) => panic!("{what} ({hint})"),
+            Polled::Message(_) | Polled::Pending => std::thread::sleep(Duration::from_millis(20)),
+            Polled::Ended => panic!("the load ended without the study"),
+        }
+    }
+    let opened = opened.expect("opened");
+    assert!(previews > 0, "the images were shown as they came");
+    let prediction = opened
+        .prediction
+        .expect("the stored AI result is the case's prediction");
+    assert_eq!(prediction.key_slice, stored.key_slice);
+    assert_eq!(
+        prediction.findings.organ(Organ::Liver).tumor,
+        stored.findings.organ(Organ::Liver).tumor
+    );
+    // The case is in the workspace named, nowhere else.
+    let manifest =
+        keyslice::review::workspace::Workspace::open(workspace.path()).expect("workspace");
+    assert_eq!(manifest.manifest.cases.len(), 1);
 }
 
 #[test]

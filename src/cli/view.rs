@@ -43,6 +43,7 @@ pub fn run(args: &ViewArgs) -> Result<(), CliError> {
         Some(path) if crate::pacs::DicomWebUrl::is_dicomweb(&path.to_string_lossy()) => {
             crate::app::pacs::from_pacs(
                 &path.to_string_lossy(),
+                &keyslice_workflow::pacs::pacs_workspace(),
                 std::sync::Arc::new(super::Terminal::default()),
             )?
         }

@@ -74,6 +74,12 @@ impl Connection {
     }
 }
 
+/// Whether `text` names a study or search on a PACS (`dicomweb+http(s)://…`).
+#[must_use]
+pub fn is_pacs_url(text: &str) -> bool {
+    DicomWebUrl::is_dicomweb(text)
+}
+
 /// The studies a URL names: the one study, or a QIDO search.
 pub fn studies_of(url: &DicomWebUrl, server: &Server) -> Result<Vec<StudySummary>, PacsError> {
     match &url.target {
@@ -256,9 +262,9 @@ pub struct Located {
     pub workspace: PathBuf,
 }
 
-/// Looks a study of a PACS up before it is opened: its stored Keyslice documents (small)
-/// and its CT series.
-pub fn locate_study(url: &str) -> Result<Located, Error> {
+/// Looks a study of a PACS up before it is opened into the workspace `workspace` (usually
+/// [`pacs_workspace`]): its stored Keyslice documents (small) and its CT series.
+pub fn locate_study(url: &str, workspace: &Path) -> Result<Located, Error> {
     use keyslice_pacs::dicomweb::retrieve::{ct_series, series_folder};
     let parsed = DicomWebUrl::parse(url)?;
     let study = match &parsed.target {
@@ -269,7 +275,7 @@ pub fn locate_study(url: &str) -> Result<Located, Error> {
             ));
         }
     };
-    let workspace = pacs_workspace();
+    let workspace = workspace.to_path_buf();
     let cache = workspace.join("dicomweb");
     let server = Connection::default().server(&parsed)?;
     let found = study_results(&server, &study, &cache, 6)?;

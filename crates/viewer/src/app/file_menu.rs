@@ -98,7 +98,10 @@ impl FileMenu {
             .anchor(egui::Align2::CENTER_TOP, egui::vec2(0.0, 80.0))
             .open(&mut open)
             .show(ctx, |ui| {
-                ui.label("A NIfTI file, a DICOM file or folder, a case folder or a workspace:");
+                ui.label(
+                    "A NIfTI file, a DICOM file or folder, a case folder, a workspace, or a study \
+                     on a PACS (dicomweb+http://HOST/ROOT/studies/UID):",
+                );
                 let field = ui.add(
                     egui::TextEdit::singleline(&mut self.typed_path)
                         .hint_text("/data/case/ct.nii.gz")

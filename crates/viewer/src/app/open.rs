@@ -122,6 +122,24 @@ pub fn load_in_background(ctx: &egui::Context, source: Source) -> Job<LoadEvent>
             return;
         }
         let mut send = |event| send(event);
+        // A study on a PACS named in the window: looked up here, off the window's thread, then
+        // shown as it arrives.
+        let source = match source {
+            Source::Path(path) if keyslice_workflow::pacs::is_pacs_url(&path.to_string_lossy()) => {
+                match super::pacs::from_pacs(
+                    &path.to_string_lossy(),
+                    &keyslice_workflow::pacs::pacs_workspace(),
+                    Arc::new(keyslice_workflow::Logged),
+                ) {
+                    Ok(source) => source,
+                    Err(error) => {
+                        send(LoadEvent::Failed(error.to_string(), error.hint()));
+                        return;
+                    }
+                }
+            }
+            other => other,
+        };
         let source = match source {
             Source::Arriving(arrival) => {
                 let mut preview = |preview| send(LoadEvent::Preview(Box::new(preview)));

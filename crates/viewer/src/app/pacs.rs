@@ -2,6 +2,7 @@
 //! of the PACS workspace with its review and the stored AI result (the use case itself is
 //! `keyslice_workflow::pacs`).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use keyslice_workflow::{Error, Report};
@@ -15,9 +16,14 @@ use super::open::Source;
 /// series streamed into the PACS workspace's cache (made on first use), and the case added to
 /// that workspace; the window shows the images as they come and opens the case when the
 /// retrieve has ended. What happens on the way (each reviewer's stored correction among it)
-/// is told to `report`.
-pub fn from_pacs(url: &str, report: Arc<dyn Report + Send>) -> Result<Source, Error> {
-    let located = keyslice_workflow::pacs::locate_study(url)?;
+/// is told to `report`. The case joins the workspace `workspace` (usually
+/// `keyslice_workflow::pacs::pacs_workspace()`).
+pub fn from_pacs(
+    url: &str,
+    workspace: &Path,
+    report: Arc<dyn Report + Send>,
+) -> Result<Source, Error> {
+    let located = keyslice_workflow::pacs::locate_study(url, workspace)?;
     let arrival = Arrival::new(
         located.folder.clone(),
         located.instances,
