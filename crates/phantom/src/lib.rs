@@ -131,6 +131,33 @@ impl PhantomCase {
             .collect()
     }
 
+    /// Lesion `number`'s own mask (1 in it, 0 elsewhere) on the CT grid, in the order of
+    /// [`PhantomTruth::lesions`]: the voxels of the lesion its centre lies in. `None` past the
+    /// last lesion, or when another lesion covers its centre.
+    #[must_use]
+    pub fn lesion_mask(&self, number: usize) -> Option<Vec<u8>> {
+        let lesion = self.truth.lesions.get(number)?;
+        let voxel = self
+            .volume
+            .patient_from_voxel()
+            .inverse()?
+            .apply(lesion.centre_mm)
+            .map(f64::round);
+        let dims = self.volume.dims();
+        if (0..3).any(|a| voxel[a] < 0.0 || voxel[a] >= dims[a] as f64) {
+            return None;
+        }
+        let [x, y, z] = voxel.map(|c| c as usize);
+        let id = self.lesion_ids[x + dims[0] * (y + dims[1] * z)];
+        let organ = lesion_mask_name(lesion.organ);
+        (id != 0 && self.lesion_masks.get(usize::from(id) - 1) == Some(&organ)).then(|| {
+            self.lesion_ids
+                .par_iter()
+                .map(|value| u8::from(*value == id))
+                .collect()
+        })
+    }
+
     /// The binary mask `name` on the CT grid; `None` for a name not in [`Self::mask_names`].
     #[must_use]
     pub fn mask(&self, name: &str) -> Option<LabelVolume> {

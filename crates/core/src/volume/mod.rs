@@ -12,6 +12,7 @@ pub mod demo;
 pub mod filter;
 pub mod geometry;
 pub mod label;
+pub mod lesion;
 pub mod orient;
 
 use rayon::prelude::*;

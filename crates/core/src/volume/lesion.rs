@@ -1,0 +1,598 @@
+//! A lesion in 3D: a mask grown from a box under an HU range (and within an organ), and the
+//! measures a mask gives: its volume, the longest diameter in the axial plane and the longest
+//! one at right angles to it (as RECIST measures), and its extent in voxels.
+//!
+//! Masks are one byte per voxel (non-zero: in the lesion), laid out like the volume (x
+//! fastest, then y, then z).
+
+use std::collections::VecDeque;
+
+use super::Volume;
+
+/// A box of voxels, both corners included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VoxelBox {
+    /// The lowest column, row and slice.
+    pub min: [usize; 3],
+    /// The highest column, row and slice.
+    pub max: [usize; 3],
+}
+
+impl VoxelBox {
+    /// The box grown by `margin` voxels on every side, kept inside `dims`.
+    #[must_use]
+    pub fn grown(&self, margin: [usize; 3], dims: [usize; 3]) -> Self {
+        Self {
+            min: std::array::from_fn(|a| self.min[a].saturating_sub(margin[a])),
+            max: std::array::from_fn(|a| (self.max[a] + margin[a]).min(dims[a] - 1)),
+        }
+    }
+
+    fn contains(&self, voxel: [usize; 3]) -> bool {
+        (0..3).all(|a| (self.min[a]..=self.max[a]).contains(&voxel[a]))
+    }
+
+    fn voxels(&self) -> impl Iterator<Item = [usize; 3]> + '_ {
+        (self.min[2]..=self.max[2]).flat_map(move |z| {
+            (self.min[1]..=self.max[1])
+                .flat_map(move |y| (self.min[0]..=self.max[0]).map(move |x| [x, y, z]))
+        })
+    }
+}
+
+/// Why a mask cannot be grown.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum GrowError {
+    /// The box is not inside the volume, or is inverted.
+    #[error("the box {min:?}–{max:?} is not inside the volume of {dims:?} voxels")]
+    BoxOutside {
+        /// The box's lowest corner.
+        min: [usize; 3],
+        /// The box's highest corner.
+        max: [usize; 3],
+        /// The volume's size.
+        dims: [usize; 3],
+    },
+    /// The HU range is empty.
+    #[error("the HU range {min}–{max} is empty: its minimum is above its maximum")]
+    EmptyRange {
+        /// Lowest HU.
+        min: f32,
+        /// Highest HU.
+        max: f32,
+    },
+    /// No voxel of the box's centre lies in the range (and the organ).
+    #[error("no voxel at the box's centre is {} (and in the organ): nothing to grow from", range_text(*min, *max))]
+    NoSeed {
+        /// Lowest HU.
+        min: f32,
+        /// Highest HU.
+        max: f32,
+    },
+}
+
+/// An HU range in words: `below 59 HU`, `above 130 HU`, `between 20 and 80 HU`.
+fn range_text(min: f32, max: f32) -> String {
+    match (min <= f32::MIN, max >= f32::MAX) {
+        (true, true) => "at any HU".to_string(),
+        (true, false) => format!("below {max} HU"),
+        (false, true) => format!("above {min} HU"),
+        (false, false) => format!("between {min} and {max} HU"),
+    }
+}
+
+/// How a mask grows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GrowOptions {
+    /// The HU range of the lesion; `None`: chosen from the box (halfway between its centre's
+    /// median and its surroundings', on the centre's side).
+    pub hu: Option<(f32, f32)>,
+    /// How far the mask may reach beyond the box, as a share of the box's size per side (at
+    /// least one voxel): the leak guard.
+    pub margin: f64,
+}
+
+impl Default for GrowOptions {
+    fn default() -> Self {
+        Self {
+            hu: None,
+            margin: 0.25,
+        }
+    }
+}
+
+/// A mask grown from a box, and the range it grew under.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Grown {
+    /// One byte per voxel of the volume: 1 in the lesion.
+    pub mask: Vec<u8>,
+    /// The HU range used.
+    pub hu: (f32, f32),
+}
+
+/// Grows a lesion's mask from `bounds`: the voxels within the HU range connected (6-connected)
+/// to the box's centre, kept within the box grown by the margin (so a lesion touching a
+/// vessel of the same density cannot leak along it) and within `organ` when given; then holes
+/// filled and the largest connected part kept.
+pub fn grow_from_box(
+    volume: &Volume,
+    bounds: VoxelBox,
+    organ: Option<&[u8]>,
+    options: &GrowOptions,
+) -> Result<Grown, GrowError> {
+    let dims = volume.dims();
+    if (0..3).any(|a| bounds.min[a] > bounds.max[a] || bounds.max[a] >= dims[a]) {
+        return Err(GrowError::BoxOutside {
+            min: bounds.min,
+            max: bounds.max,
+            dims,
+        });
+    }
+    let voxels = volume.voxels();
+    let index = |[x, y, z]: [usize; 3]| x + dims[0] * (y + dims[1] * z);
+    let margin: [usize; 3] = std::array::from_fn(|a| {
+        let size = (bounds.max[a] - bounds.min[a] + 1) as f64;
+        ((size * options.margin).ceil() as usize).max(1)
+    });
+    let search = bounds.grown(margin, dims);
+    let value = |voxel: [usize; 3]| voxels.get(index(voxel)).unwrap_or(f32::NAN);
+    let centre = VoxelBox {
+        min: std::array::from_fn(|a| bounds.min[a] + (bounds.max[a] - bounds.min[a]) / 4),
+        max: std::array::from_fn(|a| bounds.max[a] - (bounds.max[a] - bounds.min[a]) / 4),
+    };
+    let in_organ = |voxel: [usize; 3]| organ.is_none_or(|mask| mask[index(voxel)] != 0);
+    let (low, high) = match options.hu {
+        Some((low, high)) if low > high => {
+            return Err(GrowError::EmptyRange {
+                min: low,
+                max: high,
+            });
+        }
+        Some(range) => range,
+        None => default_range(&centre, &bounds, &search, &value, &in_organ),
+    };
+    let fits = |voxel: [usize; 3]| {
+        let v = value(voxel);
+        v >= low && v <= high && in_organ(voxel)
+    };
+    let mut mask = vec![0u8; voxels.len()];
+    let mut queue: VecDeque<[usize; 3]> = centre.voxels().filter(|&v| fits(v)).collect();
+    if queue.is_empty() {
+        return Err(GrowError::NoSeed {
+            min: low,
+            max: high,
+        });
+    }
+    for &voxel in &queue {
+        mask[index(voxel)] = 1;
+    }
+    while let Some(voxel) = queue.pop_front() {
+        for next in neighbours(voxel, &search) {
+            let i = index(next);
+            if mask[i] == 0 && fits(next) {
+                mask[i] = 1;
+                queue.push_back(next);
+            }
+        }
+    }
+    keep_largest_part(&mut mask, &search, dims);
+    fill_holes(&mut mask, &search, dims);
+    Ok(Grown {
+        mask,
+        hu: (low, high),
+    })
+}
+
+/// Halfway between the median of the box's centre and that of the organ around the box (the
+/// ring outside the box, within the organ when one is given), on the centre's side: the
+/// lesion may be darker or brighter than its organ.
+fn default_range(
+    centre: &VoxelBox,
+    bounds: &VoxelBox,
+    search: &VoxelBox,
+    value: &impl Fn([usize; 3]) -> f32,
+    in_organ: &impl Fn([usize; 3]) -> bool,
+) -> (f32, f32) {
+    let inside = median(
+        centre
+            .voxels()
+            .filter(|&v| in_organ(v))
+            .map(value)
+            .collect(),
+    );
+    let around = median(
+        search
+            .voxels()
+            .filter(|&v| !bounds.contains(v) && in_organ(v))
+            .map(value)
+            .collect(),
+    );
+    let (Some(inside), Some(around)) = (inside, around) else {
+        return (f32::MIN, f32::MAX);
+    };
+    let middle = f32::midpoint(inside, around);
+    if inside <= around {
+        (f32::MIN, middle)
+    } else {
+        (middle, f32::MAX)
+    }
+}
+
+fn median(mut values: Vec<f32>) -> Option<f32> {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return None;
+    }
+    let middle = values.len() / 2;
+    let (_, value, _) = values.select_nth_unstable_by(middle, f32::total_cmp);
+    Some(*value)
+}
+
+/// The six face neighbours of `voxel` inside `within`.
+fn neighbours(voxel: [usize; 3], within: &VoxelBox) -> impl Iterator<Item = [usize; 3]> + '_ {
+    (0..3).flat_map(move |axis| {
+        [-1i64, 1].into_iter().filter_map(move |step| {
+            let moved = voxel[axis] as i64 + step;
+            let moved = usize::try_from(moved).ok()?;
+            let mut next = voxel;
+            next[axis] = moved;
+            within.contains(next).then_some(next)
+        })
+    })
+}
+
+/// Keeps only the largest 6-connected part of `mask` inside `within`.
+fn keep_largest_part(mask: &mut [u8], within: &VoxelBox, dims: [usize; 3]) {
+    let index = |[x, y, z]: [usize; 3]| x + dims[0] * (y + dims[1] * z);
+    let mut part = vec![0u32; mask.len()];
+    let mut sizes = vec![0usize];
+    for start in within.voxels() {
+        if mask[index(start)] == 0 || part[index(start)] != 0 {
+            continue;
+        }
+        let label = sizes.len() as u32;
+        let mut size = 0;
+        let mut queue = VecDeque::from([start]);
+        part[index(start)] = label;
+        while let Some(voxel) = queue.pop_front() {
+            size += 1;
+            for next in neighbours(voxel, within) {
+                let i = index(next);
+                if mask[i] != 0 && part[i] == 0 {
+                    part[i] = label;
+                    queue.push_back(next);
+                }
+            }
+        }
+        sizes.push(size);
+    }
+    let Some(largest) = (1..sizes.len()).max_by_key(|&label| sizes[label]) else {
+        return;
+    };
+    for voxel in within.voxels() {
+        let i = index(voxel);
+        if part[i] as usize != largest {
+            mask[i] = 0;
+        }
+    }
+}
+
+/// Fills what `mask` encloses within `within`: every voxel not in the mask that the box's
+/// boundary cannot reach without crossing it.
+fn fill_holes(mask: &mut [u8], within: &VoxelBox, dims: [usize; 3]) {
+    let index = |[x, y, z]: [usize; 3]| x + dims[0] * (y + dims[1] * z);
+    let mut outside = vec![false; mask.len()];
+    let mut queue: VecDeque<[usize; 3]> = within
+        .voxels()
+        .filter(|v| (0..3).any(|a| v[a] == within.min[a] || v[a] == within.max[a]))
+        .filter(|&v| mask[index(v)] == 0)
+        .collect();
+    for &voxel in &queue {
+        outside[index(voxel)] = true;
+    }
+    while let Some(voxel) = queue.pop_front() {
+        for next in neighbours(voxel, within) {
+            let i = index(next);
+            if mask[i] == 0 && !outside[i] {
+                outside[i] = true;
+                queue.push_back(next);
+            }
+        }
+    }
+    for voxel in within.voxels() {
+        let i = index(voxel);
+        if mask[i] == 0 && !outside[i] {
+            mask[i] = 1;
+        }
+    }
+}
+
+/// What a lesion's mask measures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measures {
+    /// Voxels in the mask.
+    pub voxels: usize,
+    /// Its volume, mL.
+    pub volume_ml: f64,
+    /// The longest diameter in an axial slice, mm (from the outer edges of its end pixels).
+    pub long_axis_mm: f64,
+    /// The longest diameter at right angles to it on the same slice, mm.
+    pub short_axis_mm: f64,
+    /// The slice the long axis lies on.
+    pub slice: usize,
+    /// Its ends, as (column, row) pixel centres.
+    pub long_axis: [[f64; 2]; 2],
+    /// The lowest and highest column, row and slice the mask reaches.
+    pub extent: [[usize; 2]; 3],
+}
+
+/// The measures of the non-zero voxels of `mask` on a grid of `dims` voxels of
+/// `spacing_mm`; `None` for an empty mask.
+#[must_use]
+pub fn measure(mask: &[u8], dims: [usize; 3], spacing_mm: [f64; 3]) -> Option<Measures> {
+    let plane = dims[0] * dims[1];
+    let mut extent = [[usize::MAX, 0]; 3];
+    let mut voxels = 0;
+    for (i, _) in mask.iter().enumerate().filter(|(_, on)| **on != 0) {
+        let voxel = [i % dims[0], (i / dims[0]) % dims[1], i / plane];
+        for a in 0..3 {
+            extent[a][0] = extent[a][0].min(voxel[a]);
+            extent[a][1] = extent[a][1].max(voxel[a]);
+        }
+        voxels += 1;
+    }
+    if voxels == 0 {
+        return None;
+    }
+    let mut best: Option<(f64, usize, [[f64; 2]; 2])> = None;
+    for z in extent[2][0]..=extent[2][1] {
+        let slice = &mask[z * plane..(z + 1) * plane];
+        if let Some((length, ends)) = longest_chord(slice, dims, spacing_mm)
+            && best.is_none_or(|(longest, _, _)| length > longest)
+        {
+            best = Some((length, z, ends));
+        }
+    }
+    let (long_axis_mm, slice, long_axis) = best?;
+    let short_axis_mm = perpendicular_extent(
+        &mask[slice * plane..(slice + 1) * plane],
+        dims,
+        spacing_mm,
+        long_axis,
+    );
+    Some(Measures {
+        voxels,
+        volume_ml: voxels as f64 * spacing_mm.iter().product::<f64>() / 1000.0,
+        long_axis_mm,
+        short_axis_mm,
+        slice,
+        long_axis,
+        extent,
+    })
+}
+
+/// The longest distance between two pixels of the slice's region, measured from their outer
+/// edges along the line (one pixel's extent in that direction is added), with its ends.
+fn longest_chord(
+    slice: &[u8],
+    dims: [usize; 3],
+    spacing: [f64; 3],
+) -> Option<(f64, [[f64; 2]; 2])> {
+    let on = |x: usize, y: usize| slice[x + dims[0] * y] != 0;
+    // Only pixels on the region's edge can be the ends of its longest chord.
+    let mut edge = Vec::new();
+    for y in 0..dims[1] {
+        for x in 0..dims[0] {
+            if !on(x, y) {
+                continue;
+            }
+            let inner = x > 0
+                && y > 0
+                && x + 1 < dims[0]
+                && y + 1 < dims[1]
+                && on(x - 1, y)
+                && on(x + 1, y)
+                && on(x, y - 1)
+                && on(x, y + 1);
+            if !inner {
+                edge.push([x as f64, y as f64]);
+            }
+        }
+    }
+    let mut best: Option<(f64, [[f64; 2]; 2])> = None;
+    for (i, a) in edge.iter().enumerate() {
+        for b in &edge[i..] {
+            let length = edge_to_edge(*a, *b, spacing);
+            if best.is_none_or(|(longest, _)| length > longest) {
+                best = Some((length, [*a, *b]));
+            }
+        }
+    }
+    best
+}
+
+/// The distance between two pixel centres plus one pixel's extent along the line joining
+/// them: the length a ruler laid from one outer edge to the other reads.
+fn edge_to_edge(a: [f64; 2], b: [f64; 2], spacing: [f64; 3]) -> f64 {
+    let d = [(b[0] - a[0]) * spacing[0], (b[1] - a[1]) * spacing[1]];
+    let length = d[0].hypot(d[1]);
+    let pixel = if length > 0.0 {
+        (d[0].abs() / length).mul_add(spacing[0], d[1].abs() / length * spacing[1])
+    } else {
+        spacing[0].min(spacing[1])
+    };
+    length + pixel
+}
+
+/// The longest extent of the slice's region at right angles to `axis`: the region's pixels
+/// taken in strips one pixel wide along the axis, each strip's extent across it.
+fn perpendicular_extent(
+    slice: &[u8],
+    dims: [usize; 3],
+    spacing: [f64; 3],
+    axis: [[f64; 2]; 2],
+) -> f64 {
+    let along = [
+        (axis[1][0] - axis[0][0]) * spacing[0],
+        (axis[1][1] - axis[0][1]) * spacing[1],
+    ];
+    let length = along[0].hypot(along[1]);
+    let (along_unit, across_unit) = if length > 0.0 {
+        (
+            [along[0] / length, along[1] / length],
+            [-along[1] / length, along[0] / length],
+        )
+    } else {
+        ([1.0, 0.0], [0.0, 1.0])
+    };
+    let strip = spacing[0].min(spacing[1]);
+    let mut across: std::collections::HashMap<i64, (f64, f64)> = std::collections::HashMap::new();
+    for y in 0..dims[1] {
+        for x in 0..dims[0] {
+            if slice[x + dims[0] * y] == 0 {
+                continue;
+            }
+            let point = [x as f64 * spacing[0], y as f64 * spacing[1]];
+            let on_axis = point[0].mul_add(along_unit[0], point[1] * along_unit[1]);
+            let off_axis = point[0].mul_add(across_unit[0], point[1] * across_unit[1]);
+            let entry = across
+                .entry((on_axis / strip).round() as i64)
+                .or_insert((off_axis, off_axis));
+            entry.0 = entry.0.min(off_axis);
+            entry.1 = entry.1.max(off_axis);
+        }
+    }
+    let pixel = across_unit[0]
+        .abs()
+        .mul_add(spacing[0], across_unit[1].abs() * spacing[1]);
+    across
+        .values()
+        .map(|(low, high)| high - low + pixel)
+        .fold(0.0, f64::max)
+}
+
+/// The Dice overlap of two masks (1: identical; both empty: 1).
+#[must_use]
+pub fn dice(a: &[u8], b: &[u8]) -> f64 {
+    let (mut both, mut total) = (0usize, 0usize);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (*x != 0, *y != 0);
+        both += usize::from(x && y);
+        total += usize::from(x) + usize::from(y);
+    }
+    if total == 0 {
+        1.0
+    } else {
+        2.0 * both as f64 / total as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::volume::{Affine, Volume, Voxels};
+
+    /// A 40³ volume of 40 HU with a 20 HU-darker ball of radius 6 voxels at (20, 20, 20), on
+    /// a 1 mm grid; and the ball's true mask.
+    fn ball() -> (Volume, Vec<u8>) {
+        let dims = [40, 40, 40];
+        let mut values = Vec::new();
+        let mut truth = Vec::new();
+        for z in 0..40 {
+            for y in 0..40 {
+                for x in 0..40 {
+                    let r2 = [x, y, z]
+                        .iter()
+                        .map(|&c| (f64::from(c) - 20.0).powi(2))
+                        .sum::<f64>();
+                    let inside = r2 <= 36.0;
+                    truth.push(u8::from(inside));
+                    values.push(if inside { 20 } else { 60 });
+                }
+            }
+        }
+        let volume = Volume::new(
+            dims,
+            Affine::IDENTITY,
+            Voxels::I16(values),
+            Vec::new(),
+            crate::volume::VolumeInfo::default(),
+        )
+        .expect("a volume");
+        (volume, truth)
+    }
+
+    #[test]
+    fn a_ball_grown_from_its_box_is_the_ball() {
+        let (volume, truth) = ball();
+        let bounds = VoxelBox {
+            min: [14, 14, 14],
+            max: [26, 26, 26],
+        };
+        let grown = grow_from_box(&volume, bounds, None, &GrowOptions::default()).expect("grown");
+        assert!((dice(&grown.mask, &truth) - 1.0).abs() < 1e-12);
+        assert_eq!(grown.hu, (f32::MIN, 40.0));
+        let measures = measure(&grown.mask, [40, 40, 40], [1.0, 1.0, 1.0]).expect("measured");
+        // A digital ball of radius 6 spans 13 pixels across its middle slices.
+        assert!((19..=21).contains(&measures.slice), "{measures:?}");
+        assert!((measures.long_axis_mm - 13.0).abs() < 1.0, "{measures:?}");
+        assert!((measures.short_axis_mm - 13.0).abs() < 1.0, "{measures:?}");
+        assert_eq!(measures.extent, [[14, 26], [14, 26], [14, 26]]);
+        let sphere_ml = 4.0 / 3.0 * std::f64::consts::PI * 216.0 / 1000.0;
+        assert!(
+            (measures.volume_ml - sphere_ml).abs() / sphere_ml < 0.05,
+            "{measures:?}"
+        );
+    }
+
+    #[test]
+    fn bad_boxes_and_ranges_are_refused_with_the_reason() {
+        let (volume, _) = ball();
+        let outside = VoxelBox {
+            min: [30, 30, 30],
+            max: [45, 35, 35],
+        };
+        assert!(matches!(
+            grow_from_box(&volume, outside, None, &GrowOptions::default()),
+            Err(GrowError::BoxOutside { .. })
+        ));
+        let bounds = VoxelBox {
+            min: [14, 14, 14],
+            max: [26, 26, 26],
+        };
+        let inverted = GrowOptions {
+            hu: Some((50.0, 10.0)),
+            ..GrowOptions::default()
+        };
+        assert!(matches!(
+            grow_from_box(&volume, bounds, None, &inverted),
+            Err(GrowError::EmptyRange { .. })
+        ));
+        let elsewhere = GrowOptions {
+            hu: Some((500.0, 900.0)),
+            ..GrowOptions::default()
+        };
+        assert!(matches!(
+            grow_from_box(&volume, bounds, None, &elsewhere),
+            Err(GrowError::NoSeed { .. })
+        ));
+        assert_eq!(measure(&[0; 8], [2, 2, 2], [1.0; 3]), None);
+    }
+
+    #[test]
+    fn a_leak_stops_at_the_margin() {
+        let (volume, _) = ball();
+        // The range takes the background too: the growth stays within the box plus margin.
+        let everything = GrowOptions {
+            hu: Some((-1000.0, 1000.0)),
+            margin: 0.25,
+        };
+        let bounds = VoxelBox {
+            min: [14, 14, 14],
+            max: [26, 26, 26],
+        };
+        let grown = grow_from_box(&volume, bounds, None, &everything).expect("grown");
+        let measures = measure(&grown.mask, [40, 40, 40], [1.0; 3]).expect("measured");
+        assert_eq!(measures.extent, [[10, 30], [10, 30], [10, 30]]);
+    }
+}
