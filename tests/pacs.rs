@@ -549,7 +549,7 @@ fn the_window_opens_the_study_with_its_stored_result(
         "dicomweb+http://",
         &format!("dicomweb+http://{USER}:{PASSWORD}@"),
     );
-    let source = keyslice::app::pacs::from_pacs(
+    let source = keyslice::app::open::from_pacs(
         &url,
         workspace.path(),
         std::sync::Arc::new(keyslice_workflow::Logged),

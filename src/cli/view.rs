@@ -41,7 +41,7 @@ pub fn run(args: &ViewArgs) -> Result<(), CliError> {
             reader: args.reader.clone().unwrap_or_default(),
         },
         Some(path) if crate::pacs::DicomWebUrl::is_dicomweb(&path.to_string_lossy()) => {
-            crate::app::pacs::from_pacs(
+            crate::app::open::from_pacs(
                 &path.to_string_lossy(),
                 &keyslice_workflow::pacs::pacs_workspace(),
                 std::sync::Arc::new(super::Terminal::default()),

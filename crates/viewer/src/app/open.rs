@@ -2,7 +2,7 @@
 //! hand the result back over a channel; and the native file/folder dialog, also off the UI
 //! thread so the window keeps drawing while it is open.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
@@ -106,6 +106,21 @@ impl Drop for Running {
     }
 }
 
+/// The study a `dicomweb+http(s)://…/studies/UID` URL names, as it will arrive: looked up on
+/// the PACS now, then retrieved behind the window into `workspace` (see
+/// [`super::pacs::arriving`]), and opened there as a case with its stored result.
+pub fn from_pacs(
+    url: &str,
+    workspace: &Path,
+    report: Arc<dyn keyslice_workflow::Report + Send>,
+) -> Result<Source, keyslice_workflow::Error> {
+    super::pacs::arriving(url, workspace, report, |opened| Source::WorkspaceAt {
+        root: opened.root,
+        case_id: opened.case_id,
+    })
+    .map(Source::Arriving)
+}
+
 /// Starts loading `source` on a worker thread; each event wakes the window. The CT is sent as
 /// soon as it is read, masks follow, so the first slices never wait for a dozen segmentation
 /// files. Loads take turns ([`LOAD_LANE`]); a load the window has dropped (the user asked for
@@ -126,7 +141,7 @@ pub fn load_in_background(ctx: &egui::Context, source: Source) -> Job<LoadEvent>
         // shown as it arrives.
         let source = match source {
             Source::Path(path) if keyslice_workflow::pacs::is_pacs_url(&path.to_string_lossy()) => {
-                match super::pacs::from_pacs(
+                match from_pacs(
                     &path.to_string_lossy(),
                     &keyslice_workflow::pacs::pacs_workspace(),
                     Arc::new(keyslice_workflow::Logged),

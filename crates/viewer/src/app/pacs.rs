@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use keyslice_workflow::pacs::Opened;
 use keyslice_workflow::{Error, Report};
 
 use super::arrival::Arrival;
-use super::open::Source;
 
 /// Opens the study a `dicomweb+http(s)://…/studies/UID` URL names as it arrives. Before the
 /// window opens: the study's stored Keyslice documents (small) and its CT series are looked
@@ -17,12 +17,13 @@ use super::open::Source;
 /// that workspace; the window shows the images as they come and opens the case when the
 /// retrieve has ended. What happens on the way (each reviewer's stored correction among it)
 /// is told to `report`. The case joins the workspace `workspace` (usually
-/// `keyslice_workflow::pacs::pacs_workspace()`).
-pub fn from_pacs(
+/// `keyslice_workflow::pacs::pacs_workspace()`); `open` makes what to open of it.
+pub fn arriving<T: Send + 'static>(
     url: &str,
     workspace: &Path,
     report: Arc<dyn Report + Send>,
-) -> Result<Source, Error> {
+    open: fn(Opened) -> T,
+) -> Result<Arrival<T>, Error> {
     let located = keyslice_workflow::pacs::locate_study(url, workspace)?;
     let arrival = Arrival::new(
         located.folder.clone(),
@@ -38,12 +39,9 @@ pub fn from_pacs(
         located.fetch_key_image();
         let outcome = located
             .open(report.as_ref())
-            .map(|opened| Source::WorkspaceAt {
-                root: opened.root,
-                case_id: opened.case_id,
-            })
+            .map(open)
             .map_err(|error| (error.to_string(), error.hint()));
         handle.finish(outcome);
     });
-    Ok(Source::Arriving(arrival))
+    Ok(arrival)
 }
