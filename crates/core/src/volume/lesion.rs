@@ -32,6 +32,17 @@ impl VoxelBox {
         (0..3).all(|a| (self.min[a]..=self.max[a]).contains(&voxel[a]))
     }
 
+    /// Voxels in the box.
+    fn len(&self) -> usize {
+        (0..3).map(|a| self.max[a] - self.min[a] + 1).product()
+    }
+
+    /// `voxel`'s position in an array laid out over the box (x fastest).
+    fn local(&self, [x, y, z]: [usize; 3]) -> usize {
+        let size = [self.max[0] - self.min[0] + 1, self.max[1] - self.min[1] + 1];
+        (x - self.min[0]) + size[0] * ((y - self.min[1]) + size[1] * (z - self.min[2]))
+    }
+
     fn voxels(&self) -> impl Iterator<Item = [usize; 3]> + '_ {
         (self.min[2]..=self.max[2]).flat_map(move |z| {
             (self.min[1]..=self.max[1])
@@ -244,22 +255,22 @@ fn neighbours(voxel: [usize; 3], within: &VoxelBox) -> impl Iterator<Item = [usi
 /// Keeps only the largest 6-connected part of `mask` inside `within`.
 fn keep_largest_part(mask: &mut [u8], within: &VoxelBox, dims: [usize; 3]) {
     let index = |[x, y, z]: [usize; 3]| x + dims[0] * (y + dims[1] * z);
-    let mut part = vec![0u32; mask.len()];
+    // Labels over the box only: a stroke on a 512² × 300 CT touches the box, not the CT.
+    let mut part = vec![0u32; within.len()];
     let mut sizes = vec![0usize];
     for start in within.voxels() {
-        if mask[index(start)] == 0 || part[index(start)] != 0 {
+        if mask[index(start)] == 0 || part[within.local(start)] != 0 {
             continue;
         }
         let label = sizes.len() as u32;
         let mut size = 0;
         let mut queue = VecDeque::from([start]);
-        part[index(start)] = label;
+        part[within.local(start)] = label;
         while let Some(voxel) = queue.pop_front() {
             size += 1;
             for next in neighbours(voxel, within) {
-                let i = index(next);
-                if mask[i] != 0 && part[i] == 0 {
-                    part[i] = label;
+                if mask[index(next)] != 0 && part[within.local(next)] == 0 {
+                    part[within.local(next)] = label;
                     queue.push_back(next);
                 }
             }
@@ -270,9 +281,8 @@ fn keep_largest_part(mask: &mut [u8], within: &VoxelBox, dims: [usize; 3]) {
         return;
     };
     for voxel in within.voxels() {
-        let i = index(voxel);
-        if part[i] as usize != largest {
-            mask[i] = 0;
+        if part[within.local(voxel)] as usize != largest {
+            mask[index(voxel)] = 0;
         }
     }
 }
@@ -281,27 +291,26 @@ fn keep_largest_part(mask: &mut [u8], within: &VoxelBox, dims: [usize; 3]) {
 /// boundary cannot reach without crossing it.
 fn fill_holes(mask: &mut [u8], within: &VoxelBox, dims: [usize; 3]) {
     let index = |[x, y, z]: [usize; 3]| x + dims[0] * (y + dims[1] * z);
-    let mut outside = vec![false; mask.len()];
+    let mut outside = vec![false; within.len()];
     let mut queue: VecDeque<[usize; 3]> = within
         .voxels()
         .filter(|v| (0..3).any(|a| v[a] == within.min[a] || v[a] == within.max[a]))
         .filter(|&v| mask[index(v)] == 0)
         .collect();
     for &voxel in &queue {
-        outside[index(voxel)] = true;
+        outside[within.local(voxel)] = true;
     }
     while let Some(voxel) = queue.pop_front() {
         for next in neighbours(voxel, within) {
-            let i = index(next);
-            if mask[i] == 0 && !outside[i] {
-                outside[i] = true;
+            if mask[index(next)] == 0 && !outside[within.local(next)] {
+                outside[within.local(next)] = true;
                 queue.push_back(next);
             }
         }
     }
     for voxel in within.voxels() {
         let i = index(voxel);
-        if mask[i] == 0 && !outside[i] {
+        if mask[i] == 0 && !outside[within.local(voxel)] {
             mask[i] = 1;
         }
     }
