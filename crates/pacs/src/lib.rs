@@ -7,6 +7,8 @@
 //! - [`sr`]: one case's AI result as a TID 1500 Measurement Report in a Comprehensive 3D SR,
 //!   the key slice as a Key Object Selection document, a reviewer's correction as a new SR
 //!   with the reviewer as person observer; and the reader that gives them back.
+//! - [`seg`]: lesion and organ masks as a binary DICOM Segmentation that references the CT
+//!   series, written and read back onto the CT's grid.
 //! - [`results`]: a study's Keyslice documents on the PACS, sorted into AI results,
 //!   reviewers' corrections and key images.
 //! - [`publish`]: what `pacs publish` sends for a case and why (a typed plan), and which of
@@ -21,6 +23,7 @@ pub mod agreement;
 pub mod dicomweb;
 pub mod publish;
 pub mod results;
+pub mod seg;
 pub mod sr;
 
 pub use dicomweb::{DicomWebUrl, PacsError, Server};

@@ -20,6 +20,7 @@ use keyslice_core::scoring::{Consistency, FindingConsistency, Standing};
 use keyslice_pacs::sr::read::{Document, read_bytes};
 use keyslice_pacs::sr::write::{key_object_selection, result_sr};
 use keyslice_pacs::sr::{CaseResult, LesionImage, Observer, StudyContext};
+use keyslice_testkit::validators::{dciodvfy_errors, highdicom, tool};
 
 fn source_ct() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/dicom/CT_small.dcm")
@@ -147,35 +148,6 @@ fn ai_result(sop: &str) -> CaseResult {
             }),
         }],
     }
-}
-
-fn tool(name: &str) -> bool {
-    let found = Command::new(name).arg("-h").output().is_ok();
-    assert!(
-        found || std::env::var_os("KEYSLICE_REQUIRE_DICOM_TOOLS").is_none(),
-        "{name} is required (KEYSLICE_REQUIRE_DICOM_TOOLS is set) but not installed"
-    );
-    found
-}
-
-/// dciodvfy's errors (lines starting with `Error`); it prints warnings too, which are kept
-/// for the message.
-fn dciodvfy_errors(path: &Path) -> (Vec<String>, String) {
-    let output = Command::new("dciodvfy")
-        .arg(path)
-        .output()
-        .expect("dciodvfy runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let errors = text
-        .lines()
-        .filter(|line| line.starts_with("Error"))
-        .map(str::to_string)
-        .collect();
-    (errors, text)
 }
 
 #[test]
@@ -375,19 +347,6 @@ fn read_with_highdicom(path: &Path) -> serde_json::Value {
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_slice(&output.stdout).unwrap()
-}
-
-/// Whether python3 with highdicom is there (required with `KEYSLICE_REQUIRE_DICOM_TOOLS`).
-fn highdicom() -> bool {
-    let found = Command::new("python3")
-        .args(["-c", "import highdicom"])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    assert!(
-        found || std::env::var_os("KEYSLICE_REQUIRE_DICOM_TOOLS").is_none(),
-        "python3 with highdicom is required (KEYSLICE_REQUIRE_DICOM_TOOLS is set): pip install highdicom"
-    );
-    found
 }
 
 /// A result whose values no real finding has is refused with the field named.

@@ -8,6 +8,7 @@
 )]
 
 pub mod mutate;
+pub mod validators;
 
 use std::path::{Path, PathBuf};
 

@@ -176,7 +176,9 @@ pub fn check_person_name(field: &str, name: &str) -> Result<(), PersonNameError>
     Ok(())
 }
 
-fn decimals(values: &[f64]) -> String {
+/// Decimal strings (DS) of `values`, backslash-separated, without trailing zeros.
+#[must_use]
+pub fn decimals(values: &[f64]) -> String {
     values
         .iter()
         .map(|value| {

@@ -403,6 +403,8 @@ pub struct StudyContext {
     /// Columns and rows of its images, when the file states them (where a document marks a
     /// slice it has no box on).
     pub image_size: Option<[u32; 2]>,
+    /// Frame of Reference UID of the CT series (a segmentation shares it).
+    pub frame_of_reference_uid: String,
 }
 
 impl StudyContext {
@@ -429,6 +431,7 @@ impl StudyContext {
             referring_physician: get(tags::REFERRING_PHYSICIAN_NAME),
             series_uid: get(tags::SERIES_INSTANCE_UID),
             image_class_uid: get(tags::SOP_CLASS_UID),
+            frame_of_reference_uid: get(tags::FRAME_OF_REFERENCE_UID),
             image_size: {
                 let size = |tag| get(tag).trim().parse::<u32>().ok().filter(|&n| n > 0);
                 size(tags::COLUMNS)

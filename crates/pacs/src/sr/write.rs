@@ -605,22 +605,22 @@ pub fn key_object_selection(
     document.finish(object)
 }
 
-struct Document {
-    class_uid: &'static str,
-    modality: &'static str,
-    series_number: i32,
-    series_description: String,
+pub(crate) struct Document {
+    pub(crate) class_uid: &'static str,
+    pub(crate) modality: &'static str,
+    pub(crate) series_number: i32,
+    pub(crate) series_description: String,
     /// What the document says: its SOP Instance UID follows from it.
-    seed: String,
+    pub(crate) seed: String,
     /// Who made it in which study: its Series Instance UID follows from it.
-    series_seed: String,
+    pub(crate) series_seed: String,
     /// When its content was made (`YYYYMMDD`, `HHMMSS`), when not now.
-    content_at: Option<(String, String)>,
+    pub(crate) content_at: Option<(String, String)>,
 }
 
 impl Document {
     /// Patient, study, series, equipment and SOP common attributes.
-    fn header(&self, study: &StudyContext, model: &ModelId) -> InMemDicomObject {
+    pub(crate) fn header(&self, study: &StudyContext, model: &ModelId) -> InMemDicomObject {
         let mut object = InMemDicomObject::new_empty();
         let (date, time) = now_date_time();
         object.put(text(tags::SPECIFIC_CHARACTER_SET, VR::CS, "ISO_IR 192"));
@@ -705,7 +705,7 @@ impl Document {
         object
     }
 
-    fn finish(&self, object: InMemDicomObject) -> Result<Written, PacsError> {
+    pub(crate) fn finish(&self, object: InMemDicomObject) -> Result<Written, PacsError> {
         let get = |tag| super::tree::string(&object, tag).unwrap_or_default();
         let sop_uid = get(tags::SOP_INSTANCE_UID);
         let series_uid = get(tags::SERIES_INSTANCE_UID);
