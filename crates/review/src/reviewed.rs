@@ -8,13 +8,19 @@
 //! cases table, ignored here). A lesion index one past the end appends; `null` at a lesion
 //! removes it. Values are the JSON of the field, so every edit goes through the same serde
 //! types that read predictions: a value that does not fit is refused before it is recorded.
+//! A lesion's 3D mask (`liver.lesions.0.mask`) is kept beside the findings, not in them:
+//! each stroke of the mask editor records the whole mask it left (run lengths), so undo,
+//! redo and a restart give back exactly what was drawn.
 //!
 //! Core module: no UI, no GPU.
+
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use super::store::Correction;
 use keyslice_core::findings::{Findings, Organ};
+use keyslice_core::volume::mask::LesionMask;
 
 /// Why an edit does not apply.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +51,9 @@ pub enum LesionPart {
     Attenuation,
     /// Its own evidence (`Evidence`: slice, box, slices).
     Evidence,
+    /// Its 3D mask on the CT's grid (`LesionMask`, run lengths): each stroke of the mask
+    /// editor is one correction holding the mask it left.
+    Mask,
 }
 
 /// A field a reviewer edits: the typed form of a correction's dotted path (the path is what
@@ -82,6 +91,7 @@ impl Field {
                     LesionPart::Location => "location",
                     LesionPart::Attenuation => "attenuation",
                     LesionPart::Evidence => "evidence",
+                    LesionPart::Mask => MASK_PART,
                 };
                 format!("{}.lesions.{index}.{part}", organ.key())
             }
@@ -102,6 +112,8 @@ impl std::fmt::Display for Field {
 
 /// The reviewer's free-text note field.
 pub const NOTE_FIELD: &str = "note";
+/// The last part of a lesion's mask field (`liver.lesions.0.mask`).
+pub const MASK_PART: &str = "mask";
 /// The status field (kept in the cases table).
 pub use crate::store::STATUS_FIELD;
 /// The key-slice field.
@@ -153,6 +165,12 @@ pub fn value_words(value: &Value) -> String {
         Value::Object(map) => {
             if let Some(index) = map.get("index") {
                 return index.to_string();
+            }
+            if map.contains_key("runs") {
+                return serde_json::from_value::<LesionMask>(value.clone()).map_or_else(
+                    |_| "a damaged mask".into(),
+                    |mask| format!("a mask of {} voxels", mask.voxels()),
+                );
             }
             if let (Some(first), Some(last)) = (map.get("first"), map.get("last")) {
                 return format!("{first}–{last}");
@@ -229,6 +247,8 @@ pub struct ReviewedCase {
     pub changed: Vec<String>,
     /// Log entries that could not be applied (the model's findings changed under them).
     pub skipped: Vec<String>,
+    /// Each lesion's 3D mask, by organ and lesion index, as the last stroke left it.
+    pub masks: BTreeMap<(Organ, usize), LesionMask>,
 }
 
 impl ReviewedCase {
@@ -242,6 +262,7 @@ impl ReviewedCase {
             note: String::new(),
             changed: Vec::new(),
             skipped: Vec::new(),
+            masks: BTreeMap::new(),
         };
         // An undo entry takes its target's effect away (and an undo of an undo gives it
         // back): the findings are the base with the edits still in effect, in log order. So
@@ -293,6 +314,7 @@ impl ReviewedCase {
             note: String::new(),
             changed: Vec::new(),
             skipped: Vec::new(),
+            masks: BTreeMap::new(),
         };
         case.changed = touched
             .into_iter()
@@ -311,6 +333,13 @@ impl ReviewedCase {
                 KEY_SLICE_FIELD: self.get(KEY_SLICE_FIELD)?,
                 LESION_SLICES_FIELD: self.get(LESION_SLICES_FIELD)?,
             }));
+        }
+        if let Some(lesion) = mask_field(field) {
+            return Ok(self
+                .masks
+                .get(&lesion)
+                .and_then(|mask| serde_json::to_value(mask).ok())
+                .unwrap_or(Value::Null));
         }
         let path = findings_path(field)?;
         let json = serde_json::to_value(&self.findings).map_err(|e| FieldError::Value {
@@ -359,14 +388,28 @@ impl ReviewedCase {
             };
             return Ok(());
         }
-        let path = findings_path(field)?;
         let invalid = |detail: String| FieldError::Value {
             field: field.into(),
             detail,
         };
+        if let Some(lesion) = mask_field(field) {
+            return self.apply_mask(lesion, value).map_err(invalid);
+        }
+        let path = findings_path(field)?;
         let mut json = serde_json::to_value(&self.findings).map_err(|e| invalid(e.to_string()))?;
         set_at(&mut json, &path, value.clone(), old.is_null()).map_err(invalid)?;
         self.findings = serde_json::from_value(json).map_err(|e| invalid(e.to_string()))?;
+        // A lesion removed or put back takes its mask with it; the masks of the lesions
+        // after it move with their lesions.
+        if let [_, organ, lesions, index] = path.as_slice()
+            && lesions == "lesions"
+            && let (Some(organ), Ok(index)) = (
+                Organ::ALL.iter().find(|o| o.key() == organ.as_str()),
+                index.parse::<usize>(),
+            )
+        {
+            self.shift_masks(*organ, index, value.is_null(), old.is_null());
+        }
         // "No tumor" takes the organ's lesions with it in the same change: one undo brings
         // them back. (A box and slice range stay while the reviewer works; an answer without
         // any tumor loses them when it is exported or stored, by the same rule.)
@@ -377,9 +420,71 @@ impl ReviewedCase {
                     finding.lesions.clear();
                 }
             }
+            let findings = &self.findings;
+            self.masks
+                .retain(|(organ, index), _| *index < findings.organ(*organ).lesions.len());
         }
         Ok(())
     }
+
+    /// Sets (or, with `null`, removes) a lesion's mask; the lesion must exist.
+    fn apply_mask(&mut self, (organ, index): (Organ, usize), value: &Value) -> Result<(), String> {
+        if index >= self.findings.organ(organ).lesions.len() {
+            return Err(format!(
+                "no lesion {} in the {organ} to hold a mask",
+                index + 1
+            ));
+        }
+        if value.is_null() {
+            self.masks.remove(&(organ, index));
+            return Ok(());
+        }
+        let mask: LesionMask =
+            serde_json::from_value(value.clone()).map_err(|e| format!("not a mask: {e}"))?;
+        let covered: u64 = mask.runs.iter().map(|&run| u64::from(run)).sum();
+        let grid: u64 = mask.dims.iter().map(|&d| d as u64).product();
+        if covered != grid {
+            return Err(format!(
+                "the mask's runs cover {covered} voxels; its grid has {grid}"
+            ));
+        }
+        self.masks.insert((organ, index), mask);
+        Ok(())
+    }
+
+    /// Moves masks after lesion `index` of `organ` when that lesion was removed
+    /// (`removed`) or inserted (`inserted`).
+    fn shift_masks(&mut self, organ: Organ, index: usize, removed: bool, inserted: bool) {
+        if !(removed || inserted) {
+            // A lesion replaced whole keeps its mask.
+            return;
+        }
+        let moved: Vec<((Organ, usize), LesionMask)> = self
+            .masks
+            .extract_if(.., |&(o, i), _| o == organ && i >= index)
+            .collect();
+        for ((_, i), mask) in moved {
+            match (removed, inserted) {
+                (true, _) if i == index => {}
+                (true, _) => {
+                    self.masks.insert((organ, i - 1), mask);
+                }
+                (false, _) => {
+                    self.masks.insert((organ, i + 1), mask);
+                }
+            }
+        }
+    }
+}
+
+/// The lesion a mask field names (`liver.lesions.0.mask`).
+fn mask_field(field: &str) -> Option<(Organ, usize)> {
+    let mut parts = field.split('.');
+    let organ = parts.next()?;
+    let organ = *Organ::ALL.iter().find(|o| o.key() == organ)?;
+    (parts.next()? == "lesions").then_some(())?;
+    let index = parts.next()?.parse::<usize>().ok()?;
+    (parts.next()? == MASK_PART && parts.next().is_none()).then_some((organ, index))
 }
 
 /// `liver.lesions.0.size` → `["organs", "liver", "lesions", "0", "size"]`.

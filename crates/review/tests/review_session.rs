@@ -177,3 +177,92 @@ fn a_fresh_analysis_keeps_the_reviewers_corrections_on_top() {
     );
     assert_eq!(review.case().note, "check the pancreatic duct");
 }
+
+/// A ball of `radius` voxels at `centre` on a 24³ grid, as the mask editor leaves it.
+fn ball_mask(centre: [usize; 3], radius: f64) -> serde_json::Value {
+    use keyslice_core::volume::mask::{Brush, LesionMask, paint};
+    let dims = [24, 24, 24];
+    let mut mask = vec![0u8; 24 * 24 * 24];
+    paint(&mut mask, dims, [1.0; 3], centre, radius, Brush::Ball, true).expect("painted");
+    serde_json::to_value(LesionMask::from_dense(&mask, dims)).expect("json")
+}
+
+#[test]
+fn mask_strokes_are_corrections_undone_redone_and_kept_across_a_restart_on_their_case_only() {
+    use keyslice_review::reviewed::{Field, LesionPart};
+    let folder = tempfile::tempdir().expect("temp dir");
+    let database = folder.path().join("review.sqlite");
+    let mask_of = |review: &CaseReview, lesion: usize| {
+        review
+            .case()
+            .masks
+            .get(&(Organ::Liver, lesion))
+            .map(keyslice_core::volume::mask::LesionMask::voxels)
+    };
+    let field = Field::LesionPart(Organ::Liver, 0, LesionPart::Mask);
+    let mut review =
+        CaseReview::open(&database, "case-1", "dr. a", Some(base())).expect("review opens");
+    // Grow, then erase: two strokes, two corrections.
+    let grown = ball_mask([12, 12, 12], 5.0);
+    let erased = ball_mask([12, 12, 12], 3.0);
+    assert!(review.set_field(field, grown).expect("stroke saved"));
+    assert!(review.set_field(field, erased).expect("stroke saved"));
+    assert_eq!(mask_of(&review, 0), Some(123));
+    assert_eq!(review.log().len(), 2);
+    assert_eq!(review.log()[1].field, "liver.lesions.0.mask");
+    // Undo gives the grown mask back; redo the erased one.
+    review.undo().expect("undo");
+    assert_eq!(mask_of(&review, 0), Some(515));
+    review.redo().expect("redo");
+    review.undo().expect("undo");
+    drop(review);
+
+    // After a restart (or a crash), the mask is what the last stroke in effect left.
+    let mut review = CaseReview::open(&database, "case-1", "dr. a", Some(base())).expect("reopens");
+    assert_eq!(mask_of(&review, 0), Some(515));
+    assert!(!review.history().redoable.is_empty());
+    // Another case of the same workspace has no mask.
+    let other = CaseReview::open(&database, "case-2", "dr. a", Some(base())).expect("opens");
+    assert!(other.case().masks.is_empty());
+
+    // A mask for a lesion that does not exist, or runs that do not cover their grid, are
+    // refused and nothing is recorded.
+    let before = review.log().len();
+    let error = review
+        .set_field(
+            Field::LesionPart(Organ::Liver, 3, LesionPart::Mask),
+            ball_mask([5, 5, 5], 2.0),
+        )
+        .expect_err("no lesion 4");
+    assert!(error.to_string().contains("no lesion 4"), "{error}");
+    let error = review
+        .set_field(field, json!({"dims": [24, 24, 24], "runs": [5, 3]}))
+        .expect_err("short runs");
+    assert!(error.to_string().contains("cover 8 voxels"), "{error}");
+    assert_eq!(review.log().len(), before);
+
+    // A second lesion with its mask; removing the first moves the second's mask with it,
+    // and "no tumor" takes every mask of the organ.
+    review
+        .set(
+            "liver.lesions.1",
+            json!({"size": {"long_cm": 1.0, "short_cm": null}}),
+        )
+        .expect("lesion added");
+    review
+        .set_field(
+            Field::LesionPart(Organ::Liver, 1, LesionPart::Mask),
+            ball_mask([4, 4, 4], 1.0),
+        )
+        .expect("stroke saved");
+    review.set("liver.lesions.0", json!(null)).expect("removed");
+    assert_eq!(mask_of(&review, 0), Some(7));
+    assert_eq!(mask_of(&review, 1), None);
+    review.undo().expect("undo the removal");
+    assert_eq!(mask_of(&review, 0), Some(515));
+    assert_eq!(mask_of(&review, 1), Some(7));
+    review.set("liver.tumor", json!("no")).expect("no tumor");
+    assert!(review.case().masks.is_empty());
+    review.undo().expect("undo");
+    assert_eq!(review.case().masks.len(), 2);
+}

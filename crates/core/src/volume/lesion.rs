@@ -28,22 +28,22 @@ impl VoxelBox {
         }
     }
 
-    fn contains(&self, voxel: [usize; 3]) -> bool {
+    pub(crate) fn contains(&self, voxel: [usize; 3]) -> bool {
         (0..3).all(|a| (self.min[a]..=self.max[a]).contains(&voxel[a]))
     }
 
     /// Voxels in the box.
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         (0..3).map(|a| self.max[a] - self.min[a] + 1).product()
     }
 
     /// `voxel`'s position in an array laid out over the box (x fastest).
-    fn local(&self, [x, y, z]: [usize; 3]) -> usize {
+    pub(crate) fn local(&self, [x, y, z]: [usize; 3]) -> usize {
         let size = [self.max[0] - self.min[0] + 1, self.max[1] - self.min[1] + 1];
         (x - self.min[0]) + size[0] * ((y - self.min[1]) + size[1] * (z - self.min[2]))
     }
 
-    fn voxels(&self) -> impl Iterator<Item = [usize; 3]> + '_ {
+    pub(crate) fn voxels(&self) -> impl Iterator<Item = [usize; 3]> + '_ {
         (self.min[2]..=self.max[2]).flat_map(move |z| {
             (self.min[1]..=self.max[1])
                 .flat_map(move |y| (self.min[0]..=self.max[0]).map(move |x| [x, y, z]))
@@ -240,7 +240,10 @@ fn median(mut values: Vec<f32>) -> Option<f32> {
 }
 
 /// The six face neighbours of `voxel` inside `within`.
-fn neighbours(voxel: [usize; 3], within: &VoxelBox) -> impl Iterator<Item = [usize; 3]> + '_ {
+pub(crate) fn neighbours(
+    voxel: [usize; 3],
+    within: &VoxelBox,
+) -> impl Iterator<Item = [usize; 3]> + '_ {
     (0..3).flat_map(move |axis| {
         [-1i64, 1].into_iter().filter_map(move |step| {
             let moved = voxel[axis] as i64 + step;
@@ -252,8 +255,9 @@ fn neighbours(voxel: [usize; 3], within: &VoxelBox) -> impl Iterator<Item = [usi
     })
 }
 
-/// Keeps only the largest 6-connected part of `mask` inside `within`.
-fn keep_largest_part(mask: &mut [u8], within: &VoxelBox, dims: [usize; 3]) {
+/// The 6-connected parts of `mask` inside `within`: a label per voxel of the box (0 outside
+/// the mask, parts from 1) and each part's size (`sizes[0]` is unused).
+pub(crate) fn parts(mask: &[u8], within: &VoxelBox, dims: [usize; 3]) -> (Vec<u32>, Vec<usize>) {
     let index = |[x, y, z]: [usize; 3]| x + dims[0] * (y + dims[1] * z);
     // Labels over the box only: a stroke on a 512² × 300 CT touches the box, not the CT.
     let mut part = vec![0u32; within.len()];
@@ -277,6 +281,13 @@ fn keep_largest_part(mask: &mut [u8], within: &VoxelBox, dims: [usize; 3]) {
         }
         sizes.push(size);
     }
+    (part, sizes)
+}
+
+/// Keeps only the largest 6-connected part of `mask` inside `within`.
+pub(crate) fn keep_largest_part(mask: &mut [u8], within: &VoxelBox, dims: [usize; 3]) {
+    let index = |[x, y, z]: [usize; 3]| x + dims[0] * (y + dims[1] * z);
+    let (part, sizes) = parts(mask, within, dims);
     let Some(largest) = (1..sizes.len()).max_by_key(|&label| sizes[label]) else {
         return;
     };
@@ -289,7 +300,7 @@ fn keep_largest_part(mask: &mut [u8], within: &VoxelBox, dims: [usize; 3]) {
 
 /// Fills what `mask` encloses within `within`: every voxel not in the mask that the box's
 /// boundary cannot reach without crossing it.
-fn fill_holes(mask: &mut [u8], within: &VoxelBox, dims: [usize; 3]) {
+pub(crate) fn fill_holes(mask: &mut [u8], within: &VoxelBox, dims: [usize; 3]) {
     let index = |[x, y, z]: [usize; 3]| x + dims[0] * (y + dims[1] * z);
     let mut outside = vec![false; within.len()];
     let mut queue: VecDeque<[usize; 3]> = within

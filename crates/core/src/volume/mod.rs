@@ -13,6 +13,7 @@ pub mod filter;
 pub mod geometry;
 pub mod label;
 pub mod lesion;
+pub mod mask;
 pub mod orient;
 
 use rayon::prelude::*;
