@@ -1103,3 +1103,125 @@ fn a_study_that_does_not_finish_reading_is_abandoned_and_the_next_opens() {
     });
     assert!(app(&harness).error_shown().is_none());
 }
+
+/// Presses the primary button at `from`, drags through `to` in a few frames and lets go
+/// (with Shift when `erase`).
+fn brush_stroke(harness: &mut Harness<'_, Window>, from: egui::Pos2, to: egui::Pos2, erase: bool) {
+    let modifiers = if erase {
+        Modifiers::SHIFT
+    } else {
+        Modifiers::NONE
+    };
+    harness.event(egui::Event::ModifiersChanged(modifiers));
+    harness.event(egui::Event::PointerMoved(from));
+    harness.step();
+    harness.event(egui::Event::PointerButton {
+        pos: from,
+        button: egui::PointerButton::Primary,
+        pressed: true,
+        modifiers,
+    });
+    harness.step();
+    for n in 1..=4 {
+        let at = from + (to - from) * (n as f32 / 4.0);
+        harness.event(egui::Event::PointerMoved(at));
+        harness.step();
+    }
+    harness.event(egui::Event::PointerButton {
+        pos: to,
+        button: egui::PointerButton::Primary,
+        pressed: false,
+        modifiers,
+    });
+    harness.step();
+    harness.event(egui::Event::ModifiersChanged(Modifiers::NONE));
+    harness.step();
+}
+
+/// The annotator's loop in the window: draw a lesion's mask with the brush (shown at once
+/// over the organ masks), erase part of it, smooth it, take its measures as the lesion's
+/// size; each step is one correction in the review database, undone with Ctrl+Z.
+#[test]
+fn a_lesion_mask_drawn_with_the_brush_is_saved_stroke_by_stroke_measured_and_undone() {
+    use keyslice::findings::Organ;
+    if !gpu_available() {
+        return;
+    }
+    // A folder of the package's, so the title is the same on every machine.
+    let root = snapshot_workspace("target/window-snapshots-masks");
+    let workspace = Workspace::open(&root).expect("workspace");
+    let ids: Vec<String> = workspace
+        .manifest
+        .cases
+        .iter()
+        .map(|case| case.case_id.clone())
+        .collect();
+    let prediction = common::saved_prediction(
+        &ids[0],
+        "Liver lesion 1: Size: 1.0 x 0.7 cm. Lesion slices: 2-4. Key slice: 3",
+        Some([10, 10, 20, 20]),
+    );
+    workspace.append_prediction(&prediction).expect("saved");
+    let mut harness = window(
+        Source::Workspace(root.clone()),
+        egui::Vec2::new(1280.0, 800.0),
+    );
+    step_until(&mut harness, Duration::from_mins(1), "the case", |app| {
+        app.case_on_screen().is_some() && !app.is_loading()
+    });
+    harness.step();
+    let mask_corrections = || {
+        ReviewStore::open(&root.join(keyslice::review::workspace::DATABASE_FILE))
+            .expect("store")
+            .corrections(Some(&ids[0]))
+            .expect("corrections")
+            .into_iter()
+            .filter(|entry| entry.field == "liver.lesions.0.mask")
+            .count()
+    };
+
+    harness.get_by_label("draw").click();
+    harness.step();
+    harness.step();
+    let planes = app(&harness).viewer_rect().expect("planes");
+    // The middle of the axial plane (the left 60 % of the planes).
+    let axial = egui::pos2(planes.min.x + planes.width() * 0.3, planes.center().y);
+    let stroke_end = axial + egui::vec2(150.0, 0.0);
+    brush_stroke(&mut harness, axial, stroke_end, false);
+    assert_eq!(mask_corrections(), 1, "one stroke, one correction");
+    let painted = app(&harness).lesion_mask_measures()[&(Organ::Liver, 0)].voxels;
+    assert!(painted > 20, "{painted} voxels painted");
+    assert!(
+        app(&harness)
+            .announcement()
+            .is_some_and(|said| said.contains("a mask of")),
+        "{:?}",
+        app(&harness).announcement()
+    );
+    harness.snapshot("lesion_mask_drawn");
+
+    // Shift erases part of it: a second correction, fewer voxels.
+    brush_stroke(&mut harness, stroke_end, stroke_end, true);
+    assert_eq!(mask_corrections(), 2);
+    let erased = app(&harness).lesion_mask_measures()[&(Organ::Liver, 0)].voxels;
+    assert!(erased < painted, "{erased} after erasing, {painted} before");
+
+    // Its measures become the lesion's size: one correction of the lesion.
+    harness.get_by_label("use as size").click();
+    harness.step();
+    harness.step();
+    let size = app(&harness).announcement().unwrap_or_default().to_string();
+    assert!(size.contains("liver lesion 1"), "{size}");
+
+    // Ctrl+Z twice: the size, then the erasing; the painted mask is back.
+    harness.hover_at(axial);
+    for _ in 0..2 {
+        harness.key_press_modifiers(Modifiers::COMMAND, Key::Z);
+        harness.step();
+        harness.step();
+    }
+    assert_eq!(
+        app(&harness).lesion_mask_measures()[&(Organ::Liver, 0)].voxels,
+        painted
+    );
+}

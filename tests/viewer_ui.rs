@@ -790,6 +790,8 @@ fn editor_harness(
                         short_cm: Some(1.9),
                     }),
                     review_keys: true,
+                    masks: &std::collections::BTreeMap::new(),
+                    drawing: None,
                 };
                 let findings = review.case().findings.clone();
                 let commands = editor.ui(ui).into_iter().flat_map(|command| match command {
@@ -808,8 +810,8 @@ fn editor_harness(
                             review.redo().expect("redone");
                         }
                         EditCommand::KeySliceHere => unreachable!("resolved above"),
-                        // Moves the viewer, not the review.
-                        EditCommand::ShowSlice(_) => {}
+                        // Moves the viewer, not the review; masks are the app's.
+                        EditCommand::ShowSlice(_) | EditCommand::Mask(_) => {}
                     }
                 }
             },
@@ -1185,4 +1187,99 @@ fn the_evidence_box_and_its_extent_show_on_all_planes_and_the_box_tool_edits_the
     let crosshair = harness.state().viewer.crosshair;
     click(&mut harness, egui::pos2(300.0, 400.0));
     assert_eq!(harness.state().viewer.crosshair, crosshair);
+}
+
+/// The mask row of a lesion being drawn, with what its mask measures: the measures, "use as
+/// size", the brush's size and shape; its buttons give the app their commands.
+#[test]
+fn the_mask_row_shows_what_a_drawn_mask_measures_and_asks_for_its_changes() {
+    use keyslice::findings::Organ;
+    use keyslice::ui::masks::{MaskCommand, MaskOp};
+    use keyslice::ui::viewport::PaintBrush;
+    use keyslice::volume::lesion::measure;
+    use keyslice::volume::mask::{Brush, paint};
+    struct State {
+        review: keyslice::review::CaseReview,
+        measures: std::collections::BTreeMap<(Organ, usize), keyslice::volume::lesion::Measures>,
+        asked: Vec<MaskCommand>,
+    }
+    if !gpu_available() {
+        return;
+    }
+    let folder = tempfile::tempdir().expect("temp dir");
+    let review = liver_review(folder.path(), |_| {});
+    // A ball of 9 mm radius on 1 mm voxels.
+    let dims = [40, 40, 40];
+    let mut mask = vec![0u8; 40 * 40 * 40];
+    paint(
+        &mut mask,
+        dims,
+        [1.0; 3],
+        [20, 20, 20],
+        9.0,
+        Brush::Ball,
+        true,
+    )
+    .expect("painted");
+    let measures = std::collections::BTreeMap::from([(
+        (Organ::Liver, 0),
+        measure(&mask, dims, [1.0; 3]).expect("measured"),
+    )]);
+    let mut harness = Harness::builder()
+        .with_size(egui::Vec2::new(360.0, 420.0))
+        .wgpu()
+        .build_ui_state(
+            |ui, state: &mut State| {
+                let editor = keyslice::ui::editor::FindingsEditor {
+                    case: state.review.case(),
+                    model: state.review.base(),
+                    history: state.review.history(),
+                    current_slice: keyslice::findings::KeySlice {
+                        index: 40,
+                        z_mm: None,
+                        sop_instance_uid: None,
+                        span: None,
+                    },
+                    ruler: None,
+                    review_keys: false,
+                    masks: &state.measures,
+                    drawing: Some(((Organ::Liver, 0), PaintBrush::default())),
+                };
+                for command in editor.ui(ui) {
+                    if let keyslice::ui::editor::EditCommand::Mask(command) = command {
+                        state.asked.push(command);
+                    }
+                }
+            },
+            State {
+                review,
+                measures,
+                asked: Vec::new(),
+            },
+        );
+    harness.run();
+    // 19 voxels across, edge to edge: 19 mm; 2.87 mL of 1 mm³ voxels.
+    harness.get_by_label_contains(" mm · slices 11–29");
+    harness.snapshot("findings_editor_mask");
+    harness.get_by_label("use as size").click();
+    harness.run();
+    harness.get_by_label("smooth").click();
+    harness.run();
+    harness.get_by_label("drawing").click();
+    harness.run();
+    assert_eq!(
+        harness.state().asked,
+        vec![
+            MaskCommand::UseMeasures {
+                organ: Organ::Liver,
+                lesion: 0
+            },
+            MaskCommand::Apply {
+                organ: Organ::Liver,
+                lesion: 0,
+                op: MaskOp::Smooth
+            },
+            MaskCommand::Draw(None),
+        ]
+    );
 }

@@ -167,7 +167,8 @@ pub struct Structure {
 }
 
 /// Fixed label values for the structures Keyslice knows, so colours stay the same across
-/// cases: organs 1–5, lesions 9–11 (drawn over organs). Others get 6–8, then 12–15.
+/// cases: organs 1–5, lesions 9–11 (drawn over organs). Others get 6–8, then 12–14; 15 is
+/// kept for the lesion masks a reviewer draws ([`DRAWN_MASK_LABEL`]).
 fn known_label(name: &str) -> Option<u8> {
     Some(match name {
         "liver" => 1,
@@ -182,6 +183,9 @@ fn known_label(name: &str) -> Option<u8> {
     })
 }
 
+/// The label value of lesion masks drawn in the viewer, which no loaded structure takes.
+pub const DRAWN_MASK_LABEL: u8 = 15;
+
 /// Whether a structure name is a lesion (drawn over organs).
 #[must_use]
 pub fn is_lesion(name: &str) -> bool {
@@ -189,7 +193,7 @@ pub fn is_lesion(name: &str) -> bool {
 }
 
 /// Merges binary masks already on one grid into one label volume (lesions over organs),
-/// with the label each structure got; masks beyond 15 structures are left out and named.
+/// with the label each structure got; masks beyond 14 structures are left out and named.
 #[must_use]
 pub fn combine_structures(
     masks: &[LabelVolume],
@@ -199,7 +203,7 @@ pub fn combine_structures(
     };
     let mut structures = Vec::new();
     let mut left_out = Vec::new();
-    let mut spare = [6u8, 7, 8, 12, 13, 14, 15].into_iter();
+    let mut spare = [6u8, 7, 8, 12, 13, 14].into_iter();
     for mask in masks {
         let label = known_label(&mask.name).or_else(|| spare.next());
         match label {

@@ -90,6 +90,16 @@ impl LesionMask {
         Ok(mask)
     }
 
+    /// The runs inside the mask as `(first voxel, length)`, in order.
+    pub fn inside_runs(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let mut start = 0usize;
+        self.runs.iter().enumerate().filter_map(move |(n, &run)| {
+            let first = start;
+            start += run as usize;
+            (n % 2 == 1 && run > 0).then_some((first, run as usize))
+        })
+    }
+
     /// Voxels inside.
     #[must_use]
     pub fn voxels(&self) -> u64 {
@@ -604,6 +614,9 @@ mod tests {
         let json = serde_json::to_string(&compact).expect("json");
         let back: LesionMask = serde_json::from_str(&json).expect("read");
         assert_eq!(back, compact);
+        let inside: usize = compact.inside_runs().map(|(_, length)| length).sum();
+        assert_eq!(inside, filled(&mask));
+        assert_eq!(compact.inside_runs().next(), Some((0, 1)));
         // An empty mask is one run.
         assert_eq!(LesionMask::from_dense(&empty(), DIMS).runs, vec![48_000]);
     }

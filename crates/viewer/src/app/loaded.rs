@@ -166,7 +166,7 @@ fn case_masks(
             let (combined, structures, left_out) = combine_structures(&masks);
             if !left_out.is_empty() {
                 warnings.push(format!(
-                    "masks not shown (more than 15 structures): {}",
+                    "masks not shown (more than 14 structures): {}",
                     left_out.join(", ")
                 ));
             }

@@ -309,6 +309,7 @@ impl KeysliceApp {
             return;
         };
         ViewerGpu::set_labels(render_state, volume.dims(), masks.labels.as_ref());
+        self.masks.set_base(volume, masks.labels.clone());
         let opacity = viewer.mask_opacity;
         // The model's key slice, once shown, stays the one marked; the masks' reference key
         // slice is then only in the lesion extents.

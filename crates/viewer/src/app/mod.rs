@@ -17,6 +17,7 @@ mod file_menu;
 pub mod job;
 pub mod loaded;
 mod loading;
+mod masks;
 pub mod open;
 pub mod pacs;
 mod panels;
@@ -103,6 +104,8 @@ pub struct KeysliceApp {
     announcement: Option<(String, std::time::Instant)>,
     /// The read in progress, when a reader reads a reader study.
     reading: Option<study::Reading>,
+    /// The case's lesion masks: the one being drawn, the overlay, their measures.
+    masks: masks::LesionMasks,
 }
 
 impl KeysliceApp {
@@ -154,6 +157,7 @@ impl KeysliceApp {
             panel_widths: std::cell::Cell::new([None, None]),
             announcement: None,
             reading: None,
+            masks: masks::LesionMasks::default(),
         };
         app.open(ctx, source);
         app
@@ -200,6 +204,17 @@ impl KeysliceApp {
     #[must_use]
     pub fn evidence_on_screen(&self) -> Option<crate::ui::viewport::Evidence> {
         self.study.as_ref().and_then(|shown| shown.viewer.evidence)
+    }
+
+    /// What each lesion mask of the case on screen measures, by organ and lesion.
+    #[must_use]
+    pub fn lesion_mask_measures(
+        &self,
+    ) -> &std::collections::BTreeMap<
+        (keyslice_core::findings::Organ, usize),
+        keyslice_core::volume::lesion::Measures,
+    > {
+        &self.masks.measures
     }
 
     /// Where the planes were drawn in the last frame.
@@ -254,6 +269,27 @@ impl KeysliceApp {
     }
 
     /// Applies the viewer's commands; an opacity change is remembered in the settings.
+    /// What the planes' commands change in the review: the evidence box drawn, a brush
+    /// stroke (painted now, recorded when lifted).
+    fn viewer_edits(&mut self, commands: &[ViewerCommand]) -> Vec<crate::ui::editor::EditCommand> {
+        let mut edits = Vec::new();
+        for command in commands {
+            match *command {
+                ViewerCommand::EditEvidence(evidence) => {
+                    edits.extend(self.evidence_edits(evidence));
+                }
+                ViewerCommand::Paint {
+                    plane,
+                    voxel,
+                    erase,
+                } => self.paint_mask(plane, voxel, erase),
+                ViewerCommand::PaintEnded => edits.extend(self.end_stroke()),
+                _ => {}
+            }
+        }
+        edits
+    }
+
     fn apply_viewer_commands(&mut self, commands: Vec<ViewerCommand>) {
         let Some(study) = &mut self.study else {
             return;
@@ -421,18 +457,14 @@ impl KeysliceApp {
             None => {}
         }
         egui::CentralPanel::default().show(ui, |ui| self.central_ui(ui, &mut commands));
-        for command in &commands {
-            if let ViewerCommand::EditEvidence(evidence) = command {
-                let edits = self.evidence_edits(*evidence);
-                edit_commands.extend(edits);
-            }
-        }
+        edit_commands.extend(self.viewer_edits(&commands));
         self.apply_viewer_commands(commands);
         // After the viewer's commands, so that "key slice = current" reads the slice that
         // this frame's keys (K, ↑) moved to.
         if !edit_commands.is_empty() {
             self.apply_edits(edit_commands);
         }
+        self.sync_masks();
         self.remember_window_geometry(&ctx);
         // Opacity drags change the setting every frame; it is written once they settle.
         if let Some(notice) = self.settings.save_when_settled(&ctx) {

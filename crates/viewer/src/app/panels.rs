@@ -173,6 +173,8 @@ impl KeysliceApp {
                                 current_slice: Self::key_slice_on_screen(volume, viewer),
                                 ruler: ruler_size(&lengths),
                                 review_keys: self.review_keys,
+                                masks: &self.masks.measures,
+                                drawing: self.masks.drawing(),
                             };
                             edit_commands = editor.ui(ui);
                         } else if self.arriving() {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::Shown;
 use super::{KeysliceApp, Source};
 use crate::ui::editor::{EditCommand, key_slice_here, key_slice_note, set_key_slice};
+use crate::ui::masks::MaskCommand;
 use crate::ui::viewport::{Evidence, ViewerCommand};
 use crate::ui::worklist::WorklistCommand;
 use keyslice_core::findings::Findings;
@@ -110,8 +111,11 @@ impl Cases {
                     .map(|saved| saved.then(|| field.path())),
                 EditCommand::Undo => review.undo(),
                 EditCommand::Redo => review.redo(),
-                // Resolved by the app, which knows the slice on screen and moves the viewer.
-                EditCommand::KeySliceHere | EditCommand::ShowSlice(_) => Ok(None),
+                // Resolved by the app, which knows the slice on screen and moves the viewer,
+                // and holds the masks.
+                EditCommand::KeySliceHere | EditCommand::ShowSlice(_) | EditCommand::Mask(_) => {
+                    Ok(None)
+                }
             };
             match result {
                 Ok(Some(field)) => {
@@ -361,6 +365,7 @@ impl KeysliceApp {
                     });
                     Vec::new()
                 }
+                EditCommand::Mask(command) => self.mask_edits(command),
                 EditCommand::KeySliceHere => here
                     .as_ref()
                     .zip(findings.as_ref())
@@ -407,5 +412,114 @@ impl KeysliceApp {
         if let Some(source) = source {
             self.open(ctx, source);
         }
+    }
+}
+
+impl KeysliceApp {
+    /// A mask row's command: drawing starts or stops, the brush changes, or the mask changes
+    /// (the correction to record).
+    fn mask_edits(&mut self, command: MaskCommand) -> Vec<EditCommand> {
+        let (Some(study), Some(review)) = (&mut self.study, &self.cases.review) else {
+            return Vec::new();
+        };
+        let edit = match command {
+            MaskCommand::Draw(target) => {
+                self.masks.draw(
+                    target,
+                    review.case_id(),
+                    review.case(),
+                    &study.volume,
+                    &mut study.viewer,
+                );
+                None
+            }
+            MaskCommand::Brush(brush) => {
+                self.masks.brush = brush;
+                if study.viewer.brush.is_some() {
+                    study.viewer.brush = Some(brush);
+                }
+                None
+            }
+            MaskCommand::Apply { organ, lesion, op } => {
+                match self.masks.apply(
+                    (organ, lesion),
+                    op,
+                    review.case(),
+                    &study.volume,
+                    &study.viewer,
+                ) {
+                    Ok(edit) => edit,
+                    Err(reason) => {
+                        self.notices.push(format!("mask unchanged: {reason}"));
+                        None
+                    }
+                }
+            }
+            MaskCommand::UseMeasures { organ, lesion } => {
+                self.masks.measured_lesion((organ, lesion), review.case())
+            }
+        };
+        edit.map(|(field, value)| EditCommand::Set { field, value })
+            .into_iter()
+            .collect()
+    }
+
+    /// The brush touched a voxel: the lesion being drawn is painted there.
+    pub(super) fn paint_mask(
+        &mut self,
+        plane: crate::render::view::Plane,
+        voxel: [f64; 3],
+        erase: bool,
+    ) {
+        let Some(study) = &mut self.study else {
+            return;
+        };
+        // The brush follows the viewer's size keys.
+        if let Some(brush) = study.viewer.brush {
+            self.masks.brush = brush;
+        }
+        let normal = study.viewer.normal_axis(plane);
+        self.masks.paint(
+            self.render_state.as_ref(),
+            &study.volume,
+            &mut study.viewer,
+            normal,
+            voxel,
+            erase,
+        );
+    }
+
+    /// The brush was lifted: the stroke as one correction of the case it was drawn on.
+    pub(super) fn end_stroke(&mut self) -> Option<EditCommand> {
+        let dims = self.study.as_ref()?.volume.dims();
+        let case_id = self.cases.review.as_ref().map(CaseReview::case_id);
+        match self.masks.stroke_ended(case_id, dims) {
+            Ok(edit) => edit.map(|(field, value)| EditCommand::Set { field, value }),
+            Err(notice) => {
+                self.notices.push(notice);
+                if let Some(study) = &mut self.study {
+                    study.viewer.brush = None;
+                }
+                None
+            }
+        }
+    }
+
+    /// The overlay and measures follow the review's masks.
+    pub(super) fn sync_masks(&mut self) {
+        let Some(study) = &mut self.study else {
+            return;
+        };
+        let review = self
+            .cases
+            .review
+            .as_ref()
+            .map(|review| (review.case_id(), review.case()));
+        self.masks.sync(
+            self.render_state.as_ref(),
+            &study.volume,
+            &mut study.viewer,
+            review,
+        );
     }
 }

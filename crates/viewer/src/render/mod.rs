@@ -59,7 +59,8 @@ impl RenderError {
     }
 }
 
-/// Colours of labels 1–15 (index 0 unused): organs muted, lesions (odd labels ≥ 9) bright.
+/// Colours of labels 1–15 (index 0 unused): organs muted, lesions 9–11 bright, the masks a
+/// reviewer draws (15) green.
 pub const LABEL_COLOURS: [[f32; 4]; 16] = [
     [0.0, 0.0, 0.0, 0.0],
     [0.85, 0.35, 0.25, 1.0], // 1 liver
@@ -73,16 +74,18 @@ pub const LABEL_COLOURS: [[f32; 4]; 16] = [
     [1.00, 0.10, 0.10, 1.0], // 9 liver lesion
     [1.00, 0.00, 1.00, 1.0], // 10 pancreatic lesion
     [1.00, 1.00, 0.00, 1.0], // 11 kidney lesion
-    [0.00, 1.00, 0.50, 1.0],
+    [1.00, 1.00, 1.00, 1.0],
     [1.00, 0.50, 0.00, 1.0],
     [0.50, 1.00, 1.00, 1.0],
-    [1.00, 1.00, 1.00, 1.0],
+    [0.00, 1.00, 0.50, 1.0], // 15 lesion masks drawn in the viewer
 ];
 
 /// The volume and label textures of one study, and how they relate to the volume's grid.
 pub struct VolumeTextures {
     volume_view: wgpu::TextureView,
     labels_view: wgpu::TextureView,
+    /// The label texture itself, for writing a box of it (a brush stroke).
+    labels_texture: wgpu::Texture,
     colours: wgpu::Buffer,
     /// Texture dimensions (after any downsampling).
     pub texture_dims: [usize; 3],
@@ -193,7 +196,8 @@ pub fn upload_volume(
     });
     upload_in_slabs(device, queue, &volume_texture, &hu, texture_dims);
     drop(hu);
-    let labels_view = labels_texture_view(device, queue, dims, step, texture_dims, labels);
+    let (labels_texture, labels_view) =
+        labels_texture_view(device, queue, dims, step, texture_dims, labels);
     let colours = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
         label: Some("keyslice label colours"),
         contents: bytemuck::cast_slice(&LABEL_COLOURS),
@@ -202,6 +206,7 @@ pub fn upload_volume(
     VolumeTextures {
         volume_view: volume_texture.create_view(&wgpu::TextureViewDescriptor::default()),
         labels_view,
+        labels_texture,
         colours,
         texture_dims,
         step,
@@ -268,7 +273,7 @@ pub fn upload_labels(
     dims: [usize; 3],
     labels: Option<&LabelVolume>,
 ) {
-    textures.labels_view = labels_texture_view(
+    (textures.labels_texture, textures.labels_view) = labels_texture_view(
         device,
         queue,
         dims,
@@ -276,6 +281,65 @@ pub fn upload_labels(
         textures.texture_dims,
         labels,
     );
+}
+
+/// Writes the box `min..=max` (voxels of the volume) of `labels` into the label texture, in
+/// place: a brush stroke uploads what it touched, not the CT's worth of labels. Returns
+/// `false`, writing nothing, when the texture is not the labels' full-resolution copy (no
+/// masks yet, or a downsampled volume): the caller then uploads the labels whole.
+#[must_use]
+pub fn write_labels_box(
+    queue: &wgpu::Queue,
+    textures: &VolumeTextures,
+    labels: &LabelVolume,
+    min: [usize; 3],
+    max: [usize; 3],
+) -> bool {
+    let size = textures.labels_texture.size();
+    let full = [
+        size.width as usize,
+        size.height as usize,
+        size.depth_or_array_layers as usize,
+    ];
+    if textures.step != [1, 1, 1]
+        || full != labels.dims
+        || (0..3).any(|a| min[a] > max[a] || max[a] >= full[a])
+    {
+        return false;
+    }
+    let extent = [0, 1, 2].map(|a| max[a] - min[a] + 1);
+    let [columns, rows, _] = labels.dims;
+    let mut data = Vec::with_capacity(extent.iter().product());
+    for z in min[2]..=max[2] {
+        for y in min[1]..=max[1] {
+            let start = min[0] + columns * (y + rows * z);
+            data.extend_from_slice(&labels.labels[start..start + extent[0]]);
+        }
+    }
+    queue.write_texture(
+        wgpu::TexelCopyTextureInfo {
+            texture: &textures.labels_texture,
+            mip_level: 0,
+            origin: wgpu::Origin3d {
+                x: min[0] as u32,
+                y: min[1] as u32,
+                z: min[2] as u32,
+            },
+            aspect: wgpu::TextureAspect::All,
+        },
+        &data,
+        wgpu::TexelCopyBufferLayout {
+            offset: 0,
+            bytes_per_row: Some(extent[0] as u32),
+            rows_per_image: Some(extent[1] as u32),
+        },
+        wgpu::Extent3d {
+            width: extent[0] as u32,
+            height: extent[1] as u32,
+            depth_or_array_layers: extent[2] as u32,
+        },
+    );
+    true
 }
 
 /// The `R8Uint` label texture on the (possibly downsampled) texture grid.
@@ -286,7 +350,7 @@ fn labels_texture_view(
     step: [usize; 3],
     texture_dims: [usize; 3],
     labels: Option<&LabelVolume>,
-) -> wgpu::TextureView {
+) -> (wgpu::Texture, wgpu::TextureView) {
     let gather = |index: [usize; 3]| {
         index[0] * step[0] + dims[0] * (index[1] * step[1] + dims[1] * index[2] * step[2])
     };
@@ -311,27 +375,27 @@ fn labels_texture_view(
         ),
         _ => (std::borrow::Cow::Owned(vec![0]), [1, 1, 1]),
     };
-    device
-        .create_texture_with_data(
-            queue,
-            &wgpu::TextureDescriptor {
-                label: Some("keyslice labels (R8Uint)"),
-                size: wgpu::Extent3d {
-                    width: label_size[0] as u32,
-                    height: label_size[1] as u32,
-                    depth_or_array_layers: label_size[2] as u32,
-                },
-                mip_level_count: 1,
-                sample_count: 1,
-                dimension: wgpu::TextureDimension::D3,
-                format: wgpu::TextureFormat::R8Uint,
-                usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-                view_formats: &[],
+    let texture = device.create_texture_with_data(
+        queue,
+        &wgpu::TextureDescriptor {
+            label: Some("keyslice labels (R8Uint)"),
+            size: wgpu::Extent3d {
+                width: label_size[0] as u32,
+                height: label_size[1] as u32,
+                depth_or_array_layers: label_size[2] as u32,
             },
-            wgpu::util::TextureDataOrder::LayerMajor,
-            &label_values,
-        )
-        .create_view(&wgpu::TextureViewDescriptor::default())
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D3,
+            format: wgpu::TextureFormat::R8Uint,
+            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+            view_formats: &[],
+        },
+        wgpu::util::TextureDataOrder::LayerMajor,
+        &label_values,
+    );
+    let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+    (texture, view)
 }
 
 /// What the shader's `View` uniform holds (see `shaders/slice.wgsl`).

@@ -9,6 +9,9 @@
 //! lesion is selected until then; with no lesion yet, `L` adds one to the first organ the
 //! findings give a tumor).
 //!
+//! Each lesion has a mask row (`masks`): draw, grow, smooth, islands, fill between, clear,
+//! what the mask measures and "use as size".
+//!
 //! Draws and returns [`EditCommand`]s; the app records them in the review database before
 //! the panel shows them, so what is on screen is what is saved.
 
@@ -20,8 +23,14 @@ use keyslice_core::findings::{
     Attenuation, Evidence, Findings, KeySlice, KidneyPole, Lesion, LesionSize, Location, Organ,
     PancreasPart, TumorPresence, evidence_words,
 };
+use keyslice_core::volume::lesion::Measures;
+use keyslice_core::volume::mask::{size_of, slices_of};
 use keyslice_review::reviewed::{Field, LesionPart};
 use keyslice_review::{History, ReviewedCase};
+
+use super::masks::{MaskCommand, MaskRow};
+use super::viewport::PaintBrush;
+use std::collections::BTreeMap;
 
 /// What the reviewer asked for.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +51,8 @@ pub enum EditCommand {
     KeySliceHere,
     /// Show an axial slice (a lesion's evidence); changes nothing in the review.
     ShowSlice(u32),
+    /// A lesion's mask: draw, grow, smooth, … (the app edits it and records the change).
+    Mask(MaskCommand),
 }
 
 /// What the editor shows.
@@ -61,6 +72,10 @@ pub struct FindingsEditor<'a> {
     /// (the pointer is over them, or they were clicked last) and no menu is open. `S` and
     /// `L` act only then; Ctrl+Z and Ctrl+Y whenever no text field or menu takes the keys.
     pub review_keys: bool,
+    /// What each lesion's mask measures, by organ and lesion.
+    pub masks: &'a BTreeMap<(Organ, usize), Measures>,
+    /// The lesion whose mask is being drawn, and the brush.
+    pub drawing: Option<((Organ, usize), PaintBrush)>,
 }
 
 impl FindingsEditor<'_> {
@@ -277,6 +292,44 @@ impl FindingsEditor<'_> {
             }
         });
         self.lesion_evidence_ui(ui, index, lesion, part(LesionPart::Evidence), commands);
+        self.mask_row_ui(ui, organ, index, lesion, commands);
+    }
+
+    /// The lesion's mask row (`masks`).
+    fn mask_row_ui(
+        &self,
+        ui: &mut egui::Ui,
+        organ: Organ,
+        index: usize,
+        lesion: &Lesion,
+        commands: &mut Vec<EditCommand>,
+    ) {
+        let measures = self.masks.get(&(organ, index));
+        let findings = &self.case.findings;
+        let row = MaskRow {
+            organ,
+            lesion: index,
+            measures,
+            drawing: self
+                .drawing
+                .filter(|(target, _)| *target == (organ, index))
+                .map(|(_, brush)| brush),
+            can_grow: lesion
+                .evidence
+                .as_ref()
+                .is_some_and(|evidence| evidence.slice_box.is_some())
+                || findings.slice_box.is_some(),
+            measured: measures.is_some_and(|measures| {
+                lesion.size == Some(size_of(measures))
+                    && lesion
+                        .evidence
+                        .as_ref()
+                        .is_none_or(|evidence| evidence.slices == Some(slices_of(measures)))
+            }),
+        };
+        let mut mask_commands = Vec::new();
+        row.ui(ui, &mut mask_commands);
+        commands.extend(mask_commands.into_iter().map(EditCommand::Mask));
     }
 
     /// A lesion's own evidence: where it is (a button that shows its slice), made from the

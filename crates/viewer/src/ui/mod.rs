@@ -6,6 +6,7 @@ pub mod analysis;
 pub mod chart;
 pub mod editor;
 pub mod help;
+pub mod masks;
 pub mod report;
 pub mod viewport;
 pub mod worklist;

@@ -96,6 +96,7 @@ impl Viewer {
         ));
         self.overlays_ui(ui, volume, plane, rect, spacing);
         self.evidence_overlay(ui, plane, rect, spacing);
+        self.brush_outline(ui, plane, rect, spacing, &response);
         self.pointer_input(ui, volume, plane, rect, &geometry, &response, commands);
         self.slice_bar_ui(ui, plane, rect, commands);
     }

@@ -64,6 +64,27 @@ impl ViewerGpu {
                 .create_view(&render_state.device, &gpu.textures)
         });
     }
+
+    /// Shows a change of `labels` inside the box `min..=max` (a brush stroke): that box is
+    /// written into the label texture in place when it can be, else the labels are uploaded
+    /// whole.
+    pub fn update_labels(
+        render_state: &egui_wgpu::RenderState,
+        labels: &LabelVolume,
+        min: [usize; 3],
+        max: [usize; 3],
+    ) {
+        let written = {
+            let renderer = render_state.renderer.read();
+            let Some(gpu) = renderer.callback_resources.get::<Self>() else {
+                return;
+            };
+            crate::render::write_labels_box(&render_state.queue, &gpu.textures, labels, min, max)
+        };
+        if !written {
+            Self::set_labels(render_state, labels.dims, Some(labels));
+        }
+    }
 }
 
 /// One frame's draw of one plane: its view and geometry, turned into uniforms against the

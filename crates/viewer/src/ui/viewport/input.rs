@@ -59,7 +59,8 @@ impl Viewer {
                 });
             }
         }
-        let box_tool = self.box_tool_input(plane, rect, response, spacing, commands);
+        let box_tool = self.box_tool_input(plane, rect, response, spacing, commands)
+            || self.paint_input(ui, plane, rect, response, spacing, commands);
         if response.double_clicked() {
             // The double-click's first click moved the crosshair: it goes back.
             if let Some(before) = self.crosshair_before_click.take() {
@@ -143,6 +144,8 @@ impl Viewer {
                     Key::M => ViewerCommand::ToggleRuler,
                     Key::K => ViewerCommand::JumpToKeySlice,
                     Key::B => ViewerCommand::ToggleBoxTool,
+                    Key::OpenBracket if self.brush.is_some() => ViewerCommand::BrushRadius(0.8),
+                    Key::CloseBracket if self.brush.is_some() => ViewerCommand::BrushRadius(1.25),
                     _ => continue,
                 };
                 commands.push(command);

@@ -5,7 +5,8 @@
 //! Interaction follows PACS habits: wheel, arrow keys and PageUp/PageDown scroll slices;
 //! right-drag changes window (horizontal) and level (vertical); keys 1–5 pick the presets;
 //! Ctrl+wheel zooms; middle-drag pans; left click moves the crosshair (and with it the other
-//! planes); double-click enlarges a view; `R` resets.
+//! planes); double-click enlarges a view; `R` resets. While a lesion's mask is drawn, left
+//! drags paint with the brush (Shift erases) and `[` / `]` shrink and grow it.
 //!
 //! The state ([`Viewer`], in `state`) knows nothing of egui: the panels turn input into
 //! [`ViewerCommand`]s and the state applies them, so its behaviour is tested without a
@@ -18,10 +19,11 @@ mod evidence;
 mod extent;
 mod gpu;
 mod input;
+mod paint;
 mod panels;
 mod screen;
 mod state;
 
 pub use extent::Evidence;
 pub use gpu::ViewerGpu;
-pub use state::{LesionMark, Measurement, Viewer, ViewerCommand, WINDOW_PRESETS};
+pub use state::{LesionMark, Measurement, PaintBrush, Viewer, ViewerCommand, WINDOW_PRESETS};

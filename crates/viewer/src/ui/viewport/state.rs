@@ -102,6 +102,20 @@ pub enum ViewerCommand {
     JumpToKeySlice,
     /// Set the overlay opacity (0–1).
     SetOpacity(f32),
+    /// The brush touched a voxel of a plane (each frame the button is held): the app paints
+    /// the lesion being drawn, or erases it.
+    Paint {
+        /// The plane painted on.
+        plane: Plane,
+        /// Where (continuous voxel index).
+        voxel: [f64; 3],
+        /// Whether it erases (Shift held).
+        erase: bool,
+    },
+    /// The brush was lifted: the stroke is one correction.
+    PaintEnded,
+    /// Multiply the brush's radius (keys `[` and `]`).
+    BrushRadius(f64),
     /// Back to the initial state.
     Reset,
 }
@@ -142,11 +156,40 @@ pub struct Viewer {
     pub box_tool: bool,
     /// A box tool drag in progress.
     pub(super) box_drag: Option<BoxDrag>,
+    /// The mask brush, while a lesion's mask is being drawn: primary drags paint (Shift:
+    /// erase) instead of moving the crosshair.
+    pub brush: Option<PaintBrush>,
+    /// The plane a brush stroke under way started on (the button went down there).
+    pub(super) painting: Option<Plane>,
     /// Touchpad scrolling not yet worth a whole slice (in wheel lines).
     pub(super) wheel_remainder: f32,
     /// Where the crosshair was before the last single click: a double-click (whose first
     /// click moved it) puts it back, so enlarging a plane never leaves the key slice.
     pub(super) crosshair_before_click: Option<[f64; 3]>,
+}
+
+/// The mask brush: its radius and whether it is a ball through the slices or a disc on the
+/// plane painted on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PaintBrush {
+    /// Radius, mm.
+    pub radius_mm: f64,
+    /// A ball (3D) rather than a disc on the plane.
+    pub ball: bool,
+}
+
+impl PaintBrush {
+    /// The smallest and largest radius, mm.
+    pub const RADIUS_MM: (f64, f64) = (0.5, 50.0);
+}
+
+impl Default for PaintBrush {
+    fn default() -> Self {
+        Self {
+            radius_mm: 5.0,
+            ball: false,
+        }
+    }
 }
 
 /// A lesion structure's extent along the axial stack (slice indices, inclusive).
@@ -205,6 +248,8 @@ impl Viewer {
             evidence: None,
             box_tool: false,
             box_drag: None,
+            brush: None,
+            painting: None,
             wheel_remainder: 0.0,
             crosshair_before_click: None,
         }
@@ -224,6 +269,20 @@ impl Viewer {
             self.key_slice_source = Some(source);
         }
         self
+    }
+
+    /// Multiplies the brush's radius, within its bounds.
+    fn resize_brush(&mut self, factor: f64) {
+        if let Some(brush) = &mut self.brush {
+            let (min, max) = PaintBrush::RADIUS_MM;
+            brush.radius_mm = (brush.radius_mm * factor).clamp(min, max);
+        }
+    }
+
+    /// The axis (0–2) a plane's slices run along.
+    #[must_use]
+    pub fn normal_axis(&self, plane: Plane) -> usize {
+        self.axes[plane_index(plane)].normal
     }
 
     /// The axis (0–2) the axial plane's slices run along.
@@ -406,6 +465,9 @@ impl Viewer {
                 );
             }
             ViewerCommand::SetKeySlice(slice) => self.key_slice = slice,
+            // The app paints; the viewer only shows where the brush is.
+            ViewerCommand::Paint { .. } | ViewerCommand::PaintEnded => {}
+            ViewerCommand::BrushRadius(factor) => self.resize_brush(factor),
             ViewerCommand::ToggleBoxTool => self.toggle_tool(false),
             // Shown at once; the app records it and shows what was recorded next frame.
             ViewerCommand::EditEvidence(evidence) => self.evidence = Some(evidence),

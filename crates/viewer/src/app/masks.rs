@@ -1,0 +1,516 @@
+//! Lesion masks in the window: the lesion being drawn with the brush (its working mask,
+//! painted each frame and shown at once by writing only the box the stroke touched into the
+//! label texture), the overlay of every lesion mask of the case over its organ masks, what
+//! each mask measures, and the grow, smooth, islands, fill and clear operations. A stroke, or
+//! an operation, becomes one correction of the review (the whole mask it left); the overlay
+//! and the measures follow the review's masks, so undo, redo and reopening show what was
+//! saved. A stroke whose case is no longer the one under review is dropped with a notice,
+//! never recorded on another case.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::ui::masks::MaskOp;
+use crate::ui::viewport::{PaintBrush, Viewer, ViewerGpu};
+use keyslice_core::findings::{Findings, Organ};
+use keyslice_core::volume::lesion::{GrowOptions, Measures, VoxelBox, grow_from_box, measure};
+use keyslice_core::volume::mask::{
+    Brush, Islands, LesionMask, Plane, fill_between, islands, paint, size_of, slices_of, smooth,
+};
+use keyslice_core::volume::{LabelVolume, Volume};
+use keyslice_review::reviewed::{Field, LesionPart, ReviewedCase};
+
+/// The label value lesion masks are shown with (green in the overlay's colours), which no
+/// loaded structure takes.
+pub const MASK_LABEL: u8 = keyslice_core::volume::label::DRAWN_MASK_LABEL;
+/// The overlay structure name of the lesion masks.
+pub const MASK_STRUCTURE: &str = "lesion masks";
+
+/// The lesion masks of the study on screen.
+#[derive(Default)]
+pub(super) struct LesionMasks {
+    /// The case's organ masks as loaded, with the volume (its address) they lie on.
+    base: Option<(usize, LabelVolume)>,
+    /// The volume (its address) the overlay was last made for.
+    volume: usize,
+    /// The review's masks the overlay shows.
+    shown_masks: BTreeMap<(Organ, usize), LesionMask>,
+    /// The overlay: organ masks with every lesion mask over them (kept to write boxes of it
+    /// while a stroke is drawn).
+    shown: Option<LabelVolume>,
+    /// What each mask measures.
+    pub(super) measures: BTreeMap<(Organ, usize), Measures>,
+    /// The lesion being drawn.
+    drawing: Option<Drawing>,
+    /// The brush.
+    pub(super) brush: PaintBrush,
+}
+
+/// A lesion being drawn: its case, which lesion, and its mask as the stroke leaves it.
+struct Drawing {
+    case_id: String,
+    target: (Organ, usize),
+    mask: Vec<u8>,
+    /// Whether the stroke under way changed anything.
+    stroked: bool,
+    /// Where the stroke under way last painted: the next touch paints the way from there.
+    last: Option<[f64; 3]>,
+}
+
+fn address(volume: &Arc<Volume>) -> usize {
+    Arc::as_ptr(volume) as usize
+}
+
+impl LesionMasks {
+    /// The case's organ masks arrived for `volume`.
+    pub(super) fn set_base(&mut self, volume: &Arc<Volume>, labels: Option<LabelVolume>) {
+        self.base = labels.map(|labels| (address(volume), labels));
+        // The overlay is made again at the next sync.
+        self.shown_masks.clear();
+        self.shown = None;
+    }
+
+    /// The lesion being drawn, and the brush.
+    pub(super) fn drawing(&self) -> Option<((Organ, usize), PaintBrush)> {
+        self.drawing
+            .as_ref()
+            .map(|drawing| (drawing.target, self.brush))
+    }
+
+    /// Starts drawing `target` of case `case_id` (from its saved mask), or stops.
+    pub(super) fn draw(
+        &mut self,
+        target: Option<(Organ, usize)>,
+        case_id: &str,
+        case: &ReviewedCase,
+        volume: &Volume,
+        viewer: &mut Viewer,
+    ) {
+        self.drawing = target.map(|target| Drawing {
+            case_id: case_id.to_string(),
+            target,
+            mask: saved_mask(case, target, volume),
+            stroked: false,
+            last: None,
+        });
+        viewer.brush = self.drawing.as_ref().map(|_| self.brush);
+        if viewer.brush.is_some() {
+            viewer.box_tool = false;
+            viewer.ruler = false;
+        }
+    }
+
+    /// Keeps the overlay and the measures in step with the review's masks (after an edit,
+    /// an undo, another case), and stops drawing a lesion that no longer exists.
+    pub(super) fn sync(
+        &mut self,
+        render_state: Option<&egui_wgpu::RenderState>,
+        volume: &Arc<Volume>,
+        viewer: &mut Viewer,
+        review: Option<(&str, &ReviewedCase)>,
+    ) {
+        let empty = BTreeMap::new();
+        let masks = review.map_or(&empty, |(_, case)| &case.masks);
+        let same_volume = self.volume == address(volume);
+        // Unchanged: nothing to do (a stroke under way paints over what was saved).
+        if same_volume && *masks == self.shown_masks {
+            return;
+        }
+        if !same_volume {
+            self.drawing = None;
+            viewer.brush = None;
+        }
+        self.volume = address(volume);
+        if self
+            .base
+            .as_ref()
+            .is_some_and(|(owner, _)| *owner != self.volume)
+        {
+            self.base = None;
+        }
+        // A lesion drawn goes on from what was saved (an undo takes its stroke away too).
+        if let (Some(drawing), Some((case_id, case))) = (&mut self.drawing, review) {
+            let exists = drawing.case_id == case_id
+                && drawing.target.1 < case.findings.organ(drawing.target.0).lesions.len();
+            if exists {
+                drawing.mask = saved_mask(case, drawing.target, volume);
+            } else {
+                self.drawing = None;
+                viewer.brush = None;
+            }
+        }
+        self.shown_masks.clone_from(masks);
+        self.measures = masks
+            .iter()
+            .filter_map(|(&lesion, mask)| {
+                let dense = mask.to_dense(volume.dims()).ok()?;
+                Some((lesion, measure(&dense, volume.dims(), volume.spacing_mm())?))
+            })
+            .collect();
+        let had_overlay = self.shown.is_some();
+        self.shown = (!masks.is_empty()).then(|| self.overlay(volume));
+        if let Some(render_state) = render_state {
+            match &self.shown {
+                Some(shown) => ViewerGpu::set_labels(render_state, volume.dims(), Some(shown)),
+                // The last mask went: the organ masks alone again.
+                None if had_overlay => ViewerGpu::set_labels(
+                    render_state,
+                    volume.dims(),
+                    self.base.as_ref().map(|(_, labels)| labels),
+                ),
+                None => {}
+            }
+        }
+        if self.shown.is_some() {
+            show_structure(viewer);
+        }
+    }
+
+    /// The organ masks with every saved lesion mask over them.
+    fn overlay(&self, volume: &Volume) -> LabelVolume {
+        let mut labels = self.base.as_ref().map_or_else(
+            || LabelVolume {
+                name: MASK_STRUCTURE.into(),
+                dims: volume.dims(),
+                patient_from_voxel: *volume.patient_from_voxel(),
+                labels: vec![0; volume.dims().iter().product()],
+            },
+            |(_, base)| base.clone(),
+        );
+        for mask in self.shown_masks.values() {
+            if mask.dims != labels.dims {
+                continue;
+            }
+            for (first, length) in mask.inside_runs() {
+                labels.labels[first..first + length].fill(MASK_LABEL);
+            }
+        }
+        labels
+    }
+
+    /// Paints (or erases) the lesion being drawn at `voxel` of `plane` (by the axis it is
+    /// normal to), and shows the box it touched.
+    pub(super) fn paint(
+        &mut self,
+        render_state: Option<&egui_wgpu::RenderState>,
+        volume: &Volume,
+        viewer: &mut Viewer,
+        normal_axis: usize,
+        voxel: [f64; 3],
+        erase: bool,
+    ) {
+        let Some(drawing) = &mut self.drawing else {
+            return;
+        };
+        let dims = volume.dims();
+        if (0..3).any(|a| voxel[a] < 0.0 || voxel[a] >= dims[a] as f64) {
+            return;
+        }
+        let brush = if self.brush.ball {
+            Brush::Ball
+        } else {
+            Brush::Disc(match normal_axis {
+                0 => Plane::Sagittal,
+                1 => Plane::Coronal,
+                _ => Plane::Axial,
+            })
+        };
+        let spacing = volume.spacing_mm();
+        let radius = self.brush.radius_mm;
+        // The way from the last touch, in steps of half the brush: a fast drag paints a
+        // line, not beads.
+        let from = drawing.last.replace(voxel).unwrap_or(voxel);
+        let step_voxels =
+            (radius / spacing.iter().copied().fold(f64::MAX, f64::min).max(1e-6) / 2.0).max(0.5);
+        let length = (0..3)
+            .map(|a| (voxel[a] - from[a]).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a count of steps along a drag inside the CT"
+        )]
+        let steps = (length / step_voxels).ceil().max(1.0) as usize;
+        let mut changed = 0;
+        let mut within: Option<VoxelBox> = None;
+        for n in 1..=steps {
+            let share = n as f64 / steps as f64;
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "between two points checked to lie inside the volume"
+            )]
+            let centre: [usize; 3] =
+                std::array::from_fn(|a| (from[a] + (voxel[a] - from[a]) * share).round() as usize);
+            let Ok(count) = paint(
+                &mut drawing.mask,
+                dims,
+                spacing,
+                centre,
+                radius,
+                brush,
+                !erase,
+            ) else {
+                continue;
+            };
+            changed += count;
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a reach in voxels, positive and bounded by the CT"
+            )]
+            let reach: [usize; 3] =
+                std::array::from_fn(|a| (radius / spacing[a].max(1e-6)).ceil() as usize);
+            let touched = VoxelBox {
+                min: std::array::from_fn(|a| centre[a].saturating_sub(reach[a])),
+                max: std::array::from_fn(|a| (centre[a] + reach[a]).min(dims[a] - 1)),
+            };
+            within = Some(within.map_or(touched, |box_| VoxelBox {
+                min: std::array::from_fn(|a| box_.min[a].min(touched.min[a])),
+                max: std::array::from_fn(|a| box_.max[a].max(touched.max[a])),
+            }));
+        }
+        let Some(within) = within.filter(|_| changed > 0) else {
+            return;
+        };
+        drawing.stroked = true;
+        self.show_box(render_state, volume, within);
+        show_structure(viewer);
+    }
+
+    /// Shows the lesion being drawn inside `within` over the overlay, writing that box of
+    /// the label texture.
+    fn show_box(
+        &mut self,
+        render_state: Option<&egui_wgpu::RenderState>,
+        volume: &Volume,
+        within: VoxelBox,
+    ) {
+        let Some(drawing) = &self.drawing else {
+            return;
+        };
+        let dims = volume.dims();
+        let first_stroke = self.shown.is_none();
+        let shown = self.shown.get_or_insert_with(|| {
+            self.base.as_ref().map_or_else(
+                || LabelVolume {
+                    name: MASK_STRUCTURE.into(),
+                    dims,
+                    patient_from_voxel: *volume.patient_from_voxel(),
+                    labels: vec![0; dims.iter().product()],
+                },
+                |(_, base)| base.clone(),
+            )
+        });
+        for z in within.min[2]..=within.max[2] {
+            for y in within.min[1]..=within.max[1] {
+                for x in within.min[0]..=within.max[0] {
+                    let i = x + dims[0] * (y + dims[1] * z);
+                    let base = self.base.as_ref().map_or(0, |(_, labels)| labels.labels[i]);
+                    shown.labels[i] = if drawing.mask[i] != 0 {
+                        MASK_LABEL
+                    } else if shown.labels[i] == MASK_LABEL {
+                        base
+                    } else {
+                        shown.labels[i]
+                    };
+                }
+            }
+        }
+        if let Some(render_state) = render_state {
+            if first_stroke {
+                ViewerGpu::set_labels(render_state, dims, Some(shown));
+            } else {
+                ViewerGpu::update_labels(render_state, shown, within.min, within.max);
+            }
+        }
+    }
+
+    /// The brush was lifted: the mask it left, as the correction to record, when the case
+    /// drawn on is still `case_id` (else the stroke is dropped and the reason given).
+    pub(super) fn stroke_ended(
+        &mut self,
+        case_id: Option<&str>,
+        dims: [usize; 3],
+    ) -> Result<Option<(Field, Value)>, String> {
+        let Some(drawing) = &mut self.drawing else {
+            return Ok(None);
+        };
+        drawing.last = None;
+        if !std::mem::take(&mut drawing.stroked) {
+            return Ok(None);
+        }
+        if case_id != Some(drawing.case_id.as_str()) {
+            let dropped = drawing.case_id.clone();
+            self.drawing = None;
+            return Err(format!(
+                "brush stroke not saved: the case changed while it was drawn ({dropped} is no longer open)"
+            ));
+        }
+        let (organ, lesion) = drawing.target;
+        Ok(Some((
+            Field::LesionPart(organ, lesion, LesionPart::Mask),
+            mask_value(&drawing.mask, dims),
+        )))
+    }
+
+    /// `op` on a lesion's saved mask: the correction to record (`None`: nothing changed).
+    pub(super) fn apply(
+        &self,
+        (organ, lesion): (Organ, usize),
+        op: MaskOp,
+        case: &ReviewedCase,
+        volume: &Volume,
+        viewer: &Viewer,
+    ) -> Result<Option<(Field, Value)>, String> {
+        let field = Field::LesionPart(organ, lesion, LesionPart::Mask);
+        let dims = volume.dims();
+        let mut mask = saved_mask(case, (organ, lesion), volume);
+        let changed = match op {
+            MaskOp::Clear => {
+                return Ok(case
+                    .masks
+                    .contains_key(&(organ, lesion))
+                    .then_some((field, Value::Null)));
+            }
+            MaskOp::Grow => {
+                let within = lesion_box(&case.findings, organ, lesion, volume)
+                    .ok_or("the lesion has no box to grow from: draw one with B")?;
+                let organ_mask = self.organ_mask(organ, viewer);
+                let grown = grow_from_box(
+                    volume,
+                    within,
+                    organ_mask.as_deref(),
+                    &GrowOptions::default(),
+                )
+                .map_err(|error| error.to_string())?;
+                mask = grown.mask;
+                1
+            }
+            MaskOp::Smooth => smooth(&mut mask, dims).map_err(|e| e.to_string())?,
+            MaskOp::KeepLargest => {
+                islands(&mut mask, dims, Islands::KeepLargest).map_err(|e| e.to_string())?
+            }
+            MaskOp::FillBetween => fill_between(&mut mask, dims, volume.spacing_mm(), Plane::Axial)
+                .map_err(|e| e.to_string())?,
+        };
+        Ok((changed > 0).then(|| (field, mask_value(&mask, dims))))
+    }
+
+    /// The organ's mask (one byte per voxel) from the case's organ masks, when loaded.
+    fn organ_mask(&self, organ: Organ, viewer: &Viewer) -> Option<Vec<u8>> {
+        let (_, base) = self.base.as_ref()?;
+        let (_, label, _) = viewer
+            .structures
+            .iter()
+            .find(|(name, _, _)| name == organ.key())?;
+        Some(
+            base.labels
+                .iter()
+                .map(|&value| u8::from(value == *label))
+                .collect(),
+        )
+    }
+
+    /// The lesion with its size and slice range from its mask's measures: the value that
+    /// makes them the lesion's.
+    pub(super) fn measured_lesion(
+        &self,
+        (organ, lesion): (Organ, usize),
+        case: &ReviewedCase,
+    ) -> Option<(Field, Value)> {
+        let measures = self.measures.get(&(organ, lesion))?;
+        let mut updated = case.findings.organ(organ).lesions.get(lesion)?.clone();
+        updated.size = Some(size_of(measures));
+        if let Some(evidence) = &mut updated.evidence {
+            evidence.slices = Some(slices_of(measures));
+        }
+        Some((Field::Lesion(organ, lesion), json!(updated)))
+    }
+}
+
+/// The "lesion masks" overlay structure, shown.
+fn show_structure(viewer: &mut Viewer) {
+    if !viewer
+        .structures
+        .iter()
+        .any(|(_, label, _)| *label == MASK_LABEL)
+    {
+        viewer
+            .structures
+            .push((MASK_STRUCTURE.to_string(), MASK_LABEL, true));
+    }
+}
+
+/// A lesion's saved mask on `volume`'s grid (empty when it has none, or one of another grid).
+fn saved_mask(case: &ReviewedCase, target: (Organ, usize), volume: &Volume) -> Vec<u8> {
+    case.masks
+        .get(&target)
+        .and_then(|mask| mask.to_dense(volume.dims()).ok())
+        .unwrap_or_else(|| vec![0; volume.dims().iter().product()])
+}
+
+/// A mask as the value of its correction.
+fn mask_value(mask: &[u8], dims: [usize; 3]) -> Value {
+    serde_json::to_value(LesionMask::from_dense(mask, dims)).unwrap_or(Value::Null)
+}
+
+/// The lesion's box in voxels: its own evidence's box and slices, else the key evidence's;
+/// without a slice range, the key slice with as many slices either side as the box is wide
+/// in millimetres.
+fn lesion_box(
+    findings: &Findings,
+    organ: Organ,
+    lesion: usize,
+    volume: &Volume,
+) -> Option<VoxelBox> {
+    let own = findings
+        .organ(organ)
+        .lesions
+        .get(lesion)?
+        .evidence
+        .as_ref()
+        .filter(|evidence| evidence.slice_box.is_some());
+    let (key, slice_box, slices) = match own {
+        Some(evidence) => (
+            evidence.key_slice,
+            evidence.slice_box.clone()?,
+            evidence.slices,
+        ),
+        None => (
+            findings.key_slice.as_ref()?.index,
+            findings.slice_box.clone()?,
+            findings.lesion_slices,
+        ),
+    };
+    let dims = volume.dims();
+    let [c0, r0, c1, r1] = slice_box.voxels;
+    let (first, last) = if let Some(range) = slices {
+        (range.first as usize, range.last as usize)
+    } else {
+        let spacing = volume.spacing_mm();
+        let half_mm = (f64::from(c1.saturating_sub(c0)) * spacing[0]) / 2.0;
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a count of slices, positive and small"
+        )]
+        let half = (half_mm / spacing[2].max(1e-6)).round() as usize;
+        ((key as usize).saturating_sub(half), key as usize + half)
+    };
+    let within = VoxelBox {
+        min: [c0 as usize, r0 as usize, first],
+        max: [
+            (c1 as usize).min(dims[0] - 1),
+            (r1 as usize).min(dims[1] - 1),
+            last.min(dims[2] - 1),
+        ],
+    };
+    (within.min[0] <= within.max[0]
+        && within.min[1] <= within.max[1]
+        && within.min[2] <= within.max[2])
+        .then_some(within)
+}

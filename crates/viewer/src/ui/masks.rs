@@ -1,0 +1,173 @@
+//! A lesion's mask row in the findings editor: draw it with the brush (the brush's size and
+//! shape while drawing), grow it from the lesion's box, smooth it, keep its largest island,
+//! fill between the slices drawn, clear it; what it measures (volume, the axial long axis
+//! and its perpendicular, its slices) and a button that makes those the lesion's size and
+//! slice range.
+//!
+//! Returns [`MaskCommand`]s; the app edits the mask and records each change as one
+//! correction.
+
+use egui::RichText;
+
+use super::viewport::PaintBrush;
+use keyslice_core::findings::Organ;
+use keyslice_core::volume::lesion::Measures;
+
+/// A change to a lesion's mask.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaskOp {
+    /// Grow it from the lesion's box (its own evidence, else the key evidence) under the
+    /// default HU range, within its organ.
+    Grow,
+    /// Smooth its surface.
+    Smooth,
+    /// Keep its largest island.
+    KeepLargest,
+    /// Fill the axial slices between those drawn.
+    FillBetween,
+    /// Remove it.
+    Clear,
+}
+
+/// What the mask row asked for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MaskCommand {
+    /// Draw this lesion's mask with the brush (`None`: stop drawing).
+    Draw(Option<(Organ, usize)>),
+    /// The brush's size or shape changed.
+    Brush(PaintBrush),
+    /// Change a lesion's mask.
+    Apply {
+        /// The organ.
+        organ: Organ,
+        /// The lesion's index.
+        lesion: usize,
+        /// What to do.
+        op: MaskOp,
+    },
+    /// Make the mask's measures the lesion's size and slice range.
+    UseMeasures {
+        /// The organ.
+        organ: Organ,
+        /// The lesion's index.
+        lesion: usize,
+    },
+}
+
+/// What the row shows for one lesion.
+pub struct MaskRow<'a> {
+    /// The lesion.
+    pub organ: Organ,
+    /// Its index.
+    pub lesion: usize,
+    /// What its mask measures, when it has one.
+    pub measures: Option<&'a Measures>,
+    /// Whether this lesion is the one being drawn, with the brush.
+    pub drawing: Option<PaintBrush>,
+    /// Whether a box to grow from exists (its own evidence box or the key evidence box).
+    pub can_grow: bool,
+    /// The lesion's size and slices already are the mask's measures.
+    pub measured: bool,
+}
+
+impl MaskRow<'_> {
+    /// Draws the row.
+    pub fn ui(&self, ui: &mut egui::Ui, commands: &mut Vec<MaskCommand>) {
+        let (organ, lesion) = (self.organ, self.lesion);
+        let apply = |op| MaskCommand::Apply { organ, lesion, op };
+        ui.horizontal_wrapped(|ui| {
+            ui.add_space(24.0);
+            ui.label("mask");
+            match self.drawing {
+                Some(_) => {
+                    if ui
+                        .selectable_label(true, "drawing")
+                        .on_hover_text("stop drawing: left drags move the crosshair again")
+                        .clicked()
+                    {
+                        commands.push(MaskCommand::Draw(None));
+                    }
+                }
+                None => {
+                    if ui
+                        .small_button("draw")
+                        .on_hover_text(
+                            "paint this lesion's mask: left drag paints, Shift erases, [ and ] size the brush",
+                        )
+                        .clicked()
+                    {
+                        commands.push(MaskCommand::Draw(Some((organ, lesion))));
+                    }
+                }
+            }
+            if ui
+                .add_enabled(self.can_grow, egui::Button::new("grow").small())
+                .on_hover_text("grow the mask from the lesion's box, within its organ")
+                .on_disabled_hover_text("draw the lesion's box first (B)")
+                .clicked()
+            {
+                commands.push(apply(MaskOp::Grow));
+            }
+            let has_mask = self.measures.is_some();
+            for (label, op, hover) in [
+                ("smooth", MaskOp::Smooth, "smooth the mask's surface"),
+                ("largest island", MaskOp::KeepLargest, "keep the largest island only"),
+                (
+                    "fill between",
+                    MaskOp::FillBetween,
+                    "fill the axial slices between those drawn",
+                ),
+                ("clear mask", MaskOp::Clear, "remove the mask"),
+            ] {
+                if ui
+                    .add_enabled(has_mask, egui::Button::new(label).small())
+                    .on_hover_text(hover)
+                    .on_disabled_hover_text("no mask yet: draw or grow one")
+                    .clicked()
+                {
+                    commands.push(apply(op));
+                }
+            }
+        });
+        if let Some(measures) = self.measures {
+            ui.horizontal_wrapped(|ui| {
+                ui.add_space(36.0);
+                ui.label(format!(
+                    "{:.2} mL · {:.1} × {:.1} mm · slices {}–{}",
+                    measures.volume_ml,
+                    measures.long_axis_mm,
+                    measures.short_axis_mm,
+                    measures.extent[2][0],
+                    measures.extent[2][1]
+                ));
+                if ui
+                    .add_enabled(!self.measured, egui::Button::new("use as size").small())
+                    .on_hover_text("make these the lesion's size and slice range")
+                    .on_disabled_hover_text("the lesion's size and slices are these already")
+                    .clicked()
+                {
+                    commands.push(MaskCommand::UseMeasures { organ, lesion });
+                }
+            });
+        }
+        if let Some(mut brush) = self.drawing {
+            ui.horizontal_wrapped(|ui| {
+                ui.add_space(36.0);
+                let (min, max) = PaintBrush::RADIUS_MM;
+                let radius = ui.add(
+                    egui::Slider::new(&mut brush.radius_mm, min..=max)
+                        .logarithmic(true)
+                        .suffix(" mm")
+                        .text("brush"),
+                );
+                let ball = ui
+                    .checkbox(&mut brush.ball, "ball")
+                    .on_hover_text("a ball through the slices instead of a disc on the plane");
+                if radius.changed() || ball.changed() {
+                    commands.push(MaskCommand::Brush(brush));
+                }
+                ui.label(RichText::new("Shift erases · [ ] size").weak());
+            });
+        }
+    }
+}
