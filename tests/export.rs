@@ -1057,3 +1057,108 @@ fn every_row_of_every_split_has_one_schema() {
         }
     }
 }
+
+/// The segmentation format: a reviewed lesion without a mask keeps its case out (its label
+/// map would call the tumor background); with its mask, the case is the CT and a label map
+/// that nibabel reads on the same grid, in nnU-Net's layout with MONAI's datalist, and no
+/// identifying value is in any byte.
+#[test]
+fn a_segmentation_export_holds_each_reviewed_mask_as_a_label_map_nnunet_and_monai_read() {
+    use keyslice::volume::mask::{Brush, LesionMask, paint};
+    let folder = tempfile::tempdir().expect("temp dir");
+    let (workspace, _) = reviewed_workspace(&folder.path().join("workspace"));
+    let out = folder.path().join("segmentation");
+    let error = export_workspace(&workspace, &options(ExportFormat::Segmentation), &out)
+        .expect_err("a lesion without a mask");
+    assert!(
+        error.to_string().contains("liver lesion 1 has no mask"),
+        "{error}"
+    );
+    assert!(!out.exists());
+
+    // The reviewer draws the lesion: a ball of 4 voxels' radius (5 mm voxels) on slice 6.
+    let case_id = workspace.manifest.cases[0].case_id.clone();
+    let dims = [48, 48, 10];
+    let mut mask = vec![0u8; 48 * 48 * 10];
+    let painted = paint(
+        &mut mask,
+        dims,
+        [5.0, 5.0, 5.0],
+        [20, 20, 6],
+        20.0,
+        Brush::Ball,
+        true,
+    )
+    .expect("painted");
+    let mut review = CaseReview::open(&workspace.database_path(), &case_id, "dr. reviewer", None)
+        .expect("review");
+    review
+        .set(
+            "liver.lesions.0.mask",
+            serde_json::to_value(LesionMask::from_dense(&mask, dims)).expect("json"),
+        )
+        .expect("mask saved");
+    drop(review);
+    let summary =
+        export_workspace(&workspace, &options(ExportFormat::Segmentation), &out).expect("exported");
+    assert_eq!((summary.train, summary.invalid.len()), (1, 0));
+    let exported = files(&out);
+    let names: Vec<String> = exported
+        .keys()
+        .map(|path| path.to_string_lossy().replace('\\', "/"))
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("imagesTr/case-") && n.ends_with("_0000.nii.gz")),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.starts_with("labelsTr/case-")),
+        "{names:?}"
+    );
+    assert!(names.contains(&"dataset.json".to_string()), "{names:?}");
+    assert!(names.contains(&"datalist.json".to_string()), "{names:?}");
+    for (path, bytes) in &exported {
+        let name = path.to_string_lossy();
+        for identifier in IDENTIFIERS {
+            assert!(
+                !name.contains(identifier)
+                    && !bytes
+                        .windows(identifier.len())
+                        .any(|w| w == identifier.as_bytes()),
+                "{identifier:?} found in {name}"
+            );
+        }
+    }
+    // Read as the training frameworks read it.
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import nibabel"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    assert!(
+        python || std::env::var_os("KEYSLICE_REQUIRE_PYTHON").is_none(),
+        "python3 with nibabel is required (KEYSLICE_REQUIRE_PYTHON is set): pip install nibabel"
+    );
+    if python {
+        let output = std::process::Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/segmentation_export.py"))
+            .arg(&out)
+            .output()
+            .expect("python3 runs");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let read: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
+        assert_eq!(read["labels"]["liver_lesion"], 5);
+        let cases = read["cases"].as_object().expect("cases");
+        assert_eq!(cases.len(), 1);
+        let counts = cases.values().next().expect("one case");
+        assert_eq!(
+            counts["5"], painted,
+            "every lesion voxel, and no other, is labelled 5"
+        );
+    }
+}

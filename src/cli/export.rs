@@ -58,6 +58,8 @@ pub enum FormatArg {
     Verl,
     /// Key-slice labels (CSV and JSON).
     Keyslices,
+    /// Label maps for segmentation training: CT and organ + reviewed lesion masks as NIfTI, in nnU-Net's layout with dataset.json and MONAI's datalist.json.
+    Segmentation,
 }
 
 impl From<FormatArg> for ExportFormat {
@@ -67,6 +69,7 @@ impl From<FormatArg> for ExportFormat {
             FormatArg::Swift => Self::Swift,
             FormatArg::Verl => Self::Verl,
             FormatArg::Keyslices => Self::Keyslices,
+            FormatArg::Segmentation => Self::Segmentation,
         }
     }
 }

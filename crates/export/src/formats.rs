@@ -67,7 +67,10 @@ pub fn write(
         let path = folder.join("TRAINING.md");
         std::fs::write(&path, guide).map_err(io_error(&path))?;
     }
-    let guides = usize::from(options.format != ExportFormat::Keyslices);
+    let guides = usize::from(!matches!(
+        options.format,
+        ExportFormat::Keyslices | ExportFormat::Segmentation
+    ));
     match options.format {
         ExportFormat::Llamafactory => {
             let mut info = serde_json::Map::new();
@@ -111,6 +114,13 @@ pub fn write(
             Ok(splits.len() + guides)
         }
         ExportFormat::Keyslices => write_keyslices(cases, folder),
+        ExportFormat::Segmentation => {
+            let (dataset, datalist) = super::labels::descriptions(cases);
+            write_json(&folder.join("dataset.json"), &dataset)?;
+            write_json(&folder.join("datalist.json"), &datalist)?;
+            // Two descriptions, and each case's image and label map.
+            Ok(2 + 2 * cases.len())
+        }
     }
 }
 
@@ -147,7 +157,7 @@ pub fn notes(options: &ExportOptions, cases: &[ExportCase]) -> Vec<String> {
             "these prompts are {tokens} tokens or more with Qwen3-VL: keep max_length \
              (ms-swift) or cutoff_len (LLaMA-Factory) above that, or rows are cut or dropped"
         )],
-        ExportFormat::Keyslices => Vec::new(),
+        ExportFormat::Keyslices | ExportFormat::Segmentation => Vec::new(),
     }
 }
 
@@ -237,7 +247,7 @@ fn training_guide(
                 }
             );
         }
-        ExportFormat::Keyslices => return String::new(),
+        ExportFormat::Keyslices | ExportFormat::Segmentation => return String::new(),
     }
     text
 }

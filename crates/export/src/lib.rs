@@ -17,6 +17,7 @@
 
 pub mod deid;
 pub mod formats;
+pub mod labels;
 pub mod read;
 pub mod rules;
 
@@ -48,6 +49,9 @@ pub enum ExportFormat {
     Verl,
     /// Key-slice labels as CSV and JSON.
     Keyslices,
+    /// Label maps for segmentation training (nnU-Net v2 and MONAI layout): the CT and its
+    /// organ and reviewed lesion masks.
+    Segmentation,
 }
 
 /// What to export and how.
@@ -202,6 +206,11 @@ pub struct ExportCase {
     pub volume_path: PathBuf,
     /// The images the prediction was made on, when it says (never written to an export).
     pub images: Option<keyslice_core::prediction::ImageBinding>,
+    /// Each lesion's mask as reviewed, by organ and lesion.
+    pub masks: std::collections::BTreeMap<
+        (keyslice_core::findings::Organ, usize),
+        keyslice_core::volume::mask::LesionMask,
+    >,
 }
 
 impl ExportCase {
@@ -625,6 +634,7 @@ fn gather(
             images: predictions
                 .get(&entry.case_id)
                 .and_then(|prediction| prediction.images.clone()),
+            masks: reviewed.masks.clone(),
         });
     }
     cases.sort_by(|a, b| a.pseudonym.cmp(&b.pseudonym));
@@ -669,7 +679,10 @@ fn write_case_files(
     folder: &Path,
     invalid: &mut Vec<String>,
 ) -> Result<usize, ExportError> {
-    let frames_wanted = options.format != ExportFormat::Keyslices;
+    let frames_wanted = !matches!(
+        options.format,
+        ExportFormat::Keyslices | ExportFormat::Segmentation
+    );
     let mut volumes = 0;
     let mut kept = Vec::with_capacity(cases.len());
     for mut case in cases.drain(..) {
@@ -697,6 +710,16 @@ fn write_case_files(
                 frames::write_frame(&volume, slice, &path).map_err(io_error(&path))?;
             }
         }
+        if options.format == ExportFormat::Segmentation {
+            let organs = organ_masks(&case, &volume);
+            match labels::label_map(&case, &volume, &organs) {
+                Ok(map) => labels::write_case(&case, &volume, &map, folder)?,
+                Err(reason) => {
+                    invalid.push(format!("{}: {reason}", case.case_id));
+                    continue;
+                }
+            }
+        }
         if options.volumes {
             write_volume(&volume, &folder.join(volume_file(&case.pseudonym)))?;
             volumes += 1;
@@ -707,9 +730,27 @@ fn write_case_files(
     Ok(volumes)
 }
 
+/// The organ masks of the case's folder (`segmentations/` beside its `ct.nii.gz`) on the
+/// CT's grid; none for a case without such a folder, or whose masks cannot be read.
+fn organ_masks(case: &ExportCase, volume: &Volume) -> Vec<keyslice_core::volume::LabelVolume> {
+    let Some(folder) = case
+        .volume_path
+        .parent()
+        .filter(|_| case.volume_path.is_file())
+        .map(|parent| keyslice_io::cases::CaseFolder::new(parent).masks())
+        .filter(|folder| folder.is_dir())
+    else {
+        return Vec::new();
+    };
+    keyslice_io::masks::load_masks_onto(&folder, volume).unwrap_or_else(|error| {
+        tracing::warn!(case = case.case_id, %error, "organ masks left out");
+        Vec::new()
+    })
+}
+
 /// Writes a CT as NIfTI-1: voxels in HU and the patient geometry, nothing else (the
 /// header's description is "Keyslice"; no DICOM field is carried over).
-fn write_volume(volume: &Volume, path: &Path) -> Result<(), ExportError> {
+pub(crate) fn write_volume(volume: &Volume, path: &Path) -> Result<(), ExportError> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io_error(parent))?;
     }

@@ -234,6 +234,7 @@ impl FileMenu {
                         (ExportFormat::Swift, "swift"),
                         (ExportFormat::Verl, "verl"),
                         (ExportFormat::Keyslices, "keyslices"),
+                        (ExportFormat::Segmentation, "segmentation"),
                     ] {
                         if ui.button(name).clicked() {
                             chosen = Some(FileCommand::Export(format, name));
