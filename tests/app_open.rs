@@ -119,3 +119,99 @@ fn a_workspace_cases_prediction_is_shown_only_over_the_images_it_was_made_on() {
         study.warnings
     );
 }
+
+/// A DICOM folder holding a segmentation beside the CT (as a PACS export or another viewer
+/// leaves it) opens with its segments as lesion masks: the lesion's extent on the slice bar,
+/// the key slice where it is largest; a second, damaged segmentation is named and left out.
+#[test]
+fn a_dicom_folder_with_a_segmentation_opens_with_its_lesions_as_masks() {
+    use keyslice::findings::Organ;
+    use keyslice::pacs::seg::write::{Authorship, segmentation};
+    use keyslice::pacs::seg::{Algorithm, Segment, SourceSeries};
+    use keyslice::pacs::sr::StudyContext;
+    use keyslice::volume::mask::{Brush, paint};
+    let folder = tempfile::tempdir().expect("temp dir");
+    let series = folder.path().join("series");
+    let identity = keyslice::io::dicom::write::SeriesIdentity {
+        patient_name: "Phantom^Seg".into(),
+        patient_id: "SEG-2".into(),
+        accession: "A-SEG2".into(),
+        study_date: "20261207".into(),
+        study_description: "Segmentation".into(),
+        series_description: "Demo CT".into(),
+    };
+    keyslice::io::dicom::write::write_ct_series(
+        &keyslice::volume::demo::demo_abdomen(),
+        &series,
+        &identity,
+    )
+    .expect("series written");
+    let volume = keyslice::io::load_study(&series, &keyslice::io::LoadOptions::default())
+        .expect("loaded")
+        .volume;
+    let study = StudyContext::from_folder(&series).expect("study");
+    let source = SourceSeries::of(
+        &volume,
+        &study.frame_of_reference_uid,
+        &study.image_class_uid,
+    )
+    .expect("source");
+    let mut mask = vec![0u8; volume.dims().iter().product()];
+    paint(
+        &mut mask,
+        volume.dims(),
+        volume.spacing_mm(),
+        [70, 70, 40],
+        7.0,
+        Brush::Ball,
+        true,
+    )
+    .expect("painted");
+    let seg = segmentation(
+        &study,
+        &source,
+        &[Segment::lesion(Organ::Liver, 0, Algorithm::Manual, mask)],
+        &Authorship {
+            creator: "Reviewer^Ana".into(),
+            model: keyslice::prediction::ModelId {
+                id: "keyslice-tiny".into(),
+                version: "3".into(),
+            },
+        },
+    )
+    .expect("written");
+    std::fs::write(series.join("seg.dcm"), &seg.bytes).expect("saved");
+    // A damaged one: cut in the middle.
+    std::fs::write(
+        series.join("seg-cut.dcm"),
+        &seg.bytes[..seg.bytes.len() / 2],
+    )
+    .expect("saved");
+
+    let Ok((study, Some(masks))) = load(&Source::Path(series.clone())) else {
+        panic!("the series opens, with masks");
+    };
+    assert_eq!(
+        study.volume.dims(),
+        volume.dims(),
+        "the CT, not the segmentation"
+    );
+    let names: Vec<&str> = masks.structures.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["liver_lesion"]);
+    let extents: Vec<(&str, usize, usize)> = masks
+        .lesion_marks
+        .iter()
+        .map(|mark| (mark.name.as_str(), mark.first_slice, mark.last_slice))
+        .collect();
+    // 7 mm on 3 mm slices: slices 38–42.
+    assert_eq!(extents, [("liver_lesion", 38, 42)]);
+    assert_eq!(masks.key_slice.as_ref().map(|(slice, _)| *slice), Some(40));
+    assert!(
+        masks
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("seg-cut.dcm")),
+        "{:?}",
+        masks.warnings
+    );
+}

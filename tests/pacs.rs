@@ -1213,3 +1213,111 @@ fn a_pacs_behind_a_hospital_ca_is_trusted_once_its_ca_is_named() {
     let _ = front.kill();
     let _ = front.wait();
 }
+
+/// A reviewer's lesion mask reaches the PACS as a DICOM Segmentation with the review: valid
+/// for dciodvfy, read by highdicom voxel for voxel, stored once, and read back from the PACS
+/// onto the CT by Keyslice.
+#[test]
+fn a_reviewers_lesion_mask_goes_to_the_pacs_as_a_segmentation_other_viewers_read() {
+    use keyslice::volume::mask::{Brush, LesionMask, paint};
+    let Some(orthanc) = Orthanc::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let series = phantom_series(dir.path(), "3", "PH3");
+    let study_uid = orthanc.store_folder(&series);
+    let query = orthanc.url("?PatientID=PH3&ModalitiesInStudy=CT");
+    let ws = dir.path().join("ws");
+    ok(&run(&["workspace", "create", s(&ws), &query]));
+    ok(&run(&["workspace", "analyze", s(&ws)]));
+    let workspace = Workspace::open(&ws).expect("workspace");
+    let case = workspace.manifest.cases[0].clone();
+    let volume = keyslice::io::load_study(&case.volume, &keyslice::io::LoadOptions::default())
+        .expect("the cached CT")
+        .volume;
+    let dims = volume.dims();
+    // A ball of 6 mm on the middle slice: the reviewer's liver lesion.
+    let mut mask = vec![0u8; dims.iter().product()];
+    paint(
+        &mut mask,
+        dims,
+        volume.spacing_mm(),
+        [dims[0] / 3, dims[1] / 2, dims[2] / 2],
+        6.0,
+        Brush::Ball,
+        true,
+    )
+    .expect("painted");
+    review(&ws, "Ana", |review| {
+        review
+            .set("liver.tumor", serde_json::json!("yes"))
+            .expect("tumor");
+        if review
+            .case()
+            .findings
+            .organ(Organ::Liver)
+            .lesions
+            .is_empty()
+        {
+            review
+                .set(
+                    "liver.lesions.0",
+                    serde_json::json!({"size": {"long_cm": 1.2, "short_cm": 1.1}}),
+                )
+                .expect("lesion");
+        }
+        review
+            .set(
+                "liver.lesions.0.mask",
+                serde_json::to_value(LesionMask::from_dense(&mask, dims)).expect("json"),
+            )
+            .expect("mask");
+    });
+    let files = dir.path().join("published");
+    let published = ok(&run(&["pacs", "publish", s(&ws), "--out", s(&files)]));
+    assert!(
+        published
+            .lines()
+            .any(|line| line.contains("masks") && line.contains("stored")),
+        "{published}"
+    );
+    let seg = std::fs::read_dir(&files)
+        .expect("files")
+        .map(|entry| entry.expect("entry").path())
+        .find(|path| path.to_string_lossy().ends_with("-masks.dcm"))
+        .expect("the segmentation written");
+    let errors = dciodvfy_errors(&seg);
+    assert!(errors.is_empty(), "{errors:?}");
+    if keyslice_testkit::validators::highdicom() {
+        let read = keyslice_testkit::validators::python_json(
+            "seg_with_highdicom.py",
+            &["read".as_ref(), seg.as_os_str()],
+        );
+        let voxels = read["segments"][0]["voxels"]
+            .as_array()
+            .expect("voxels")
+            .len();
+        assert_eq!(voxels, mask.iter().filter(|v| **v != 0).count());
+        assert_eq!(read["segments"][0]["label"], "Liver lesion 1");
+    }
+    // Stored once: nothing new the second time.
+    let again = ok(&run(&["pacs", "publish", s(&ws)]));
+    assert!(again.starts_with("0 document(s)"), "{again}");
+
+    // Read back from the PACS onto the CT.
+    let cache = dir.path().join("cache");
+    let stored = keyslice::pacs::results::study_results(&orthanc.server(), &study_uid, &cache, 4)
+        .expect("results");
+    assert_eq!(stored.segmentations.len(), 1, "{stored:?}");
+    let context = StudyContext::from_folder(&case.volume).expect("study");
+    let source = keyslice::pacs::seg::SourceSeries::of(
+        &volume,
+        &context.frame_of_reference_uid,
+        &context.image_class_uid,
+    )
+    .expect("a DICOM series");
+    let bytes = std::fs::read(&stored.segmentations[0]).expect("retrieved");
+    let back = keyslice::pacs::seg::read::segmentation(&bytes, &source).expect("read");
+    assert_eq!(back.segments.len(), 1);
+    assert_eq!(back.segments[0].mask, mask);
+}

@@ -4,7 +4,8 @@
 //! A case's documents ([`DocumentKind`]): the AI result as an SR and its key slice as a Key
 //! Object Selection (left out, with the reason, when the model says the CT is outside what
 //! it knows, unless forced; then labelled), and once the case is accepted the reviewer's
-//! correction as an SR verified by the reviewer by name. A document's UIDs follow from its
+//! correction as an SR verified by the reviewer by name, with its lesion masks, when it has
+//! any, as a DICOM Segmentation. A document's UIDs follow from its
 //! content, so the server's own list of a study's SR and KO instances says which are already
 //! held: whatever a local machine remembers or forgets, nothing is stored twice
 //! ([`Plan::decide`]).
@@ -15,6 +16,8 @@ use keyslice_core::findings::Findings;
 use keyslice_core::prediction::{OutOfDomain, Prediction};
 
 use crate::PacsError;
+use crate::seg::write::{Authorship, segmentation};
+use crate::seg::{SegError, Segment, SourceSeries};
 use crate::sr::write::{Written, key_object_selection, result_sr, result_sr_at};
 use crate::sr::{CaseResult, StudyContext};
 
@@ -28,6 +31,8 @@ pub enum DocumentKind {
     KeyImages,
     /// The reviewer's correction: an SR verified by the reviewer.
     Review,
+    /// The lesion masks of the accepted review: a binary DICOM Segmentation.
+    Masks,
 }
 
 impl DocumentKind {
@@ -38,6 +43,7 @@ impl DocumentKind {
             Self::AiResult => "ai-result",
             Self::KeyImages => "key-images",
             Self::Review => "review",
+            Self::Masks => "masks",
         }
     }
 }
@@ -83,6 +89,17 @@ pub struct AcceptedReview<'a> {
     pub findings: &'a Findings,
     /// When it was accepted, as DICOM date and time.
     pub accepted: Option<(String, String)>,
+    /// Its lesion masks on the CT's series, when it has any.
+    pub masks: Option<ReviewMasks<'a>>,
+}
+
+/// An accepted review's lesion masks and the series they are drawn on.
+#[derive(Clone, Debug)]
+pub struct ReviewMasks<'a> {
+    /// The CT series.
+    pub source: &'a SourceSeries,
+    /// One segment per lesion.
+    pub segments: &'a [Segment],
 }
 
 /// What the plan of one case is made from.
@@ -123,6 +140,14 @@ pub enum PlanError {
     /// A document could not be written.
     #[error(transparent)]
     Document(#[from] PacsError),
+    /// The masks could not be written as a segmentation.
+    #[error("case {case_id}: its lesion masks: {source}")]
+    Masks {
+        /// The case.
+        case_id: String,
+        /// Why.
+        source: SegError,
+    },
 }
 
 impl PlanError {
@@ -137,6 +162,7 @@ impl PlanError {
                 "pass --reviewer NAME with the reviewer's name as it should be signed (no backslash, at most 64 characters)"
             }
             Self::Document(error) => error.hint(),
+            Self::Masks { source, .. } => source.hint(),
         }
     }
 }
@@ -264,6 +290,21 @@ pub fn plan(input: &CaseInput<'_>) -> Result<Plan, PlanError> {
                 kind: DocumentKind::Review,
                 written: result_sr_at(input.study, &correction, review.accepted.clone())?,
             });
+            if let Some(masks) = &review.masks {
+                let authorship = Authorship {
+                    creator: reviewer.trim().to_string(),
+                    model: input.prediction.diagnoser.clone(),
+                };
+                let written = segmentation(input.study, masks.source, masks.segments, &authorship)
+                    .map_err(|source| PlanError::Masks {
+                        case_id: input.case_id.to_string(),
+                        source,
+                    })?;
+                documents.push(Planned {
+                    kind: DocumentKind::Masks,
+                    written,
+                });
+            }
         }
         None => left_out.push((DocumentKind::Review, LeftOut::NotAccepted)),
     }

@@ -26,6 +26,9 @@ pub struct StudyResults {
     pub skipped: Vec<String>,
     /// Reads of reader studies: research, kept apart and never shown as reviews.
     pub study_reads: usize,
+    /// The study's segmentations, retrieved into the cache (read against the CT with
+    /// [`crate::seg::read::segmentation`] once it is loaded), oldest series first.
+    pub segmentations: Vec<std::path::PathBuf>,
 }
 
 impl StudyResults {
@@ -80,7 +83,7 @@ pub fn readable_date_time(text: &str) -> String {
     keyslice_core::date::readable_dicom(text)
 }
 
-/// The SOP Instance UIDs of the SR and KO instances `study` holds on `server`: what a
+/// The SOP Instance UIDs of the SR, KO and SEG instances `study` holds on `server`: what a
 /// publish must not store again (every document's UIDs follow from its content).
 pub fn held_documents(
     server: &Server,
@@ -88,7 +91,9 @@ pub fn held_documents(
 ) -> Result<std::collections::BTreeSet<String>, PacsError> {
     let mut held = std::collections::BTreeSet::new();
     for series in qido::series(server, study, None)? {
-        if series.modality.eq_ignore_ascii_case("SR") || series.modality.eq_ignore_ascii_case("KO")
+        if ["SR", "KO", "SEG"]
+            .iter()
+            .any(|modality| series.modality.eq_ignore_ascii_case(modality))
         {
             held.extend(
                 qido::instances(server, study, &series.series_uid)?
@@ -100,7 +105,7 @@ pub fn held_documents(
     Ok(held)
 }
 
-/// Retrieves and reads the SR and KO series of `study`.
+/// Retrieves and reads the SR and KO series of `study`, and retrieves its SEG series.
 pub fn study_results(
     server: &Server,
     study: &str,
@@ -109,6 +114,19 @@ pub fn study_results(
 ) -> Result<StudyResults, PacsError> {
     let mut results = StudyResults::default();
     let quiet = |_: Progress| {};
+    for series in qido::series(server, study, Some("SEG"))? {
+        let retrieved = retrieve_series(server, study, &series, cache, parallel, &quiet)?;
+        let mut files: Vec<_> = std::fs::read_dir(&retrieved.folder)
+            .map_err(|source| PacsError::Cache {
+                path: retrieved.folder.clone(),
+                source,
+            })?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .collect();
+        files.sort();
+        results.segmentations.extend(files);
+    }
     for modality in ["SR", "KO"] {
         for series in qido::series(server, study, Some(modality))? {
             let retrieved = retrieve_series(server, study, &series, cache, parallel, &quiet)?;

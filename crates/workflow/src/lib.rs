@@ -33,6 +33,7 @@ pub mod eval;
 pub mod export;
 pub mod findings;
 pub mod info;
+pub mod masks;
 pub mod pacs;
 pub mod phantom;
 pub mod score;

@@ -13,6 +13,7 @@ use keyslice_pacs::dicomweb::retrieve::{Progress, Retrieved, default_cache, retr
 use keyslice_pacs::dicomweb::{Target, qido, stow};
 use keyslice_pacs::publish::{self, DocumentKind};
 use keyslice_pacs::results::{StudyResults, held_documents, study_results};
+use keyslice_pacs::seg::{Algorithm, Segment, SourceSeries};
 use keyslice_pacs::sr::write::Written;
 use keyslice_pacs::sr::{CaseResult, Observer, StudyContext};
 use keyslice_pacs::{DicomWebUrl, PacsError, Server, agreement};
@@ -602,6 +603,13 @@ fn publish_case(
     } else {
         None
     };
+    // The reviewer's lesion masks go as a segmentation of the CT series they were drawn on.
+    let masks = match &accepted {
+        Some(accepted) if !accepted.masks.is_empty() => {
+            Some(mask_segments(case, prediction, &study, &accepted.masks)?)
+        }
+        _ => None,
+    };
     let plan = publish::plan(&publish::CaseInput {
         case_id: &case.case_id,
         prediction,
@@ -610,6 +618,9 @@ fn publish_case(
             reviewer: accepted.reviewer.as_deref(),
             findings: &accepted.findings,
             accepted: accepted.at.clone(),
+            masks: masks
+                .as_ref()
+                .map(|(source, segments)| publish::ReviewMasks { source, segments }),
         }),
         force: options.force,
     })?;
@@ -665,11 +676,60 @@ fn publish_case(
     Ok(Some((documents, outcome.held)))
 }
 
+/// The CT series a case's masks were drawn on (the series its prediction was made on), and
+/// one segment per lesion mask.
+fn mask_segments(
+    case: &WorkspaceCase,
+    prediction: &Prediction,
+    study: &StudyContext,
+    masks: &BTreeMap<
+        (keyslice_core::findings::Organ, usize),
+        keyslice_core::volume::mask::LesionMask,
+    >,
+) -> Result<(SourceSeries, Vec<Segment>), Error> {
+    let options = keyslice_io::LoadOptions {
+        series_uid: prediction
+            .images
+            .as_ref()
+            .map(|images| images.series_uid.clone())
+            .filter(|uid| !uid.is_empty()),
+    };
+    let volume = keyslice_io::load_study(&case.volume, &options)?.volume;
+    let source = SourceSeries::of(
+        &volume,
+        &study.frame_of_reference_uid,
+        &study.image_class_uid,
+    )
+    .map_err(|source| publish::PlanError::Masks {
+        case_id: case.case_id.clone(),
+        source,
+    })?;
+    let mut segments = Vec::with_capacity(masks.len());
+    for (&(organ, lesion), mask) in masks {
+        let dense = mask.to_dense(volume.dims()).map_err(|error| {
+            Error::Argument(format!(
+                "case {}: the {organ} lesion {} mask: {error}",
+                keyslice_core::text::shown(&case.case_id),
+                lesion + 1
+            ))
+        })?;
+        segments.push(Segment::lesion(
+            organ,
+            lesion,
+            Algorithm::Semiautomatic("Keyslice mask editor".into()),
+            dense,
+        ));
+    }
+    Ok((source, segments))
+}
+
 /// An accepted case's reviewer (the one recorded, else the one given), corrected findings,
-/// and when it was accepted (DICOM date and time).
+/// lesion masks, and when it was accepted (DICOM date and time).
 struct Accepted {
     reviewer: Option<String>,
     findings: keyslice_core::findings::Findings,
+    masks:
+        BTreeMap<(keyslice_core::findings::Organ, usize), keyslice_core::volume::mask::LesionMask>,
     at: Option<(String, String)>,
 }
 
@@ -711,6 +771,7 @@ fn accepted_review(
     Ok(Accepted {
         reviewer: reviewer.map(str::to_string),
         findings,
+        masks: review.case().masks.clone(),
         at,
     })
 }

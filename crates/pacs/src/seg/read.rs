@@ -1,5 +1,7 @@
 //! Reads a binary DICOM Segmentation (Keyslice's or another tool's) onto a CT's grid.
 
+use std::path::Path;
+
 use dicom_core::Tag;
 use dicom_dictionary_std::{tags, uids};
 use dicom_object::InMemDicomObject;
@@ -23,6 +25,29 @@ pub struct ReadSegmentation {
     /// What was read but is worth knowing (segments that overlap, frames given twice), in
     /// words.
     pub notes: Vec<String>,
+}
+
+/// Whether the file at `path` is a DICOM Segmentation (by its file meta, without reading
+/// the rest).
+#[must_use]
+pub fn is_segmentation_file(path: &Path) -> bool {
+    dicom_object::OpenFileOptions::new()
+        .read_until(tags::SOP_CLASS_UID)
+        .open_file(path)
+        .is_ok_and(|object| {
+            object
+                .meta()
+                .media_storage_sop_class_uid
+                .trim_end_matches(['\0', ' '])
+                == uids::SEGMENTATION_STORAGE
+        })
+}
+
+/// Reads the segmentation file at `path` onto `source`.
+pub fn segmentation_file(path: &Path, source: &SourceSeries) -> Result<ReadSegmentation, SegError> {
+    let bytes = std::fs::read(path)
+        .map_err(|error| SegError::Dicom(format!("{}: {error}", path.display())))?;
+    segmentation(&bytes, source)
 }
 
 /// Reads the Part 10 bytes of a segmentation of `source`.

@@ -58,15 +58,26 @@ pub(super) fn load_path(
             .iter()
             .map(|file| format!("skipped {}: {}", file.path.display(), file.reason)),
     );
-    let mask_folder = (study.format == SourceFormat::Nifti)
-        .then(|| {
-            study
-                .path
-                .parent()
-                .map(|parent| keyslice_io::cases::CaseFolder::new(parent).masks())
-        })
-        .flatten()
-        .filter(|folder| folder.is_dir());
+    let mask_folder = match study.format {
+        SourceFormat::Nifti => study
+            .path
+            .parent()
+            .map(|parent| keyslice_io::cases::CaseFolder::new(parent).masks()),
+        // A DICOM folder that holds segmentations beside the CT: they are its masks.
+        SourceFormat::Dicom => study
+            .series
+            .iter()
+            .any(|series| series.modality.eq_ignore_ascii_case("SEG"))
+            .then(|| {
+                if study.path.is_dir() {
+                    Some(study.path.clone())
+                } else {
+                    study.path.parent().map(Path::to_path_buf)
+                }
+            })
+            .flatten(),
+    }
+    .filter(|folder| folder.is_dir());
     Ok((
         LoadedStudy {
             title: study.path.display().to_string(),
@@ -99,7 +110,7 @@ pub(super) fn load_workspace_case(
         .and_then(|prediction| prediction.images.as_ref())
         .map(|images| images.series_uid.clone())
         .filter(|uid| !uid.is_empty());
-    let (mut study, _) = match bound_series {
+    let (mut study, study_masks) = match bound_series {
         Some(series_uid) => load_path(
             &case.volume,
             &LoadOptions {
@@ -132,12 +143,13 @@ pub(super) fn load_workspace_case(
         study.prediction = prediction.map(Box::new);
     }
     study.title = format!("{case_id} — {}", root.display());
-    let masks = case.masks.filter(|folder| folder.is_dir());
+    let masks = case.masks.filter(|folder| folder.is_dir()).or(study_masks);
     Ok((study, masks))
 }
 
-/// Reads an AbdomenAtlas `segmentations/` folder onto the CT grid and derives the lesion
-/// extents and reference key slice. A mask that cannot be read becomes a warning.
+/// Reads a case's masks onto the CT grid — an AbdomenAtlas `segmentations/` folder's NIfTI
+/// masks and the DICOM Segmentations in the folder — and derives the lesion extents and
+/// reference key slice. A mask that cannot be read becomes a warning.
 #[must_use]
 pub fn load_case_masks(folder: &Path, volume: &Volume) -> LoadedMasks {
     let mut warnings = Vec::new();
@@ -161,8 +173,15 @@ fn case_masks(
     volume: &Volume,
     warnings: &mut Vec<String>,
 ) -> (Option<LabelVolume>, Vec<Structure>) {
+    let segmentations = keyslice_workflow::masks::segmentation_files(folder);
     match load_masks_onto(folder, volume) {
-        Ok(masks) => {
+        Ok(mut masks) => {
+            masks.extend(keyslice_workflow::masks::segmentation_masks(
+                &segmentations,
+                folder,
+                volume,
+                warnings,
+            ));
             let (combined, structures, left_out) = combine_structures(&masks);
             if !left_out.is_empty() {
                 warnings.push(format!(
