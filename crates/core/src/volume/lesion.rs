@@ -353,13 +353,22 @@ pub fn measure(mask: &[u8], dims: [usize; 3], spacing_mm: [f64; 3]) -> Option<Me
     let plane = dims[0] * dims[1];
     let mut extent = [[usize::MAX, 0]; 3];
     let mut voxels = 0;
-    for (i, _) in mask.iter().enumerate().filter(|(_, on)| **on != 0) {
-        let voxel = [i % dims[0], (i / dims[0]) % dims[1], i / plane];
-        for a in 0..3 {
-            extent[a][0] = extent[a][0].min(voxel[a]);
-            extent[a][1] = extent[a][1].max(voxel[a]);
+    // Eight voxels at a time past the empty ones: a lesion is a speck of a CT.
+    for (chunk, bytes) in mask.chunks(8).enumerate() {
+        if let Ok(word) = <[u8; 8]>::try_from(bytes)
+            && u64::from_ne_bytes(word) == 0
+        {
+            continue;
         }
-        voxels += 1;
+        for (offset, _) in bytes.iter().enumerate().filter(|(_, on)| **on != 0) {
+            let i = chunk * 8 + offset;
+            let voxel = [i % dims[0], (i / dims[0]) % dims[1], i / plane];
+            for a in 0..3 {
+                extent[a][0] = extent[a][0].min(voxel[a]);
+                extent[a][1] = extent[a][1].max(voxel[a]);
+            }
+            voxels += 1;
+        }
     }
     if voxels == 0 {
         return None;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::ui::masks::MaskOp;
 use crate::ui::viewport::{PaintBrush, Viewer, ViewerGpu};
 use keyslice_core::findings::{Findings, Organ};
-use keyslice_core::volume::lesion::{GrowOptions, Measures, VoxelBox, grow_from_box, measure};
+use keyslice_core::volume::lesion::{GrowOptions, Measures, VoxelBox, grow_from_box};
 use keyslice_core::volume::mask::{
     Brush, Islands, LesionMask, Plane, fill_between, islands, paint, size_of, slices_of, smooth,
 };
@@ -46,6 +46,9 @@ pub(super) struct LesionMasks {
     drawing: Option<Drawing>,
     /// The brush.
     pub(super) brush: PaintBrush,
+    /// The lesion whose stroke was just handed to the review: its overlay is on screen
+    /// already, so recording it uploads nothing again.
+    just_stroked: Option<(Organ, usize)>,
 }
 
 /// A lesion being drawn: its case, which lesion, and its mask as the stroke leaves it.
@@ -114,8 +117,27 @@ impl LesionMasks {
         let empty = BTreeMap::new();
         let masks = review.map_or(&empty, |(_, case)| &case.masks);
         let same_volume = self.volume == address(volume);
-        // Unchanged: nothing to do (a stroke under way paints over what was saved).
-        if same_volume && *masks == self.shown_masks {
+        let stroked = self.just_stroked.take();
+        // Unchanged: nothing to do (a stroke under way paints over what was saved). A stroke
+        // that was not saved is taken off the screen below.
+        if same_volume && stroked.is_none() && *masks == self.shown_masks {
+            return;
+        }
+        // The stroke just saved is on screen as it was drawn: only its measures change.
+        if let Some(target) = stroked
+            && same_volume
+            && self.shown.is_some()
+            && let Some(saved) = masks.get(&target)
+            && masks
+                .keys()
+                .chain(self.shown_masks.keys())
+                .all(|key| *key == target || masks.get(key) == self.shown_masks.get(key))
+        {
+            self.shown_masks.insert(target, saved.clone());
+            match saved.measure(volume.spacing_mm()) {
+                Some(measures) => self.measures.insert(target, measures),
+                None => self.measures.remove(&target),
+            };
             return;
         }
         if !same_volume {
@@ -144,10 +166,8 @@ impl LesionMasks {
         self.shown_masks.clone_from(masks);
         self.measures = masks
             .iter()
-            .filter_map(|(&lesion, mask)| {
-                let dense = mask.to_dense(volume.dims()).ok()?;
-                Some((lesion, measure(&dense, volume.dims(), volume.spacing_mm())?))
-            })
+            .filter(|(_, mask)| mask.dims == volume.dims())
+            .filter_map(|(&lesion, mask)| Some((lesion, mask.measure(volume.spacing_mm())?)))
             .collect();
         let had_overlay = self.shown.is_some();
         self.shown = (!masks.is_empty()).then(|| self.overlay(volume));
@@ -351,6 +371,7 @@ impl LesionMasks {
             ));
         }
         let (organ, lesion) = drawing.target;
+        self.just_stroked = Some(drawing.target);
         Ok(Some((
             Field::LesionPart(organ, lesion, LesionPart::Mask),
             mask_value(&drawing.mask, dims),
