@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Volume;
 use super::lesion::{Measures, VoxelBox, fill_holes, keep_largest_part, measure, parts};
-use crate::findings::{LesionSize, SliceRange};
+use crate::findings::{Lesion, LesionSize, SliceRange};
 
 /// A mask stored as run lengths over the CT (x fastest, then y, then slice), starting with a
 /// run outside the mask: `[outside, inside, outside, inside, …]`.
@@ -606,6 +606,33 @@ pub fn slices_of(measures: &Measures) -> SliceRange {
     }
 }
 
+/// Where a lesion's report disagrees with its mask, in words: a size more than 20 % off the
+/// mask's long axis, evidence on a slice the mask does not reach.
+#[must_use]
+pub fn disagreements(lesion: &Lesion, measures: &Measures) -> Vec<String> {
+    let mut found = Vec::new();
+    let measured_cm = measures.long_axis_mm / 10.0;
+    if let Some(size) = lesion.size
+        && measured_cm > 0.0
+        && ((size.long_cm - measured_cm) / measured_cm).abs() > 0.2
+    {
+        found.push(format!(
+            "reported {:.1} cm; its mask measures {measured_cm:.1} cm",
+            size.long_cm
+        ));
+    }
+    let [first, last] = measures.extent[2];
+    if let Some(evidence) = &lesion.evidence
+        && !(first..=last).contains(&(evidence.key_slice as usize))
+    {
+        found.push(format!(
+            "its evidence is on slice {}; its mask spans slices {first}–{last}",
+            evidence.key_slice
+        ));
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -918,5 +945,27 @@ mod tests {
         let size = size_of(&measures);
         assert!((size.long_cm - 1.95).abs() < 0.1, "{size:?}");
         assert_eq!(slices_of(&measures), SliceRange { first: 9, last: 21 });
+        // A report that says otherwise is told where.
+        let mut lesion = Lesion {
+            size: Some(size),
+            ..Lesion::default()
+        };
+        assert!(disagreements(&lesion, &measures).is_empty());
+        lesion.size = Some(LesionSize {
+            long_cm: 3.0,
+            short_cm: None,
+        });
+        lesion.evidence = Some(crate::findings::Evidence {
+            key_slice: 25,
+            slice_box: None,
+            slices: None,
+        });
+        assert_eq!(
+            disagreements(&lesion, &measures),
+            [
+                "reported 3.0 cm; its mask measures 2.0 cm",
+                "its evidence is on slice 25; its mask spans slices 9–21"
+            ]
+        );
     }
 }

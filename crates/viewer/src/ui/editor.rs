@@ -24,7 +24,7 @@ use keyslice_core::findings::{
     PancreasPart, TumorPresence, evidence_words,
 };
 use keyslice_core::volume::lesion::Measures;
-use keyslice_core::volume::mask::{size_of, slices_of};
+use keyslice_core::volume::mask::{disagreements, size_of, slices_of};
 use keyslice_review::reviewed::{Field, LesionPart};
 use keyslice_review::{History, ReviewedCase};
 
@@ -326,6 +326,9 @@ impl FindingsEditor<'_> {
                         .as_ref()
                         .is_none_or(|evidence| evidence.slices == Some(slices_of(measures)))
             }),
+            disagreements: measures
+                .map(|m| disagreements(lesion, m))
+                .unwrap_or_default(),
         };
         let mut mask_commands = Vec::new();
         row.ui(ui, &mut mask_commands);

@@ -1,8 +1,8 @@
 //! A lesion's mask row in the findings editor: draw it with the brush (the brush's size and
 //! shape while drawing), grow it from the lesion's box, smooth it, keep its largest island,
 //! fill between the slices drawn, clear it; what it measures (volume, the axial long axis
-//! and its perpendicular, its slices) and a button that makes those the lesion's size and
-//! slice range.
+//! and its perpendicular, its slices), where the report disagrees with it, and a button that
+//! makes those measures the lesion's size and slice range.
 //!
 //! Returns [`MaskCommand`]s; the app edits the mask and records each change as one
 //! correction.
@@ -68,6 +68,8 @@ pub struct MaskRow<'a> {
     pub can_grow: bool,
     /// The lesion's size and slices already are the mask's measures.
     pub measured: bool,
+    /// Where the lesion's report disagrees with its mask, in words.
+    pub disagreements: Vec<String>,
 }
 
 impl MaskRow<'_> {
@@ -129,6 +131,13 @@ impl MaskRow<'_> {
                 }
             }
         });
+        self.measures_ui(ui, commands);
+        self.brush_ui(ui, commands);
+    }
+
+    /// What the mask measures, "use as size", and where the report disagrees with it.
+    fn measures_ui(&self, ui: &mut egui::Ui, commands: &mut Vec<MaskCommand>) {
+        let (organ, lesion) = (self.organ, self.lesion);
         if let Some(measures) = self.measures {
             ui.horizontal_wrapped(|ui| {
                 ui.add_space(36.0);
@@ -149,7 +158,20 @@ impl MaskRow<'_> {
                     commands.push(MaskCommand::UseMeasures { organ, lesion });
                 }
             });
+            for disagreement in &self.disagreements {
+                ui.horizontal_wrapped(|ui| {
+                    ui.add_space(36.0);
+                    ui.colored_label(
+                        egui::Color32::from_rgb(230, 180, 60),
+                        format!("the mask disagrees: {disagreement}"),
+                    );
+                });
+            }
         }
+    }
+
+    /// The brush's size and shape, while this lesion is drawn.
+    fn brush_ui(&self, ui: &mut egui::Ui, commands: &mut Vec<MaskCommand>) {
         if let Some(mut brush) = self.drawing {
             ui.horizontal_wrapped(|ui| {
                 ui.add_space(36.0);
