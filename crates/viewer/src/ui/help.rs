@@ -46,6 +46,15 @@ pub const KEYS: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     (
+        "Lesion masks (a lesion's \"draw\")",
+        &[
+            ("left-drag", "paint the lesion's mask with the brush"),
+            ("Shift+left-drag", "erase"),
+            ("[ / ]", "smaller / larger brush"),
+            ("Ctrl+Z", "undo the last stroke"),
+        ],
+    ),
+    (
         "Window",
         &[
             ("Ctrl+O", "open a file"),
@@ -73,12 +82,18 @@ pub fn help_ui(ctx: &egui::Context, open: &mut bool) {
     if !*open {
         return;
     }
+    // Within the window, however small: what does not fit scrolls.
+    let screen = ctx.content_rect();
     egui::Window::new("Keyboard")
         .collapsible(false)
         .resizable(false)
         .anchor(egui::Align2::CENTER_CENTER, egui::vec2(0.0, 0.0))
+        .max_width(screen.width() - 32.0)
+        .max_height(screen.height() - 64.0)
+        .scroll([false, true])
         .open(open)
         .show(ctx, |ui| {
+            ui.set_max_width(screen.width() - 48.0);
             for (group, keys) in KEYS {
                 ui.heading(*group);
                 egui::Grid::new(("help", *group))
@@ -87,7 +102,7 @@ pub fn help_ui(ctx: &egui::Context, open: &mut bool) {
                     .show(ui, |ui| {
                         for (key, action) in *keys {
                             ui.monospace(*key);
-                            ui.label(*action);
+                            ui.add(egui::Label::new(*action).wrap());
                             ui.end_row();
                         }
                     });
