@@ -535,3 +535,74 @@ fn lesion_box(
         && within.min[2] <= within.max[2])
         .then_some(within)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keyslice_core::findings::{Lesion, TumorPresence};
+    use keyslice_core::volume::demo::demo_abdomen;
+
+    fn case_with_a_liver_lesion() -> ReviewedCase {
+        let mut findings = Findings::default();
+        let liver = findings.organ_mut(Organ::Liver);
+        liver.tumor = TumorPresence::Yes;
+        liver.lesions.push(Lesion::default());
+        ReviewedCase::replay(Some(&findings), &[])
+    }
+
+    #[test]
+    fn a_stroke_is_recorded_on_its_own_case_only() {
+        let volume = demo_abdomen();
+        let mut viewer = Viewer::new(&volume);
+        let case = case_with_a_liver_lesion();
+        let mut masks = LesionMasks::default();
+        masks.draw(
+            Some((Organ::Liver, 0)),
+            "case-1",
+            &case,
+            &volume,
+            &mut viewer,
+        );
+        assert!(viewer.brush.is_some(), "drawing turns the brush on");
+        masks.paint(None, &volume, &mut viewer, 2, [60.0, 60.0, 40.0], false);
+        let (field, value) = masks
+            .stroke_ended(Some("case-1"), volume.dims())
+            .expect("its own case")
+            .expect("a stroke");
+        assert_eq!(field.path(), "liver.lesions.0.mask");
+        let saved: LesionMask = serde_json::from_value(value).expect("a mask");
+        assert!(saved.voxels() > 0);
+        // Lifting the brush again without painting records nothing.
+        assert_eq!(masks.stroke_ended(Some("case-1"), volume.dims()), Ok(None));
+
+        // The case changes under a stroke: it is dropped, with the reason, never recorded.
+        masks.paint(None, &volume, &mut viewer, 2, [80.0, 60.0, 40.0], false);
+        let refused = masks
+            .stroke_ended(Some("case-2"), volume.dims())
+            .expect_err("another case");
+        assert!(refused.contains("the case changed"), "{refused}");
+        assert!(masks.drawing().is_none());
+    }
+
+    #[test]
+    fn operations_that_cannot_apply_say_why_and_change_nothing() {
+        let volume = demo_abdomen();
+        let viewer = Viewer::new(&volume);
+        let case = case_with_a_liver_lesion();
+        let masks = LesionMasks::default();
+        // No box to grow from, no mask to smooth or fill.
+        let no_box = masks
+            .apply((Organ::Liver, 0), MaskOp::Grow, &case, &volume, &viewer)
+            .expect_err("no box");
+        assert!(no_box.contains("no box"), "{no_box}");
+        let empty = masks
+            .apply((Organ::Liver, 0), MaskOp::Smooth, &case, &volume, &viewer)
+            .expect_err("empty");
+        assert!(empty.contains("empty"), "{empty}");
+        assert_eq!(
+            masks.apply((Organ::Liver, 0), MaskOp::Clear, &case, &volume, &viewer),
+            Ok(None),
+            "nothing to clear"
+        );
+    }
+}
