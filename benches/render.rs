@@ -1,11 +1,13 @@
 //! Frame time of the slice renderer: one 1024×1024 axial view of a 512×512×300 volume drawn
 //! and read back, on whatever adapter wgpu finds (lavapipe on the CI machine; a real GPU
 //! elsewhere). The read-back is included, so this is an upper bound on the draw itself.
-//! Scrolling a slice changes only the uniforms, as in the viewer.
+//! Scrolling a slice changes only the uniforms, as in the viewer. The 3D view's maximum
+//! intensity projection is measured the same way.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use keyslice::render::orbit::{Orbit, Projection};
 use keyslice::render::view::{Plane, PlaneAxes, SliceView};
 use keyslice::render::{
     SliceRenderer, ViewUniforms, headless_device, render_to_rgba, upload_volume,
@@ -56,6 +58,42 @@ fn scroll_frames(c: &mut Criterion) {
             )
         });
     });
+    // The 3D view: a maximum intensity projection of the whole CT at 1280×800, turned one
+    // degree a frame; in full and as the preview drawn while the view is being turned.
+    let mip = SliceRenderer::mip(&device, wgpu::TextureFormat::Rgba8Unorm);
+    let mip_view = mip.create_view(&device, &textures);
+    for preview in [false, true] {
+        let mut orbit = Orbit {
+            preview,
+            ..Orbit::default()
+        };
+        let name = if preview {
+            "3D view (MIP) 1280x800 while turning (preview), draw + read back"
+        } else {
+            "3D view (MIP) 1280x800, draw + read back"
+        };
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                orbit.rotate(1.0, 0.0);
+                let projection = Projection {
+                    dims,
+                    spacing_mm: [0.7, 0.7, 1.0],
+                    step: textures.step,
+                    texture_dims: textures.texture_dims,
+                    viewport_px: [1280.0, 800.0],
+                    window_hu: [40.0, 400.0],
+                    inverted: false,
+                    mask_opacity: 0.5,
+                    visible_labels: u32::MAX,
+                };
+                SliceRenderer::prepare(&queue, &mip_view, &orbit.uniforms(&projection));
+                black_box(
+                    render_to_rgba(&device, &queue, &mip, &mip_view, [1280, 800])
+                        .map(|pixels| pixels.len()),
+                )
+            });
+        });
+    }
     group.finish();
 }
 

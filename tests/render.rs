@@ -177,3 +177,107 @@ fn lesion_labels_are_drawn_in_their_colour() {
     let [r, g, b] = pixel(3, 3);
     assert!(r == g && g == b, "{:?}", pixel(3, 3));
 }
+
+#[test]
+fn mip_shader_is_valid_wgsl() {
+    use keyslice::render::MIP_SHADER;
+    let module = naga::front::wgsl::parse_str(MIP_SHADER)
+        .unwrap_or_else(|error| panic!("{}", error.emit_to_string(MIP_SHADER)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::default(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|error| panic!("{}", error.emit_to_string(MIP_SHADER)));
+}
+
+/// The 3D view projects the brightest voxel along each ray: a bright ball on the patient's
+/// left and high up shows at the top right from the front, at the middle from the left side;
+/// a lesion mask inside the body shows through it in its colour.
+#[test]
+fn the_3d_view_projects_the_brightest_voxels_and_the_lesions_through_the_body() {
+    use keyslice::render::orbit::{Orbit, Projection};
+    let Some((device, queue)) = device_or_skip() else {
+        return;
+    };
+    let dims = [40usize, 40, 40];
+    let mut values = vec![0i16; 40 * 40 * 40];
+    let mut labels = vec![0u8; 40 * 40 * 40];
+    for k in 0..40usize {
+        for j in 0..40usize {
+            for i in 0..40usize {
+                let n = i + 40 * (j + 40 * k);
+                let d = |c: [usize; 3]| {
+                    [i, j, k]
+                        .iter()
+                        .zip(c)
+                        .map(|(&a, b)| (a as f64 - b as f64).powi(2))
+                        .sum::<f64>()
+                };
+                if d([30, 20, 30]) <= 16.0 {
+                    values[n] = 1000; // bone-bright, left and superior
+                }
+                if d([10, 20, 10]) <= 9.0 {
+                    labels[n] = 9; // a liver lesion, right and inferior
+                }
+            }
+        }
+    }
+    let volume = Volume::new(
+        dims,
+        Affine::IDENTITY,
+        Voxels::I16(values),
+        Vec::new(),
+        VolumeInfo::default(),
+    )
+    .expect("volume");
+    let mask = LabelVolume {
+        name: "liver_lesion".into(),
+        dims,
+        patient_from_voxel: Affine::IDENTITY,
+        labels,
+    };
+    let textures = upload_volume(&device, &queue, &volume, Some(&mask));
+    let renderer = SliceRenderer::mip(&device, wgpu::TextureFormat::Rgba8Unorm);
+    let view = renderer.create_view(&device, &textures);
+    let projection = Projection {
+        dims,
+        spacing_mm: [1.0; 3],
+        step: [1; 3],
+        texture_dims: dims,
+        viewport_px: [64.0, 64.0],
+        window_hu: [500.0, 1000.0],
+        inverted: false,
+        mask_opacity: 1.0,
+        visible_labels: u32::MAX,
+    };
+    let draw = |orbit: Orbit| {
+        SliceRenderer::prepare(&queue, &view, &orbit.uniforms(&projection));
+        render_to_rgba(&device, &queue, &renderer, &view, [64, 64]).expect("rendered")
+    };
+    let pixel = |rgba: &[u8], x: usize, y: usize| {
+        let at = (y * 64 + x) * 4;
+        [rgba[at], rgba[at + 1], rgba[at + 2]]
+    };
+    // The volume's 69 mm diagonal spans the view: voxel i lies at pixel 32 + (i − 19.5)·64/69.
+    let px = |i: f64| (32.0 + (i - 19.5) * 64.0 / 69.28) as usize;
+    let front = draw(Orbit::default());
+    assert_eq!(
+        pixel(&front, px(30.0), 64 - px(30.0)),
+        [255, 255, 255],
+        "the ball, top right"
+    );
+    assert_eq!(
+        pixel(&front, px(30.0), px(30.0)),
+        [0, 0, 0],
+        "nothing bottom right"
+    );
+    let lesion = pixel(&front, px(10.0), px(30.0));
+    assert_eq!(lesion[0], 255, "the lesion in its colour: {lesion:?}");
+    assert!(lesion[1] < 60, "{lesion:?}");
+    // From the patient's left (a quarter turn), the ball is in the middle column.
+    let mut side = Orbit::default();
+    side.rotate(90.0, 0.0);
+    let side = draw(side);
+    assert_eq!(pixel(&side, px(20.0), 64 - px(30.0)), [255, 255, 255]);
+}

@@ -1283,3 +1283,52 @@ fn the_mask_row_shows_what_a_drawn_mask_measures_and_asks_for_its_changes() {
         ]
     );
 }
+
+/// `V` shows the 3D view (a maximum intensity projection) in place of the sagittal plane; a
+/// left drag over it turns it, with the quick preview while turning; `V` again brings the
+/// sagittal plane back.
+#[test]
+fn v_shows_the_3d_view_which_a_drag_turns() {
+    let Some(mut harness) = harness_or_skip() else {
+        return;
+    };
+    harness.run();
+    // The pointer over the planes, so they have the keyboard.
+    harness.hover_at(egui::pos2(200.0, 200.0));
+    harness.key_press(Key::V);
+    harness.run();
+    let orbit = harness.state().viewer.orbit.expect("the 3D view is on");
+    assert!(orbit.azimuth_deg.abs() < 1e-9);
+    harness.snapshot("viewer_3d");
+    // Drag across the lower right pane.
+    let from = egui::pos2(780.0, 420.0);
+    harness.event(egui::Event::PointerMoved(from));
+    harness.run();
+    harness.event(egui::Event::PointerButton {
+        pos: from,
+        button: egui::PointerButton::Primary,
+        pressed: true,
+        modifiers: egui::Modifiers::NONE,
+    });
+    harness.step();
+    for n in 1..=5 {
+        harness.event(egui::Event::PointerMoved(
+            from + egui::vec2(12.0 * n as f32, 0.0),
+        ));
+        harness.step();
+    }
+    let turning = harness.state().viewer.orbit.expect("on");
+    assert!(turning.azimuth_deg > 10.0, "{turning:?}");
+    assert!(turning.preview, "a preview while turning");
+    harness.event(egui::Event::PointerButton {
+        pos: from + egui::vec2(60.0, 0.0),
+        button: egui::PointerButton::Primary,
+        pressed: false,
+        modifiers: egui::Modifiers::NONE,
+    });
+    harness.run();
+    assert!(!harness.state().viewer.orbit.expect("on").preview);
+    harness.key_press(Key::V);
+    harness.run();
+    assert!(harness.state().viewer.orbit.is_none());
+}

@@ -60,7 +60,7 @@ pub fn label_file(pseudonym: &str) -> String {
 
 /// The case's label map on `volume`'s grid: its organ masks (`organs`, from its case
 /// folder, already on the grid), then its lesion masks; or why the case cannot be one.
-pub fn label_map(
+pub(crate) fn label_map(
     case: &ExportCase,
     volume: &Volume,
     organs: &[LabelVolume],

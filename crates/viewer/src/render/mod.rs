@@ -19,6 +19,7 @@
 //!
 //! Knows volumes, labels and view geometry; knows nothing of egui, findings or inference.
 
+pub mod orbit;
 pub mod view;
 
 use wgpu::util::DeviceExt;
@@ -28,6 +29,8 @@ use view::{PlaneAxes, SliceView};
 
 /// The slice shader source.
 pub const SLICE_SHADER: &str = include_str!("../../../../shaders/slice.wgsl");
+/// The 3D view's shader source (maximum intensity projection, same bindings).
+pub const MIP_SHADER: &str = include_str!("../../../../shaders/mip.wgsl");
 
 /// Bytes of volume texture Keyslice allows itself before downsampling (1 GiB: 512 Mi voxels).
 pub const TEXTURE_BUDGET_BYTES: u64 = 1 << 30;
@@ -509,9 +512,25 @@ impl SliceRenderer {
     /// Builds the pipeline for `target_format`.
     #[must_use]
     pub fn new(device: &wgpu::Device, target_format: wgpu::TextureFormat) -> Self {
+        Self::with_shader(device, target_format, "slice.wgsl", SLICE_SHADER)
+    }
+
+    /// Builds the 3D view's pipeline (maximum intensity projection, `shaders/mip.wgsl`) for
+    /// `target_format`: the same bindings, with [`view::Orbit::uniforms`] as its uniforms.
+    #[must_use]
+    pub fn mip(device: &wgpu::Device, target_format: wgpu::TextureFormat) -> Self {
+        Self::with_shader(device, target_format, "mip.wgsl", MIP_SHADER)
+    }
+
+    fn with_shader(
+        device: &wgpu::Device,
+        target_format: wgpu::TextureFormat,
+        name: &str,
+        source: &str,
+    ) -> Self {
         let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("slice.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(SLICE_SHADER.into()),
+            label: Some(name),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
         });
         let texture_entry = |binding, sample_type| wgpu::BindGroupLayoutEntry {
             binding,

@@ -24,6 +24,10 @@ pub const KEYS: &[(&str, &[(&str, &str)])] = &[
                 "B",
                 "evidence box tool: drag a box on the axial plane, move or resize it; drag the extent's ends on coronal / sagittal",
             ),
+            (
+                "V",
+                "3D view (MIP) in place of the sagittal plane; drag to turn it",
+            ),
             ("R", "reset the view"),
         ],
     ),

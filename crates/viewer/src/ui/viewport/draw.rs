@@ -46,7 +46,12 @@ impl Viewer {
         let spacing = volume.spacing_mm();
         self.hover = None;
         for (plane, rect) in rects {
-            self.plane_ui(ui, volume, plane, rect, spacing, &mut commands);
+            // The 3D view takes the sagittal plane's place while it is on.
+            if plane == Plane::Sagittal && self.orbit.is_some() && self.enlarged.is_none() {
+                self.orbit_ui(ui, volume, rect, &mut commands);
+            } else {
+                self.plane_ui(ui, volume, plane, rect, spacing, &mut commands);
+            }
         }
         self.keyboard(ui, &mut commands);
         let status_rect =

@@ -11,6 +11,9 @@ use keyslice_core::volume::{LabelVolume, Volume};
 /// GPU state of the open study, stored in `egui_wgpu`'s callback resources.
 pub struct ViewerGpu {
     pub(super) renderer: SliceRenderer,
+    /// The 3D view's pipeline and its view.
+    pub(super) mip: SliceRenderer,
+    pub(super) mip_view: ViewResources,
     /// The uploaded textures (and their notices).
     pub textures: VolumeTextures,
     pub(super) views: [ViewResources; 3],
@@ -28,6 +31,8 @@ impl ViewerGpu {
         let renderer = SliceRenderer::new(&render_state.device, render_state.target_format);
         let textures = upload_volume(&render_state.device, &render_state.queue, volume, labels);
         let views = [0, 1, 2].map(|_| renderer.create_view(&render_state.device, &textures));
+        let mip = SliceRenderer::mip(&render_state.device, render_state.target_format);
+        let mip_view = mip.create_view(&render_state.device, &textures);
         let notices = textures.notices.clone();
         render_state
             .renderer
@@ -35,6 +40,8 @@ impl ViewerGpu {
             .callback_resources
             .insert(Self {
                 renderer,
+                mip,
+                mip_view,
                 textures,
                 views,
             });
@@ -63,6 +70,7 @@ impl ViewerGpu {
             gpu.renderer
                 .create_view(&render_state.device, &gpu.textures)
         });
+        gpu.mip_view = gpu.mip.create_view(&render_state.device, &gpu.textures);
     }
 
     /// Shows a change of `labels` inside the box `min..=max` (a brush stroke): that box is
@@ -125,6 +133,45 @@ impl egui_wgpu::CallbackTrait for SlicePaint {
         if let Some(gpu) = resources.get::<ViewerGpu>() {
             gpu.renderer
                 .paint(pass, &gpu.views[plane_index(self.plane)]);
+        }
+    }
+}
+
+/// One frame's draw of the 3D view: its camera and what the projection needs, made into
+/// uniforms against the uploaded texture (which may be downsampled) in `prepare`.
+pub(super) struct OrbitPaint {
+    pub(super) orbit: crate::render::orbit::Orbit,
+    pub(super) projection: crate::render::orbit::Projection,
+}
+
+impl egui_wgpu::CallbackTrait for OrbitPaint {
+    fn prepare(
+        &self,
+        _device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        _screen: &egui_wgpu::ScreenDescriptor,
+        _encoder: &mut wgpu::CommandEncoder,
+        resources: &mut egui_wgpu::CallbackResources,
+    ) -> Vec<wgpu::CommandBuffer> {
+        if let Some(gpu) = resources.get::<ViewerGpu>() {
+            let projection = crate::render::orbit::Projection {
+                step: gpu.textures.step,
+                texture_dims: gpu.textures.texture_dims,
+                ..self.projection
+            };
+            SliceRenderer::prepare(queue, &gpu.mip_view, &self.orbit.uniforms(&projection));
+        }
+        Vec::new()
+    }
+
+    fn paint(
+        &self,
+        _info: egui::PaintCallbackInfo,
+        pass: &mut wgpu::RenderPass<'static>,
+        resources: &egui_wgpu::CallbackResources,
+    ) {
+        if let Some(gpu) = resources.get::<ViewerGpu>() {
+            gpu.mip.paint(pass, &gpu.mip_view);
         }
     }
 }

@@ -144,6 +144,7 @@ impl Viewer {
                     Key::M => ViewerCommand::ToggleRuler,
                     Key::K => ViewerCommand::JumpToKeySlice,
                     Key::B => ViewerCommand::ToggleBoxTool,
+                    Key::V => ViewerCommand::Toggle3d,
                     Key::OpenBracket if self.brush.is_some() => ViewerCommand::BrushRadius(0.8),
                     Key::CloseBracket if self.brush.is_some() => ViewerCommand::BrushRadius(1.25),
                     _ => continue,

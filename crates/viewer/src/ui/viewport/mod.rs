@@ -6,7 +6,9 @@
 //! right-drag changes window (horizontal) and level (vertical); keys 1–5 pick the presets;
 //! Ctrl+wheel zooms; middle-drag pans; left click moves the crosshair (and with it the other
 //! planes); double-click enlarges a view; `R` resets. While a lesion's mask is drawn, left
-//! drags paint with the brush (Shift erases) and `[` / `]` shrink and grow it.
+//! drags paint with the brush (Shift erases) and `[` / `]` shrink and grow it. `V` shows the
+//! 3D view (a maximum intensity projection with the lesion masks, `orbit`) in place of the
+//! sagittal plane: left-drag turns it, the wheel zooms.
 //!
 //! The state ([`Viewer`], in `state`) knows nothing of egui: the panels turn input into
 //! [`ViewerCommand`]s and the state applies them, so its behaviour is tested without a
@@ -19,6 +21,7 @@ mod evidence;
 mod extent;
 mod gpu;
 mod input;
+mod orbit;
 mod paint;
 mod panels;
 mod screen;

@@ -116,6 +116,19 @@ pub enum ViewerCommand {
     PaintEnded,
     /// Multiply the brush's radius (keys `[` and `]`).
     BrushRadius(f64),
+    /// Show the 3D view in place of the sagittal plane, or the sagittal plane again (`V`).
+    Toggle3d,
+    /// Turn the 3D view (degrees about the long axis, of tilt); `preview` while dragging.
+    Orbit {
+        /// Degrees about the patient's long axis.
+        azimuth_deg: f64,
+        /// Degrees of tilt.
+        elevation_deg: f64,
+        /// Still turning: draw the quick preview.
+        preview: bool,
+    },
+    /// Multiply the 3D view's magnification.
+    Zoom3d(f64),
     /// Back to the initial state.
     Reset,
 }
@@ -161,6 +174,8 @@ pub struct Viewer {
     pub brush: Option<PaintBrush>,
     /// The plane a brush stroke under way started on (the button went down there).
     pub(super) painting: Option<Plane>,
+    /// The 3D view's camera, while the 3D view is shown (in place of the sagittal plane).
+    pub orbit: Option<crate::render::orbit::Orbit>,
     /// Touchpad scrolling not yet worth a whole slice (in wheel lines).
     pub(super) wheel_remainder: f32,
     /// Where the crosshair was before the last single click: a double-click (whose first
@@ -250,6 +265,7 @@ impl Viewer {
             box_drag: None,
             brush: None,
             painting: None,
+            orbit: None,
             wheel_remainder: 0.0,
             crosshair_before_click: None,
         }
@@ -269,6 +285,48 @@ impl Viewer {
             self.key_slice_source = Some(source);
         }
         self
+    }
+
+    /// Shows the key slice in the axial plane.
+    fn jump_to_key_slice(&mut self, volume: &Volume) {
+        if let Some(slice) = self.key_slice {
+            self.apply(
+                ViewerCommand::SetSlice {
+                    plane: Plane::Axial,
+                    slice,
+                },
+                volume,
+            );
+        }
+    }
+
+    /// The 3D view's commands, and the brush's size.
+    fn orbit_command(&mut self, command: ViewerCommand) {
+        match command {
+            ViewerCommand::Toggle3d => {
+                self.orbit = match self.orbit {
+                    Some(_) => None,
+                    None => Some(crate::render::orbit::Orbit::default()),
+                };
+            }
+            ViewerCommand::Orbit {
+                azimuth_deg,
+                elevation_deg,
+                preview,
+            } => {
+                if let Some(orbit) = &mut self.orbit {
+                    orbit.rotate(azimuth_deg, elevation_deg);
+                    orbit.preview = preview;
+                }
+            }
+            ViewerCommand::Zoom3d(factor) => {
+                if let Some(orbit) = &mut self.orbit {
+                    orbit.zoom = (orbit.zoom * factor).clamp(0.5, 8.0);
+                }
+            }
+            ViewerCommand::BrushRadius(factor) => self.resize_brush(factor),
+            _ => {}
+        }
     }
 
     /// Multiplies the brush's radius, within its bounds.
@@ -467,21 +525,14 @@ impl Viewer {
             ViewerCommand::SetKeySlice(slice) => self.key_slice = slice,
             // The app paints; the viewer only shows where the brush is.
             ViewerCommand::Paint { .. } | ViewerCommand::PaintEnded => {}
-            ViewerCommand::BrushRadius(factor) => self.resize_brush(factor),
+            ViewerCommand::Toggle3d
+            | ViewerCommand::Orbit { .. }
+            | ViewerCommand::Zoom3d(_)
+            | ViewerCommand::BrushRadius(_) => self.orbit_command(command),
             ViewerCommand::ToggleBoxTool => self.toggle_tool(false),
             // Shown at once; the app records it and shows what was recorded next frame.
             ViewerCommand::EditEvidence(evidence) => self.evidence = Some(evidence),
-            ViewerCommand::JumpToKeySlice => {
-                if let Some(slice) = self.key_slice {
-                    self.apply(
-                        ViewerCommand::SetSlice {
-                            plane: Plane::Axial,
-                            slice,
-                        },
-                        volume,
-                    );
-                }
-            }
+            ViewerCommand::JumpToKeySlice => self.jump_to_key_slice(volume),
             ViewerCommand::DeleteMeasurement(index) => {
                 if index < self.measurements.len() {
                     self.measurements.remove(index);
