@@ -114,22 +114,10 @@ pub fn study_results(
 ) -> Result<StudyResults, PacsError> {
     let mut results = StudyResults::default();
     let quiet = |_: Progress| {};
-    for series in qido::series(server, study, Some("SEG"))? {
-        let retrieved = retrieve_series(server, study, &series, cache, parallel, &quiet)?;
-        let mut files: Vec<_> = std::fs::read_dir(&retrieved.folder)
-            .map_err(|source| PacsError::Cache {
-                path: retrieved.folder.clone(),
-                source,
-            })?
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .collect();
-        files.sort();
-        results.segmentations.extend(files);
-    }
-    for modality in ["SR", "KO"] {
-        for series in qido::series(server, study, Some(modality))? {
-            let retrieved = retrieve_series(server, study, &series, cache, parallel, &quiet)?;
+    // The files of one series, retrieved into the cache, in name order.
+    let retrieved_files =
+        |series: &qido::SeriesSummary| -> Result<Vec<std::path::PathBuf>, PacsError> {
+            let retrieved = retrieve_series(server, study, series, cache, parallel, &quiet)?;
             let mut files: Vec<_> = std::fs::read_dir(&retrieved.folder)
                 .map_err(|source| PacsError::Cache {
                     path: retrieved.folder.clone(),
@@ -139,7 +127,14 @@ pub fn study_results(
                 .map(|entry| entry.path())
                 .collect();
             files.sort();
-            for file in files {
+            Ok(files)
+        };
+    for series in qido::series(server, study, Some("SEG"))? {
+        results.segmentations.extend(retrieved_files(&series)?);
+    }
+    for modality in ["SR", "KO"] {
+        for series in qido::series(server, study, Some(modality))? {
+            for file in retrieved_files(&series)? {
                 match read_file(&file) {
                     Ok(Document::Result(result)) => {
                         if matches!(result.content.observer, Observer::Person { .. }) {

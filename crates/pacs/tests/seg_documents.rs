@@ -398,3 +398,46 @@ fn overlapping_lesions_are_read_each_whole_with_a_note() {
         Err(SegError::MaskSize { .. })
     ));
 }
+
+#[test]
+fn text_from_a_hostile_segmentation_is_shown_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let (volume, study, source) = ct_series(&dir.path().join("ct"));
+    let bytes = segmentation(&study, &source, &segments(volume.dims()), &authorship())
+        .unwrap()
+        .bytes;
+    let refused = |bytes: &[u8]| read::segmentation(bytes, &source).unwrap_err();
+    // Text from the file with escape codes is shown as text, never as terminal control.
+    let hostile = altered(&bytes, |object| {
+        object.put(DataElement::new(
+            tags::SOP_CLASS_UID,
+            VR::UI,
+            PrimitiveValue::from("1.2.3\u{1b}[2J"),
+        ));
+    });
+    let said = refused(&hostile).to_string();
+    assert!(!said.contains('\u{1b}'), "{said:?}");
+    let relabelled = altered(&bytes, |object| {
+        let mut element = object.take_element(tags::SEGMENT_SEQUENCE).unwrap();
+        element.items_mut().unwrap()[0].put(DataElement::new(
+            tags::SEGMENT_LABEL,
+            VR::LO,
+            PrimitiveValue::from("Liver\u{1b}[31m lesion"),
+        ));
+        object.put(element);
+    });
+    let read = read::segmentation(&relabelled, &source).unwrap();
+    assert!(
+        !read.segments[0].label.contains('\u{1b}'),
+        "{:?}",
+        read.segments[0].label
+    );
+    // A CT so long that the segments' masks would take gigabytes: refused, not allocated.
+    let mut huge = source.clone();
+    huge.dims[2] = 80_000;
+    let error = read::segmentation(&bytes, &huge).unwrap_err();
+    assert!(
+        matches!(error, SegError::TooLarge { segments: 3, .. }),
+        "{error}"
+    );
+}

@@ -80,10 +80,10 @@ pub fn segmentation_masks(
             Err(error) => {
                 warnings.push(format!(
                     "segmentation {} not shown: {error}",
-                    file.file_name().map_or_else(
+                    keyslice_core::text::shown(&file.file_name().map_or_else(
                         || file.display().to_string(),
                         |name| name.to_string_lossy().into_owned()
-                    )
+                    ))
                 ));
                 continue;
             }

@@ -232,6 +232,16 @@ pub enum SegError {
     /// More segments than one document holds.
     #[error("{0} segments, more than the {MAX_SEGMENTS} one segmentation holds")]
     TooMany(usize),
+    /// Its segments' masks on this CT would take more memory than one segmentation may.
+    #[error(
+        "{segments} segments on this CT take {megabytes} MiB as masks, more than one segmentation may; keep the segments of interest (lesions, their organs) in it"
+    )]
+    TooLarge {
+        /// Segments.
+        segments: usize,
+        /// Memory they would take.
+        megabytes: usize,
+    },
     /// A segment's mask is not the size of the CT.
     #[error("segment `{label}` has {found} voxels; the CT has {expected}")]
     MaskSize {
@@ -330,9 +340,10 @@ impl SegError {
                 "store the CT as a DICOM series (keyslice convert IN OUT --dicom) and open that"
             }
             Self::Empty => "draw or grow a mask on a lesion first",
-            Self::TooMany(_) | Self::MaskSize { .. } => {
-                "this is a fault in Keyslice: please report it with the case"
+            Self::TooLarge { .. } | Self::TooMany(_) => {
+                "export a segmentation of fewer segments from the tool that made it"
             }
+            Self::MaskSize { .. } => "this is a fault in Keyslice: please report it with the case",
             Self::OtherSeries { .. } | Self::OtherSize { .. } => {
                 "open the segmentation with the CT series it references"
             }

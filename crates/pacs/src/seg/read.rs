@@ -6,6 +6,7 @@ use dicom_core::Tag;
 use dicom_dictionary_std::{tags, uids};
 use dicom_object::InMemDicomObject;
 use keyslice_core::findings::Organ;
+use keyslice_core::text::shown_short;
 use keyslice_core::volume::Affine;
 
 use super::{Algorithm, MAX_SEGMENTS, SegError, Segment, SegmentOf, SourceSeries};
@@ -14,6 +15,8 @@ use crate::sr::tree::{first_item, items, read_code, string};
 
 /// The largest segmentation file read (a CT's worth of 1-bit frames for many segments).
 pub const MAX_SEG_BYTES: usize = 1 << 30;
+/// The most memory the masks of one segmentation may take (a byte per voxel per segment).
+pub const MAX_MASK_BYTES: usize = 2 << 30;
 
 /// What a segmentation holds, on the CT's grid.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,8 +48,12 @@ pub fn is_segmentation_file(path: &Path) -> bool {
 
 /// Reads the segmentation file at `path` onto `source`.
 pub fn segmentation_file(path: &Path, source: &SourceSeries) -> Result<ReadSegmentation, SegError> {
-    let bytes = std::fs::read(path)
-        .map_err(|error| SegError::Dicom(format!("{}: {error}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|error| {
+        SegError::Dicom(format!(
+            "{}: {error}",
+            keyslice_core::text::shown(&path.display().to_string())
+        ))
+    })?;
     segmentation(&bytes, source)
 }
 
@@ -67,19 +74,19 @@ pub fn segmentation(bytes: &[u8], source: &SourceSeries) -> Result<ReadSegmentat
         .map_err(|error| SegError::Dicom(format!("not a DICOM file: {error}")))?;
     let class = string(&object, tags::SOP_CLASS_UID).unwrap_or_default();
     if class != uids::SEGMENTATION_STORAGE {
-        return Err(SegError::NotSegmentation(class));
+        return Err(SegError::NotSegmentation(shown_short(&class, 80)));
     }
     let kind = string(&object, tags::SEGMENTATION_TYPE).unwrap_or_default();
     match kind.as_str() {
         "BINARY" => {}
         "FRACTIONAL" => {
             let of = string(&object, tags::SEGMENTATION_FRACTIONAL_TYPE).unwrap_or_default();
-            return Err(SegError::Fractional(of.to_lowercase()));
+            return Err(SegError::Fractional(shown_short(&of.to_lowercase(), 40)));
         }
         _ => {
             return Err(SegError::Field {
                 field: "SegmentationType",
-                reason: format!("`{kind}`, where BINARY is read"),
+                reason: format!("`{}`, where BINARY is read", shown_short(&kind, 40)),
             });
         }
     }
@@ -109,6 +116,15 @@ pub fn segmentation(bytes: &[u8], source: &SourceSeries) -> Result<ReadSegmentat
     }
     let shared = first_item(&object, tags::SHARED_FUNCTIONAL_GROUPS_SEQUENCE);
     let placer = Placer::new(source)?;
+    // Each segment is read as a mask the size of the CT: bounded, so a SEG of many segments
+    // on a large CT is refused instead of taking the machine's memory.
+    let bytes = descriptions.len().saturating_mul(source.voxel_count());
+    if bytes > MAX_MASK_BYTES {
+        return Err(SegError::TooLarge {
+            segments: descriptions.len(),
+            megabytes: bytes >> 20,
+        });
+    }
     let mut masks = vec![vec![0u8; source.voxel_count()]; descriptions.len()];
     let mut seen = std::collections::HashSet::new();
     let mut notes = Vec::new();
@@ -150,7 +166,10 @@ fn check_same_series(object: &InMemDicomObject, source: &SourceSeries) -> Result
     let frame_of_reference = string(object, tags::FRAME_OF_REFERENCE_UID).unwrap_or_default();
     if frame_of_reference != source.frame_of_reference_uid {
         return Err(SegError::OtherSeries {
-            theirs: format!("frame of reference {frame_of_reference}"),
+            theirs: format!(
+                "frame of reference {}",
+                shown_short(&frame_of_reference, 80)
+            ),
             ours: format!("frame of reference {}", source.frame_of_reference_uid),
         });
     }
@@ -160,7 +179,7 @@ fn check_same_series(object: &InMemDicomObject, source: &SourceSeries) -> Result
         .collect();
     if !series.is_empty() && !series.contains(&source.series_uid) {
         return Err(SegError::OtherSeries {
-            theirs: format!("series {}", series.join(", ")),
+            theirs: format!("series {}", shown_short(&series.join(", "), 200)),
             ours: format!("series {}", source.series_uid),
         });
     }
@@ -174,7 +193,7 @@ fn number_of(object: &InMemDicomObject, tag: Tag, field: &'static str) -> Result
     })?;
     text.trim().parse::<usize>().map_err(|_| SegError::Field {
         field,
-        reason: format!("`{text}` is not a count"),
+        reason: format!("`{}` is not a count", shown_short(&text, 40)),
     })
 }
 
@@ -275,8 +294,10 @@ fn segment_descriptions(object: &InMemDicomObject) -> Result<Vec<Description>, S
                 ),
             });
         }
-        let label =
-            string(item, tags::SEGMENT_LABEL).unwrap_or_else(|| format!("Segment {number}"));
+        let label = string(item, tags::SEGMENT_LABEL).map_or_else(
+            || format!("Segment {number}"),
+            |label| shown_short(&label, 64),
+        );
         let kind =
             first_item(item, tags::SEGMENTED_PROPERTY_TYPE_CODE_SEQUENCE).and_then(read_code);
         let modifier = first_item(item, tags::SEGMENTED_PROPERTY_TYPE_CODE_SEQUENCE)
@@ -296,7 +317,7 @@ fn segment_descriptions(object: &InMemDicomObject) -> Result<Vec<Description>, S
             },
             Some(kind) => match codes::organ_of(kind, modifier.as_ref()) {
                 Some(organ) => Described::Organ(organ),
-                None => Described::Other(kind.meaning.clone()),
+                None => Described::Other(shown_short(&kind.meaning, 64)),
             },
             None => Described::Other(label.clone()),
         };

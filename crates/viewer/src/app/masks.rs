@@ -188,9 +188,9 @@ impl LesionMasks {
         }
     }
 
-    /// The organ masks with every saved lesion mask over them.
-    fn overlay(&self, volume: &Volume) -> LabelVolume {
-        let mut labels = self.base.as_ref().map_or_else(
+    /// The case's organ masks, or an empty label volume on `volume`'s grid.
+    fn base_labels(&self, volume: &Volume) -> LabelVolume {
+        self.base.as_ref().map_or_else(
             || LabelVolume {
                 name: MASK_STRUCTURE.into(),
                 dims: volume.dims(),
@@ -198,7 +198,12 @@ impl LesionMasks {
                 labels: vec![0; volume.dims().iter().product()],
             },
             |(_, base)| base.clone(),
-        );
+        )
+    }
+
+    /// The organ masks with every saved lesion mask over them.
+    fn overlay(&self, volume: &Volume) -> LabelVolume {
+        let mut labels = self.base_labels(volume);
         for mask in self.shown_masks.values() {
             if mask.dims != labels.dims {
                 continue;
@@ -314,17 +319,12 @@ impl LesionMasks {
         };
         let dims = volume.dims();
         let first_stroke = self.shown.is_none();
-        let shown = self.shown.get_or_insert_with(|| {
-            self.base.as_ref().map_or_else(
-                || LabelVolume {
-                    name: MASK_STRUCTURE.into(),
-                    dims,
-                    patient_from_voxel: *volume.patient_from_voxel(),
-                    labels: vec![0; dims.iter().product()],
-                },
-                |(_, base)| base.clone(),
-            )
-        });
+        if self.shown.is_none() {
+            self.shown = Some(self.base_labels(volume));
+        }
+        let Some(shown) = self.shown.as_mut() else {
+            return;
+        };
         for z in within.min[2]..=within.max[2] {
             for y in within.min[1]..=within.max[1] {
                 for x in within.min[0]..=within.max[0] {
