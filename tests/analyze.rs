@@ -428,6 +428,7 @@ fn each_lesion_is_verified_on_its_own_key_slice() {
         key_slice,
         slice_box: None,
         axes: None,
+        mask: None,
     };
     let answer = Scripted(
         "Liver lesion 1: Size: 2.0 x 1.5 cm.\nLiver lesion 2: Size: 1.0 x 0.8 cm.\n\
@@ -540,7 +541,7 @@ fn the_evidence_evaluation_refuses_what_is_not_a_case_folder() {
 /// Every lesion the embedded model finds carries its long and short axes on its own key
 /// slice: at right angles, as long as the sizes its report gives, inside the lesion's box.
 #[test]
-fn each_lesion_the_embedded_model_finds_is_drawn_as_it_was_measured() {
+fn each_lesion_the_embedded_model_finds_is_drawn_as_it_was_measured_with_its_mask() {
     use keyslice::infer::embedded::TinyDiagnoser;
     let model = TinyModel::embedded().expect("the embedded model loads");
     let volume = demo_abdomen();
@@ -596,5 +597,31 @@ fn each_lesion_the_embedded_model_finds_is_drawn_as_it_was_measured() {
             (b[0] - a[0]) * (row - a[1]) - (b[1] - a[1]) * (column - a[0])
         };
         assert!(side(axes.short[0]) * side(axes.short[1]) < 0.0, "{axes:?}");
+        // Its 3D mask, the reviewer's starting mask: on the CT's grid, on its key slice
+        // within its box (a model pixel's footprint beyond at most).
+        let mask = evidence.mask.as_ref().expect("a mask");
+        let dense = mask.to_dense(volume.dims()).expect("on the CT's grid");
+        let bounds = keyslice::volume::mask::bounds(&dense, volume.dims()).expect("not empty");
+        let key = evidence.key_slice as usize;
+        assert!(
+            bounds.min[2] <= key && key <= bounds.max[2],
+            "{bounds:?} against key slice {key}"
+        );
+        let plane = columns * rows;
+        let on_key: Vec<usize> = (0..plane)
+            .filter(|&p| dense[key * plane + p] != 0)
+            .collect();
+        assert!(!on_key.is_empty(), "the mask reaches its key slice");
+        let margin = 3.0 / sx.min(sy);
+        assert!(
+            on_key.iter().all(|&p| {
+                let (column, row) = ((p % columns) as f64, (p / columns) as f64);
+                (f64::from(slice_box[0]) - margin..=f64::from(slice_box[2]) + margin)
+                    .contains(&column)
+                    && (f64::from(slice_box[1]) - margin..=f64::from(slice_box[3]) + margin)
+                        .contains(&row)
+            }),
+            "the mask on the key slice lies in the box {slice_box:?}"
+        );
     }
 }

@@ -382,19 +382,21 @@ fn query_retrieve_analyse_store_and_read_back_with_two_reviewers() {
     let published = ok(&run(&["pacs", "publish", s(&ws1)]));
     assert!(!published.contains("ai-result"), "{published}");
     assert!(
-        published.contains("review     stored") || published.contains("3 already on the PACS"),
+        published.contains("review     stored") || published.contains("4 already on the PACS"),
         "{published}"
     );
     // Nothing new since: everything is recognised on the PACS, without any local record.
     let again = ok(&run(&["pacs", "publish", s(&ws1)]));
     assert!(
-        again.starts_with("0 document(s); 3 already on the PACS"),
+        again.starts_with("0 document(s); 4 already on the PACS"),
         "{again}"
     );
     let summary: serde_json::Value =
         serde_json::from_str(ok(&run(&["pacs", "publish", s(&ws1), "--json"])).trim())
             .expect("--json prints one JSON line");
-    assert_eq!(summary["held"], 3, "{summary}");
+    // The AI result, its key images, Ana's review and the lesion masks the model found,
+    // which her accepted review keeps.
+    assert_eq!(summary["held"], 4, "{summary}");
     assert_eq!(summary["documents"].as_array().map(Vec::len), Some(0));
 
     // Machine 2: the same worklist, reviewer Ben moves the key slice 12 slices; the AI's
@@ -1318,6 +1320,26 @@ fn a_reviewers_lesion_mask_goes_to_the_pacs_as_a_segmentation_other_viewers_read
     .expect("a DICOM series");
     let bytes = std::fs::read(&stored.segmentations[0]).expect("retrieved");
     let back = keyslice::pacs::seg::read::segmentation(&bytes, &source).expect("read");
-    assert_eq!(back.segments.len(), 1);
-    assert_eq!(back.segments[0].mask, mask);
+    // The reviewer's mask, made with the editor; any other lesion's is the model's own.
+    let drawn = back
+        .segments
+        .iter()
+        .find(|segment| segment.label == "Liver lesion 1")
+        .expect("the liver lesion's segment");
+    assert_eq!(drawn.mask, mask);
+    assert!(matches!(
+        drawn.algorithm,
+        keyslice::pacs::seg::Algorithm::Semiautomatic(_)
+    ));
+    for other in back.segments.iter().filter(|s| s.label != "Liver lesion 1") {
+        assert!(
+            matches!(
+                other.algorithm,
+                keyslice::pacs::seg::Algorithm::Automatic(_)
+            ),
+            "{}: {:?}",
+            other.label,
+            other.algorithm
+        );
+    }
 }

@@ -179,27 +179,24 @@ fn lesion_labels_are_drawn_in_their_colour() {
 }
 
 #[test]
-fn mip_shader_is_valid_wgsl() {
+fn the_3d_view_and_canvas_shaders_are_valid_wgsl() {
     use keyslice::render::MIP_SHADER;
-    let module = naga::front::wgsl::parse_str(MIP_SHADER)
-        .unwrap_or_else(|error| panic!("{}", error.emit_to_string(MIP_SHADER)));
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::default(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|error| panic!("{}", error.emit_to_string(MIP_SHADER)));
+    use keyslice::render::canvas::BLIT_SHADER;
+    for source in [MIP_SHADER, BLIT_SHADER] {
+        let module = naga::front::wgsl::parse_str(source)
+            .unwrap_or_else(|error| panic!("{}", error.emit_to_string(source)));
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::default(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|error| panic!("{}", error.emit_to_string(source)));
+    }
 }
 
-/// The 3D view projects the brightest voxel along each ray: a bright ball on the patient's
-/// left and high up shows at the top right from the front, at the middle from the left side;
-/// a lesion mask inside the body shows through it in its colour.
-#[test]
-fn the_3d_view_projects_the_brightest_voxels_and_the_lesions_through_the_body() {
-    use keyslice::render::orbit::{Orbit, Projection};
-    let Some((device, queue)) = device_or_skip() else {
-        return;
-    };
+/// A 40 mm cube of air with a bright ball on the patient's left and high up, and a liver
+/// lesion mask on the right and low down.
+fn ball_and_lesion() -> (Volume, LabelVolume) {
     let dims = [40usize, 40, 40];
     let mut values = vec![0i16; 40 * 40 * 40];
     let mut labels = vec![0u8; 40 * 40 * 40];
@@ -237,30 +234,54 @@ fn the_3d_view_projects_the_brightest_voxels_and_the_lesions_through_the_body() 
         patient_from_voxel: Affine::IDENTITY,
         labels,
     };
-    let textures = upload_volume(&device, &queue, &volume, Some(&mask));
-    let renderer = SliceRenderer::mip(&device, wgpu::TextureFormat::Rgba8Unorm);
-    let view = renderer.create_view(&device, &textures);
-    let projection = Projection {
-        dims,
+    (volume, mask)
+}
+
+fn ball_projection() -> keyslice::render::orbit::Projection {
+    keyslice::render::orbit::Projection {
+        dims: [40, 40, 40],
         spacing_mm: [1.0; 3],
         step: [1; 3],
-        texture_dims: dims,
+        texture_dims: [40, 40, 40],
         viewport_px: [64.0, 64.0],
         window_hu: [500.0, 1000.0],
         inverted: false,
         mask_opacity: 1.0,
         visible_labels: u32::MAX,
+        key_plane: None,
+        pooled: false,
+    }
+}
+
+fn pixel(rgba: &[u8], x: usize, y: usize) -> [u8; 3] {
+    let at = (y * 64 + x) * 4;
+    [rgba[at], rgba[at + 1], rgba[at + 2]]
+}
+
+/// The volume's 69 mm diagonal spans a 64-pixel view: voxel i lies at pixel
+/// 32 + (i − 19.5)·64/69.
+fn px(i: f64) -> usize {
+    (32.0 + (i - 19.5) * 64.0 / 69.28) as usize
+}
+
+/// The 3D view projects the brightest voxel along each ray: a bright ball on the patient's
+/// left and high up shows at the top right from the front, at the middle from the left side;
+/// a lesion mask inside the body shows through it in its colour.
+#[test]
+fn the_3d_view_projects_the_brightest_voxels_and_the_lesions_through_the_body() {
+    use keyslice::render::orbit::Orbit;
+    let Some((device, queue)) = device_or_skip() else {
+        return;
     };
+    let (volume, mask) = ball_and_lesion();
+    let textures = upload_volume(&device, &queue, &volume, Some(&mask));
+    let renderer = SliceRenderer::mip(&device, wgpu::TextureFormat::Rgba8Unorm);
+    let view = renderer.create_view(&device, &textures);
+    let projection = ball_projection();
     let draw = |orbit: Orbit| {
         SliceRenderer::prepare(&queue, &view, &orbit.uniforms(&projection));
         render_to_rgba(&device, &queue, &renderer, &view, [64, 64]).expect("rendered")
     };
-    let pixel = |rgba: &[u8], x: usize, y: usize| {
-        let at = (y * 64 + x) * 4;
-        [rgba[at], rgba[at + 1], rgba[at + 2]]
-    };
-    // The volume's 69 mm diagonal spans the view: voxel i lies at pixel 32 + (i − 19.5)·64/69.
-    let px = |i: f64| (32.0 + (i - 19.5) * 64.0 / 69.28) as usize;
     let front = draw(Orbit::default());
     assert_eq!(
         pixel(&front, px(30.0), 64 - px(30.0)),
@@ -280,4 +301,113 @@ fn the_3d_view_projects_the_brightest_voxels_and_the_lesions_through_the_body() 
     side.rotate(90.0, 0.0);
     let side = draw(side);
     assert_eq!(pixel(&side, px(20.0), 64 - px(30.0)), [255, 255, 255]);
+}
+
+/// The volume rendering builds the ball up as grey light and the lesion as nearly opaque
+/// red; the key slice's plane, seen from above, is a yellow sheet across the volume in both
+/// renderings, and absent without a key slice.
+#[test]
+fn the_volume_rendering_and_the_key_slice_plane_show_in_3d() {
+    use keyslice::render::orbit::{Orbit, Rendering};
+    let Some((device, queue)) = device_or_skip() else {
+        return;
+    };
+    let (volume, mask) = ball_and_lesion();
+    let textures = upload_volume(&device, &queue, &volume, Some(&mask));
+    let renderer = SliceRenderer::mip(&device, wgpu::TextureFormat::Rgba8Unorm);
+    let view = renderer.create_view(&device, &textures);
+    let draw = |orbit: Orbit, key_plane: Option<(usize, f64)>| {
+        let projection = keyslice::render::orbit::Projection {
+            key_plane,
+            ..ball_projection()
+        };
+        SliceRenderer::prepare(&queue, &view, &orbit.uniforms(&projection));
+        render_to_rgba(&device, &queue, &renderer, &view, [64, 64]).expect("rendered")
+    };
+    let volume_rendering = Orbit {
+        rendering: Rendering::Volume,
+        ..Orbit::default()
+    };
+    let front = draw(volume_rendering, None);
+    let ball = pixel(&front, px(30.0), 64 - px(30.0));
+    assert!(
+        ball[0] > 60 && ball[0] == ball[1] && ball[1] == ball[2],
+        "{ball:?}"
+    );
+    let lesion = pixel(&front, px(10.0), px(30.0));
+    assert!(lesion[0] > 150 && lesion[1] < 60, "{lesion:?}");
+    assert_eq!(pixel(&front, px(30.0), px(30.0)), [0, 0, 0]);
+    // From above, the middle of the view (empty) crosses the plane of slice 20: yellow.
+    for rendering in [Rendering::Mip, Rendering::Volume] {
+        let mut above = Orbit {
+            rendering,
+            ..Orbit::default()
+        };
+        above.rotate(0.0, 45.0);
+        let without = pixel(&draw(above, None), 32, 32);
+        assert_eq!(without, [0, 0, 0], "{rendering:?}");
+        let with = pixel(&draw(above, Some((2, 20.0))), 32, 32);
+        assert!(
+            with[0] > 40 && with[1] > 30 && with[2] < with[1] / 2,
+            "{rendering:?}: {with:?}"
+        );
+    }
+}
+
+/// While the view turns on a software adapter it is cast through a coarse copy (the
+/// brightest HU of each block, a lesion before the organ around it) into a small canvas,
+/// shown scaled up: the ball and the lesion are where they were, and the canvas is cast
+/// again only when what it shows changes.
+#[test]
+fn the_turning_preview_keeps_the_ball_and_the_lesion_and_is_cast_only_on_change() {
+    use keyslice::render::canvas::Canvas;
+    use keyslice::render::draw_to_rgba;
+    use keyslice::render::orbit::Orbit;
+    use keyslice::render::pooled::upload_pooled;
+    let Some((device, queue)) = device_or_skip() else {
+        return;
+    };
+    let (volume, mask) = ball_and_lesion();
+    let textures = upload_volume(&device, &queue, &volume, Some(&mask));
+    let pooled = upload_pooled(&device, &queue, &volume, &textures, Some(&mask), 10)
+        .expect("a 40-voxel volume is pooled to 10");
+    assert_eq!(pooled.texture_dims, [10, 10, 10]);
+    assert_eq!(pooled.step, [4, 4, 4]);
+    let renderer = SliceRenderer::mip(&device, wgpu::TextureFormat::Rgba8Unorm);
+    let view = renderer.create_view(&device, &pooled);
+    let orbit = Orbit {
+        preview: true,
+        ..Orbit::default()
+    };
+    let projection = keyslice::render::orbit::Projection {
+        step: pooled.step,
+        texture_dims: pooled.texture_dims,
+        pooled: true,
+        ..ball_projection()
+    };
+    let uniforms = orbit.uniforms(&projection);
+    let mut canvas = Canvas::new(&device, wgpu::TextureFormat::Rgba8Unorm);
+    let mut cast = |key: &[u8]| {
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        let drawn = canvas.update(&device, &mut encoder, [16, 16], key, |pass| {
+            SliceRenderer::prepare(&queue, &view, &uniforms);
+            renderer.paint(pass, &view);
+        });
+        queue.submit([encoder.finish()]);
+        drawn
+    };
+    assert!(cast(b"front"), "the first frame is cast");
+    assert!(!cast(b"front"), "an unchanged view is not");
+    assert!(cast(b"turned"), "a changed one is");
+    assert!(cast(b"front"));
+    assert_eq!(canvas.size(), Some([16, 16]));
+    let shown = draw_to_rgba(&device, &queue, [64, 64], |pass| canvas.paint(pass)).expect("shown");
+    let ball = pixel(&shown, px(30.0), 64 - px(30.0));
+    assert!(
+        ball[0] > 200 && ball[0] == ball[2],
+        "the ball, top right: {ball:?}"
+    );
+    let lesion = pixel(&shown, px(10.0), px(30.0));
+    assert!(lesion[0] > 200 && lesion[1] < 80, "the lesion: {lesion:?}");
+    assert_eq!(pixel(&shown, px(30.0), px(30.0)), [0, 0, 0]);
 }

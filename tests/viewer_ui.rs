@@ -1288,7 +1288,7 @@ fn the_mask_row_shows_what_a_drawn_mask_measures_and_asks_for_its_changes() {
 /// left drag over it turns it, with the quick preview while turning; `V` again brings the
 /// sagittal plane back.
 #[test]
-fn v_shows_the_3d_view_which_a_drag_turns() {
+fn v_shows_the_3d_view_which_a_drag_turns_and_shift_v_renders_as_a_volume() {
     let Some(mut harness) = harness_or_skip() else {
         return;
     };
@@ -1299,7 +1299,18 @@ fn v_shows_the_3d_view_which_a_drag_turns() {
     harness.run();
     let orbit = harness.state().viewer.orbit.expect("the 3D view is on");
     assert!(orbit.azimuth_deg.abs() < 1e-9);
+    assert_eq!(orbit.rendering, keyslice::render::orbit::Rendering::Mip);
     harness.snapshot("viewer_3d");
+    // Shift+V: the volume rendering; its button: the projection again.
+    harness.key_press_modifiers(egui::Modifiers::SHIFT, Key::V);
+    harness.run();
+    let orbit = harness.state().viewer.orbit.expect("still on");
+    assert_eq!(orbit.rendering, keyslice::render::orbit::Rendering::Volume);
+    harness.snapshot("viewer_3d_volume");
+    harness.get_by_label("show MIP").click();
+    harness.run();
+    let orbit = harness.state().viewer.orbit.expect("still on");
+    assert_eq!(orbit.rendering, keyslice::render::orbit::Rendering::Mip);
     // Drag across the lower right pane.
     let from = egui::pos2(780.0, 420.0);
     harness.event(egui::Event::PointerMoved(from));

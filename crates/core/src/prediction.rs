@@ -162,6 +162,10 @@ pub struct LesionCheck {
     pub axes: Option<LesionAxes>,
     /// The verifier's description of that slice.
     pub local_description: String,
+    /// The lesion's 3D mask as the model found it, on the CT's grid: the starting mask a
+    /// reviewer corrects (a mask of another grid is never applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mask: Option<crate::volume::mask::LesionMask>,
 }
 
 /// The longest model answer (a report or a local description) kept, in bytes: a report is a

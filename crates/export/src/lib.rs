@@ -602,7 +602,12 @@ fn gather(
             continue;
         };
         let log = store.corrections(Some(&entry.case_id))?;
-        let reviewed = ReviewedCase::replay(base.as_ref(), &log);
+        // The model's lesion masks are each lesion's mask until the reviewer changed it.
+        let model_masks = predictions
+            .get(&entry.case_id)
+            .map(keyslice_review::model_masks)
+            .unwrap_or_default();
+        let reviewed = ReviewedCase::replay_with_masks(base.as_ref(), &model_masks, &log);
         let mut findings = reviewed.findings.clone();
         rules::reconcile(&mut findings, base.as_ref(), &reviewed.changed);
         let hard = base.as_ref().is_some_and(|model| *model != findings);

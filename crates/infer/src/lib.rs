@@ -162,6 +162,8 @@ pub struct LesionEvidence {
     pub slice_box: Option<SliceBox>,
     /// Its long and short axes on that slice, when the diagnoser measured them there.
     pub axes: Option<LesionAxes>,
+    /// Its 3D mask on the CT's grid, when the diagnoser segments lesions.
+    pub mask: Option<keyslice_core::volume::mask::LesionMask>,
 }
 
 /// Most lesions verified on slices of their own per answer (a report lists at most 20 per
@@ -377,6 +379,7 @@ fn lesion_evidence(
                 key_slice: line.key_slice,
                 slice_box: line.slice_box.clone(),
                 axes: None,
+                mask: None,
             })
             .collect()
     } else {
@@ -509,6 +512,7 @@ fn verify_lesions(
                     .sop_instance_uid,
                 axes,
                 local_description: main_text.to_string(),
+                mask: evidence.mask.clone(),
             });
             continue;
         }
@@ -537,6 +541,7 @@ fn verify_lesions(
             sop_instance_uid: PredictionKeySlice::of(volume, evidence.key_slice).sop_instance_uid,
             axes,
             local_description: text,
+            mask: evidence.mask.clone(),
         });
     }
     checks

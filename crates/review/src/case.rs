@@ -5,14 +5,16 @@
 //!
 //! Core module: no UI. The app's findings editor and the scripted-review test drive it.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
 
 use super::reviewed::{Field, FieldError, History, ReviewedCase, STATUS_FIELD};
 use super::store::{Correction, Edit, ReviewStatus, ReviewStore, StoreError};
-use keyslice_core::findings::{Findings, KeySlice};
+use keyslice_core::findings::{Findings, KeySlice, Organ};
 use keyslice_core::prediction::Prediction;
+use keyslice_core::volume::mask::LesionMask;
 
 /// Why a change was not made.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +36,17 @@ impl ReviewError {
             Self::Store(error) => error.hint(),
         }
     }
+}
+
+/// The lesion masks the model found, by organ and lesion: the starting masks a review
+/// corrects (empty for a model that segments no lesions).
+#[must_use]
+pub fn model_masks(prediction: &Prediction) -> BTreeMap<(Organ, usize), LesionMask> {
+    prediction
+        .lesion_checks
+        .iter()
+        .filter_map(|check| Some(((check.organ, check.lesion), check.mask.clone()?)))
+        .collect()
 }
 
 /// The model's findings of a prediction as the base a review corrects: spans removed, the
@@ -61,6 +74,7 @@ pub struct CaseReview {
     case_id: String,
     reviewer: String,
     base: Option<Findings>,
+    base_masks: BTreeMap<(Organ, usize), LesionMask>,
     log: Vec<Correction>,
     case: ReviewedCase,
     history: History,
@@ -82,6 +96,7 @@ impl CaseReview {
             case_id: case_id.to_string(),
             reviewer: reviewer.to_string(),
             base,
+            base_masks: BTreeMap::new(),
             log: Vec::new(),
             case: ReviewedCase::replay(None, &[]),
             history: History::default(),
@@ -94,13 +109,25 @@ impl CaseReview {
     /// Replaces the model's findings (a fresh analysis) and replays the log on them.
     pub fn set_base(&mut self, base: Option<Findings>) {
         self.base = base;
-        self.case = ReviewedCase::replay(self.base.as_ref(), &self.log);
+        self.replay();
+    }
+
+    /// Replaces the lesion masks the model found (see [`model_masks`]): each lesion's mask
+    /// until the reviewer changes it.
+    pub fn set_base_masks(&mut self, masks: BTreeMap<(Organ, usize), LesionMask>) {
+        self.base_masks = masks;
+        self.replay();
+    }
+
+    fn replay(&mut self) {
+        self.case =
+            ReviewedCase::replay_with_masks(self.base.as_ref(), &self.base_masks, &self.log);
     }
 
     fn reload(&mut self) -> Result<(), StoreError> {
         self.log = self.store.corrections(Some(&self.case_id))?;
         self.status = self.store.case_state(&self.case_id)?.status;
-        self.case = ReviewedCase::replay(self.base.as_ref(), &self.log);
+        self.replay();
         self.history = History::of(&self.log);
         Ok(())
     }

@@ -10,6 +10,6 @@ pub mod store;
 pub mod study;
 pub mod workspace;
 
-pub use case::{CaseReview, ReviewError, model_findings};
+pub use case::{CaseReview, ReviewError, model_findings, model_masks};
 pub use reviewed::{Field, FieldError, History, LesionPart, ReviewedCase};
 pub use store::{CaseState, Correction, Edit, ReviewStatus, ReviewStore, StoreError};

@@ -256,13 +256,34 @@ impl ReviewedCase {
     /// with `log` (one case's entries, oldest first) applied.
     #[must_use]
     pub fn replay(base: Option<&Findings>, log: &[Correction]) -> Self {
+        Self::replay_with_masks(base, &BTreeMap::new(), log)
+    }
+
+    /// [`Self::replay`] from the model's findings and the lesion masks the model found
+    /// (`base_masks`: the starting masks a reviewer corrects). A base mask for a lesion the
+    /// findings lack, or whose runs do not cover its grid, is left out.
+    #[must_use]
+    pub fn replay_with_masks(
+        base: Option<&Findings>,
+        base_masks: &BTreeMap<(Organ, usize), LesionMask>,
+        log: &[Correction],
+    ) -> Self {
         let base = base.map(Findings::without_spans).unwrap_or_default();
+        let masks: BTreeMap<(Organ, usize), LesionMask> = base_masks
+            .iter()
+            .filter(|((organ, index), mask)| {
+                let covered: u64 = mask.runs.iter().map(|&run| u64::from(run)).sum();
+                let grid: u64 = mask.dims.iter().map(|&d| d as u64).product();
+                *index < base.organ(*organ).lesions.len() && covered == grid
+            })
+            .map(|(key, mask)| (*key, mask.clone()))
+            .collect();
         let mut case = Self {
             findings: base.clone(),
             note: String::new(),
             changed: Vec::new(),
             skipped: Vec::new(),
-            masks: BTreeMap::new(),
+            masks: masks.clone(),
         };
         // An undo entry takes its target's effect away (and an undo of an undo gives it
         // back): the findings are the base with the edits still in effect, in log order. So
@@ -314,7 +335,7 @@ impl ReviewedCase {
             note: String::new(),
             changed: Vec::new(),
             skipped: Vec::new(),
-            masks: BTreeMap::new(),
+            masks,
         };
         case.changed = touched
             .into_iter()

@@ -266,3 +266,70 @@ fn mask_strokes_are_corrections_undone_redone_and_kept_across_a_restart_on_their
     review.undo().expect("undo");
     assert_eq!(review.case().masks.len(), 2);
 }
+
+/// The model's lesion masks are each lesion's mask until the reviewer changes it: shown
+/// from the start (not a change), the first stroke starts from and replaces it, undo brings
+/// it back, clearing takes it away; a model mask for a lesion the findings lack, or whose
+/// runs do not cover their grid, is left out.
+#[test]
+fn the_models_lesion_masks_are_the_starting_masks_a_reviewer_corrects() {
+    use keyslice_core::volume::mask::LesionMask;
+    use keyslice_review::reviewed::{Field, LesionPart};
+    let folder = tempfile::tempdir().expect("temp dir");
+    let database = folder.path().join("review.sqlite");
+    let model_mask: LesionMask =
+        serde_json::from_value(ball_mask([12, 12, 12], 5.0)).expect("a mask");
+    let mut model_masks = std::collections::BTreeMap::new();
+    model_masks.insert((Organ::Liver, 0), model_mask.clone());
+    model_masks.insert((Organ::Liver, 4), model_mask.clone());
+    model_masks.insert(
+        (Organ::Pancreas, 0),
+        LesionMask {
+            dims: [24, 24, 24],
+            runs: vec![5, 3],
+        },
+    );
+    let mut review =
+        CaseReview::open(&database, "case-1", "dr. a", Some(base())).expect("review opens");
+    review.set_base_masks(model_masks);
+    let voxels = |review: &CaseReview| {
+        review
+            .case()
+            .masks
+            .get(&(Organ::Liver, 0))
+            .map(LesionMask::voxels)
+    };
+    assert_eq!(voxels(&review), Some(515));
+    assert_eq!(review.case().masks.len(), 1, "only the liver's lesion 1");
+    assert!(
+        review.case().changed.is_empty(),
+        "{:?}",
+        review.case().changed
+    );
+    // An erase stroke on the model's mask is the reviewer's correction.
+    let field = Field::LesionPart(Organ::Liver, 0, LesionPart::Mask);
+    assert!(
+        review
+            .set_field(field, ball_mask([12, 12, 12], 3.0))
+            .expect("stroke saved")
+    );
+    assert_eq!(voxels(&review), Some(123));
+    assert_eq!(
+        review.case().changed,
+        vec!["liver.lesions.0.mask".to_string()]
+    );
+    review.undo().expect("undo");
+    assert_eq!(voxels(&review), Some(515), "the model's mask again");
+    review.redo().expect("redo");
+    review
+        .set_field(field, serde_json::Value::Null)
+        .expect("cleared");
+    assert_eq!(voxels(&review), None);
+    // After a restart on the same prediction: the reviewer's last word, not the model's.
+    drop(review);
+    let mut review = CaseReview::open(&database, "case-1", "dr. a", Some(base())).expect("reopens");
+    let mut model_masks = std::collections::BTreeMap::new();
+    model_masks.insert((Organ::Liver, 0), model_mask);
+    review.set_base_masks(model_masks);
+    assert_eq!(voxels(&review), None);
+}

@@ -17,7 +17,7 @@ use keyslice_pacs::seg::{Algorithm, Segment, SourceSeries};
 use keyslice_pacs::sr::write::Written;
 use keyslice_pacs::sr::{CaseResult, Observer, StudyContext};
 use keyslice_pacs::{DicomWebUrl, PacsError, Server, agreement};
-use keyslice_review::case::{CaseReview, model_findings};
+use keyslice_review::case::{CaseReview, model_findings, model_masks};
 use keyslice_review::store::{ReviewStatus, ReviewStore};
 use keyslice_review::workspace::{Workspace, WorkspaceCase, WorkspaceError};
 use serde::Serialize;
@@ -705,6 +705,8 @@ fn mask_segments(
         source,
     })?;
     let mut segments = Vec::with_capacity(masks.len());
+    // A mask the reviewer left as the model found it is the model's; any other, the editor's.
+    let from_model = model_masks(prediction);
     for (&(organ, lesion), mask) in masks {
         let dense = mask.to_dense(volume.dims()).map_err(|error| {
             Error::Argument(format!(
@@ -713,12 +715,12 @@ fn mask_segments(
                 lesion + 1
             ))
         })?;
-        segments.push(Segment::lesion(
-            organ,
-            lesion,
-            Algorithm::Semiautomatic("Keyslice mask editor".into()),
-            dense,
-        ));
+        let algorithm = if from_model.values().any(|model| model == mask) {
+            Algorithm::Automatic(prediction.diagnoser.id.clone())
+        } else {
+            Algorithm::Semiautomatic("Keyslice mask editor".into())
+        };
+        segments.push(Segment::lesion(organ, lesion, algorithm, dense));
     }
     Ok((source, segments))
 }
@@ -746,13 +748,14 @@ fn accepted_review(
         .filter(|name| publish::is_named(name))
         .or(given)
         .or(recorded);
-    let review = CaseReview::open(
+    let mut review = CaseReview::open(
         &workspace.database_path(),
         &case.case_id,
         reviewer.unwrap_or_default(),
         Some(model_findings(prediction)),
     )
     .map_err(WorkspaceError::from)?;
+    review.set_base_masks(model_masks(prediction));
     // Dated when the reviewer accepted it, not when it is sent.
     let at = review
         .log()

@@ -24,6 +24,7 @@ use keyslice_core::findings::{
     write_local_description, write_report,
 };
 use keyslice_core::volume::Volume;
+use keyslice_core::volume::mask::LesionMask;
 
 /// The embedded model as a [`Diagnoser`].
 pub struct TinyDiagnoser<'a>(pub &'a TinyModel);
@@ -249,9 +250,51 @@ fn own_evidence(volume: &Volume, grid: &ModelGrid, lesions: &[FoundLesion]) -> V
                 )
                 .map(|bounds| ct_box(volume, grid, bounds, index)),
                 axes: Some(ct_axes(grid, found.axes)),
+                mask: ct_mask(grid, found),
             }
         })
         .collect()
+}
+
+/// A found lesion as a mask on the CT's grid: each of its model pixels fills the CT voxels
+/// its footprint covers, on every slice of its slab. Blocky at the finder's resolution (3 mm
+/// pixels, 5 mm slabs): the starting mask a reviewer grows, smooths or erases from. `None`
+/// when the lesion covers no voxel.
+fn ct_mask(grid: &ModelGrid, found: &FoundLesion) -> Option<LesionMask> {
+    let dims = grid.ct_dims;
+    if dims.contains(&0) || found.voxels.is_empty() {
+        return None;
+    }
+    let n = grid.spec.size.max(1);
+    let half = [
+        grid.spec.pixel_mm / 2.0 / grid.ct_spacing_mm[0].max(1e-6),
+        grid.spec.pixel_mm / 2.0 / grid.ct_spacing_mm[1].max(1e-6),
+    ];
+    // The voxel indices whose centres lie within the footprint [centre − half, centre + half).
+    let span = |centre: f64, half: f64, size: usize| -> std::ops::Range<usize> {
+        let first = (centre - half).ceil().max(0.0);
+        let end = (centre + half).ceil().clamp(0.0, size as f64);
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "clamped to the CT's size above"
+        )]
+        let range = first as usize..end as usize;
+        range
+    };
+    let mut dense = vec![0u8; dims.iter().product()];
+    for &(slab, pixel) in &found.voxels {
+        let (i, j) = grid.ct_pixel(pixel % n, pixel / n);
+        let (first, last) = grid.slab_slices(slab);
+        for k in first..=last.min(dims[2] - 1) {
+            for y in span(j, half[1], dims[1]) {
+                let row = dims[0] * (y + dims[1] * k);
+                dense[row..][span(i, half[0], dims[0])].fill(1);
+            }
+        }
+    }
+    let mask = LesionMask::from_dense(&dense, dims);
+    (mask.voxels() > 0).then_some(mask)
 }
 
 /// A lesion's axes in model pixels as CT voxel positions on its slice, rounded to a

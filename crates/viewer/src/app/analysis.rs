@@ -16,7 +16,6 @@ use keyslice_core::prediction::Prediction;
 use keyslice_core::scoring::{AttributeCheck, SizeTolerance, attribute_checks};
 use keyslice_core::volume::Volume;
 use keyslice_infer::backend::Backend;
-use keyslice_review::model_findings;
 
 /// A finished analysis: the prediction, or what failed and what to do.
 type AnalysisResult = Result<Prediction, (String, String)>;
@@ -279,7 +278,7 @@ impl KeysliceApp {
                 "saved analysis shown"
             );
         }
-        self.cases.set_model_findings(model_findings(&prediction));
+        self.cases.set_model(&prediction);
         self.analysis.state = AnalysisState::Done(Box::new(prediction));
         self.sync_key_slice();
     }

@@ -18,6 +18,7 @@ use keyslice_core::findings::{Findings, Organ};
 use keyslice_core::volume::lesion::{GrowOptions, Measures, VoxelBox, grow_from_box};
 use keyslice_core::volume::mask::{
     Brush, Islands, LesionMask, Plane, fill_between, islands, paint, size_of, slices_of, smooth,
+    threshold,
 };
 use keyslice_core::volume::{LabelVolume, Volume};
 use keyslice_review::reviewed::{Field, LesionPart, ReviewedCase};
@@ -411,6 +412,16 @@ impl LesionMasks {
                 mask = grown.mask;
                 1
             }
+            MaskOp::Threshold { min_hu, max_hu } => {
+                let within = lesion_box(&case.findings, organ, lesion, volume)
+                    .ok_or("the lesion has no box to threshold in: draw one with B")?;
+                #[expect(
+                    clippy::cast_precision_loss,
+                    reason = "HU are small integers, exact in f32"
+                )]
+                let hu = (min_hu as f32, max_hu as f32);
+                threshold(&mut mask, volume, within, hu).map_err(|e| e.to_string())?
+            }
             MaskOp::Smooth => smooth(&mut mask, dims).map_err(|e| e.to_string())?,
             MaskOp::KeepLargest => {
                 islands(&mut mask, dims, Islands::KeepLargest).map_err(|e| e.to_string())?
@@ -604,5 +615,60 @@ mod tests {
             Ok(None),
             "nothing to clear"
         );
+        let threshold = MaskOp::Threshold {
+            min_hu: 0,
+            max_hu: 150,
+        };
+        let no_box = masks
+            .apply((Organ::Liver, 0), threshold, &case, &volume, &viewer)
+            .expect_err("no box");
+        assert!(no_box.contains("no box to threshold"), "{no_box}");
+    }
+
+    #[test]
+    fn a_threshold_keeps_the_boxs_voxels_in_the_range_and_refuses_a_swapped_one() {
+        use keyslice_core::findings::{Evidence, SliceBox};
+        let volume = demo_abdomen();
+        let viewer = Viewer::new(&volume);
+        let mut findings = Findings::default();
+        let liver = findings.organ_mut(Organ::Liver);
+        liver.tumor = TumorPresence::Yes;
+        liver.lesions.push(Lesion {
+            evidence: Some(Evidence {
+                key_slice: 40,
+                slice_box: Some(SliceBox {
+                    voxels: [50, 50, 70, 70],
+                    mm: None,
+                }),
+                slices: None,
+            }),
+            ..Lesion::default()
+        });
+        let case = ReviewedCase::replay(Some(&findings), &[]);
+        let masks = LesionMasks::default();
+        let everything = MaskOp::Threshold {
+            min_hu: -1024,
+            max_hu: 3071,
+        };
+        let (field, value) = masks
+            .apply((Organ::Liver, 0), everything, &case, &volume, &viewer)
+            .expect("applies")
+            .expect("a change");
+        assert_eq!(field.path(), "liver.lesions.0.mask");
+        let mask: LesionMask = serde_json::from_value(value).expect("a mask");
+        let dense = mask.to_dense(volume.dims()).expect("on the CT's grid");
+        let bounds = keyslice_core::volume::mask::bounds(&dense, volume.dims()).expect("not empty");
+        // The whole box, columns and rows 50–70, and nothing beyond it.
+        assert_eq!((bounds.min[0], bounds.max[0]), (50, 70), "{bounds:?}");
+        assert_eq!((bounds.min[1], bounds.max[1]), (50, 70), "{bounds:?}");
+        assert!(bounds.min[2] <= 40 && bounds.max[2] >= 40, "{bounds:?}");
+        let swapped = MaskOp::Threshold {
+            min_hu: 200,
+            max_hu: -100,
+        };
+        let refused = masks
+            .apply((Organ::Liver, 0), swapped, &case, &volume, &viewer)
+            .expect_err("an empty range");
+        assert!(refused.contains("min must not exceed max"), "{refused}");
     }
 }

@@ -16,7 +16,7 @@ use keyslice_core::prediction::Prediction;
 use keyslice_core::prediction::PredictionKeySlice;
 use keyslice_review::reviewed::{Field, KEY_SLICE_FIELD};
 use keyslice_review::workspace::{DATABASE_FILE, WorklistEntry, Workspace};
-use keyslice_review::{CaseReview, ReviewStatus};
+use keyslice_review::{CaseReview, ReviewStatus, model_findings, model_masks};
 
 /// The open workspace and its case under review; all empty outside a workspace.
 #[derive(Default)]
@@ -73,10 +73,12 @@ impl Cases {
         }
     }
 
-    /// The model's findings the review starts from (a new analysis replaces them).
-    pub(super) fn set_model_findings(&mut self, findings: Findings) {
+    /// The model's findings and lesion masks the review starts from (a new analysis
+    /// replaces them).
+    pub(super) fn set_model(&mut self, prediction: &Prediction) {
         if let Some(review) = &mut self.review {
-            review.set_base(Some(findings));
+            review.set_base(Some(model_findings(prediction)));
+            review.set_base_masks(model_masks(prediction));
         }
     }
 

@@ -19,7 +19,9 @@
 //!
 //! Knows volumes, labels and view geometry; knows nothing of egui, findings or inference.
 
+pub mod canvas;
 pub mod orbit;
+pub mod pooled;
 pub mod view;
 
 use wgpu::util::DeviceExt;
@@ -119,7 +121,7 @@ pub fn downsample_steps(dims: [usize; 3], max_side: usize, budget_voxels: u64) -
 
 /// The HU to upload: the volume's own `i16` values when no downsampling is needed (no copy),
 /// otherwise every `step`-th voxel, with `f32` rounded to whole HU (noted for the user).
-fn display_values<'a>(
+pub(crate) fn display_values<'a>(
     voxels: &'a Voxels,
     dims: [usize; 3],
     step: [usize; 3],
@@ -674,6 +676,17 @@ pub fn render_to_rgba(
     view: &ViewResources,
     size: [u32; 2],
 ) -> Result<Vec<u8>, RenderError> {
+    draw_to_rgba(device, queue, size, |pass| renderer.paint(pass, view))
+}
+
+/// Runs `draw` in a render pass over an RGBA8 image of `size` pixels and reads it back
+/// (row-major). `draw` may encode into the encoder first (a canvas cast before it is shown).
+pub fn draw_to_rgba(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    size: [u32; 2],
+    draw: impl FnOnce(&mut wgpu::RenderPass<'_>),
+) -> Result<Vec<u8>, RenderError> {
     let target = device.create_texture(&wgpu::TextureDescriptor {
         label: Some("keyslice offscreen target"),
         size: wgpu::Extent3d {
@@ -718,7 +731,7 @@ pub fn render_to_rgba(
             occlusion_query_set: None,
             multiview_mask: None,
         });
-        renderer.paint(&mut pass, view);
+        draw(&mut pass);
     }
     encoder.copy_texture_to_buffer(
         wgpu::TexelCopyTextureInfo {

@@ -1,10 +1,11 @@
 //! The 3D view's camera: the CT seen from the front (patient's right on the screen's left,
-//! head up) turned about its long axis and tilted, zoomed; and the uniforms that make the
-//! maximum intensity projection (`shaders/mip.wgsl`) of it.
+//! head up) turned about its long axis and tilted, zoomed; the uniforms that make the maximum
+//! intensity projection or the volume rendering (`shaders/mip.wgsl`) of it; and the
+//! resolution it is drawn at on an adapter that cannot afford every pixel.
 //!
 //! Knows volumes' grids and nothing of egui.
 
-use super::{LABEL_COLOURS, ViewUniforms};
+use super::ViewUniforms;
 
 /// The camera of the 3D view.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -17,6 +18,40 @@ pub struct Orbit {
     pub zoom: f64,
     /// Fewer samples per ray while it is being turned (a software renderer stays fluid).
     pub preview: bool,
+    /// What each ray shows.
+    pub rendering: Rendering,
+}
+
+/// What a ray of the 3D view shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Rendering {
+    /// The brightest voxel along it (vessels, bone and contrast stand out), the lesions it
+    /// crosses tinting it.
+    #[default]
+    Mip,
+    /// Tissue above the window's centre built up front to back, lesions nearly opaque in
+    /// their colour: what lies in front hides what lies behind.
+    Volume,
+}
+
+impl Rendering {
+    /// The name shown in the view.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Mip => "MIP",
+            Self::Volume => "volume",
+        }
+    }
+
+    /// The other one.
+    #[must_use]
+    pub fn toggled(self) -> Self {
+        match self {
+            Self::Mip => Self::Volume,
+            Self::Volume => Self::Mip,
+        }
+    }
 }
 
 impl Default for Orbit {
@@ -26,6 +61,7 @@ impl Default for Orbit {
             elevation_deg: 0.0,
             zoom: 1.0,
             preview: false,
+            rendering: Rendering::Mip,
         }
     }
 }
@@ -51,6 +87,10 @@ pub struct Projection {
     pub mask_opacity: f32,
     /// Bit n set: label n shown.
     pub visible_labels: u32,
+    /// The key slice's plane: the voxel axis it cuts and its index along it.
+    pub key_plane: Option<(usize, f64)>,
+    /// The textures are the coarse copy made for turning.
+    pub pooled: bool,
 }
 
 impl Orbit {
@@ -108,10 +148,23 @@ impl Orbit {
         translation[3] = 1.0;
         let finest = texel.iter().copied().fold(f64::MAX, f64::min).max(1e-6);
         let full = (diagonal / finest).ceil().clamp(16.0, 768.0);
-        let samples = if self.preview {
-            (full / 3.0).max(16.0)
-        } else {
-            full
+        // While turning: a third of the samples, or half of them through the coarse copy
+        // (whose every texel already holds the brightest of its block).
+        let samples = match (self.preview, projection.pooled) {
+            (false, _) => full,
+            (true, false) => (full / 3.0).max(16.0),
+            (true, true) => (full / 2.0).max(16.0),
+        };
+        let (plane_position, plane_flags) = match projection.key_plane {
+            Some((axis, index)) if axis < 3 => (
+                ((index / projection.step[axis] as f64) as f32).to_bits(),
+                axis as u32 + 1,
+            ),
+            _ => (0, 0),
+        };
+        let rendering_flag = match self.rendering {
+            Rendering::Mip => 0,
+            Rendering::Volume => 4,
         };
         ViewUniforms {
             voxel_from_uv: [
@@ -130,16 +183,46 @@ impl Orbit {
                 projection.texture_dims[0] as f32,
                 projection.texture_dims[1] as f32,
                 projection.texture_dims[2] as f32,
-                LABEL_COLOURS.len() as f32,
+                (diagonal / samples) as f32,
             ],
             #[expect(
                 clippy::cast_possible_truncation,
                 clippy::cast_sign_loss,
                 reason = "a sample count clamped to 16–768 above"
             )]
-            visible_labels: [projection.visible_labels, samples as u32, 0, 0],
+            visible_labels: [
+                projection.visible_labels,
+                samples as u32,
+                plane_position,
+                plane_flags | rendering_flag,
+            ],
         }
     }
+}
+
+/// Samples a software adapter (lavapipe, llvmpipe) is given for one frame of the 3D view
+/// while it is being turned (about a sixth of a second on two cores, with the image shown).
+pub const SOFTWARE_PREVIEW_SAMPLES: f64 = 8e6;
+/// … and for a still frame (about a second, once after each change).
+pub const SOFTWARE_STILL_SAMPLES: f64 = 100e6;
+
+/// The size, in pixels, to draw a 3D view of `viewport_px` at, with `samples` per ray,
+/// within `budget` samples a frame (none: every pixel). The aspect is kept; the image is
+/// scaled up to the view when shown.
+#[must_use]
+pub fn render_size(viewport_px: [f64; 2], samples: u32, budget: Option<f64>) -> [u32; 2] {
+    let [width, height] = viewport_px.map(|side| side.max(1.0));
+    let scale = budget.map_or(1.0, |budget| {
+        (budget / (width * height * f64::from(samples.max(1))))
+            .sqrt()
+            .min(1.0)
+    });
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "positive sizes below the view's, which fits a texture"
+    )]
+    [width, height].map(|side| (side * scale).round().clamp(1.0, 8192.0) as u32)
 }
 
 #[cfg(test)]
@@ -176,6 +259,8 @@ mod tests {
             inverted: false,
             mask_opacity: 0.5,
             visible_labels: u32::MAX,
+            key_plane: None,
+            pooled: false,
         };
         let orbit = Orbit::default();
         let uniforms = orbit.uniforms(&projection);
@@ -197,5 +282,52 @@ mod tests {
         }
         .uniforms(&projection);
         assert!(preview.visible_labels[1] < uniforms.visible_labels[1]);
+    }
+
+    #[test]
+    fn a_software_adapter_draws_fewer_pixels_in_the_views_aspect() {
+        assert_eq!(render_size([1280.0, 800.0], 500, None), [1280, 800]);
+        let [width, height] = render_size([1280.0, 800.0], 200, Some(SOFTWARE_PREVIEW_SAMPLES));
+        assert!(width < 1280 && height < 800, "{width}×{height}");
+        let drawn = f64::from(width) * f64::from(height) * 200.0;
+        assert!(drawn <= SOFTWARE_PREVIEW_SAMPLES * 1.02, "{drawn}");
+        assert!((f64::from(width) / f64::from(height) - 1.6).abs() < 0.02);
+        // A small view within the budget is drawn whole; nothing is ever empty.
+        assert_eq!(render_size([100.0, 50.0], 100, Some(1e9)), [100, 50]);
+        assert_eq!(render_size([0.0, 0.0], 0, Some(1.0)), [1, 1]);
+    }
+
+    #[test]
+    fn the_key_plane_and_the_rendering_travel_in_the_uniforms() {
+        let projection = Projection {
+            dims: [100, 100, 50],
+            spacing_mm: [1.0, 1.0, 2.0],
+            step: [2, 2, 2],
+            texture_dims: [50, 50, 25],
+            viewport_px: [400.0, 400.0],
+            window_hu: [40.0, 400.0],
+            inverted: false,
+            mask_opacity: 0.5,
+            visible_labels: u32::MAX,
+            key_plane: Some((2, 30.0)),
+            pooled: true,
+        };
+        let orbit = Orbit {
+            rendering: Rendering::Volume,
+            preview: true,
+            ..Orbit::default()
+        };
+        let uniforms = orbit.uniforms(&projection);
+        // Slice 30 is texel 15 of a texture at every second slice.
+        assert!((f32::from_bits(uniforms.visible_labels[2]) - 15.0).abs() < 1e-6);
+        assert_eq!(uniforms.visible_labels[3], 3 | 4);
+        // A pooled preview has half the samples of a still view of the same textures.
+        let full = Orbit::default().uniforms(&projection).visible_labels[1];
+        assert_eq!(uniforms.visible_labels[1], full / 2);
+        assert!(
+            uniforms.dims[3] > 1.9 && uniforms.dims[3] < 4.1,
+            "{:?}",
+            uniforms.dims
+        );
     }
 }

@@ -329,6 +329,12 @@ impl FindingsEditor<'_> {
             disagreements: measures
                 .map(|m| disagreements(lesion, m))
                 .unwrap_or_default(),
+            from_model: measures.is_some()
+                && !self
+                    .case
+                    .changed
+                    .iter()
+                    .any(|field| *field == format!("{}.lesions.{index}.mask", organ.key())),
         };
         let mut mask_commands = Vec::new();
         row.ui(ui, &mut mask_commands);

@@ -1,5 +1,6 @@
 //! A lesion's mask row in the findings editor: draw it with the brush (the brush's size and
-//! shape while drawing), grow it from the lesion's box, smooth it, keep its largest island,
+//! shape while drawing), grow it from the lesion's box, threshold the box to an HU range,
+//! smooth it, keep its largest island,
 //! fill between the slices drawn, clear it; what it measures (volume, the axial long axis
 //! and its perpendicular, its slices), where the report disagrees with it, and a button that
 //! makes those measures the lesion's size and slice range.
@@ -19,6 +20,13 @@ pub enum MaskOp {
     /// Grow it from the lesion's box (its own evidence, else the key evidence) under the
     /// default HU range, within its organ.
     Grow,
+    /// Inside the lesion's box, the voxels within this HU range (both ends included).
+    Threshold {
+        /// The range's lower end, HU.
+        min_hu: i32,
+        /// Its upper end, HU.
+        max_hu: i32,
+    },
     /// Smooth its surface.
     Smooth,
     /// Keep its largest island.
@@ -70,6 +78,8 @@ pub struct MaskRow<'a> {
     pub measured: bool,
     /// Where the lesion's report disagrees with its mask, in words.
     pub disagreements: Vec<String>,
+    /// The mask is the one the model found, not changed yet.
+    pub from_model: bool,
 }
 
 impl MaskRow<'_> {
@@ -79,7 +89,13 @@ impl MaskRow<'_> {
         let apply = |op| MaskCommand::Apply { organ, lesion, op };
         ui.horizontal_wrapped(|ui| {
             ui.add_space(24.0);
-            ui.label("mask");
+            if self.from_model {
+                ui.label("mask (the model's)").on_hover_text(
+                    "the mask the model found: correct it with the brush or the operations; each change is yours",
+                );
+            } else {
+                ui.label("mask");
+            }
             match self.drawing {
                 Some(_) => {
                     if ui
@@ -131,8 +147,53 @@ impl MaskRow<'_> {
                 }
             }
         });
+        ui.horizontal_wrapped(|ui| {
+            ui.add_space(36.0);
+            self.threshold_ui(ui, commands);
+        });
         self.measures_ui(ui, commands);
         self.brush_ui(ui, commands);
+    }
+
+    /// An HU range (kept per lesion while the window is open) and the button that makes the
+    /// mask those voxels of the lesion's box. A range whose ends are swapped is sent as it
+    /// is: the edit refuses it and says why.
+    fn threshold_ui(&self, ui: &mut egui::Ui, commands: &mut Vec<MaskCommand>) {
+        let (organ, lesion) = (self.organ, self.lesion);
+        let id = egui::Id::unique("keyslice-mask-threshold").with((organ.key(), lesion));
+        let mut range: [i32; 2] = ui.data(|data| data.get_temp(id)).unwrap_or([0, 150]);
+        let before = range;
+        ui.add(
+            egui::DragValue::new(&mut range[0])
+                .range(-1024..=3071)
+                .suffix(" HU"),
+        )
+        .on_hover_text("the threshold's lower end");
+        ui.label("to");
+        ui.add(
+            egui::DragValue::new(&mut range[1])
+                .range(-1024..=3071)
+                .suffix(" HU"),
+        )
+        .on_hover_text("the threshold's upper end");
+        if range != before {
+            ui.data_mut(|data| data.insert_temp(id, range));
+        }
+        if ui
+            .add_enabled(self.can_grow, egui::Button::new("threshold").small())
+            .on_hover_text("inside the lesion's box, the mask becomes the voxels in this HU range")
+            .on_disabled_hover_text("draw the lesion's box first (B)")
+            .clicked()
+        {
+            commands.push(MaskCommand::Apply {
+                organ,
+                lesion,
+                op: MaskOp::Threshold {
+                    min_hu: range[0],
+                    max_hu: range[1],
+                },
+            });
+        }
     }
 
     /// What the mask measures, "use as size", and where the report disagrees with it.

@@ -116,7 +116,10 @@ impl Viewer {
         ui.input(|input| {
             for event in &input.events {
                 let egui::Event::Key {
-                    key, pressed: true, ..
+                    key,
+                    pressed: true,
+                    modifiers,
+                    ..
                 } = event
                 else {
                     continue;
@@ -144,6 +147,9 @@ impl Viewer {
                     Key::M => ViewerCommand::ToggleRuler,
                     Key::K => ViewerCommand::JumpToKeySlice,
                     Key::B => ViewerCommand::ToggleBoxTool,
+                    Key::V if modifiers.shift && self.orbit.is_some() => {
+                        ViewerCommand::ToggleRendering
+                    }
                     Key::V => ViewerCommand::Toggle3d,
                     Key::OpenBracket if self.brush.is_some() => ViewerCommand::BrushRadius(0.8),
                     Key::CloseBracket if self.brush.is_some() => ViewerCommand::BrushRadius(1.25),

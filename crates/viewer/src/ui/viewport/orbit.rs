@@ -1,6 +1,6 @@
-//! The 3D view in a pane: a maximum intensity projection of the CT with its lesion masks,
-//! turned by a left drag (quick preview while turning), zoomed by the wheel, drawn through
-//! the paint callback like the planes.
+//! The 3D view in a pane: a maximum intensity projection or a volume rendering of the CT
+//! with its lesion masks and the key slice's plane, turned by a left drag (quick preview
+//! while turning), zoomed by the wheel, drawn through the paint callback like the planes.
 
 use egui::{Align2, Color32, FontId, Rect, Sense, Vec2};
 
@@ -34,6 +34,8 @@ impl Viewer {
             inverted: volume.info().display_inverted,
             mask_opacity: self.mask_opacity,
             visible_labels: self.visible_labels(),
+            key_plane: self.key_slice.map(|slice| (self.axial_axis(), slice)),
+            pooled: false,
         };
         ui.painter().add(egui_wgpu::Callback::new_paint_callback(
             rect,
@@ -62,15 +64,34 @@ impl Viewer {
             }
         }
         let painter = ui.painter_at(rect);
+        let key = if self.key_slice.is_some() {
+            " · key slice in yellow"
+        } else {
+            ""
+        };
         painter.text(
             rect.left_top() + Vec2::new(6.0, 4.0),
             Align2::LEFT_TOP,
             format!(
-                "3D (MIP) · {:.0}° · tilt {:.0}° · drag to turn, V for sagittal",
-                orbit.azimuth_deg, orbit.elevation_deg
+                "3D ({}) · {:.0}° · tilt {:.0}°{key} · drag to turn, V for sagittal",
+                orbit.rendering.label(),
+                orbit.azimuth_deg,
+                orbit.elevation_deg
             ),
             FontId::proportional(13.0),
             Color32::from_rgb(200, 200, 200),
         );
+        let other = orbit.rendering.toggled();
+        let button = egui::Rect::from_min_size(
+            rect.right_bottom() - Vec2::new(118.0, 30.0),
+            Vec2::new(112.0, 24.0),
+        );
+        if ui
+            .put(button, egui::Button::new(format!("show {}", other.label())))
+            .on_hover_text("Shift+V")
+            .clicked()
+        {
+            commands.push(ViewerCommand::ToggleRendering);
+        }
     }
 }

@@ -129,6 +129,9 @@ pub enum ViewerCommand {
     },
     /// Multiply the 3D view's magnification.
     Zoom3d(f64),
+    /// Switch the 3D view between maximum intensity projection and volume rendering
+    /// (`Shift+V`, or its button).
+    ToggleRendering,
     /// Back to the initial state.
     Reset,
 }
@@ -322,6 +325,11 @@ impl Viewer {
             ViewerCommand::Zoom3d(factor) => {
                 if let Some(orbit) = &mut self.orbit {
                     orbit.zoom = (orbit.zoom * factor).clamp(0.5, 8.0);
+                }
+            }
+            ViewerCommand::ToggleRendering => {
+                if let Some(orbit) = &mut self.orbit {
+                    orbit.rendering = orbit.rendering.toggled();
                 }
             }
             ViewerCommand::BrushRadius(factor) => self.resize_brush(factor),
@@ -528,6 +536,7 @@ impl Viewer {
             ViewerCommand::Toggle3d
             | ViewerCommand::Orbit { .. }
             | ViewerCommand::Zoom3d(_)
+            | ViewerCommand::ToggleRendering
             | ViewerCommand::BrushRadius(_) => self.orbit_command(command),
             ViewerCommand::ToggleBoxTool => self.toggle_tool(false),
             // Shown at once; the app records it and shows what was recorded next frame.
