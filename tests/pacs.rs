@@ -1320,23 +1320,25 @@ fn a_reviewers_lesion_mask_goes_to_the_pacs_as_a_segmentation_other_viewers_read
     .expect("a DICOM series");
     let bytes = std::fs::read(&stored.segmentations[0]).expect("retrieved");
     let back = keyslice::pacs::seg::read::segmentation(&bytes, &source).expect("read");
-    // The reviewer's mask, made with the editor; any other lesion's is the model's own.
-    let drawn = back
-        .segments
+    assert_drawn_by_the_editor_and_the_rest_by_the_model(&back.segments, &mask);
+}
+
+/// The reviewer's mask ("Liver lesion 1", `drawn`) is the editor's; any other lesion's is
+/// the model's own, kept as it found it.
+fn assert_drawn_by_the_editor_and_the_rest_by_the_model(
+    segments: &[keyslice::pacs::seg::Segment],
+    drawn: &[u8],
+) {
+    use keyslice::pacs::seg::Algorithm;
+    let liver = segments
         .iter()
         .find(|segment| segment.label == "Liver lesion 1")
         .expect("the liver lesion's segment");
-    assert_eq!(drawn.mask, mask);
-    assert!(matches!(
-        drawn.algorithm,
-        keyslice::pacs::seg::Algorithm::Semiautomatic(_)
-    ));
-    for other in back.segments.iter().filter(|s| s.label != "Liver lesion 1") {
+    assert_eq!(liver.mask, drawn);
+    assert!(matches!(liver.algorithm, Algorithm::Semiautomatic(_)));
+    for other in segments.iter().filter(|s| s.label != "Liver lesion 1") {
         assert!(
-            matches!(
-                other.algorithm,
-                keyslice::pacs::seg::Algorithm::Automatic(_)
-            ),
+            matches!(other.algorithm, Algorithm::Automatic(_)),
             "{}: {:?}",
             other.label,
             other.algorithm
