@@ -251,6 +251,28 @@ pub struct ReviewedCase {
     pub masks: BTreeMap<(Organ, usize), LesionMask>,
 }
 
+/// Why a mask's runs do not fit its grid (they must cover it exactly), if they do not. Sums
+/// and products are checked: a mask from a damaged or hostile file may name any size.
+fn runs_problem(mask: &LesionMask) -> Option<String> {
+    let covered = mask
+        .runs
+        .iter()
+        .try_fold(0u64, |sum, &run| sum.checked_add(u64::from(run)));
+    let grid = mask.dims.iter().try_fold(1u64, |product, &d| {
+        product.checked_mul(u64::try_from(d).ok()?)
+    });
+    match (covered, grid) {
+        (Some(covered), Some(grid)) if covered == grid => None,
+        (Some(covered), Some(grid)) => Some(format!(
+            "the mask's runs cover {covered} voxels; its grid has {grid}"
+        )),
+        _ => Some(format!(
+            "the mask's grid {:?} is too large to be a CT's",
+            mask.dims
+        )),
+    }
+}
+
 impl ReviewedCase {
     /// The model's findings (`base`, or empty findings when the case was never analysed)
     /// with `log` (one case's entries, oldest first) applied.
@@ -272,9 +294,7 @@ impl ReviewedCase {
         let masks: BTreeMap<(Organ, usize), LesionMask> = base_masks
             .iter()
             .filter(|((organ, index), mask)| {
-                let covered: u64 = mask.runs.iter().map(|&run| u64::from(run)).sum();
-                let grid: u64 = mask.dims.iter().map(|&d| d as u64).product();
-                *index < base.organ(*organ).lesions.len() && covered == grid
+                runs_problem(mask).is_none() && *index < base.organ(*organ).lesions.len()
             })
             .map(|(key, mask)| (*key, mask.clone()))
             .collect();
@@ -462,12 +482,8 @@ impl ReviewedCase {
         }
         let mask: LesionMask =
             serde_json::from_value(value.clone()).map_err(|e| format!("not a mask: {e}"))?;
-        let covered: u64 = mask.runs.iter().map(|&run| u64::from(run)).sum();
-        let grid: u64 = mask.dims.iter().map(|&d| d as u64).product();
-        if covered != grid {
-            return Err(format!(
-                "the mask's runs cover {covered} voxels; its grid has {grid}"
-            ));
+        if let Some(problem) = runs_problem(&mask) {
+            return Err(problem);
         }
         self.masks.insert((organ, index), mask);
         Ok(())

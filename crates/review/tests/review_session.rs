@@ -282,6 +282,14 @@ fn the_models_lesion_masks_are_the_starting_masks_a_reviewer_corrects() {
     let mut model_masks = std::collections::BTreeMap::new();
     model_masks.insert((Organ::Liver, 0), model_mask.clone());
     model_masks.insert((Organ::Liver, 4), model_mask.clone());
+    // A grid no CT has (from a damaged or hostile prediction file): left out, no overflow.
+    model_masks.insert(
+        (Organ::KidneyLeft, 0),
+        LesionMask {
+            dims: [usize::MAX, usize::MAX, 2],
+            runs: vec![u32::MAX, u32::MAX],
+        },
+    );
     model_masks.insert(
         (Organ::Pancreas, 0),
         LesionMask {
@@ -318,6 +326,13 @@ fn the_models_lesion_masks_are_the_starting_masks_a_reviewer_corrects() {
         review.case().changed,
         vec!["liver.lesions.0.mask".to_string()]
     );
+    let huge = review
+        .set_field(
+            field,
+            json!({"dims": [u64::MAX, u64::MAX, 2], "runs": [4_294_967_295_u32]}),
+        )
+        .expect_err("too large");
+    assert!(huge.to_string().contains("too large"), "{huge}");
     review.undo().expect("undo");
     assert_eq!(voxels(&review), Some(515), "the model's mask again");
     review.redo().expect("redo");

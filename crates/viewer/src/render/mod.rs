@@ -321,30 +321,74 @@ pub fn write_labels_box(
             data.extend_from_slice(&labels.labels[start..start + extent[0]]);
         }
     }
+    write_box(queue, &textures.labels_texture, &data, min, extent);
+    true
+}
+
+/// The extent of a 3D texture of `dims` texels.
+fn extent_3d(dims: [usize; 3]) -> wgpu::Extent3d {
+    wgpu::Extent3d {
+        width: dims[0] as u32,
+        height: dims[1] as u32,
+        depth_or_array_layers: dims[2] as u32,
+    }
+}
+
+/// A 3D texture of `dims` and one-byte-or-more texels of `format`, filled with `bytes`
+/// (x fastest), to sample from and write boxes into.
+fn texture_3d(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    label: &str,
+    dims: [usize; 3],
+    format: wgpu::TextureFormat,
+    bytes: &[u8],
+) -> wgpu::Texture {
+    device.create_texture_with_data(
+        queue,
+        &wgpu::TextureDescriptor {
+            label: Some(label),
+            size: extent_3d(dims),
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D3,
+            format,
+            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+            view_formats: &[],
+        },
+        wgpu::util::TextureDataOrder::LayerMajor,
+        bytes,
+    )
+}
+
+/// Writes `data` (one byte a texel, x fastest) into the box of `extent` texels at `origin`
+/// of an `R8Uint` 3D `texture`.
+fn write_box(
+    queue: &wgpu::Queue,
+    texture: &wgpu::Texture,
+    data: &[u8],
+    origin: [usize; 3],
+    extent: [usize; 3],
+) {
     queue.write_texture(
         wgpu::TexelCopyTextureInfo {
-            texture: &textures.labels_texture,
+            texture,
             mip_level: 0,
             origin: wgpu::Origin3d {
-                x: min[0] as u32,
-                y: min[1] as u32,
-                z: min[2] as u32,
+                x: origin[0] as u32,
+                y: origin[1] as u32,
+                z: origin[2] as u32,
             },
             aspect: wgpu::TextureAspect::All,
         },
-        &data,
+        data,
         wgpu::TexelCopyBufferLayout {
             offset: 0,
             bytes_per_row: Some(extent[0] as u32),
             rows_per_image: Some(extent[1] as u32),
         },
-        wgpu::Extent3d {
-            width: extent[0] as u32,
-            height: extent[1] as u32,
-            depth_or_array_layers: extent[2] as u32,
-        },
+        extent_3d(extent),
     );
-    true
 }
 
 /// The `R8Uint` label texture on the (possibly downsampled) texture grid.
@@ -380,23 +424,12 @@ fn labels_texture_view(
         ),
         _ => (std::borrow::Cow::Owned(vec![0]), [1, 1, 1]),
     };
-    let texture = device.create_texture_with_data(
+    let texture = texture_3d(
+        device,
         queue,
-        &wgpu::TextureDescriptor {
-            label: Some("keyslice labels (R8Uint)"),
-            size: wgpu::Extent3d {
-                width: label_size[0] as u32,
-                height: label_size[1] as u32,
-                depth_or_array_layers: label_size[2] as u32,
-            },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D3,
-            format: wgpu::TextureFormat::R8Uint,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-            view_formats: &[],
-        },
-        wgpu::util::TextureDataOrder::LayerMajor,
+        "keyslice labels (R8Uint)",
+        label_size,
+        wgpu::TextureFormat::R8Uint,
         &label_values,
     );
     let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
@@ -498,6 +531,48 @@ impl ViewUniforms {
     }
 }
 
+/// A pipeline that draws one triangle over the viewport (`vs_main`, no vertex buffers) with
+/// `fs_main` of `shader` into a target of `format`, bound by `layout`: the slice, 3D and
+/// canvas shaders all draw this way.
+pub(crate) fn fullscreen_pipeline(
+    device: &wgpu::Device,
+    label: &str,
+    shader: &wgpu::ShaderModule,
+    layout: &wgpu::BindGroupLayout,
+    format: wgpu::TextureFormat,
+) -> wgpu::RenderPipeline {
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(label),
+        bind_group_layouts: &[Some(layout)],
+        immediate_size: 0,
+    });
+    device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+        label: Some(label),
+        layout: Some(&pipeline_layout),
+        vertex: wgpu::VertexState {
+            module: shader,
+            entry_point: Some("vs_main"),
+            compilation_options: wgpu::PipelineCompilationOptions::default(),
+            buffers: &[],
+        },
+        fragment: Some(wgpu::FragmentState {
+            module: shader,
+            entry_point: Some("fs_main"),
+            compilation_options: wgpu::PipelineCompilationOptions::default(),
+            targets: &[Some(wgpu::ColorTargetState {
+                format,
+                blend: None,
+                write_mask: wgpu::ColorWrites::ALL,
+            })],
+        }),
+        primitive: wgpu::PrimitiveState::default(),
+        depth_stencil: None,
+        multisample: wgpu::MultisampleState::default(),
+        multiview_mask: None,
+        cache: None,
+    })
+}
+
 /// Pipeline and layout for drawing slices into targets of one format; build once.
 pub struct SliceRenderer {
     pipeline: wgpu::RenderPipeline,
@@ -563,36 +638,8 @@ impl SliceRenderer {
                 uniform_entry(3),
             ],
         });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("keyslice slice pipeline layout"),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-            label: Some("keyslice slice pipeline"),
-            layout: Some(&pipeline_layout),
-            vertex: wgpu::VertexState {
-                module: &shader,
-                entry_point: Some("vs_main"),
-                compilation_options: wgpu::PipelineCompilationOptions::default(),
-                buffers: &[],
-            },
-            fragment: Some(wgpu::FragmentState {
-                module: &shader,
-                entry_point: Some("fs_main"),
-                compilation_options: wgpu::PipelineCompilationOptions::default(),
-                targets: &[Some(wgpu::ColorTargetState {
-                    format: target_format,
-                    blend: None,
-                    write_mask: wgpu::ColorWrites::ALL,
-                })],
-            }),
-            primitive: wgpu::PrimitiveState::default(),
-            depth_stencil: None,
-            multisample: wgpu::MultisampleState::default(),
-            multiview_mask: None,
-            cache: None,
-        });
+        let pipeline =
+            fullscreen_pipeline(device, "keyslice slice", &shader, &layout, target_format);
         Self { pipeline, layout }
     }
 

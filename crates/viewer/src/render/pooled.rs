@@ -8,7 +8,7 @@
 
 use wgpu::util::DeviceExt;
 
-use super::{LABEL_COLOURS, VolumeTextures, display_values};
+use super::{LABEL_COLOURS, VolumeTextures, display_values, texture_3d, write_box};
 use keyslice_core::volume::{LabelVolume, Volume};
 
 /// The longest side of the coarse copy, texels.
@@ -122,19 +122,12 @@ pub fn upload_pooled(
     );
     let pooled = max_pool(&hu, fine.texture_dims, factor);
     drop(hu);
-    let texture = device.create_texture_with_data(
+    let texture = texture_3d(
+        device,
         queue,
-        &wgpu::TextureDescriptor {
-            label: Some("keyslice pooled volume (HU, R16Sint)"),
-            size: extent(coarse),
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D3,
-            format: wgpu::TextureFormat::R16Sint,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-            view_formats: &[],
-        },
-        wgpu::util::TextureDataOrder::LayerMajor,
+        "keyslice pooled volume (HU, R16Sint)",
+        coarse,
+        wgpu::TextureFormat::R16Sint,
         bytemuck::cast_slice(&pooled),
     );
     let step = std::array::from_fn(|a| fine.step[a] * factor[a]);
@@ -189,34 +182,8 @@ pub fn write_pooled_labels_box(
     let high: [usize; 3] = std::array::from_fn(|a| (max[a] / step[a]).min(held[a] - 1));
     let data = pool_labels_box(labels, step, low, high);
     let box_extent: [usize; 3] = std::array::from_fn(|a| high[a] - low[a] + 1);
-    queue.write_texture(
-        wgpu::TexelCopyTextureInfo {
-            texture: &pooled.labels_texture,
-            mip_level: 0,
-            origin: wgpu::Origin3d {
-                x: low[0] as u32,
-                y: low[1] as u32,
-                z: low[2] as u32,
-            },
-            aspect: wgpu::TextureAspect::All,
-        },
-        &data,
-        wgpu::TexelCopyBufferLayout {
-            offset: 0,
-            bytes_per_row: Some(box_extent[0] as u32),
-            rows_per_image: Some(box_extent[1] as u32),
-        },
-        extent(box_extent),
-    );
+    write_box(queue, &pooled.labels_texture, &data, low, box_extent);
     true
-}
-
-fn extent(dims: [usize; 3]) -> wgpu::Extent3d {
-    wgpu::Extent3d {
-        width: dims[0] as u32,
-        height: dims[1] as u32,
-        depth_or_array_layers: dims[2] as u32,
-    }
 }
 
 /// The coarse label texture (one empty texel without labels, as for the full one).
@@ -234,19 +201,12 @@ fn pooled_labels(
         ),
         None => (vec![0], [1, 1, 1]),
     };
-    let texture = device.create_texture_with_data(
+    let texture = texture_3d(
+        device,
         queue,
-        &wgpu::TextureDescriptor {
-            label: Some("keyslice pooled labels (R8Uint)"),
-            size: extent(size),
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: wgpu::TextureDimension::D3,
-            format: wgpu::TextureFormat::R8Uint,
-            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-            view_formats: &[],
-        },
-        wgpu::util::TextureDataOrder::LayerMajor,
+        "keyslice pooled labels (R8Uint)",
+        size,
+        wgpu::TextureFormat::R8Uint,
         &data,
     );
     let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
