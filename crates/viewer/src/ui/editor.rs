@@ -83,7 +83,7 @@ impl FindingsEditor<'_> {
     #[must_use]
     pub fn ui(&self, ui: &mut egui::Ui) -> Vec<EditCommand> {
         let mut commands = Vec::new();
-        ui.horizontal(|ui| {
+        ui.horizontal_wrapped(|ui| {
             ui.heading("Findings");
             let undo = ui.add_enabled(
                 self.history.undo_target().is_some(),
@@ -147,7 +147,7 @@ impl FindingsEditor<'_> {
     ) {
         let entry = self.case.findings.organ(organ);
         let field = Field::Tumor(organ);
-        ui.horizontal(|ui| {
+        ui.horizontal_wrapped(|ui| {
             let changed = self.case.changed.contains(&field.path());
             let name = RichText::new(organ.display_name()).strong();
             ui.label(if changed { name.underline() } else { name });
@@ -185,8 +185,7 @@ impl FindingsEditor<'_> {
         for (index, lesion) in entry.lesions.iter().enumerate() {
             self.lesion_ui(ui, organ, index, lesion, selected, commands);
         }
-        ui.horizontal(|ui| {
-            ui.add_space(12.0);
+        super::indented_row(ui, 12.0, |ui| {
             if ui.small_button("+ lesion").clicked() {
                 // A lesion means a tumor: presence follows (a separate, undoable edit).
                 if !entry.tumor.as_positive() {
@@ -218,8 +217,7 @@ impl FindingsEditor<'_> {
     ) {
         let prefix = Field::Lesion(organ, index).path();
         let part = |part| Field::LesionPart(organ, index, part);
-        ui.horizontal(|ui| {
-            ui.add_space(12.0);
+        super::indented_row(ui, 12.0, |ui| {
             let is_selected = selected == Some((organ, index));
             let name = ui
                 .selectable_label(is_selected, format!("lesion {}", index + 1))
@@ -246,8 +244,7 @@ impl FindingsEditor<'_> {
                 });
             }
         });
-        ui.horizontal(|ui| {
-            ui.add_space(24.0);
+        super::indented_row(ui, 24.0, |ui| {
             let mut location = lesion.location.clone();
             egui::ComboBox::from_id_salt(("location", &prefix))
                 .selected_text(location.as_ref().map_or("location?".into(), location_label))
@@ -352,8 +349,7 @@ impl FindingsEditor<'_> {
         commands: &mut Vec<EditCommand>,
     ) {
         // Wrapped: a narrow panel keeps every button of the row on screen.
-        ui.horizontal_wrapped(|ui| {
-            ui.add_space(24.0);
+        super::indented_row(ui, 24.0, |ui| {
             ui.label("evidence");
             match &lesion.evidence {
                 Some(evidence) => {
@@ -405,7 +401,7 @@ impl FindingsEditor<'_> {
 
     fn key_slice_ui(&self, ui: &mut egui::Ui, commands: &mut Vec<EditCommand>) {
         let current = self.current_slice.index;
-        ui.horizontal(|ui| {
+        ui.horizontal_wrapped(|ui| {
             match &self.case.findings.key_slice {
                 Some(key) => ui.label(format!("key slice {}", key.index)),
                 None => ui.label("key slice: none"),

@@ -87,8 +87,7 @@ impl MaskRow<'_> {
     pub fn ui(&self, ui: &mut egui::Ui, commands: &mut Vec<MaskCommand>) {
         let (organ, lesion) = (self.organ, self.lesion);
         let apply = |op| MaskCommand::Apply { organ, lesion, op };
-        ui.horizontal_wrapped(|ui| {
-            ui.add_space(24.0);
+        super::indented_row(ui, 24.0, |ui| {
             if self.from_model {
                 ui.label("mask (the model's)").on_hover_text(
                     "the mask the model found: correct it with the brush or the operations; each change is yours",
@@ -129,7 +128,11 @@ impl MaskRow<'_> {
             let has_mask = self.measures.is_some();
             for (label, op, hover) in [
                 ("smooth", MaskOp::Smooth, "smooth the mask's surface"),
-                ("largest island", MaskOp::KeepLargest, "keep the largest island only"),
+                (
+                    "largest island",
+                    MaskOp::KeepLargest,
+                    "keep the largest island only",
+                ),
                 (
                     "fill between",
                     MaskOp::FillBetween,
@@ -147,8 +150,7 @@ impl MaskRow<'_> {
                 }
             }
         });
-        ui.horizontal_wrapped(|ui| {
-            ui.add_space(36.0);
+        super::indented_row(ui, 36.0, |ui| {
             self.threshold_ui(ui, commands);
         });
         self.measures_ui(ui, commands);
@@ -200,8 +202,7 @@ impl MaskRow<'_> {
     fn measures_ui(&self, ui: &mut egui::Ui, commands: &mut Vec<MaskCommand>) {
         let (organ, lesion) = (self.organ, self.lesion);
         if let Some(measures) = self.measures {
-            ui.horizontal_wrapped(|ui| {
-                ui.add_space(36.0);
+            super::indented_row(ui, 36.0, |ui| {
                 ui.label(format!(
                     "{:.2} mL · {:.1} × {:.1} mm · slices {}–{}",
                     measures.volume_ml,
@@ -220,8 +221,7 @@ impl MaskRow<'_> {
                 }
             });
             for disagreement in &self.disagreements {
-                ui.horizontal_wrapped(|ui| {
-                    ui.add_space(36.0);
+                super::indented_row(ui, 36.0, |ui| {
                     ui.colored_label(
                         egui::Color32::from_rgb(230, 180, 60),
                         format!("the mask disagrees: {disagreement}"),
@@ -234,8 +234,7 @@ impl MaskRow<'_> {
     /// The brush's size and shape, while this lesion is drawn.
     fn brush_ui(&self, ui: &mut egui::Ui, commands: &mut Vec<MaskCommand>) {
         if let Some(mut brush) = self.drawing {
-            ui.horizontal_wrapped(|ui| {
-                ui.add_space(36.0);
+            super::indented_row(ui, 36.0, |ui| {
                 let (min, max) = PaintBrush::RADIUS_MM;
                 let radius = ui.add(
                     egui::Slider::new(&mut brush.radius_mm, min..=max)
