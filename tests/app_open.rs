@@ -125,11 +125,6 @@ fn a_workspace_cases_prediction_is_shown_only_over_the_images_it_was_made_on() {
 /// the key slice where it is largest; a second, damaged segmentation is named and left out.
 #[test]
 fn a_dicom_folder_with_a_segmentation_opens_with_its_lesions_as_masks() {
-    use keyslice::findings::Organ;
-    use keyslice::pacs::seg::write::{Authorship, segmentation};
-    use keyslice::pacs::seg::{Algorithm, Segment, SourceSeries};
-    use keyslice::pacs::sr::StudyContext;
-    use keyslice::volume::mask::{Brush, paint};
     let folder = tempfile::tempdir().expect("temp dir");
     let series = folder.path().join("series");
     let identity = keyslice::io::dicom::write::SeriesIdentity {
@@ -140,53 +135,13 @@ fn a_dicom_folder_with_a_segmentation_opens_with_its_lesions_as_masks() {
         study_description: "Segmentation".into(),
         series_description: "Demo CT".into(),
     };
-    keyslice::io::dicom::write::write_ct_series(
-        &keyslice::volume::demo::demo_abdomen(),
-        &series,
-        &identity,
-    )
-    .expect("series written");
-    let volume = keyslice::io::load_study(&series, &keyslice::io::LoadOptions::default())
-        .expect("loaded")
-        .volume;
-    let study = StudyContext::from_folder(&series).expect("study");
-    let source = SourceSeries::of(
-        &volume,
-        &study.frame_of_reference_uid,
-        &study.image_class_uid,
-    )
-    .expect("source");
-    let mut mask = vec![0u8; volume.dims().iter().product()];
-    paint(
-        &mut mask,
-        volume.dims(),
-        volume.spacing_mm(),
-        [70, 70, 40],
-        7.0,
-        Brush::Ball,
-        true,
-    )
-    .expect("painted");
-    let seg = segmentation(
-        &study,
-        &source,
-        &[Segment::lesion(Organ::Liver, 0, Algorithm::Manual, mask)],
-        &Authorship {
-            creator: "Reviewer^Ana".into(),
-            model: keyslice::prediction::ModelId {
-                id: "keyslice-tiny".into(),
-                version: "3".into(),
-            },
-        },
-    )
-    .expect("written");
-    std::fs::write(series.join("seg.dcm"), &seg.bytes).expect("saved");
+    let volume = keyslice::volume::demo::demo_abdomen();
+    keyslice::io::dicom::write::write_ct_series(&volume, &series, &identity)
+        .expect("series written");
+    let (seg, _) = demo_segmentation(&series, [70, 70, 40]);
+    std::fs::write(series.join("seg.dcm"), &seg).expect("saved");
     // A damaged one: cut in the middle.
-    std::fs::write(
-        series.join("seg-cut.dcm"),
-        &seg.bytes[..seg.bytes.len() / 2],
-    )
-    .expect("saved");
+    std::fs::write(series.join("seg-cut.dcm"), &seg[..seg.len() / 2]).expect("saved");
 
     let Ok((study, Some(masks))) = load(&Source::Path(series.clone())) else {
         panic!("the series opens, with masks");
@@ -214,4 +169,132 @@ fn a_dicom_folder_with_a_segmentation_opens_with_its_lesions_as_masks() {
         "{:?}",
         masks.warnings
     );
+}
+
+/// A segmentation of the demo CT written as `series` (a DICOM folder): one liver lesion, a
+/// ball of 7 mm at `centre`; with its mask.
+fn demo_segmentation(series: &std::path::Path, centre: [usize; 3]) -> (Vec<u8>, Vec<u8>) {
+    use keyslice::findings::Organ;
+    use keyslice::pacs::seg::write::{Authorship, segmentation};
+    use keyslice::pacs::seg::{Algorithm, Segment, SourceSeries};
+    use keyslice::pacs::sr::StudyContext;
+    use keyslice::volume::mask::{Brush, paint};
+    let volume = keyslice::io::load_study(series, &keyslice::io::LoadOptions::default())
+        .expect("loaded")
+        .volume;
+    let study = StudyContext::from_folder(series).expect("study");
+    let source = SourceSeries::of(
+        &volume,
+        &study.frame_of_reference_uid,
+        &study.image_class_uid,
+    )
+    .expect("source");
+    let mut mask = vec![0u8; volume.dims().iter().product()];
+    paint(
+        &mut mask,
+        volume.dims(),
+        volume.spacing_mm(),
+        centre,
+        7.0,
+        Brush::Ball,
+        true,
+    )
+    .expect("painted");
+    let seg = segmentation(
+        &study,
+        &source,
+        &[Segment::lesion(
+            Organ::Liver,
+            0,
+            Algorithm::Manual,
+            mask.clone(),
+        )],
+        &Authorship {
+            creator: "Reviewer^Ana".into(),
+            model: keyslice::prediction::ModelId {
+                id: "keyslice-tiny".into(),
+                version: "3".into(),
+            },
+        },
+    )
+    .expect("written");
+    (seg.bytes, mask)
+}
+
+/// Saves a segmentation's bytes at `path` with its Content Date set to `date`.
+fn save_dated(bytes: &[u8], path: &std::path::Path, date: &str) {
+    use dicom_core::{DataElement, VR};
+    let scratch = path.with_extension("undated");
+    std::fs::write(&scratch, bytes).expect("saved");
+    let mut object = dicom_object::open_file(&scratch).expect("a DICOM file");
+    object.put(DataElement::new(
+        dicom_dictionary_std::tags::CONTENT_DATE,
+        VR::DA,
+        date,
+    ));
+    object.write_to_file(path).expect("saved");
+    std::fs::remove_file(&scratch).expect("removed");
+}
+
+/// A study opened from a PACS brings the segmentations stored with it, retrieved into the
+/// cache beside its CT series. The newest that reads onto the CT is shown (each one Keyslice
+/// stores holds all of the case's masks then); a newer damaged one is named and passed over,
+/// and the older ones are said to be left out.
+#[test]
+fn a_pacs_cases_stored_segmentations_show_the_newest_that_fits() {
+    use keyslice::review::workspace::{Workspace, WorkspaceCase};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let study = dir.path().join("cache").join("2.25.1");
+    let ct = study.join("2.25.2");
+    let identity = keyslice::io::dicom::write::SeriesIdentity {
+        patient_name: "Phantom^Stored".into(),
+        patient_id: "SEG-3".into(),
+        accession: "A-SEG3".into(),
+        study_date: "20261207".into(),
+        study_description: "Segmentation".into(),
+        series_description: "Demo CT".into(),
+    };
+    keyslice::io::dicom::write::write_ct_series(
+        &keyslice::volume::demo::demo_abdomen(),
+        &ct,
+        &identity,
+    )
+    .expect("series written");
+    let (old, _) = demo_segmentation(&ct, [70, 70, 40]);
+    let (new, drawn) = demo_segmentation(&ct, [90, 80, 40]);
+    let segs = study.join("2.25.3");
+    std::fs::create_dir_all(&segs).expect("folder");
+    save_dated(&old, &segs.join("a.dcm"), "20250101");
+    save_dated(&new, &segs.join("b.dcm"), "20261207");
+    let damaged = study.join("2.25.4");
+    std::fs::create_dir_all(&damaged).expect("folder");
+    save_dated(&new, &damaged.join("cut.dcm"), "20991231");
+    let cut = std::fs::read(damaged.join("cut.dcm")).expect("read");
+    std::fs::write(damaged.join("cut.dcm"), &cut[..cut.len() * 2 / 3]).expect("cut");
+
+    let root = dir.path().join("ws");
+    Workspace::add_cases(
+        &root,
+        vec![WorkspaceCase {
+            case_id: "pacs-stored".into(),
+            volume: ct,
+            masks: None,
+            truth: None,
+            origin: Some("dicomweb+http://pacs.example/dicom-web/studies/2.25.1".into()),
+            patient: None,
+        }],
+    )
+    .expect("workspace");
+    let (_, masks) = load(&Source::WorkspaceCase {
+        root,
+        case_id: "pacs-stored".into(),
+    })
+    .expect("loaded");
+    let masks = masks.expect("the stored segmentation shown");
+    let labels = masks.labels.expect("labels");
+    let shown: Vec<u8> = labels.labels.iter().map(|&l| u8::from(l != 0)).collect();
+    assert_eq!(shown, drawn, "the newest segmentation that reads, alone");
+    let warnings = masks.warnings.join(" | ");
+    assert!(warnings.contains("cut.dcm"), "{warnings}");
+    assert!(warnings.contains("1 older one(s)"), "{warnings}");
 }

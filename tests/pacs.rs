@@ -1321,6 +1321,56 @@ fn a_reviewers_lesion_mask_goes_to_the_pacs_as_a_segmentation_other_viewers_read
     let bytes = std::fs::read(&stored.segmentations[0]).expect("retrieved");
     let back = keyslice::pacs::seg::read::segmentation(&bytes, &source).expect("read");
     assert_drawn_by_the_editor_and_the_rest_by_the_model(&back.segments, &mask);
+
+    opened_elsewhere_shows_the_stored_mask(&orthanc, &study_uid, dir.path(), &mask);
+}
+
+/// The study opened from the PACS on another machine (a PACS workspace of its own, in `dir`),
+/// as the window opens it: the stored segmentation is the case's masks, every voxel of the
+/// reviewer's `mask` shown as a liver lesion.
+fn opened_elsewhere_shows_the_stored_mask(
+    orthanc: &Orthanc,
+    study_uid: &str,
+    dir: &Path,
+    mask: &[u8],
+) {
+    let elsewhere = dir.join("elsewhere");
+    let url = orthanc.url(&format!("/studies/{study_uid}")).replace(
+        "dicomweb+http://",
+        &format!("dicomweb+http://{USER}:{PASSWORD}@"),
+    );
+    let opened = keyslice_workflow::pacs::locate_study(&url, &elsewhere)
+        .expect("located")
+        .open(&keyslice_workflow::Logged)
+        .expect("opened");
+    let (_, masks) = keyslice::app::open::load(&keyslice::app::open::Source::WorkspaceCase {
+        root: opened.root,
+        case_id: opened.case_id,
+    })
+    .expect("loaded");
+    let masks = masks.expect("the stored segmentation shown as the case's masks");
+    assert!(masks.warnings.is_empty(), "{:?}", masks.warnings);
+    let lesion = masks
+        .structures
+        .iter()
+        .find(|structure| structure.name == "liver_lesion")
+        .expect("the liver lesion's mask");
+    let labels = masks.labels.expect("labels");
+    let drawn = mask.iter().filter(|v| **v != 0).count();
+    let shown = mask
+        .iter()
+        .zip(&labels.labels)
+        .filter(|(drawn, label)| **drawn != 0 && **label == lesion.label)
+        .count();
+    assert_eq!(shown, drawn);
+    assert!(
+        masks
+            .lesion_marks
+            .iter()
+            .any(|mark| mark.name == "liver_lesion"),
+        "{:?}",
+        masks.lesion_marks.len()
+    );
 }
 
 /// The reviewer's mask ("Liver lesion 1", `drawn`) is the editor's; any other lesion's is

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use keyslice_core::findings::Organ;
 use keyslice_core::volume::{LabelVolume, Volume};
-use keyslice_pacs::seg::read::{is_segmentation_file, segmentation_file};
+use keyslice_pacs::seg::read::{content_date_time, is_segmentation_file, segmentation_file};
 use keyslice_pacs::seg::{SegmentOf, SourceSeries};
 use keyslice_pacs::sr::StudyContext;
 
@@ -25,6 +25,33 @@ pub fn segmentation_files(folder: &Path) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+/// The segmentations of a study retrieved from its PACS: those in the other series folders
+/// beside the CT's folder `ct_folder` in the retrieve cache (a study's series are folders of
+/// one study folder), newest first by their Content Date and Time.
+#[must_use]
+pub fn stored_segmentations(ct_folder: &Path) -> Vec<PathBuf> {
+    let Some(study) = ct_folder.parent() else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(study) else {
+        return Vec::new();
+    };
+    let mut series: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.is_dir() && path.as_path() != ct_folder)
+        .collect();
+    series.sort();
+    let mut files: Vec<(String, PathBuf)> = series
+        .iter()
+        .flat_map(|folder| segmentation_files(folder))
+        .map(|file| (content_date_time(&file).unwrap_or_default(), file))
+        .collect();
+    // Newest first; the same moment in file order.
+    files.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    files.into_iter().map(|(_, file)| file).collect()
 }
 
 /// The name a segment's structure takes.

@@ -46,6 +46,23 @@ pub fn is_segmentation_file(path: &Path) -> bool {
         })
 }
 
+/// A segmentation file's Content Date and Time as `YYYYMMDDHHMMSS…` (empty where the file
+/// states none), read without its frames: which of several segmentations of a study is the
+/// newest. `None` when the file cannot be read.
+#[must_use]
+pub fn content_date_time(path: &Path) -> Option<String> {
+    let object = dicom_object::OpenFileOptions::new()
+        .read_until(tags::PIXEL_DATA)
+        .open_file(path)
+        .ok()?;
+    let get = |tag| string(&object, tag).unwrap_or_default();
+    Some(format!(
+        "{}{}",
+        get(tags::CONTENT_DATE).trim(),
+        get(tags::CONTENT_TIME).trim()
+    ))
+}
+
 /// Reads the segmentation file at `path` onto `source`.
 pub fn segmentation_file(path: &Path, source: &SourceSeries) -> Result<ReadSegmentation, SegError> {
     let bytes = std::fs::read(path).map_err(|error| {

@@ -43,12 +43,29 @@ pub struct LoadedMasks {
     pub warnings: Vec<String>,
 }
 
+/// Where a case's masks are read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MaskPlace {
+    /// A folder of masks: an AbdomenAtlas `segmentations/` folder (NIfTI masks, and DICOM
+    /// Segmentations in it), or a DICOM folder with segmentations beside the CT.
+    Folder(PathBuf),
+    /// The segmentations of a study opened from its PACS, retrieved into the cache beside the
+    /// CT's series folder `ct_folder`, newest first: the newest that fits the CT is shown (each
+    /// one Keyslice stores holds every mask of the case at the time).
+    Stored {
+        /// The segmentation files, newest first.
+        files: Vec<PathBuf>,
+        /// The CT's DICOM folder (its frame of reference).
+        ct_folder: PathBuf,
+    },
+}
+
 /// Reads the study at `path` (one series of it when `options` names one); also returns the
 /// `segmentations/` folder beside a NIfTI file, when there is one.
 pub(super) fn load_path(
     path: &Path,
     options: &LoadOptions,
-) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {
+) -> Result<(LoadedStudy, Option<MaskPlace>), (String, String)> {
     let study: Study =
         load_study(path, options).map_err(|error| (error.to_string(), error.hint()))?;
     let mut warnings = study.volume.warnings().to_vec();
@@ -85,15 +102,15 @@ pub(super) fn load_path(
             warnings,
             prediction: None,
         },
-        mask_folder,
+        mask_folder.map(MaskPlace::Folder),
     ))
 }
 
-/// Reads one case of a workspace: its CT, its masks folder and its saved prediction.
+/// Reads one case of a workspace: its CT, where its masks are and its saved prediction.
 pub(super) fn load_workspace_case(
     root: &Path,
     case_id: &str,
-) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {
+) -> Result<(LoadedStudy, Option<MaskPlace>), (String, String)> {
     let failed = |error: WorkspaceError| (error.to_string(), error.hint().to_string());
     let workspace = Workspace::open(root).map_err(failed)?;
     let case = workspace.case(case_id).cloned().ok_or_else(|| {
@@ -143,17 +160,47 @@ pub(super) fn load_workspace_case(
         study.prediction = prediction.map(Box::new);
     }
     study.title = format!("{case_id} — {}", root.display());
-    let masks = case.masks.filter(|folder| folder.is_dir()).or(study_masks);
+    let masks = case
+        .masks
+        .filter(|folder| folder.is_dir())
+        .map(MaskPlace::Folder)
+        .or(study_masks)
+        .or_else(|| {
+            // A study from a PACS: the segmentations stored with it came with its results.
+            let ct_folder = case.volume.clone();
+            let files = keyslice_workflow::masks::stored_segmentations(&ct_folder);
+            (case.origin.is_some() && ct_folder.is_dir() && !files.is_empty())
+                .then_some(MaskPlace::Stored { files, ct_folder })
+        });
     Ok((study, masks))
 }
 
 /// Reads a case's masks onto the CT grid — an AbdomenAtlas `segmentations/` folder's NIfTI
-/// masks and the DICOM Segmentations in the folder — and derives the lesion extents and
-/// reference key slice. A mask that cannot be read becomes a warning.
+/// masks and the DICOM Segmentations in the folder, or the segmentation stored with a study
+/// on its PACS — and derives the lesion extents and reference key slice. A mask that cannot
+/// be read becomes a warning.
 #[must_use]
-pub fn load_case_masks(folder: &Path, volume: &Volume) -> LoadedMasks {
+pub fn load_case_masks(place: &MaskPlace, volume: &Volume) -> LoadedMasks {
     let mut warnings = Vec::new();
-    let (labels, structures) = case_masks(folder, volume, &mut warnings);
+    let masks = match place {
+        MaskPlace::Folder(folder) => folder_masks(folder, volume, &mut warnings),
+        MaskPlace::Stored { files, ct_folder } => {
+            stored_masks(files, ct_folder, volume, &mut warnings)
+        }
+    };
+    let (labels, structures) = match masks {
+        Some(masks) => {
+            let (combined, structures, left_out) = combine_structures(&masks);
+            if !left_out.is_empty() {
+                warnings.push(format!(
+                    "masks not shown (more than 14 structures): {}",
+                    left_out.join(", ")
+                ));
+            }
+            (combined, structures)
+        }
+        None => (None, Vec::new()),
+    };
     let (lesion_marks, key_slice) = labels
         .as_ref()
         .map(|labels| lesion_marks(volume, labels, &structures))
@@ -167,12 +214,13 @@ pub fn load_case_masks(folder: &Path, volume: &Volume) -> LoadedMasks {
     }
 }
 
-/// The masks in `folder` on the CT's grid, combined into one label volume.
-fn case_masks(
+/// The masks in `folder` on the CT's grid; `None` (with the reason in `warnings`) when the
+/// folder cannot be read.
+fn folder_masks(
     folder: &Path,
     volume: &Volume,
     warnings: &mut Vec<String>,
-) -> (Option<LabelVolume>, Vec<Structure>) {
+) -> Option<Vec<LabelVolume>> {
     let segmentations = keyslice_workflow::masks::segmentation_files(folder);
     match load_masks_onto(folder, volume) {
         Ok(mut masks) => {
@@ -182,20 +230,41 @@ fn case_masks(
                 volume,
                 warnings,
             ));
-            let (combined, structures, left_out) = combine_structures(&masks);
-            if !left_out.is_empty() {
-                warnings.push(format!(
-                    "masks not shown (more than 14 structures): {}",
-                    left_out.join(", ")
-                ));
-            }
-            (combined, structures)
+            Some(masks)
         }
         Err(error) => {
             warnings.push(format!("masks not shown: {error}"));
-            (None, Vec::new())
+            None
         }
     }
+}
+
+/// The newest of a study's stored segmentations (`files`, newest first) that reads onto the
+/// CT; the reasons the newer ones did not, and how many older ones there are, in `warnings`.
+fn stored_masks(
+    files: &[PathBuf],
+    ct_folder: &Path,
+    volume: &Volume,
+    warnings: &mut Vec<String>,
+) -> Option<Vec<LabelVolume>> {
+    for (at, file) in files.iter().enumerate() {
+        let masks = keyslice_workflow::masks::segmentation_masks(
+            std::slice::from_ref(file),
+            ct_folder,
+            volume,
+            warnings,
+        );
+        if !masks.is_empty() {
+            let older = files.len() - at - 1;
+            if older > 0 {
+                warnings.push(format!(
+                    "the newest segmentation stored with this study on the PACS is shown; {older} older one(s) are not"
+                ));
+            }
+            return Some(masks);
+        }
+    }
+    None
 }
 
 /// Each lesion structure's axial extent, and the axial slice where the lesions together cover

@@ -12,7 +12,7 @@ use super::job::Job;
 use super::workspace::{data_dir, demo_dir, prepare_demo, scratch_workspace};
 use keyslice_review::workspace::{MANIFEST_FILE, WorklistEntry, Workspace, WorkspaceError};
 
-pub use super::loaded::{LoadedMasks, LoadedStudy, lesion_marks, load_case_masks};
+pub use super::loaded::{LoadedMasks, LoadedStudy, MaskPlace, lesion_marks, load_case_masks};
 use super::loaded::{load_path, load_workspace_case};
 use keyslice_core::volume::demo::demo_abdomen;
 use keyslice_io::LoadOptions;
@@ -192,18 +192,16 @@ pub fn load_in_background(ctx: &egui::Context, source: Source) -> Job<LoadEvent>
             return;
         }
         match load_volume(&source) {
-            Ok((study, mask_folder)) => {
+            Ok((study, mask_place)) => {
                 if cancelled() {
                     return;
                 }
                 let volume = Arc::clone(&study.volume);
                 send(LoadEvent::Study(study));
-                if let Some(folder) = mask_folder
+                if let Some(place) = mask_place
                     && !cancelled()
                 {
-                    send(LoadEvent::Masks(Box::new(load_case_masks(
-                        &folder, &volume,
-                    ))));
+                    send(LoadEvent::Masks(Box::new(load_case_masks(&place, &volume))));
                 }
             }
             Err((message, hint)) => send(LoadEvent::Failed(message, hint)),
@@ -290,13 +288,13 @@ fn resolve(source: Source, send: &mut dyn FnMut(LoadEvent)) -> Result<Source, (S
 /// Loads `source` and its masks in one go (what the worker does, without the channel).
 pub fn load(source: &Source) -> Result<(LoadedStudy, Option<LoadedMasks>), (String, String)> {
     let source = resolve(source.clone(), &mut |_| {})?;
-    let (study, mask_folder) = load_volume(&source)?;
-    let masks = mask_folder.map(|folder| load_case_masks(&folder, &study.volume));
+    let (study, mask_place) = load_volume(&source)?;
+    let masks = mask_place.map(|place| load_case_masks(&place, &study.volume));
     Ok((study, masks))
 }
 
-/// Reads the CT; also returns the case's `segmentations/` folder when there is one.
-pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<PathBuf>), (String, String)> {
+/// Reads the CT; also returns where the case's masks are, when it has any.
+pub fn load_volume(source: &Source) -> Result<(LoadedStudy, Option<MaskPlace>), (String, String)> {
     match source {
         Source::Demo => Ok((
             LoadedStudy {
