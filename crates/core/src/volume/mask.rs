@@ -423,6 +423,45 @@ pub fn smooth(mask: &mut [u8], dims: [usize; 3]) -> Result<usize, EditError> {
     Ok(changed)
 }
 
+/// The plane a lesion was drawn on slice by slice: the one whose drawn slices leave the most
+/// empty slices between them. A mask drawn on axial slices 10 and 20 leaves nine empty axial
+/// slices between them and none in the other planes (each drawn shape spans its rows and
+/// columns without a gap). Axial when no plane leaves a gap, or on a tie.
+#[must_use]
+pub fn drawn_plane(mask: &[u8], dims: [usize; 3]) -> Plane {
+    let mut drawn: [Vec<bool>; 3] = std::array::from_fn(|axis| vec![false; dims[axis]]);
+    let plane = dims[0] * dims[1];
+    for (i, _) in mask.iter().enumerate().filter(|(_, on)| **on != 0) {
+        let voxel = [i % dims[0], (i / dims[0]) % dims[1], i / plane.max(1)];
+        for axis in 0..3 {
+            if let Some(slot) = drawn[axis].get_mut(voxel[axis]) {
+                *slot = true;
+            }
+        }
+    }
+    let gaps = |axis: usize| {
+        let slices = &drawn[axis];
+        match (
+            slices.iter().position(|&on| on),
+            slices.iter().rposition(|&on| on),
+        ) {
+            (Some(first), Some(last)) => slices[first..=last].iter().filter(|on| !**on).count(),
+            _ => 0,
+        }
+    };
+    [Plane::Axial, Plane::Coronal, Plane::Sagittal]
+        .into_iter()
+        .fold((Plane::Axial, 0), |(best, most), plane| {
+            let gaps = gaps(plane.normal());
+            if gaps > most {
+                (plane, gaps)
+            } else {
+                (best, most)
+            }
+        })
+        .0
+}
+
 /// Fills the slices between those the lesion is drawn on (normal to `plane`): each empty
 /// slice between two drawn ones takes the shape between theirs, interpolated through their
 /// signed distance maps (as 3D Slicer and ITK-SNAP interpolate). Returns the voxels added.
@@ -926,6 +965,29 @@ mod tests {
             Ok(0),
             "columns 16–24 are all drawn: nothing between"
         );
+    }
+
+    #[test]
+    fn fill_between_takes_the_plane_the_slices_were_drawn_on() {
+        let mut mask = empty();
+        assert_eq!(drawn_plane(&mask, DIMS), Plane::Axial);
+        // Two discs on coronal slices 12 and 22.
+        let coronal = Brush::Disc(Plane::Coronal);
+        paint(&mut mask, DIMS, [1.0; 3], [20, 12, 10], 5.0, coronal, true).expect("painted");
+        paint(&mut mask, DIMS, [1.0; 3], [20, 22, 10], 5.0, coronal, true).expect("painted");
+        assert_eq!(drawn_plane(&mask, DIMS), Plane::Coronal);
+        let added = fill_between(&mut mask, DIMS, [1.0; 3], Plane::Coronal).expect("filled");
+        assert!(added > 0);
+        let coronal_slices: Vec<bool> = (12..=22)
+            .map(|y| (0..DIMS[2]).any(|z| (0..DIMS[0]).any(|x| mask[index(DIMS, [x, y, z])] != 0)))
+            .collect();
+        assert!(coronal_slices.iter().all(|&on| on), "{coronal_slices:?}");
+        // Two discs on axial slices: axial.
+        let mut axial = empty();
+        let disc = Brush::Disc(Plane::Axial);
+        paint(&mut axial, DIMS, [1.0; 3], [20, 20, 4], 5.0, disc, true).expect("painted");
+        paint(&mut axial, DIMS, [1.0; 3], [20, 20, 14], 5.0, disc, true).expect("painted");
+        assert_eq!(drawn_plane(&axial, DIMS), Plane::Axial);
     }
 
     #[test]

@@ -17,8 +17,8 @@ use crate::ui::viewport::{PaintBrush, Viewer, ViewerGpu};
 use keyslice_core::findings::{Findings, Organ};
 use keyslice_core::volume::lesion::{GrowOptions, Measures, VoxelBox, grow_from_box};
 use keyslice_core::volume::mask::{
-    Brush, Islands, LesionMask, Plane, fill_between, islands, paint, size_of, slices_of, smooth,
-    threshold,
+    Brush, Islands, LesionMask, Plane, drawn_plane, fill_between, islands, paint, size_of,
+    slices_of, smooth, threshold,
 };
 use keyslice_core::volume::{LabelVolume, Volume};
 use keyslice_review::reviewed::{Field, LesionPart, ReviewedCase};
@@ -426,8 +426,11 @@ impl LesionMasks {
             MaskOp::KeepLargest => {
                 islands(&mut mask, dims, Islands::KeepLargest).map_err(|e| e.to_string())?
             }
-            MaskOp::FillBetween => fill_between(&mut mask, dims, volume.spacing_mm(), Plane::Axial)
-                .map_err(|e| e.to_string())?,
+            MaskOp::FillBetween => {
+                let plane = drawn_plane(&mask, dims);
+                fill_between(&mut mask, dims, volume.spacing_mm(), plane)
+                    .map_err(|e| e.to_string())?
+            }
         };
         Ok((changed > 0).then(|| (field, mask_value(&mask, dims))))
     }

@@ -31,7 +31,7 @@ pub enum MaskOp {
     Smooth,
     /// Keep its largest island.
     KeepLargest,
-    /// Fill the axial slices between those drawn.
+    /// Fill the slices between those drawn, in the plane they were drawn on.
     FillBetween,
     /// Remove it.
     Clear,
@@ -136,7 +136,7 @@ impl MaskRow<'_> {
                 (
                     "fill between",
                     MaskOp::FillBetween,
-                    "fill the axial slices between those drawn",
+                    "fill the slices between those drawn, in the plane they were drawn on",
                 ),
                 ("clear mask", MaskOp::Clear, "remove the mask"),
             ] {
