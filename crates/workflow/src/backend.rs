@@ -147,29 +147,17 @@ fn share(text: &str) -> Result<f64, String> {
 }
 
 impl Default for BackendSpec {
+    /// The command line's defaults: the options' own, said in one place.
     fn default() -> Self {
-        Self {
-            backend: BackendKind::Embedded,
-            model: None,
-            url: Vec::new(),
-            api_key_env: None,
-            device: "auto".into(),
-            max_new_tokens: 512,
-            frames: 32,
-            media: MediaArg::Auto,
-            timeout_secs: 120,
-            retries: 4,
-            verifier_url: None,
-            verifier_model: None,
-            verifier_api_key_env: None,
-            ca_cert: Vec::new(),
-            allow_burned_in: false,
-            diagnose_prompt: None,
-            verify_prompt: None,
-            hallucinate: None,
-            hallucinate_seed: 1,
-            hallucinate_kind: None,
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            backend: BackendSpec,
         }
+        <Defaults as clap::Parser>::try_parse_from(["keyslice"]).map_or_else(
+            |error| unreachable!("every backend option has a default: {error}"),
+            |defaults| defaults.backend,
+        )
     }
 }
 
@@ -370,5 +358,36 @@ impl BackendSpec {
             }
         };
         Ok(self.hallucinating(backend))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_the_command_lines() {
+        let backend = BackendSpec::default();
+        assert_eq!(backend.backend, BackendKind::Embedded);
+        assert_eq!(
+            (
+                backend.device.as_str(),
+                backend.max_new_tokens,
+                backend.frames
+            ),
+            ("auto", 512, 32)
+        );
+        assert_eq!((backend.timeout_secs, backend.retries), (120, 4));
+        assert_eq!(backend.hallucinate, None);
+        let connection = crate::pacs::Connection::default();
+        assert_eq!(
+            (
+                connection.timeout_secs,
+                connection.retries,
+                connection.parallel
+            ),
+            (60, 3, 6)
+        );
+        assert!(connection.cache.is_none() && connection.ca_cert.is_empty());
     }
 }

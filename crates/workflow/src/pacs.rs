@@ -47,14 +47,17 @@ pub struct Connection {
 }
 
 impl Default for Connection {
+    /// The command line's defaults: the options' own, said in one place.
     fn default() -> Self {
-        Self {
-            timeout_secs: 60,
-            retries: 3,
-            parallel: 6,
-            cache: None,
-            ca_cert: Vec::new(),
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            connection: Connection,
         }
+        <Defaults as clap::Parser>::try_parse_from(["keyslice"]).map_or_else(
+            |error| unreachable!("every connection option has a default: {error}"),
+            |defaults| defaults.connection,
+        )
     }
 }
 

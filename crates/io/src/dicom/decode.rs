@@ -445,7 +445,9 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     let mut source = error.source();
     while let Some(cause) = source {
         let text = cause.to_string();
-        if !message.contains(&text) {
+        // An error that shows its cause already ends with it; a short cause that merely
+        // appears inside the message (a word, a number) is still added.
+        if !message.ends_with(&text) {
             message.push_str(": ");
             message.push_str(&text);
         }
@@ -534,6 +536,44 @@ pub(crate) fn unpack<T: Sample>(
 )]
 mod tests {
     use super::*;
+
+    /// An error with a cause, shown with the cause in its own text or not.
+    #[derive(Debug)]
+    struct Wrapped {
+        text: &'static str,
+        cause: std::io::Error,
+    }
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.text)
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.cause)
+        }
+    }
+
+    #[test]
+    fn an_error_chain_names_each_cause_once() {
+        let cause = || std::io::Error::other("frame 3");
+        let shown = Wrapped {
+            text: "cannot decode: frame 3",
+            cause: cause(),
+        };
+        assert_eq!(error_chain(&shown), "cannot decode: frame 3");
+        // "frame 3" inside the message is not the cause shown: it is added.
+        let hidden = Wrapped {
+            text: "frame 3 of 9 cannot be decoded",
+            cause: cause(),
+        };
+        assert_eq!(
+            error_chain(&hidden),
+            "frame 3 of 9 cannot be decoded: frame 3"
+        );
+    }
 
     #[test]
     fn twelve_bit_signed_samples_are_sign_extended() {

@@ -142,8 +142,9 @@ impl DicomWebUrl {
 
     /// Parses a `dicomweb+http(s)://` URL.
     pub fn parse(text: &str) -> Result<Self, PacsError> {
+        // A URL pasted with a page of text after it is named by its start, not echoed whole.
         let fail = |reason: &str| PacsError::Url {
-            url: redact(text),
+            url: keyslice_core::text::shown_short(&redact(text), 200),
             reason: reason.to_string(),
         };
         let rest = text
@@ -404,5 +405,9 @@ mod tests {
         let text = error.to_string();
         assert!(text.contains("not a DICOM UID"), "{text}");
         assert!(!text.contains("pw"), "{text}");
+        let long = format!("dicomweb+http://h/dicom-web/studies/{}", "9.".repeat(5000));
+        let text = DicomWebUrl::parse(&long).unwrap_err().to_string();
+        assert!(text.len() < 600, "{} characters", text.len());
+        assert!(text.contains("dicomweb+http://h/dicom-web/studies/9.9.") && text.contains('…'));
     }
 }
