@@ -359,7 +359,12 @@ fn in_a_small_window_the_planes_keep_most_of_it() {
             planes.width() >= share * width && planes.height() >= 0.8 * height,
             "{width}×{height}: the planes get {planes:?}"
         );
-        harness.snapshot(name);
+        // What this test holds is the layout: a few hundred pixels of the overlays' edges are
+        // let through (they have been seen to differ by 260 between runs).
+        harness.snapshot_options(
+            name,
+            &egui_kittest::SnapshotOptions::new().max_failed_pixels(400),
+        );
         snapshots.extend_harness(&mut harness);
     }
 }
