@@ -1,4 +1,5 @@
-//! What a lesion mask costs on a 512×512×300 CT (0.7 × 0.7 × 1 mm): growing it from its box,
+//! What a lesion mask costs on a 512×512×300 CT (0.7 × 0.7 × 1 mm): growing it from its box
+//! (and from a box as large as the CT),
 //! one frame of a brush drag (the disc painted along the way and the box it touched written
 //! into the label texture, on whatever adapter wgpu finds: lavapipe on the CI machine), and
 //! what lifting the brush costs (the mask as run lengths for its correction, and what it
@@ -64,6 +65,15 @@ fn masks(c: &mut Criterion) {
                 &GrowOptions::default(),
             ))
         });
+    });
+    // The worst a box can be: the whole CT (the in-plane filter and the flood reach every
+    // voxel).
+    let whole = VoxelBox {
+        min: [0; 3],
+        max: [DIMS[0] - 1, DIMS[1] - 1, DIMS[2] - 1],
+    };
+    group.bench_function("grow from a box the size of the CT", |b| {
+        b.iter(|| black_box(grow_from_box(&volume, whole, None, &GrowOptions::default())));
     });
     let grown = grow_from_box(&volume, lesion_box, None, &GrowOptions::default())
         .unwrap_or_else(|error| panic!("grown: {error}"));
