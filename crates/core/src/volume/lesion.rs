@@ -761,15 +761,19 @@ mod tests {
                 }
             }
         }
-        let volume = Volume::new(
+        (volume_of(dims, values), truth)
+    }
+
+    /// A volume of `values` on a 1 mm grid of `dims` voxels.
+    fn volume_of(dims: [usize; 3], values: Vec<i16>) -> Volume {
+        Volume::new(
             dims,
             Affine::IDENTITY,
             Voxels::I16(values),
             Vec::new(),
             crate::volume::VolumeInfo::default(),
         )
-        .expect("a volume");
-        (volume, truth)
+        .expect("a volume")
     }
 
     #[test]
@@ -841,15 +845,7 @@ mod tests {
                 }
             }
         }
-        let volume = Volume::new(
-            [48, 48, 48],
-            Affine::IDENTITY,
-            Voxels::I16(values),
-            Vec::new(),
-            crate::volume::VolumeInfo::default(),
-        )
-        .expect("a volume");
-        (volume, truth)
+        (volume_of([48, 48, 48], values), truth)
     }
 
     #[test]
