@@ -30,21 +30,6 @@ struct View {
 @group(0) @binding(2) var labels: texture_3d<u32>;
 @group(0) @binding(3) var<uniform> label_colours: array<vec4<f32>, 16>;
 
-struct VertexOutput {
-    @builtin(position) position: vec4<f32>,
-    @location(0) uv: vec2<f32>,
-};
-
-@vertex
-fn vs_main(@builtin(vertex_index) index: u32) -> VertexOutput {
-    let x = f32((index << 1u) & 2u);
-    let y = f32(index & 2u);
-    var out: VertexOutput;
-    out.position = vec4<f32>(x * 2.0 - 1.0, 1.0 - y * 2.0, 0.0, 1.0);
-    out.uv = vec2<f32>(x, y);
-    return out;
-}
-
 // The colour of a lesion label shown in 3D, or alpha 0.
 fn lesion_tint(label: u32) -> vec4<f32> {
     let shown = ((view.visible_labels.x >> min(label, 31u)) & 1u) == 1u;

@@ -22,22 +22,6 @@ struct View {
 @group(0) @binding(2) var labels: texture_3d<u32>;
 @group(0) @binding(3) var<uniform> label_colours: array<vec4<f32>, 16>;
 
-struct VertexOutput {
-    @builtin(position) position: vec4<f32>,
-    @location(0) uv: vec2<f32>,
-};
-
-// One triangle that covers the viewport; uv runs 0..1 across it, y pointing down.
-@vertex
-fn vs_main(@builtin(vertex_index) index: u32) -> VertexOutput {
-    let x = f32((index << 1u) & 2u);
-    let y = f32(index & 2u);
-    var out: VertexOutput;
-    out.position = vec4<f32>(x * 2.0 - 1.0, 1.0 - y * 2.0, 0.0, 1.0);
-    out.uv = vec2<f32>(x, y);
-    return out;
-}
-
 fn load_hu(voxel: vec3<i32>) -> f32 {
     let limit = vec3<i32>(view.dims.xyz) - vec3<i32>(1);
     return f32(textureLoad(volume, clamp(voxel, vec3<i32>(0), limit), 0).r);

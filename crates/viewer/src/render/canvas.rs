@@ -5,7 +5,10 @@
 //! Knows wgpu; nothing of egui or of what is drawn.
 
 /// The blit shader's source.
-pub const BLIT_SHADER: &str = include_str!("../../../../shaders/blit.wgsl");
+pub const BLIT_SHADER: &str = concat!(
+    include_str!("../../../../shaders/fullscreen.wgsl"),
+    include_str!("../../../../shaders/blit.wgsl")
+);
 
 /// An offscreen image, the pipeline that shows it, and what it was last drawn from.
 pub struct Canvas {
@@ -92,22 +95,7 @@ impl Canvas {
         let Some(image) = &self.image else {
             return false;
         };
-        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
-            label: Some("keyslice canvas pass"),
-            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                view: &image.view,
-                depth_slice: None,
-                resolve_target: None,
-                ops: wgpu::Operations {
-                    load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
-                    store: wgpu::StoreOp::Store,
-                },
-            })],
-            depth_stencil_attachment: None,
-            timestamp_writes: None,
-            occlusion_query_set: None,
-            multiview_mask: None,
-        });
+        let mut pass = super::clear_pass(encoder, &image.view, "keyslice canvas pass");
         draw(&mut pass);
         drop(pass);
         self.drawn = Some(key.to_vec());

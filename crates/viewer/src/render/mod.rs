@@ -29,10 +29,16 @@ use wgpu::util::DeviceExt;
 use keyslice_core::volume::{LabelVolume, Volume, Voxels};
 use view::{PlaneAxes, SliceView};
 
-/// The slice shader source.
-pub const SLICE_SHADER: &str = include_str!("../../../../shaders/slice.wgsl");
+/// The slice shader source (after the shared full-viewport vertex stage).
+pub const SLICE_SHADER: &str = concat!(
+    include_str!("../../../../shaders/fullscreen.wgsl"),
+    include_str!("../../../../shaders/slice.wgsl")
+);
 /// The 3D view's shader source (maximum intensity projection, same bindings).
-pub const MIP_SHADER: &str = include_str!("../../../../shaders/mip.wgsl");
+pub const MIP_SHADER: &str = concat!(
+    include_str!("../../../../shaders/fullscreen.wgsl"),
+    include_str!("../../../../shaders/mip.wgsl")
+);
 
 /// Bytes of volume texture Keyslice allows itself before downsampling (1 GiB: 512 Mi voxels).
 pub const TEXTURE_BUDGET_BYTES: u64 = 1 << 30;
@@ -762,22 +768,7 @@ pub fn draw_to_rgba(
         label: Some("keyslice offscreen"),
     });
     {
-        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
-            label: Some("keyslice offscreen pass"),
-            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                view: &target_view,
-                depth_slice: None,
-                resolve_target: None,
-                ops: wgpu::Operations {
-                    load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
-                    store: wgpu::StoreOp::Store,
-                },
-            })],
-            depth_stencil_attachment: None,
-            timestamp_writes: None,
-            occlusion_query_set: None,
-            multiview_mask: None,
-        });
+        let mut pass = clear_pass(&mut encoder, &target_view, "keyslice offscreen pass");
         draw(&mut pass);
     }
     encoder.copy_texture_to_buffer(
@@ -826,6 +817,30 @@ pub fn draw_to_rgba(
     drop(mapped);
     readback.unmap();
     Ok(pixels)
+}
+
+/// A render pass into `target` that first clears it to black: every offscreen image starts so.
+pub(crate) fn clear_pass<'encoder>(
+    encoder: &'encoder mut wgpu::CommandEncoder,
+    target: &wgpu::TextureView,
+    label: &str,
+) -> wgpu::RenderPass<'encoder> {
+    encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+        label: Some(label),
+        color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+            view: target,
+            depth_slice: None,
+            resolve_target: None,
+            ops: wgpu::Operations {
+                load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                store: wgpu::StoreOp::Store,
+            },
+        })],
+        depth_stencil_attachment: None,
+        timestamp_writes: None,
+        occlusion_query_set: None,
+        multiview_mask: None,
+    })
 }
 
 #[cfg(test)]
