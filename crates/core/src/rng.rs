@@ -75,9 +75,36 @@ pub fn normal_at(seed: u64, index: u64) -> f64 {
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 
+/// The 95 % percentile bootstrap interval of the mean of `values`: 2000 resamples drawn with
+/// `seed`, so the same values give the same interval. `None` for no values.
+#[must_use]
+pub fn mean_interval_95(values: &[f64], seed: u64) -> Option<(f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = values.len();
+    let mut rng = Rng::new(seed);
+    let mut means: Vec<f64> = (0..2000)
+        .map(|_| (0..n).map(|_| values[rng.below(n)]).sum::<f64>() / n as f64)
+        .collect();
+    means.sort_by(f64::total_cmp);
+    Some((means[50], means[1949]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mean_interval_holds_the_mean_and_is_the_same_each_time() {
+        let values: Vec<f64> = (0..40).map(|i| f64::from(i % 7)).collect();
+        let mean = values.iter().sum::<f64>() / 40.0;
+        let (low, high) = mean_interval_95(&values, 1).expect("an interval");
+        assert!(low < mean && mean < high, "{low} {mean} {high}");
+        assert_eq!(mean_interval_95(&values, 1), Some((low, high)));
+        assert_eq!(mean_interval_95(&[], 1), None);
+        assert_eq!(mean_interval_95(&[0.5], 1), Some((0.5, 0.5)));
+    }
 
     #[test]
     fn same_seed_same_stream_and_sane_moments() {
